@@ -1,0 +1,218 @@
+package jobstore
+
+import (
+	"fmt"
+	"time"
+)
+
+// The functions below compute each state change as a pure function of the
+// current record, so that every store applies the same rules. A store reads
+// the record, calls one of them while it holds the job exclusively, and
+// writes the result back.
+
+// ClaimOrder reports whether a should be claimed before b: higher Priority
+// first, then earlier RunAt, then older ID (FIFO).
+func ClaimOrder(a, b Job) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if !a.RunAt.Equal(b.RunAt) {
+		return a.RunAt.Before(b.RunAt)
+	}
+	return a.ID < b.ID
+}
+
+// Due reports whether j is queued and its RunAt has passed at now.
+func (j Job) Due(now time.Time) bool {
+	return j.State == StateQueued && !j.RunAt.After(now)
+}
+
+// ApplyClaim returns j claimed by worker at now: running, with Attempt
+// incremented. It fails with a *TransitionError unless j is queued, and with
+// ErrNoJob if j is not yet due.
+func ApplyClaim(j Job, worker string, now time.Time) (Job, error) {
+	if err := CheckTransition(j.ID, j.State, StateRunning); err != nil {
+		return j, err
+	}
+	if !j.Due(now) {
+		return j, &NoJobError{NextRunAt: j.RunAt}
+	}
+	now = now.UTC()
+	j.State = StateRunning
+	j.Attempt++
+	j.Worker = worker
+	j.StartedAt = now
+	j.UpdatedAt = now
+	j.CancelRequested = false
+	return j, nil
+}
+
+// ApplyOutcome returns j after the attempt that lease holds ended with o at
+// now. backoff (nil means Backoff) sets the delay before a retry. It fails
+// with ErrNotHeld unless lease holds j.
+func ApplyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffFunc) (Job, error) {
+	if !j.Holds(lease) {
+		return j, fmt.Errorf("%w: job %s is %s, attempt %d by %q; lease is attempt %d by %q",
+			ErrNotHeld, j.ID, j.State, j.Attempt, j.Worker, lease.Attempt, lease.Worker)
+	}
+	now = now.UTC()
+	j.UpdatedAt = now
+	if o.Error == "" {
+		j.State = StateSucceeded
+		j.Result = compactOrNil(o.Result)
+		j.FinishedAt = now
+		return j, nil
+	}
+	j.LastError = TruncateError(o.Error)
+	switch {
+	case j.CancelRequested:
+		j.State = StateCanceled
+		j.FinishedAt = now
+	case o.Permanent || j.Attempt >= j.MaxAttempts:
+		j.State = StateFailed
+		j.FinishedAt = now
+	default:
+		delay := o.RetryAfter
+		if delay <= 0 {
+			if backoff == nil {
+				backoff = Backoff
+			}
+			delay = backoff(j.Attempt)
+		}
+		j.State = StateQueued
+		j.RunAt = now.Add(delay)
+	}
+	return j, nil
+}
+
+// ApplyRecover returns j after its worker was found dead during the running
+// attempt: failed with an error that says so, and then queued or failed by
+// the same rules as ApplyOutcome.
+func ApplyRecover(j Job, now time.Time, backoff BackoffFunc) (Job, error) {
+	if j.State != StateRunning {
+		return j, CheckTransition(j.ID, j.State, StateQueued)
+	}
+	msg := fmt.Sprintf("worker %q died during attempt %d", j.Worker, j.Attempt)
+	return ApplyOutcome(j, j.Lease(), Outcome{Error: msg}, now, backoff)
+}
+
+// ApplyCancel returns j canceled at now and whether anything changed: a
+// queued job becomes canceled, a running one gets CancelRequested, and a
+// canceled one is unchanged. Other states give a *TransitionError.
+func ApplyCancel(j Job, now time.Time) (Job, bool, error) {
+	now = now.UTC()
+	switch j.State {
+	case StateQueued:
+		j.State = StateCanceled
+		j.FinishedAt = now
+		j.UpdatedAt = now
+		return j, true, nil
+	case StateRunning:
+		if j.CancelRequested {
+			return j, false, nil
+		}
+		j.CancelRequested = true
+		j.UpdatedAt = now
+		return j, true, nil
+	case StateCanceled:
+		return j, false, nil
+	}
+	return j, false, CheckTransition(j.ID, j.State, StateCanceled)
+}
+
+// ApplyRetry returns j queued again at now after it failed or was canceled.
+// Attempt keeps counting (so old leases stay fenced off); if the attempts are
+// used up, MaxAttempts grows to allow one more.
+func ApplyRetry(j Job, now time.Time) (Job, error) {
+	if j.State != StateFailed && j.State != StateCanceled {
+		return j, CheckTransition(j.ID, j.State, StateQueued)
+	}
+	now = now.UTC()
+	j.State = StateQueued
+	j.RunAt = now
+	j.UpdatedAt = now
+	j.FinishedAt = time.Time{}
+	j.CancelRequested = false
+	j.Result = nil
+	if j.Attempt >= j.MaxAttempts {
+		j.MaxAttempts = j.Attempt + 1
+	}
+	return j, nil
+}
+
+// Prunable reports whether j is terminal and finished before cutoff.
+func (j Job) Prunable(cutoff time.Time) bool {
+	return j.State.Terminal() && j.FinishedAt.Before(cutoff)
+}
+
+// MatchesList reports whether j passes the filters of opts (not the cursor).
+func (j Job) MatchesList(opts ListOptions) bool {
+	if opts.Kind != "" && j.Kind != opts.Kind {
+		return false
+	}
+	if len(opts.States) == 0 {
+		return true
+	}
+	for _, s := range opts.States {
+		if j.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Normalize validates opts and fills in its defaults.
+func (opts ListOptions) Normalize() (ListOptions, error) {
+	for _, s := range opts.States {
+		if !s.Valid() {
+			return opts, fmt.Errorf("%w: unknown state %q", ErrInvalidInput, s)
+		}
+	}
+	if opts.Kind != "" {
+		if err := ValidateKind(opts.Kind); err != nil {
+			return opts, err
+		}
+	}
+	if opts.Cursor != "" {
+		if err := ValidateID(opts.Cursor); err != nil {
+			return opts, fmt.Errorf("%w: bad cursor", err)
+		}
+	}
+	switch {
+	case opts.Limit < 0:
+		return opts, fmt.Errorf("%w: negative limit", ErrInvalidInput)
+	case opts.Limit == 0:
+		opts.Limit = DefaultListLimit
+	case opts.Limit > MaxListLimit:
+		opts.Limit = MaxListLimit
+	}
+	if opts.Order != NewestFirst && opts.Order != OldestFirst {
+		return opts, fmt.Errorf("%w: unknown order %d", ErrInvalidInput, opts.Order)
+	}
+	return opts, nil
+}
+
+// AfterCursor reports whether id comes after cursor in order (always true
+// for an empty cursor).
+func (opts ListOptions) AfterCursor(id string) bool {
+	if opts.Cursor == "" {
+		return true
+	}
+	if opts.Order == OldestFirst {
+		return id > opts.Cursor
+	}
+	return id < opts.Cursor
+}
+
+// ValidateWorker checks a worker name: 1 to 256 bytes of printable ASCII.
+func ValidateWorker(w string) error {
+	if w == "" || len(w) > 256 {
+		return fmt.Errorf("%w: worker name must be 1 to 256 bytes", ErrInvalidInput)
+	}
+	for i := 0; i < len(w); i++ {
+		if w[i] < 0x21 || w[i] > 0x7e {
+			return fmt.Errorf("%w: worker name %q: printable ASCII without spaces only", ErrInvalidInput, truncate(w, 64))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package jobstore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Stores return them wrapped with context; test for them
+// with errors.Is.
+var (
+	// ErrNotFound is returned when no job has the given ID (or it was pruned).
+	ErrNotFound = errors.New("job not found")
+	// ErrInvalidTransition is returned when an operation does not apply to a
+	// job in its current state, for example Retry of a running job. The
+	// concrete error is a *TransitionError.
+	ErrInvalidTransition = errors.New("invalid state transition")
+	// ErrInvalidInput is returned for a malformed request: a bad kind, key,
+	// state, cursor or option. ErrInvalidID and ErrPayloadTooLarge wrap it.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrInvalidID is returned for a string that is not a job ID. It wraps
+	// ErrInvalidInput. A store never turns an invalid ID into a path.
+	ErrInvalidID = fmt.Errorf("%w: invalid job id", ErrInvalidInput)
+	// ErrPayloadTooLarge is returned when a payload or result exceeds the
+	// store's limit. It wraps ErrInvalidInput.
+	ErrPayloadTooLarge = fmt.Errorf("%w: payload too large", ErrInvalidInput)
+	// ErrNoJob is returned by Claim when no queued job is due. The concrete
+	// error may be a *NoJobError that says when the next one is due.
+	ErrNoJob = errors.New("no job available")
+	// ErrNotHeld is returned by Complete and WatchCancel when the lease no
+	// longer holds the job: another attempt has started, the job was
+	// recovered from a worker presumed dead, or it already finished.
+	ErrNotHeld = errors.New("job not held by this lease")
+	// ErrClosed is returned by every method of a closed store.
+	ErrClosed = errors.New("store closed")
+	// ErrCorrupt is returned when a stored record cannot be decoded. The
+	// message names the record; the store keeps running.
+	ErrCorrupt = errors.New("corrupt job record")
+)
+
+// TransitionError reports an operation that the state machine does not allow.
+// It unwraps to ErrInvalidTransition.
+type TransitionError struct {
+	ID       string
+	From, To State
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("job %s: cannot move from %s to %s", e.ID, e.From, e.To)
+}
+
+// Unwrap returns ErrInvalidTransition.
+func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
+
+// NoJobError is the ErrNoJob a store returns when it knows when the next
+// queued job becomes due. It unwraps to ErrNoJob.
+type NoJobError struct {
+	// NextRunAt is the earliest RunAt among queued jobs that are not yet due,
+	// or the zero time if the store has no queued jobs.
+	NextRunAt time.Time
+}
+
+func (e *NoJobError) Error() string {
+	if e.NextRunAt.IsZero() {
+		return ErrNoJob.Error()
+	}
+	return fmt.Sprintf("%s (next due at %s)", ErrNoJob, e.NextRunAt.Format(time.RFC3339Nano))
+}
+
+// Unwrap returns ErrNoJob.
+func (e *NoJobError) Unwrap() error { return ErrNoJob }

@@ -1,0 +1,283 @@
+package jobstore
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Limits and defaults that apply to every store.
+const (
+	// DefaultMaxPayload is the default limit, in bytes, on a job's payload and
+	// on its result.
+	DefaultMaxPayload = 1 << 20
+	// DefaultMaxAttempts is used when a Spec leaves MaxAttempts zero.
+	DefaultMaxAttempts = 3
+	// MaxKeyLen is the longest idempotency key accepted, in bytes.
+	MaxKeyLen = 512
+	// MaxKindLen is the longest kind accepted, in bytes.
+	MaxKindLen = 128
+	// MaxErrorLen is the longest error message kept on a job, in bytes;
+	// longer messages are truncated.
+	MaxErrorLen = 16 << 10
+)
+
+// Job is one unit of work and everything known about it. Its JSON form is
+// both the on-disk record of filestore and the wire form of the HTTP API, so
+// the field names below are fixed.
+type Job struct {
+	// ID identifies the job: a ULID, 26 characters of Crockford base32,
+	// time-sortable and safe in URLs and file names.
+	ID string `json:"id"`
+	// Key is the optional idempotency key. At most one job exists per key
+	// until that job is pruned.
+	Key string `json:"key,omitempty"`
+	// Kind selects the handler that runs the job.
+	Kind string `json:"kind"`
+	// Payload is the job's input, a JSON value.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// State is where the job is in its lifecycle.
+	State State `json:"state"`
+	// Attempt counts the claims so far: 0 before the first, 1 while the
+	// first attempt runs.
+	Attempt int `json:"attempt"`
+	// MaxAttempts bounds Attempt: a failure of attempt MaxAttempts is final.
+	MaxAttempts int `json:"max_attempts"`
+	// Priority orders due jobs: higher runs first. Default 0.
+	Priority int `json:"priority"`
+	// RunAt is the earliest time the job may be claimed.
+	RunAt time.Time `json:"run_at"`
+	// Timeout bounds one attempt; zero means no limit beyond the runner's.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// CreatedAt is when the job was submitted.
+	CreatedAt time.Time `json:"created_at"`
+	// UpdatedAt is when the record last changed.
+	UpdatedAt time.Time `json:"updated_at"`
+	// StartedAt is when the latest attempt was claimed.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// FinishedAt is when the job reached a terminal state.
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Result is the successful attempt's output, a JSON value.
+	Result json.RawMessage `json:"result,omitempty"`
+	// LastError is the error of the latest failed attempt.
+	LastError string `json:"last_error,omitempty"`
+	// CancelRequested is set when Cancel reached the job while it ran.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Worker names the worker that holds (or last held) the job.
+	Worker string `json:"worker,omitempty"`
+}
+
+// Lease identifies one attempt of a job by one worker. Complete and
+// WatchCancel accept a lease only while it still holds the job, so a worker
+// that lost its job (for example because it was presumed dead and the job
+// ran elsewhere) cannot overwrite the newer attempt's outcome.
+type Lease struct {
+	ID      string `json:"id"`
+	Worker  string `json:"worker"`
+	Attempt int    `json:"attempt"`
+}
+
+// Lease returns the lease of the job's current attempt.
+func (j Job) Lease() Lease {
+	return Lease{ID: j.ID, Worker: j.Worker, Attempt: j.Attempt}
+}
+
+// Holds reports whether lease l currently holds job j.
+func (j Job) Holds(l Lease) bool {
+	return j.State == StateRunning && j.ID == l.ID && j.Worker == l.Worker && j.Attempt == l.Attempt
+}
+
+// Spec describes a job to submit.
+type Spec struct {
+	// Kind selects the handler. Required: 1 to MaxKindLen bytes of letters,
+	// digits and ._:/- .
+	Kind string `json:"kind"`
+	// Key is an optional idempotency key: printable UTF-8, at most MaxKeyLen
+	// bytes.
+	Key string `json:"key,omitempty"`
+	// Payload is the job's input, a JSON value (empty means none).
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// MaxAttempts bounds the attempts; zero means DefaultMaxAttempts.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Priority orders due jobs, higher first.
+	Priority int `json:"priority,omitempty"`
+	// RunAt delays the job until then; zero means now.
+	RunAt time.Time `json:"run_at,omitzero"`
+	// Timeout bounds each attempt; zero means none.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+}
+
+// Validate checks the spec against the rules above and the payload limit
+// maxPayload (zero means DefaultMaxPayload). Errors wrap ErrInvalidInput, or
+// ErrPayloadTooLarge.
+func (s Spec) Validate(maxPayload int) error {
+	if err := ValidateKind(s.Kind); err != nil {
+		return err
+	}
+	if s.Key != "" {
+		if err := ValidateKey(s.Key); err != nil {
+			return err
+		}
+	}
+	if err := ValidatePayload(s.Payload, maxPayload); err != nil {
+		return err
+	}
+	if s.MaxAttempts < 0 || s.MaxAttempts > 1000 {
+		return fmt.Errorf("%w: max attempts %d out of range 0..1000", ErrInvalidInput, s.MaxAttempts)
+	}
+	if s.Priority < -1000 || s.Priority > 1000 {
+		return fmt.Errorf("%w: priority %d out of range -1000..1000", ErrInvalidInput, s.Priority)
+	}
+	if s.Timeout < 0 {
+		return fmt.Errorf("%w: negative timeout %s", ErrInvalidInput, s.Timeout)
+	}
+	return nil
+}
+
+// NewJob returns the queued job that submitting spec at time now creates,
+// with a fresh ID. It does not validate spec.
+func NewJob(spec Spec, now time.Time) Job {
+	now = now.UTC()
+	j := Job{
+		ID:          NewID(now),
+		Key:         spec.Key,
+		Kind:        spec.Kind,
+		Payload:     compactOrNil(spec.Payload),
+		State:       StateQueued,
+		MaxAttempts: spec.MaxAttempts,
+		Priority:    spec.Priority,
+		RunAt:       spec.RunAt.UTC(),
+		Timeout:     spec.Timeout,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+	}
+	if j.MaxAttempts == 0 {
+		j.MaxAttempts = DefaultMaxAttempts
+	}
+	if j.RunAt.IsZero() || j.RunAt.Before(now) {
+		j.RunAt = now
+	}
+	return j
+}
+
+func compactOrNil(p json.RawMessage) json.RawMessage {
+	if len(p) == 0 {
+		return nil
+	}
+	return append(json.RawMessage(nil), p...)
+}
+
+var (
+	entropyMu sync.Mutex
+	entropy   = ulid.Monotonic(rand.Reader, 0)
+)
+
+// NewID returns a new ULID for a job created at t. IDs from one process are
+// strictly increasing; IDs from different processes sort by their
+// millisecond.
+func NewID(t time.Time) string {
+	entropyMu.Lock()
+	defer entropyMu.Unlock()
+	return ulid.MustNew(ulid.Timestamp(t), entropy).String()
+}
+
+// ValidateID returns nil if id is a canonical job ID (26 upper-case
+// Crockford base32 characters) and an error wrapping ErrInvalidID otherwise.
+// A valid ID contains no path separator, dot or NUL, so it is safe as a file
+// name.
+func ValidateID(id string) error {
+	if len(id) != ulid.EncodedSize {
+		return fmt.Errorf("%w: %q: want %d characters", ErrInvalidID, truncate(id, 64), ulid.EncodedSize)
+	}
+	for i := 0; i < len(id); i++ {
+		if !isCrockford(id[i]) {
+			return fmt.Errorf("%w: %q: character %d is not Crockford base32", ErrInvalidID, truncate(id, 64), i)
+		}
+	}
+	if id[0] > '7' { // the first character holds only 3 bits
+		return fmt.Errorf("%w: %q: timestamp overflows", ErrInvalidID, id)
+	}
+	return nil
+}
+
+func isCrockford(c byte) bool {
+	switch {
+	case c >= '0' && c <= '9':
+		return true
+	case c >= 'A' && c <= 'Z':
+		return c != 'I' && c != 'L' && c != 'O' && c != 'U'
+	}
+	return false
+}
+
+// ValidateKind checks a job kind.
+func ValidateKind(kind string) error {
+	if kind == "" {
+		return fmt.Errorf("%w: kind is required", ErrInvalidInput)
+	}
+	if len(kind) > MaxKindLen {
+		return fmt.Errorf("%w: kind is %d bytes, limit %d", ErrInvalidInput, len(kind), MaxKindLen)
+	}
+	for i := 0; i < len(kind); i++ {
+		c := kind[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '/' || c == '-'
+		if !ok {
+			return fmt.Errorf("%w: kind %q: only letters, digits and ._:/- are allowed", ErrInvalidInput, truncate(kind, 64))
+		}
+	}
+	return nil
+}
+
+// ValidateKey checks an idempotency key: valid UTF-8, at most MaxKeyLen bytes,
+// no control characters.
+func ValidateKey(key string) error {
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key is %d bytes, limit %d", ErrInvalidInput, len(key), MaxKeyLen)
+	}
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidInput)
+	}
+	for _, r := range key {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Errorf("%w: key contains control character %U", ErrInvalidInput, r)
+		}
+	}
+	return nil
+}
+
+// ValidatePayload checks that p is empty or one JSON value of at most
+// maxPayload bytes (zero means DefaultMaxPayload).
+func ValidatePayload(p json.RawMessage, maxPayload int) error {
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayload
+	}
+	if len(p) > maxPayload {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(p), maxPayload)
+	}
+	if len(p) > 0 && !json.Valid(p) {
+		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalidInput)
+	}
+	return nil
+}
+
+// TruncateError shortens an error message to MaxErrorLen bytes, keeping
+// valid UTF-8.
+func TruncateError(msg string) string {
+	return truncate(msg, MaxErrorLen)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,104 @@
+package jobstore
+
+import "fmt"
+
+// State is the lifecycle state of a job. Its string form is the on-disk and
+// wire form.
+type State string
+
+// The states of a job. A job that waits for its RunAt (a delayed job, or a
+// failed attempt waiting for its backoff) is StateQueued with RunAt in the
+// future: claim order, not a separate state, expresses "not yet due".
+const (
+	// StateQueued: waiting to be claimed once RunAt has passed.
+	StateQueued State = "queued"
+	// StateRunning: held by one worker for one attempt.
+	StateRunning State = "running"
+	// StateSucceeded: the last attempt succeeded. Terminal.
+	StateSucceeded State = "succeeded"
+	// StateFailed: every attempt failed, or the failure was permanent.
+	// Terminal, but Retry can queue it again.
+	StateFailed State = "failed"
+	// StateCanceled: canceled before it finished. Terminal, but Retry can
+	// queue it again.
+	StateCanceled State = "canceled"
+)
+
+// States returns every state, in lifecycle order.
+func States() []State {
+	return []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled}
+}
+
+// Valid reports whether s is one of the states returned by States.
+func (s State) Valid() bool {
+	_, ok := transitions[s]
+	return ok
+}
+
+// Terminal reports whether s is an end state: succeeded, failed or canceled.
+// Wait returns once a job reaches one; Prune removes only jobs in one.
+func (s State) Terminal() bool {
+	return s == StateSucceeded || s == StateFailed || s == StateCanceled
+}
+
+// ParseState returns the State named by s, or an error wrapping
+// ErrInvalidInput.
+func ParseState(s string) (State, error) {
+	st := State(s)
+	if !st.Valid() {
+		return "", fmt.Errorf("%w: unknown state %q (want one of queued, running, succeeded, failed, canceled)", ErrInvalidInput, s)
+	}
+	return st, nil
+}
+
+// Transition is one legal edge of the state machine, with the operation that
+// takes it.
+type Transition struct {
+	From, To State
+	// By names the operation that makes this transition.
+	By string
+}
+
+// transitionTable is the state machine as data. docs/state-machine.md draws
+// it, and TestTransitionsMatchDocs keeps the two in step.
+var transitionTable = []Transition{
+	{StateQueued, StateRunning, "Claim"},
+	{StateQueued, StateCanceled, "Cancel"},
+	{StateRunning, StateSucceeded, "Complete (success)"},
+	{StateRunning, StateQueued, "Complete (failure, attempts left) or dead-worker recovery"},
+	{StateRunning, StateFailed, "Complete (failure, no attempts left) or dead-worker recovery"},
+	{StateRunning, StateCanceled, "Complete after Cancel requested"},
+	{StateFailed, StateQueued, "Retry"},
+	{StateCanceled, StateQueued, "Retry"},
+}
+
+var transitions = func() map[State]map[State]bool {
+	m := make(map[State]map[State]bool)
+	for _, s := range States() {
+		m[s] = map[State]bool{}
+	}
+	for _, t := range transitionTable {
+		m[t.From][t.To] = true
+	}
+	return m
+}()
+
+// Transitions returns every legal transition of the state machine.
+func Transitions() []Transition {
+	return append([]Transition(nil), transitionTable...)
+}
+
+// CanTransition reports whether a job may move from one state to another.
+func CanTransition(from, to State) bool {
+	return transitions[from][to]
+}
+
+// CheckTransition returns nil if the job id may move from one state to
+// another, and a *TransitionError (which wraps ErrInvalidTransition)
+// otherwise.
+func CheckTransition(id string, from, to State) error {
+	if CanTransition(from, to) {
+		return nil
+	}
+	return &TransitionError{ID: id, From: from, To: to}
+}

@@ -1,0 +1,161 @@
+package jobstore
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store keeps jobs and hands them to workers. Every method takes a context
+// first and returns ErrClosed after Close. Errors are wrapped; test them with
+// errors.Is. Implementations are safe for concurrent use by goroutines;
+// whether they are safe across processes is documented by each one.
+//
+// The behaviour below is specified once, executably, by storetest.Run.
+type Store interface {
+	// Submit creates a queued job from spec and reports created=true. If
+	// spec.Key is set and a job with that key exists, in whatever state, it
+	// returns that job and created=false instead, until that job is pruned.
+	// Returns an error wrapping ErrInvalidInput (or ErrPayloadTooLarge) if
+	// spec is invalid.
+	Submit(ctx context.Context, spec Spec) (job Job, created bool, err error)
+
+	// Get returns the job with the given ID, or ErrNotFound. Returns
+	// ErrInvalidID for a string that is not an ID.
+	Get(ctx context.Context, id string) (Job, error)
+
+	// List returns one page of jobs matching opts, ordered by ID (that is,
+	// by creation time) as opts.Order says, and a cursor for the next page.
+	List(ctx context.Context, opts ListOptions) (Page, error)
+
+	// Claim moves the most urgent due queued job to running for worker and
+	// returns it with Attempt incremented: highest Priority first, then
+	// earliest RunAt, then oldest ID. Each attempt is handed to exactly one
+	// caller. Returns an error wrapping ErrNoJob (possibly a *NoJobError)
+	// when no job is due; it never blocks waiting for one (see AwaitWork).
+	Claim(ctx context.Context, worker string) (Job, error)
+
+	// AwaitWork blocks until a queued job may have become due (submitted,
+	// requeued, or its RunAt reached), then returns nil. It may return nil
+	// spuriously, so callers Claim in a loop. Returns ctx.Err() when ctx
+	// ends.
+	AwaitWork(ctx context.Context) error
+
+	// Complete ends the attempt that lease holds with outcome o and returns
+	// the updated job: succeeded; queued again with a backoff RunAt if it
+	// failed with attempts left; failed if not, or if o.Permanent; canceled
+	// if it failed after Cancel was requested. Returns ErrNotHeld if lease no
+	// longer holds the job.
+	Complete(ctx context.Context, lease Lease, o Outcome) (Job, error)
+
+	// WatchCancel blocks until Cancel is requested for the attempt that
+	// lease holds and returns nil. Returns ErrNotHeld as soon as the lease
+	// no longer holds the job, and ctx.Err() when ctx ends.
+	WatchCancel(ctx context.Context, lease Lease) error
+
+	// Cancel cancels a job: a queued job becomes canceled at once and is
+	// never claimed; a running job gets CancelRequested, which its worker
+	// sees through WatchCancel. Canceling a canceled job returns it
+	// unchanged. Returns a *TransitionError for a succeeded or failed job.
+	Cancel(ctx context.Context, id string) (Job, error)
+
+	// Retry queues a failed or canceled job again, due now. If its attempts
+	// are used up, MaxAttempts is raised to allow one more. Returns a
+	// *TransitionError for a job in any other state.
+	Retry(ctx context.Context, id string) (Job, error)
+
+	// Wait blocks until the job is in a terminal state and returns it.
+	// Returns ctx.Err() when ctx ends first, and ErrNotFound if the job does
+	// not exist (or is pruned while waiting).
+	Wait(ctx context.Context, id string) (Job, error)
+
+	// Prune deletes terminal jobs that finished more than olderThan ago and
+	// returns how many it deleted. Their keys become free again.
+	Prune(ctx context.Context, olderThan time.Duration) (int, error)
+
+	// Stats counts jobs by state.
+	Stats(ctx context.Context) (Stats, error)
+
+	// Close releases the store's resources. Methods called after Close
+	// return ErrClosed; blocked calls return ErrClosed promptly. Close is
+	// idempotent.
+	Close() error
+}
+
+// Order is the order in which List returns jobs.
+type Order int
+
+const (
+	// NewestFirst lists the most recently created jobs first (the default).
+	NewestFirst Order = iota
+	// OldestFirst lists the oldest jobs first.
+	OldestFirst
+)
+
+// Limits on List.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// ListOptions selects and pages jobs for List. The zero value lists the
+// newest DefaultListLimit jobs in any state.
+type ListOptions struct {
+	// States keeps only jobs in one of these states; empty means all.
+	States []State
+	// Kind keeps only jobs of this kind; empty means all.
+	Kind string
+	// Limit is the page size: zero means DefaultListLimit; at most
+	// MaxListLimit.
+	Limit int
+	// Cursor continues from a previous Page.Next; empty starts at the
+	// beginning.
+	Cursor string
+	// Order is NewestFirst (zero) or OldestFirst.
+	Order Order
+}
+
+// Page is one page of List results.
+type Page struct {
+	// Jobs holds at most Limit jobs.
+	Jobs []Job `json:"jobs"`
+	// Next is the cursor for the following page, or empty at the end.
+	Next string `json:"next,omitempty"`
+	// Errors reports records the store could not read and skipped; each
+	// wraps ErrCorrupt and names the record.
+	Errors []error `json:"-"`
+}
+
+// Outcome is how an attempt ended, passed to Complete.
+type Outcome struct {
+	// Result is the output of a successful attempt (a JSON value).
+	Result json.RawMessage
+	// Error, when non-empty, marks the attempt failed with this message.
+	Error string
+	// Permanent makes a failure final even if attempts remain.
+	Permanent bool
+	// RetryAfter, when positive, replaces the store's backoff before the
+	// next attempt of a failed job.
+	RetryAfter time.Duration
+}
+
+// Succeeded returns the outcome of a successful attempt with result.
+func Succeeded(result json.RawMessage) Outcome { return Outcome{Result: result} }
+
+// Failed returns the outcome of an attempt that failed with err.
+func Failed(err error) Outcome {
+	msg := "failed"
+	if err != nil && err.Error() != "" {
+		msg = err.Error()
+	}
+	return Outcome{Error: msg}
+}
+
+// Stats summarizes a store.
+type Stats struct {
+	// Counts holds the number of jobs in each state; every state is present.
+	Counts map[State]int `json:"counts"`
+	// OldestQueuedAt is the RunAt of the longest-waiting due queued job, or
+	// zero if none is due.
+	OldestQueuedAt time.Time `json:"oldest_queued_at,omitzero"`
+}
