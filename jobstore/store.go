@@ -28,12 +28,13 @@ type Store interface {
 	// by creation time) as opts.Order says, and a cursor for the next page.
 	List(ctx context.Context, opts ListOptions) (Page, error)
 
-	// Claim moves the most urgent due queued job to running for worker and
-	// returns it with Attempt incremented: highest Priority first, then
-	// earliest RunAt, then oldest ID. Each attempt is handed to exactly one
-	// caller. Returns an error wrapping ErrNoJob (possibly a *NoJobError)
-	// when no job is due; it never blocks waiting for one (see AwaitWork).
-	Claim(ctx context.Context, worker string) (Job, error)
+	// Claim moves the most urgent due queued job whose kind req accepts to
+	// running for req.Worker and returns it with Attempt incremented:
+	// highest Priority first, then earliest RunAt, then oldest ID. Each
+	// attempt is handed to exactly one caller. Returns an error wrapping
+	// ErrNoJob (possibly a *NoJobError) when no job is due; it never blocks
+	// waiting for one (see AwaitWork).
+	Claim(ctx context.Context, req ClaimRequest) (Job, error)
 
 	// AwaitWork blocks until a queued job may have become due (submitted,
 	// requeued, or its RunAt reached), then returns nil. It may return nil
@@ -80,6 +81,28 @@ type Store interface {
 	// return ErrClosed; blocked calls return ErrClosed promptly. Close is
 	// idempotent.
 	Close() error
+}
+
+// ClaimRequest says who claims and what it can run.
+type ClaimRequest struct {
+	// Worker names the claimant; it is recorded on the job and in its Lease.
+	// Use a name unique to the process (see runner.DefaultWorkerName).
+	Worker string
+	// Kinds limits the claim to jobs of these kinds; empty means any kind.
+	Kinds []string
+}
+
+// Accepts reports whether req may claim a job of the given kind.
+func (req ClaimRequest) Accepts(kind string) bool {
+	if len(req.Kinds) == 0 {
+		return true
+	}
+	for _, k := range req.Kinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // Order is the order in which List returns jobs.
