@@ -1,0 +1,527 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Options configures a Store. A nil *Options means the zero value, and every
+// field's zero value selects the documented default.
+type Options struct {
+	// MaxPayload limits the size in bytes of a job's payload and of a
+	// successful attempt's result. Zero means jobstore.DefaultMaxPayload.
+	MaxPayload int
+	// Backoff sets the delay before a failed attempt is retried when its
+	// Outcome gives no RetryAfter. Nil means jobstore.Backoff.
+	Backoff jobstore.BackoffFunc
+}
+
+// Store is an in-memory jobstore.Store. Create one with New. It is safe for
+// concurrent use by goroutines.
+type Store struct {
+	maxPayload int
+	backoff    jobstore.BackoffFunc
+
+	mu     sync.Mutex
+	closed bool
+	// done is closed by Close, waking every blocked call.
+	done chan struct{}
+	jobs map[string]*entry
+	// ids holds every job ID in ascending order. IDs made in one process
+	// increase strictly, so Submit appends.
+	ids  []string
+	keys map[string]string // idempotency key -> job ID
+	// work is closed and replaced whenever a queued job may have become
+	// claimable (submit, requeue, retry), waking AwaitWork.
+	work chan struct{}
+	// workSeq counts the closes of work; noJobSeq is workSeq when a Claim
+	// last found nothing. AwaitWork returns at once if work arrived in
+	// between, so a submit that lands between a caller's empty Claim and its
+	// AwaitWork is not missed.
+	workSeq, noJobSeq uint64
+}
+
+// entry is one job and the channel that announces its next change.
+type entry struct {
+	job jobstore.Job
+	// changed is closed and replaced on every change to job, and closed when
+	// the job is pruned, waking Wait and WatchCancel.
+	changed chan struct{}
+}
+
+var _ jobstore.Store = (*Store)(nil)
+
+// New returns an empty Store configured by opts, which may be nil.
+func New(opts *Options) *Store {
+	if opts == nil {
+		opts = &Options{}
+	}
+	s := &Store{
+		maxPayload: opts.MaxPayload,
+		backoff:    opts.Backoff,
+		done:       make(chan struct{}),
+		jobs:       make(map[string]*entry),
+		keys:       make(map[string]string),
+		work:       make(chan struct{}),
+	}
+	if s.maxPayload <= 0 {
+		s.maxPayload = jobstore.DefaultMaxPayload
+	}
+	if s.backoff == nil {
+		s.backoff = jobstore.Backoff
+	}
+	return s
+}
+
+// lock takes s.mu and fails with ErrClosed after Close or with the context's
+// error once ctx has ended. On success the caller must unlock s.mu.
+func (s *Store) lock(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("memstore: %s: %w", op, jobstore.ErrClosed)
+	}
+	return nil
+}
+
+// set stores j as the new state of e and wakes whoever waits on e. The
+// caller holds s.mu.
+func (s *Store) set(e *entry, j jobstore.Job) {
+	e.job = j
+	close(e.changed)
+	e.changed = make(chan struct{})
+	if j.State == jobstore.StateQueued {
+		s.signalWork()
+	}
+}
+
+// signalWork wakes every AwaitWork. The caller holds s.mu.
+func (s *Store) signalWork() {
+	close(s.work)
+	s.work = make(chan struct{})
+	s.workSeq++
+}
+
+// clone returns a copy of j that shares no memory with it.
+func clone(j jobstore.Job) jobstore.Job {
+	j.Payload = slices.Clone(j.Payload)
+	j.Result = slices.Clone(j.Result)
+	return j
+}
+
+// get returns the entry for id, or an error wrapping ErrInvalidID or
+// ErrNotFound. The caller holds s.mu.
+func (s *Store) get(op, id string) (*entry, error) {
+	e, ok := s.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("memstore: %s %s: %w", op, id, jobstore.ErrNotFound)
+	}
+	return e, nil
+}
+
+// Submit creates a queued job from spec and reports created=true, or returns
+// the job that already has spec.Key with created=false. Returns an error
+// wrapping jobstore.ErrInvalidInput (or jobstore.ErrPayloadTooLarge) for an
+// invalid spec.
+func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, bool, error) {
+	if err := spec.Validate(s.maxPayload); err != nil {
+		return jobstore.Job{}, false, fmt.Errorf("memstore: submit: %w", err)
+	}
+	if err := s.lock(ctx, "submit"); err != nil {
+		return jobstore.Job{}, false, err
+	}
+	defer s.mu.Unlock()
+	if spec.Key != "" {
+		if id, ok := s.keys[spec.Key]; ok {
+			return clone(s.jobs[id].job), false, nil
+		}
+	}
+	j := jobstore.NewJob(spec, time.Now())
+	s.jobs[j.ID] = &entry{job: clone(j), changed: make(chan struct{})}
+	if n := len(s.ids); n > 0 && s.ids[n-1] > j.ID {
+		// Not reached with IDs from jobstore.NewID, which increase; kept so
+		// that the order holds whatever the ID source.
+		i, _ := slices.BinarySearch(s.ids, j.ID)
+		s.ids = slices.Insert(s.ids, i, j.ID)
+	} else {
+		s.ids = append(s.ids, j.ID)
+	}
+	if spec.Key != "" {
+		s.keys[spec.Key] = j.ID
+	}
+	s.signalWork()
+	return j, true, nil
+}
+
+// Get returns the job with the given ID. Returns an error wrapping
+// jobstore.ErrInvalidID for a malformed ID and jobstore.ErrNotFound for an
+// unknown one.
+func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
+	if err := jobstore.ValidateID(id); err != nil {
+		return jobstore.Job{}, fmt.Errorf("memstore: get: %w", err)
+	}
+	if err := s.lock(ctx, "get"); err != nil {
+		return jobstore.Job{}, err
+	}
+	defer s.mu.Unlock()
+	e, err := s.get("get", id)
+	if err != nil {
+		return jobstore.Job{}, err
+	}
+	return clone(e.job), nil
+}
+
+// List returns one page of the jobs that match opts, in ID order as
+// opts.Order says, and the cursor of the next page. Returns an error wrapping
+// jobstore.ErrInvalidInput for invalid options.
+func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.Page, error) {
+	opts, err := opts.Normalize()
+	if err != nil {
+		return jobstore.Page{}, fmt.Errorf("memstore: list: %w", err)
+	}
+	if err := s.lock(ctx, "list"); err != nil {
+		return jobstore.Page{}, err
+	}
+	defer s.mu.Unlock()
+	page := jobstore.Page{Jobs: []jobstore.Job{}}
+	n := len(s.ids)
+	for k := range n {
+		i := k
+		if opts.Order == jobstore.NewestFirst {
+			i = n - 1 - k
+		}
+		id := s.ids[i]
+		if !opts.AfterCursor(id) {
+			continue
+		}
+		j := s.jobs[id].job
+		if !j.MatchesList(opts) {
+			continue
+		}
+		if len(page.Jobs) == opts.Limit {
+			page.Next = page.Jobs[len(page.Jobs)-1].ID
+			break
+		}
+		page.Jobs = append(page.Jobs, clone(j))
+	}
+	return page, nil
+}
+
+// Claim moves the most urgent due queued job that req accepts to running for
+// req.Worker and returns it. Returns a *jobstore.NoJobError (which wraps
+// jobstore.ErrNoJob) when no such job is due; its NextRunAt is the earliest
+// RunAt of the accepted queued jobs that are not yet due.
+func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
+	if err := jobstore.ValidateWorker(req.Worker); err != nil {
+		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", err)
+	}
+	for _, k := range req.Kinds {
+		if err := jobstore.ValidateKind(k); err != nil {
+			return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", err)
+		}
+	}
+	if err := s.lock(ctx, "claim"); err != nil {
+		return jobstore.Job{}, err
+	}
+	defer s.mu.Unlock()
+	now := time.Now()
+	var best *entry
+	var next time.Time
+	for _, e := range s.jobs {
+		j := &e.job
+		if j.State != jobstore.StateQueued || !req.Accepts(j.Kind) {
+			continue
+		}
+		if !j.Due(now) {
+			if next.IsZero() || j.RunAt.Before(next) {
+				next = j.RunAt
+			}
+			continue
+		}
+		if best == nil || jobstore.ClaimOrder(*j, best.job) {
+			best = e
+		}
+	}
+	if best == nil {
+		s.noJobSeq = s.workSeq
+		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", &jobstore.NoJobError{NextRunAt: next})
+	}
+	j, err := jobstore.ApplyClaim(best.job, req.Worker, now)
+	if err != nil {
+		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", err)
+	}
+	s.set(best, j)
+	return clone(j), nil
+}
+
+// AwaitWork blocks until a queued job may have become due and returns nil:
+// a job was submitted, requeued or retried, or the earliest future RunAt
+// arrived. It returns at once if such work arrived since a Claim last found
+// nothing. It returns ctx.Err() when ctx ends and an error wrapping
+// jobstore.ErrClosed when the store is closed.
+func (s *Store) AwaitWork(ctx context.Context) error {
+	if err := s.lock(ctx, "await work"); err != nil {
+		return err
+	}
+	if s.workSeq != s.noJobSeq {
+		s.noJobSeq = s.workSeq
+		s.mu.Unlock()
+		return nil
+	}
+	work := s.work
+	var next time.Time
+	for _, e := range s.jobs {
+		if e.job.State == jobstore.StateQueued && (next.IsZero() || e.job.RunAt.Before(next)) {
+			next = e.job.RunAt
+		}
+	}
+	s.mu.Unlock()
+
+	var due <-chan time.Time
+	if !next.IsZero() {
+		t := time.NewTimer(time.Until(next))
+		defer t.Stop()
+		due = t.C
+	}
+	select {
+	case <-work:
+		return nil
+	case <-due:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return fmt.Errorf("memstore: await work: %w", jobstore.ErrClosed)
+	}
+}
+
+// Complete ends the attempt that lease holds with outcome o and returns the
+// updated job. Returns an error wrapping jobstore.ErrNotHeld if lease no
+// longer holds the job, jobstore.ErrNotFound if there is no such job, and
+// jobstore.ErrPayloadTooLarge if o.Result exceeds the payload limit.
+func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
+	if err := validateLease(lease); err != nil {
+		return jobstore.Job{}, fmt.Errorf("memstore: complete: %w", err)
+	}
+	if o.Error == "" {
+		if err := jobstore.ValidatePayload(o.Result, s.maxPayload); err != nil {
+			return jobstore.Job{}, fmt.Errorf("memstore: complete %s: result: %w", lease.ID, err)
+		}
+	}
+	if err := s.lock(ctx, "complete"); err != nil {
+		return jobstore.Job{}, err
+	}
+	defer s.mu.Unlock()
+	e, err := s.get("complete", lease.ID)
+	if err != nil {
+		return jobstore.Job{}, err
+	}
+	j, err := jobstore.ApplyOutcome(e.job, lease, o, time.Now(), s.backoff)
+	if err != nil {
+		return jobstore.Job{}, fmt.Errorf("memstore: complete: %w", err)
+	}
+	s.set(e, j)
+	return clone(j), nil
+}
+
+func validateLease(l jobstore.Lease) error {
+	if err := jobstore.ValidateID(l.ID); err != nil {
+		return err
+	}
+	if err := jobstore.ValidateWorker(l.Worker); err != nil {
+		return err
+	}
+	if l.Attempt < 1 {
+		return fmt.Errorf("%w: lease attempt %d", jobstore.ErrInvalidInput, l.Attempt)
+	}
+	return nil
+}
+
+// WatchCancel blocks until Cancel is requested for the attempt that lease
+// holds and returns nil. Returns an error wrapping jobstore.ErrNotHeld as soon
+// as lease no longer holds the job, ctx.Err() when ctx ends, and an error
+// wrapping jobstore.ErrClosed when the store is closed.
+func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
+	if err := validateLease(lease); err != nil {
+		return fmt.Errorf("memstore: watch cancel: %w", err)
+	}
+	for {
+		if err := s.lock(ctx, "watch cancel"); err != nil {
+			return err
+		}
+		e, err := s.get("watch cancel", lease.ID)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if !e.job.Holds(lease) {
+			s.mu.Unlock()
+			return fmt.Errorf("memstore: watch cancel %s: %w", lease.ID, jobstore.ErrNotHeld)
+		}
+		if e.job.CancelRequested {
+			s.mu.Unlock()
+			return nil
+		}
+		changed := e.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return fmt.Errorf("memstore: watch cancel: %w", jobstore.ErrClosed)
+		}
+	}
+}
+
+// Cancel cancels the job with the given ID and returns it: a queued job
+// becomes canceled, a running one gets CancelRequested, and a canceled one
+// is returned unchanged. Returns a *jobstore.TransitionError for a succeeded
+// or failed job, and an error wrapping jobstore.ErrNotFound for an unknown
+// one.
+func (s *Store) Cancel(ctx context.Context, id string) (jobstore.Job, error) {
+	return s.update(ctx, "cancel", id, jobstore.ApplyCancel)
+}
+
+// Retry queues a failed or canceled job again, due now, and returns it.
+// Returns a *jobstore.TransitionError for a job in another state, and an
+// error wrapping jobstore.ErrNotFound for an unknown one.
+func (s *Store) Retry(ctx context.Context, id string) (jobstore.Job, error) {
+	return s.update(ctx, "retry", id, func(j jobstore.Job, now time.Time) (jobstore.Job, bool, error) {
+		j, err := jobstore.ApplyRetry(j, now)
+		return j, err == nil, err
+	})
+}
+
+// update applies f to the job id under the lock and stores the result if f
+// reports a change.
+func (s *Store) update(ctx context.Context, op, id string, f func(jobstore.Job, time.Time) (jobstore.Job, bool, error)) (jobstore.Job, error) {
+	if err := jobstore.ValidateID(id); err != nil {
+		return jobstore.Job{}, fmt.Errorf("memstore: %s: %w", op, err)
+	}
+	if err := s.lock(ctx, op); err != nil {
+		return jobstore.Job{}, err
+	}
+	defer s.mu.Unlock()
+	e, err := s.get(op, id)
+	if err != nil {
+		return jobstore.Job{}, err
+	}
+	j, changed, err := f(e.job, time.Now())
+	if err != nil {
+		return jobstore.Job{}, fmt.Errorf("memstore: %s: %w", op, err)
+	}
+	if changed {
+		s.set(e, j)
+	}
+	return clone(j), nil
+}
+
+// Wait blocks until the job is in a terminal state and returns it. Returns
+// ctx.Err() when ctx ends first, an error wrapping jobstore.ErrNotFound if
+// the job does not exist or is pruned while waiting, and one wrapping
+// jobstore.ErrClosed when the store is closed.
+func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
+	if err := jobstore.ValidateID(id); err != nil {
+		return jobstore.Job{}, fmt.Errorf("memstore: wait: %w", err)
+	}
+	for {
+		if err := s.lock(ctx, "wait"); err != nil {
+			return jobstore.Job{}, err
+		}
+		e, err := s.get("wait", id)
+		if err != nil {
+			s.mu.Unlock()
+			return jobstore.Job{}, err
+		}
+		if e.job.State.Terminal() {
+			j := clone(e.job)
+			s.mu.Unlock()
+			return j, nil
+		}
+		changed := e.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return jobstore.Job{}, ctx.Err()
+		case <-s.done:
+			return jobstore.Job{}, fmt.Errorf("memstore: wait: %w", jobstore.ErrClosed)
+		}
+	}
+}
+
+// Prune deletes the terminal jobs that finished more than olderThan ago and
+// returns how many it deleted. Their idempotency keys become free again.
+func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("memstore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
+	}
+	if err := s.lock(ctx, "prune"); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	cutoff := time.Now().Add(-olderThan)
+	n := 0
+	s.ids = slices.DeleteFunc(s.ids, func(id string) bool {
+		e := s.jobs[id]
+		if !e.job.Prunable(cutoff) {
+			return false
+		}
+		delete(s.jobs, id)
+		if e.job.Key != "" && s.keys[e.job.Key] == id {
+			delete(s.keys, e.job.Key)
+		}
+		close(e.changed)
+		n++
+		return true
+	})
+	return n, nil
+}
+
+// Stats counts the jobs in each state and reports the RunAt of the
+// longest-waiting due queued job.
+func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
+	if err := s.lock(ctx, "stats"); err != nil {
+		return jobstore.Stats{}, err
+	}
+	defer s.mu.Unlock()
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
+	for _, state := range jobstore.States() {
+		st.Counts[state] = 0
+	}
+	now := time.Now()
+	for _, e := range s.jobs {
+		st.Counts[e.job.State]++
+		if e.job.Due(now) && (st.OldestQueuedAt.IsZero() || e.job.RunAt.Before(st.OldestQueuedAt)) {
+			st.OldestQueuedAt = e.job.RunAt
+		}
+	}
+	return st, nil
+}
+
+// Close marks the store closed: later calls return an error wrapping
+// jobstore.ErrClosed, and blocked AwaitWork, Wait and WatchCancel calls
+// return it promptly. The jobs are dropped. Close is idempotent and always
+// returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	s.jobs = nil
+	s.keys = nil
+	s.ids = nil
+	return nil
+}
