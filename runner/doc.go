@@ -1,0 +1,58 @@
+// Package runner executes jobs from any jobstore.Store: it claims due jobs
+// of the kinds it has handlers for, runs each handler in its own goroutine
+// under a concurrency limit, and records every attempt's outcome with
+// Store.Complete.
+//
+//	r := runner.New(store, &runner.Options{Concurrency: 8})
+//	r.Handle("email", runner.HandlerFunc(sendEmail))
+//	err := r.Run(ctx) // until ctx ends; then a graceful shutdown
+//
+// The runner claims as soon as a job is due: it calls Claim until the store
+// has nothing for it, then blocks in Store.AwaitWork, which a store returns
+// from when work arrives. It never waits longer than Options.PollInterval or
+// past the RunAt of the next delayed job the store reports, so a store that
+// cannot signal is polled.
+//
+// # Guarantees
+//
+// What a handler can rely on:
+//
+//   - It is called only for jobs of the kind it was registered for, and at
+//     most Options.Concurrency handlers of one Runner run at once.
+//   - Its ctx ends when Cancel is requested for the job (context.Cause is
+//     ErrCanceled), when the store says this worker no longer holds the job
+//     (ErrLeaseLost), when the attempt's timeout passes (job.Timeout, else
+//     Options.JobTimeout; ErrTimeout), and when the runner shuts down and
+//     Options.ShutdownGrace has passed (ErrShutdown). Only then.
+//   - What it returns is recorded: nil error makes the job succeeded with the
+//     result; an error fails the attempt, and the store queues the job again
+//     with backoff while attempts remain. Permanent and RetryAfter change
+//     that. A panic fails the attempt with the panic value and the stack in
+//     the job's LastError, and the runner goes on.
+//   - The outcome is recorded even if the handler returns during shutdown:
+//     Complete runs under its own context bounded by Options.CompleteTimeout,
+//     not under Run's. If the lease was lost in the meantime (another attempt
+//     started), the store refuses the outcome and the runner drops it.
+//   - Run returns only after every handler it started has returned and its
+//     outcome was recorded or dropped, and every goroutine it started has
+//     exited.
+//
+// # Caveats
+//
+// A handler that ignores its ctx delays shutdown: Run waits for it to
+// return, however long that takes, because abandoning it would leave a job
+// running with nobody to record its outcome. Handlers should return soon
+// after ctx ends.
+//
+// Delivery is at least once. A job runs again if its worker died during an
+// attempt (the store recovers it), if the runner was shut down while the
+// handler was still running (the interrupted attempt is requeued at once), or
+// if a handler failed with attempts left. Handlers should be idempotent, for
+// example by keying their side effects on the job ID.
+//
+// A handler that ignores a cancel and returns success makes the job
+// succeeded, not canceled: the work was done.
+//
+// An attempt interrupted by shutdown counts as an attempt; if it was the
+// last one allowed, the job ends failed.
+package runner

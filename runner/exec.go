@@ -1,0 +1,175 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// execute runs one claimed attempt of job and records its outcome. workCtx
+// is the parent of the handler's ctx; it ends after the shutdown grace.
+func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
+	r := l.r
+	lease := job.Lease()
+	log := r.s.log.With("job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "worker", lease.Worker)
+	wait := max(job.StartedAt.Sub(job.RunAt), 0)
+	log.Debug("job claimed", "queue_wait", wait)
+	r.emit(Event{Type: EventClaimed, Job: job, QueueWait: wait})
+
+	ctx, cancel := context.WithCancelCause(workCtx)
+	defer cancel(nil)
+	timeout := job.Timeout
+	if timeout <= 0 {
+		timeout = r.s.jobTimeout
+	}
+	if timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w after %s", ErrTimeout, timeout))
+		defer stop()
+	}
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		l.watch(watchCtx, lease, cancel, log)
+	}()
+
+	began := time.Now()
+	result, herr := call(ctx, l.handlers[job.Kind], job)
+	ran := time.Since(began)
+	stopWatch()
+	<-watchDone
+
+	if p, ok := errors.AsType[*PanicError](herr); ok {
+		log.Error("handler panicked", "panic", fmt.Sprint(p.Value), "stack", string(p.Stack))
+		r.emit(Event{Type: EventPanicked, Job: job, Err: herr})
+	}
+	o := outcome(ctx, result, herr)
+
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(workCtx), r.s.completeTimeout)
+	defer ccancel()
+	done, err := l.complete(cctx, lease, &o, log)
+	if err != nil {
+		if errors.Is(err, jobstore.ErrNotHeld) {
+			log.Warn("outcome dropped: lease lost", "err", err, "outcome_error", o.Error)
+		} else {
+			log.Error("outcome dropped: complete failed", "err", err, "outcome_error", o.Error)
+		}
+		r.emit(Event{Type: EventDropped, Job: job, RunDuration: ran, Outcome: o, Err: err})
+		return
+	}
+	switch {
+	case done.State == jobstore.StateSucceeded:
+		log.Info("job succeeded", "run", ran)
+	case done.State == jobstore.StateQueued:
+		log.Warn("attempt failed; will retry", "run", ran, "err", o.Error, "run_at", done.RunAt)
+	default:
+		log.Warn("job ended", "state", done.State, "run", ran, "err", o.Error)
+	}
+	r.emit(Event{Type: EventFinished, Job: done, RunDuration: ran, Outcome: o, Err: herr})
+}
+
+// call runs h in its own goroutine so that a panic or runtime.Goexit in
+// the handler becomes an error instead of ending the runner's goroutine.
+func call(ctx context.Context, h Handler, job jobstore.Job) (result json.RawMessage, err error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err = errGoexit // kept only if Work neither returns nor panics
+		defer func() {
+			if v := recover(); v != nil {
+				result, err = nil, &PanicError{Value: v, Stack: debug.Stack()}
+			}
+		}()
+		result, err = h.Work(ctx, job)
+	}()
+	<-done
+	return result, err
+}
+
+// outcome turns what the handler returned into the outcome to record.
+func outcome(ctx context.Context, result json.RawMessage, herr error) jobstore.Outcome {
+	if herr == nil {
+		return jobstore.Succeeded(result)
+	}
+	o := jobstore.Failed(herr)
+	o.Permanent = IsPermanent(herr)
+	if ra, ok := errors.AsType[*retryAfterError](herr); ok && ra.d > 0 {
+		o.RetryAfter = ra.d
+	}
+	if ctx.Err() != nil {
+		// Say why ctx ended when the handler's error does not:
+		// "context canceled" alone does not tell cancel from timeout.
+		cause := context.Cause(ctx)
+		if !errors.Is(herr, cause) {
+			o.Error = jobstore.TruncateError(o.Error + " (" + cause.Error() + ")")
+		}
+		// An attempt cut short by shutdown is not the job's fault: make it
+		// due again at once, for another worker.
+		if errors.Is(cause, ErrShutdown) && !o.Permanent && o.RetryAfter == 0 {
+			o.RetryAfter = time.Nanosecond
+		}
+	}
+	return o
+}
+
+// watch cancels the handler's ctx when Cancel is requested for the job or
+// the lease is lost, until ctx ends.
+func (l *loop) watch(ctx context.Context, lease jobstore.Lease, cancel context.CancelCauseFunc, log *slog.Logger) {
+	for failures := 1; ; failures++ {
+		err := l.r.store.WatchCancel(ctx, lease)
+		switch {
+		case err == nil:
+			log.Info("cancel requested; canceling handler")
+			cancel(ErrCanceled)
+			return
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, jobstore.ErrNotHeld):
+			log.Warn("lease lost; canceling handler", "err", err)
+			cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+			return
+		case errors.Is(err, jobstore.ErrClosed):
+			// The claim loop sees it too and shuts the runner down.
+			return
+		}
+		log.Warn("watch cancel failed; retrying", "err", err, "failures", failures)
+		l.r.emit(Event{Type: EventStoreError, Err: fmt.Errorf("runner: watch cancel %s: %w", lease.ID, err)})
+		if !sleep(ctx, retryDelay(failures)) {
+			return
+		}
+	}
+}
+
+// complete records o for lease, retrying transient errors until ctx ends.
+// If the store rejects a successful result as invalid, it records a failure
+// that says so instead, and updates o to match.
+func (l *loop) complete(ctx context.Context, lease jobstore.Lease, o *jobstore.Outcome, log *slog.Logger) (jobstore.Job, error) {
+	for failures := 1; ; failures++ {
+		job, err := l.r.store.Complete(ctx, lease, *o)
+		switch {
+		case err == nil:
+			return job, nil
+		case errors.Is(err, jobstore.ErrNotHeld), errors.Is(err, jobstore.ErrClosed):
+			return job, err
+		case errors.Is(err, jobstore.ErrInvalidInput) && o.Error == "":
+			log.Warn("store rejected the result; recording a failure", "err", err)
+			*o = jobstore.Outcome{Error: "runner: handler result rejected: " + err.Error()}
+			continue
+		case ctx.Err() != nil:
+			return job, err
+		}
+		log.Warn("complete failed; retrying", "err", err, "failures", failures)
+		l.r.emit(Event{Type: EventStoreError, Err: fmt.Errorf("runner: complete %s: %w", lease.ID, err)})
+		if !sleep(ctx, retryDelay(failures)) {
+			return job, fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		}
+	}
+}

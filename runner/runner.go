@@ -1,0 +1,273 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Runner claims jobs from a store and runs them with the registered
+// handlers. Create it with New, register handlers with Handle, then call
+// Run. Its methods are safe for concurrent use.
+type Runner struct {
+	store jobstore.Store
+	s     settings
+
+	mu       sync.Mutex
+	handlers map[string]Handler
+	running  bool
+}
+
+// New returns a Runner that executes jobs from store, configured by opts
+// (nil means the defaults).
+func New(store jobstore.Store, opts *Options) *Runner {
+	if store == nil {
+		panic("runner: New with nil store")
+	}
+	return &Runner{store: store, s: opts.settings(), handlers: map[string]Handler{}}
+}
+
+// Handle registers h for jobs of the given kind. Call it before Run; the
+// runner claims only kinds that have a handler. Handle panics if kind is not
+// a valid kind (see jobstore.ValidateKind), if it already has a handler, if
+// h is nil, or if Run is running.
+func (r *Runner) Handle(kind string, h Handler) {
+	if err := jobstore.ValidateKind(kind); err != nil {
+		panic(fmt.Sprintf("runner: Handle: %v", err))
+	}
+	if h == nil {
+		panic(fmt.Sprintf("runner: Handle(%q): nil handler", kind))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running {
+		panic(fmt.Sprintf("runner: Handle(%q) while Run is running", kind))
+	}
+	if _, dup := r.handlers[kind]; dup {
+		panic(fmt.Sprintf("runner: Handle(%q): kind already has a handler", kind))
+	}
+	r.handlers[kind] = h
+}
+
+// Worker returns the worker name the runner records on the jobs it claims.
+func (r *Runner) Worker() string { return r.s.worker }
+
+// Concurrency returns the most handlers the runner runs at once.
+func (r *Runner) Concurrency() int { return r.s.concurrency }
+
+// Kinds returns the kinds that have a handler, sorted.
+func (r *Runner) Kinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.handlers))
+}
+
+// Run claims and runs jobs until ctx ends, then shuts down gracefully: it
+// stops claiming at once, lets running handlers go on for
+// Options.ShutdownGrace, then cancels their ctx with cause ErrShutdown, and
+// returns once every handler has returned and its outcome has been recorded.
+// It returns nil after such a shutdown.
+//
+// Errors from the store other than ErrClosed are logged and retried after a
+// short backoff. If the store is closed, Run cancels the running handlers at
+// once, waits for them, and returns an error wrapping jobstore.ErrClosed.
+// Run returns ErrNoHandlers if no handler is registered, ErrRunning if it is
+// already running, and an error wrapping jobstore.ErrInvalidInput if the
+// worker name is invalid. A Runner may Run again after Run returns.
+func (r *Runner) Run(ctx context.Context) error {
+	if err := jobstore.ValidateWorker(r.s.worker); err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	handlers, err := r.start()
+	if err != nil {
+		return err
+	}
+	defer r.stop()
+
+	kinds := slices.Sorted(maps.Keys(handlers))
+	// Handlers run under workCtx: it keeps ctx's values but not its
+	// cancellation, which is delayed by the grace period.
+	workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopWork(nil)
+	l := &loop{
+		r:        r,
+		handlers: handlers,
+		req:      jobstore.ClaimRequest{Worker: r.s.worker, Kinds: kinds},
+		slots:    make(chan struct{}, r.s.concurrency),
+	}
+	r.s.log.Info("runner started", "worker", r.s.worker, "kinds", kinds, "concurrency", r.s.concurrency)
+
+	runErr := l.claimLoop(ctx, workCtx)
+
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	switch {
+	case runErr != nil:
+		// The store is closed: no outcome can be recorded, so there is
+		// nothing to wait for.
+		stopWork(fmt.Errorf("%w: %w", ErrShutdown, runErr))
+	case r.s.shutdownGrace < 0:
+		stopWork(ErrShutdown)
+	default:
+		r.s.log.Info("runner stopping", "worker", r.s.worker, "grace", r.s.shutdownGrace)
+		timer := time.NewTimer(r.s.shutdownGrace)
+		select {
+		case <-done:
+		case <-timer.C:
+			r.s.log.Warn("shutdown grace period over; canceling running handlers", "worker", r.s.worker)
+			stopWork(ErrShutdown)
+		}
+		timer.Stop()
+	}
+	<-done
+	if runErr != nil {
+		r.s.log.Error("runner stopped", "worker", r.s.worker, "err", runErr)
+	} else {
+		r.s.log.Info("runner stopped", "worker", r.s.worker)
+	}
+	return runErr
+}
+
+func (r *Runner) start() (map[string]Handler, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running {
+		return nil, ErrRunning
+	}
+	if len(r.handlers) == 0 {
+		return nil, ErrNoHandlers
+	}
+	r.running = true
+	return maps.Clone(r.handlers), nil
+}
+
+func (r *Runner) stop() {
+	r.mu.Lock()
+	r.running = false
+	r.mu.Unlock()
+}
+
+func (r *Runner) emit(e Event) {
+	if r.s.onEvent == nil {
+		return
+	}
+	e.Worker = r.s.worker
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	r.s.onEvent(e)
+}
+
+// loop is the state of one call of Run.
+type loop struct {
+	r        *Runner
+	handlers map[string]Handler
+	req      jobstore.ClaimRequest
+	// slots holds one token per running job; its capacity is the
+	// concurrency limit.
+	slots    chan struct{}
+	wg       sync.WaitGroup
+	failures int // consecutive store errors in the claim loop
+}
+
+// claimLoop claims and starts jobs until ctx ends (it returns nil) or the
+// store is closed (it returns the error).
+func (l *loop) claimLoop(ctx, workCtx context.Context) error {
+	for {
+		select {
+		case l.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		job, err := l.r.store.Claim(ctx, l.req)
+		if err == nil {
+			l.failures = 0
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				defer func() { <-l.slots }()
+				l.execute(workCtx, job)
+			}()
+			continue
+		}
+		<-l.slots
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, jobstore.ErrClosed):
+			return fmt.Errorf("runner: claim: %w", err)
+		case errors.Is(err, jobstore.ErrNoJob):
+			l.failures = 0
+			if err := l.await(ctx, err); err != nil {
+				return err
+			}
+		default:
+			l.storeError(ctx, "claim", err)
+		}
+	}
+}
+
+// await blocks until the store signals work, the next delayed job is due,
+// or the poll interval passes. It returns an error only if the store is
+// closed.
+func (l *loop) await(ctx context.Context, noJob error) error {
+	wait := l.r.s.pollInterval
+	// A NextRunAt in the past names a job this runner cannot claim (another
+	// kind, or one just claimed elsewhere); waking for it would spin.
+	if nj, ok := errors.AsType[*jobstore.NoJobError](noJob); ok && !nj.NextRunAt.IsZero() {
+		if d := time.Until(nj.NextRunAt); d > 0 && d < wait {
+			wait = d
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err := l.r.store.AwaitWork(actx)
+	switch {
+	case err == nil, actx.Err() != nil:
+		return nil
+	case errors.Is(err, jobstore.ErrClosed):
+		return fmt.Errorf("runner: await work: %w", err)
+	}
+	l.storeError(ctx, "await work", err)
+	return nil
+}
+
+// storeError logs a transient store error and sleeps for a backoff that
+// grows with consecutive failures.
+func (l *loop) storeError(ctx context.Context, op string, err error) {
+	l.failures++
+	l.r.s.log.Warn("store error; retrying", "op", op, "err", err, "failures", l.failures)
+	l.r.emit(Event{Type: EventStoreError, Err: fmt.Errorf("runner: %s: %w", op, err)})
+	sleep(ctx, retryDelay(l.failures))
+}
+
+// retryDelay is the pause after the nth consecutive failure of a store
+// call: 10ms doubling up to 1s.
+func retryDelay(n int) time.Duration {
+	d := 10 * time.Millisecond
+	for i := 1; i < n && d < time.Second; i++ {
+		d *= 2
+	}
+	return min(d, time.Second)
+}
+
+// sleep waits for d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
