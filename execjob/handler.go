@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
 )
 
 // Defaults of Handler's fields.
@@ -83,10 +84,7 @@ func (e *ExitError) Error() string {
 	return msg
 }
 
-// ErrPermanent marks errors that another attempt cannot fix: a malformed
-// payload, a program that does not exist, or a system that cannot run exec
-// jobs. Work's errors wrap it in those cases.
-var ErrPermanent = errors.New("permanent failure")
+var _ runner.Handler = Handler{}
 
 // LogPath returns the log file of job id in logDir. It fails with an error
 // wrapping jobstore.ErrInvalidID if id is not a job ID, so the path never
@@ -101,19 +99,20 @@ func LogPath(logDir, id string) (string, error) {
 // Work runs one attempt of job, an exec job, and returns the result
 // {"exit_code":0} when its program exits with status 0. Otherwise it returns
 // an *ExitError; an error wrapping context.Cause(ctx) if ctx ended and the
-// program was stopped; or an error wrapping ErrPermanent (and
-// jobstore.ErrInvalidInput for a bad payload) when retrying cannot help.
+// program was stopped; or a runner.Permanent error (wrapping
+// jobstore.ErrInvalidInput for a bad payload, exec.ErrNotFound for a missing
+// program) when another attempt cannot help.
 // Work returns only once the program and its process group are gone.
 func (h Handler) Work(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
 	if job.Kind != Kind {
-		return nil, fmt.Errorf("execjob: job %s has kind %q, not %q: %w", job.ID, job.Kind, Kind, ErrPermanent)
+		return nil, runner.Permanent(fmt.Errorf("execjob: job %s has kind %q, not %q", job.ID, job.Kind, Kind))
 	}
 	p, err := ParsePayload(job.Payload)
 	if err != nil {
-		return nil, fmt.Errorf("execjob: job %s: %w (%w)", job.ID, err, ErrPermanent)
+		return nil, runner.Permanent(fmt.Errorf("execjob: job %s: %w", job.ID, err))
 	}
 	if !supported {
-		return nil, fmt.Errorf("execjob: running programs needs Linux, not %s: %w (%w)", runtime.GOOS, errors.ErrUnsupported, ErrPermanent)
+		return nil, runner.Permanent(fmt.Errorf("execjob: running programs needs Linux, not %s: %w", runtime.GOOS, errors.ErrUnsupported))
 	}
 	out, err := h.openLog(job.ID)
 	if err != nil {
@@ -162,7 +161,7 @@ func (h Handler) run(ctx context.Context, job jobstore.Job, p Payload, out *logW
 	if err := cmd.Start(); err != nil {
 		out.note(fmt.Sprintf("jobdir: cannot start %q: %v\n", p.Argv[0], err))
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			return nil, fmt.Errorf("execjob: start %q in %s: %w (%w)", p.Argv[0], p.Dir, err, ErrPermanent)
+			return nil, runner.Permanent(fmt.Errorf("execjob: start %q in %s: %w", p.Argv[0], p.Dir, err))
 		}
 		return nil, fmt.Errorf("execjob: start %q in %s: %w", p.Argv[0], p.Dir, err)
 	}
@@ -258,7 +257,7 @@ func (h Handler) openLog(id string) (*logWriter, error) {
 	}
 	path, err := LogPath(h.LogDir, id)
 	if err != nil {
-		return nil, fmt.Errorf("execjob: %w (%w)", err, ErrPermanent)
+		return nil, runner.Permanent(fmt.Errorf("execjob: %w", err))
 	}
 	if err := os.MkdirAll(h.LogDir, 0o700); err != nil {
 		return nil, fmt.Errorf("execjob: log directory: %w", err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
 )
 
 const childEnv = "EXECJOB_TEST_CHILD"
@@ -104,7 +105,7 @@ func TestWorkFailureCarriesExitCodeAndTail(t *testing.T) {
 	require.LessOrEqual(t, len(ee.Tail), execjob.TailBytes)
 	require.True(t, strings.HasSuffix(ee.Tail, "5000\nthe last words\n"), "tail %q", ee.Tail)
 	require.Contains(t, err.Error(), "exit status 3")
-	require.NotErrorIs(t, err, execjob.ErrPermanent)
+	require.False(t, runner.IsPermanent(err))
 	require.Contains(t, readLog(t, logDir, j.ID), "attempt 2 exited with status 3")
 }
 
@@ -160,21 +161,21 @@ func TestWorkPermanentErrors(t *testing.T) {
 
 	j := execJob(t, "/", 1, "no-such-program-jobdir-test")
 	_, err := h.Work(t.Context(), j)
-	require.ErrorIs(t, err, execjob.ErrPermanent)
+	require.True(t, runner.IsPermanent(err), "%v", err)
 	require.ErrorIs(t, err, exec.ErrNotFound)
 
 	j = execJob(t, "/no/such/dir/for/jobdir", 1, "true")
 	_, err = h.Work(t.Context(), j)
-	require.ErrorIs(t, err, execjob.ErrPermanent)
+	require.True(t, runner.IsPermanent(err), "%v", err)
 
 	j.Payload = json.RawMessage(`{"argv":[],"dir":"/"}`)
 	_, err = h.Work(t.Context(), j)
-	require.ErrorIs(t, err, execjob.ErrPermanent)
+	require.True(t, runner.IsPermanent(err), "%v", err)
 	require.ErrorIs(t, err, jobstore.ErrInvalidInput)
 
 	j.Kind = "other"
 	_, err = h.Work(t.Context(), j)
-	require.ErrorIs(t, err, execjob.ErrPermanent)
+	require.True(t, runner.IsPermanent(err), "%v", err)
 }
 
 var errTestCancel = errors.New("test cancel")
