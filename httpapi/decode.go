@@ -1,0 +1,188 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// submitRequest is the JSON body of POST /v1/jobs. Times and durations are
+// strings so that a client writes them as people do: run_at in RFC 3339,
+// timeout as a Go duration such as "30s" or "1h30m".
+type submitRequest struct {
+	Kind        string          `json:"kind"`
+	Key         string          `json:"key"`
+	Payload     json.RawMessage `json:"payload"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+	RunAt       string          `json:"run_at"`
+	Timeout     string          `json:"timeout"`
+}
+
+// decodeSubmit reads one submit request from r and returns the spec it
+// describes. It rejects what is malformed (not one JSON object, unknown
+// fields, wrong types, a run_at or timeout that does not parse) with an
+// error wrapping jobstore.ErrInvalidInput, or the *http.MaxBytesError of a
+// body over the limit. It leaves the rules on the values themselves (kind
+// syntax, ranges, payload size) to jobstore.Spec.Validate.
+func decodeSubmit(r io.Reader) (jobstore.Spec, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var req submitRequest
+	if err := dec.Decode(&req); err != nil {
+		return jobstore.Spec{}, decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return jobstore.Spec{}, decodeError(err)
+		}
+		return jobstore.Spec{}, fmt.Errorf("%w: request body holds more than one JSON value", jobstore.ErrInvalidInput)
+	}
+	spec := jobstore.Spec{
+		Kind:        req.Kind,
+		Key:         req.Key,
+		MaxAttempts: req.MaxAttempts,
+		Priority:    req.Priority,
+	}
+	if p := bytes.TrimSpace(req.Payload); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		spec.Payload = req.Payload
+	}
+	if req.RunAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, req.RunAt)
+		if err != nil {
+			return jobstore.Spec{}, fmt.Errorf("%w: run_at %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", jobstore.ErrInvalidInput, truncate(req.RunAt, 64))
+		}
+		spec.RunAt = t.UTC()
+	}
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil {
+			return jobstore.Spec{}, fmt.Errorf("%w: timeout %q is not a duration such as 30s or 1h30m", jobstore.ErrInvalidInput, truncate(req.Timeout, 64))
+		}
+		spec.Timeout = d
+	}
+	return spec, nil
+}
+
+// decodeError turns a JSON decoding error into one wrapping
+// jobstore.ErrInvalidInput, keeping an *http.MaxBytesError as it is.
+func decodeError(err error) error {
+	var maxErr *http.MaxBytesError
+	if errors.As(err, &maxErr) {
+		return err
+	}
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: request body is empty; want a JSON object", jobstore.ErrInvalidInput)
+	}
+	return fmt.Errorf("%w: request body: %s", jobstore.ErrInvalidInput, err.Error())
+}
+
+// listQueryKeys are the query parameters GET /v1/jobs accepts.
+var listQueryKeys = map[string]bool{"state": true, "kind": true, "limit": true, "cursor": true, "order": true}
+
+// parseListQuery turns the query of GET /v1/jobs into list options. state
+// may repeat and may hold a comma-separated list; order is "newest" (the
+// default) or "oldest". Unknown parameters are rejected, so that a typo
+// does not silently list everything.
+func parseListQuery(q url.Values) (jobstore.ListOptions, error) {
+	var opts jobstore.ListOptions
+	for k := range q {
+		if !listQueryKeys[k] {
+			return opts, fmt.Errorf("%w: unknown query parameter %q (want state, kind, limit, cursor or order)", jobstore.ErrInvalidInput, truncate(k, 64))
+		}
+	}
+	for _, v := range q["state"] {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			st, err := jobstore.ParseState(s)
+			if err != nil {
+				return opts, err
+			}
+			opts.States = append(opts.States, st)
+		}
+	}
+	var err error
+	if opts.Kind, err = single(q, "kind"); err != nil {
+		return opts, err
+	}
+	if opts.Cursor, err = single(q, "cursor"); err != nil {
+		return opts, err
+	}
+	limit, err := single(q, "limit")
+	if err != nil {
+		return opts, err
+	}
+	if limit != "" {
+		n, err := strconv.Atoi(limit)
+		if err != nil || n < 1 {
+			return opts, fmt.Errorf("%w: limit %q is not a positive integer", jobstore.ErrInvalidInput, truncate(limit, 64))
+		}
+		opts.Limit = n
+	}
+	order, err := single(q, "order")
+	if err != nil {
+		return opts, err
+	}
+	switch order {
+	case "", "newest":
+		opts.Order = jobstore.NewestFirst
+	case "oldest":
+		opts.Order = jobstore.OldestFirst
+	default:
+		return opts, fmt.Errorf("%w: order %q: want newest or oldest", jobstore.ErrInvalidInput, truncate(order, 64))
+	}
+	return opts.Normalize()
+}
+
+// single returns the only value of query parameter key, or "" if absent.
+func single(q url.Values, key string) (string, error) {
+	vs := q[key]
+	switch len(vs) {
+	case 0:
+		return "", nil
+	case 1:
+		return vs[0], nil
+	}
+	return "", fmt.Errorf("%w: query parameter %q given %d times", jobstore.ErrInvalidInput, key, len(vs))
+}
+
+// parseWaitTimeout reads the timeout query parameter of the wait route: a
+// Go duration, at most max (longer values are capped), def when absent.
+func parseWaitTimeout(q url.Values, def, max time.Duration) (time.Duration, error) {
+	for k := range q {
+		if k != "timeout" {
+			return 0, fmt.Errorf("%w: unknown query parameter %q (want timeout)", jobstore.ErrInvalidInput, truncate(k, 64))
+		}
+	}
+	v, err := single(q, "timeout")
+	if err != nil {
+		return 0, err
+	}
+	d := def
+	if v != "" {
+		if d, err = time.ParseDuration(v); err != nil || d < 0 {
+			return 0, fmt.Errorf("%w: timeout %q is not a non-negative duration such as 30s", jobstore.ErrInvalidInput, truncate(v, 64))
+		}
+	}
+	return min(d, max), nil
+}
+
+// truncate shortens s, quoted back in an error message, to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

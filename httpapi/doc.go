@@ -1,0 +1,35 @@
+// Package httpapi serves a jobstore.Store over HTTP as JSON: submit, get,
+// list, cancel, retry and wait on jobs, store statistics, a health check and
+// Prometheus metrics. A *Server is an http.Handler, so a harness can mount it
+// on its own mux, and NewHTTPServer wraps it in an *http.Server with the
+// timeouts a server exposed to a network needs.
+//
+// docs/http-api.md describes every route with examples, the error codes and
+// the limits.
+//
+// # Guarantees
+//
+// Every route except GET /healthz requires an Authorization: Bearer token
+// that matches one of Options.Tokens (compared in constant time), unless the
+// server was built with Options.InsecureNoAuth. Request bodies are limited
+// to Options.MaxBodyBytes and unknown JSON fields are rejected. Every error
+// is a JSON object {"error":{"code":...,"message":...}} whose code is one of
+// the Code constants, with the HTTP status that code documents. A job's
+// JSON form is jobstore.Job's, unchanged.
+//
+// The server keeps no job state of its own: every answer comes from the
+// store, so two servers on one shared filestore answer alike for every job.
+//
+// # Security
+//
+// Accepting jobs of kind "exec" over HTTP is remote command execution: whoever
+// holds a token can run any program as the worker's user. The kind
+// allow-list (Options.AllowedKinds) therefore refuses "exec" unless it is
+// listed by name. Serve on loopback, or behind TLS, and keep tokens secret.
+//
+// # Caveats
+//
+// The metrics counters and histograms count what this process saw (its own
+// HTTP submissions, its own runner's claims); the jobs-by-state gauge reads
+// the whole store at scrape time. With several replicas, sum the counters.
+package httpapi

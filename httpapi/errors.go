@@ -1,0 +1,128 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Error codes, the stable machine-readable part of an error response. Each
+// is sent with the HTTP status named in its comment.
+const (
+	// CodeInvalidInput (400): the request is malformed: bad JSON, an unknown
+	// field, a bad query parameter, an invalid job ID.
+	CodeInvalidInput = "invalid_input"
+	// CodeUnauthorized (401): the bearer token is missing or wrong.
+	CodeUnauthorized = "unauthorized"
+	// CodeForbidden (403): the request is refused whoever sends it: a
+	// cross-origin request from a browser, or a Host other than an IP
+	// address or localhost on a server without authentication.
+	CodeForbidden = "forbidden"
+	// CodeKindNotAllowed (403): the server's kind allow-list refuses the
+	// submitted kind.
+	CodeKindNotAllowed = "kind_not_allowed"
+	// CodeNotFound (404): no job has that ID, or no route matches the path.
+	CodeNotFound = "not_found"
+	// CodeMethodNotAllowed (405): the route exists but not for this method;
+	// the Allow header lists the methods it accepts.
+	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeInvalidTransition (409): the job's state does not allow the
+	// operation, for example retrying a running job. The error carries the
+	// job ID and the from and to states.
+	CodeInvalidTransition = "invalid_transition"
+	// CodePayloadTooLarge (413): the request body or the job payload is over
+	// the limit.
+	CodePayloadTooLarge = "payload_too_large"
+	// CodeInvalidSpec (422): the submit body is well-formed JSON but the job
+	// it describes is invalid, for example an empty kind or a priority out
+	// of range.
+	CodeInvalidSpec = "invalid_spec"
+	// CodeInternal (500): an unexpected server or store error.
+	CodeInternal = "internal"
+	// CodeCorrupt (500): the job's stored record cannot be decoded.
+	CodeCorrupt = "corrupt"
+	// CodeClosed (503): the store is closed, typically during shutdown.
+	CodeClosed = "closed"
+	// CodeUnavailable (503): the store did not answer (a health check
+	// failed, or the request was canceled before the store answered).
+	CodeUnavailable = "unavailable"
+)
+
+// Error is the body of every error response, under the key "error". Its
+// fields are its JSON form; ID, From and To are set only for
+// CodeInvalidTransition.
+type Error struct {
+	// Status is the HTTP status the error was sent with; it is not part of
+	// the JSON body.
+	Status int `json:"-"`
+	// Code is one of the Code constants.
+	Code string `json:"code"`
+	// Message says what went wrong, for a person.
+	Message string `json:"message"`
+	// ID is the job the failed transition concerned.
+	ID string `json:"id,omitempty"`
+	// From is the state the job was in.
+	From jobstore.State `json:"from,omitempty"`
+	// To is the state the operation would have moved it to.
+	To jobstore.State `json:"to,omitempty"`
+
+	challenge string // WWW-Authenticate value of a 401
+}
+
+// Error returns the code and the message.
+func (e *Error) Error() string {
+	return e.Code + ": " + e.Message
+}
+
+// errorResponse is the JSON envelope of an Error.
+type errorResponse struct {
+	Error *Error `json:"error"`
+}
+
+func newError(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// toError maps a store or decoding error to the Error sent to the client.
+// invalidStatus and invalidCode apply to ErrInvalidInput that is not more
+// specific: 400 invalid_input for a bad query or ID, 422 invalid_spec for a
+// submitted spec the store refused.
+func toError(err error, invalidStatus int, invalidCode string) *Error {
+	var (
+		apiErr  *Error
+		te      *jobstore.TransitionError
+		maxErr  *http.MaxBytesError
+		message = err.Error()
+	)
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &maxErr):
+		return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
+			"request body is over the limit of %d bytes", maxErr.Limit)
+	case errors.As(err, &te):
+		e := newError(http.StatusConflict, CodeInvalidTransition, "%s", message)
+		e.ID, e.From, e.To = te.ID, te.From, te.To
+		return e
+	case errors.Is(err, jobstore.ErrInvalidTransition):
+		return newError(http.StatusConflict, CodeInvalidTransition, "%s", message)
+	case errors.Is(err, jobstore.ErrPayloadTooLarge):
+		return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "%s", message)
+	case errors.Is(err, jobstore.ErrInvalidID):
+		return newError(http.StatusBadRequest, CodeInvalidInput, "%s", message)
+	case errors.Is(err, jobstore.ErrInvalidInput):
+		return newError(invalidStatus, invalidCode, "%s", message)
+	case errors.Is(err, jobstore.ErrNotFound):
+		return newError(http.StatusNotFound, CodeNotFound, "%s", message)
+	case errors.Is(err, jobstore.ErrClosed):
+		return newError(http.StatusServiceUnavailable, CodeClosed, "%s", message)
+	case errors.Is(err, jobstore.ErrCorrupt):
+		return newError(http.StatusInternalServerError, CodeCorrupt, "%s", message)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return newError(http.StatusServiceUnavailable, CodeUnavailable, "%s", message)
+	}
+	return newError(http.StatusInternalServerError, CodeInternal, "%s", message)
+}

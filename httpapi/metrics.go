@@ -1,0 +1,206 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
+)
+
+// statsTimeout bounds the store.Stats call of a scrape.
+const statsTimeout = 10 * time.Second
+
+// metrics holds the collectors of one Server. Counters and histograms count
+// what this process sees; storeCollector reads the store at scrape time.
+type metrics struct {
+	submitted    *prometheus.CounterVec
+	claimed      *prometheus.CounterVec
+	completed    *prometheus.CounterVec
+	failed       *prometheus.CounterVec
+	canceled     *prometheus.CounterVec
+	retried      *prometheus.CounterVec
+	dropped      *prometheus.CounterVec
+	panics       *prometheus.CounterVec
+	storeErrors  prometheus.Counter
+	claimLatency *prometheus.HistogramVec
+	runDuration  *prometheus.HistogramVec
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+
+	// kinds bounds the kind label: clients choose kinds, and each distinct
+	// label value is a series kept forever.
+	mu    sync.Mutex
+	kinds map[string]bool
+}
+
+// maxKindLabels is how many distinct kinds get a label value of their own;
+// later ones are counted under otherKinds.
+const maxKindLabels = 100
+
+// otherKinds is the kind label of kinds past maxKindLabels.
+const otherKinds = "_other"
+
+// kind returns the label value for kind.
+func (m *metrics) kind(kind string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.kinds[kind] {
+		return kind
+	}
+	if len(m.kinds) >= maxKindLabels {
+		return otherKinds
+	}
+	m.kinds[kind] = true
+	return kind
+}
+
+func newDefaultRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+func newMetrics(reg *prometheus.Registry, store jobstore.Store) (*metrics, error) {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobdir", Name: name, Help: help}, labels)
+	}
+	m := &metrics{
+		kinds:     make(map[string]bool),
+		submitted: counter("jobs_submitted_total", "Jobs created through this process's HTTP API.", "kind"),
+		claimed:   counter("jobs_claimed_total", "Attempts claimed by this process's runner.", "kind"),
+		completed: counter("jobs_completed_total", "Jobs this process's runner completed successfully.", "kind"),
+		failed:    counter("jobs_failed_total", "Jobs that failed for good (no attempts left, or a permanent error) in this process's runner.", "kind"),
+		canceled: counter("jobs_canceled_total",
+			`Cancels: via="http" counts accepted cancel requests, via="runner" counts attempts that ended canceled.`, "kind", "via"),
+		retried: counter("jobs_retried_total", "Failed attempts queued again for a retry by this process's runner.", "kind"),
+		dropped: counter("attempts_dropped_total", "Attempts whose outcome could not be recorded (lease lost or store failing).", "kind"),
+		panics:  counter("handler_panics_total", "Handler panics recovered by this process's runner.", "kind"),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "jobdir", Name: "runner_store_errors_total",
+			Help: "Store calls that failed in this process's runner and were retried."}),
+		claimLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "jobdir", Name: "claim_latency_seconds",
+			Help:    "How long a job was due before this process's runner claimed it (queue wait).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12), // 1 ms to about 70 min
+		}, []string{"kind"}),
+		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "jobdir", Name: "run_duration_seconds",
+			Help:    "How long one attempt's handler ran, by the state the job was left in (succeeded, queued, failed, canceled).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 4, 12), // 5 ms to about 6 h
+		}, []string{"kind", "state"}),
+		httpRequests: counter("http_requests_total", "HTTP requests by route pattern and status code.", "route", "code"),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "jobdir", Name: "http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern (the wait route includes its long-poll).",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+	}
+	for _, c := range []prometheus.Collector{
+		m.submitted, m.claimed, m.completed, m.failed, m.canceled, m.retried, m.dropped, m.panics,
+		m.storeErrors, m.claimLatency, m.runDuration, m.httpRequests, m.httpDuration,
+		&storeCollector{store: store},
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observeHTTP(route string, status int, d time.Duration) {
+	m.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
+}
+
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
+		// A failing collector (the store not answering) must not hide the
+		// other series: storeCollector reports it as jobdir_store_up 0.
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      s.registry,
+	})
+}
+
+// ObserveRunner feeds the claim and run metrics from a runner event. Pass
+// it as runner.Options.OnEvent of the runners in the same process. It is
+// safe for concurrent use and does not block.
+func (s *Server) ObserveRunner(ev runner.Event) {
+	m := s.metrics
+	kind := ""
+	if ev.Job.Kind != "" {
+		kind = m.kind(ev.Job.Kind)
+	}
+	switch ev.Type {
+	case runner.EventClaimed:
+		m.claimed.WithLabelValues(kind).Inc()
+		m.claimLatency.WithLabelValues(kind).Observe(ev.QueueWait.Seconds())
+	case runner.EventFinished:
+		m.runDuration.WithLabelValues(kind, string(ev.Job.State)).Observe(ev.RunDuration.Seconds())
+		switch ev.Job.State {
+		case jobstore.StateSucceeded:
+			m.completed.WithLabelValues(kind).Inc()
+		case jobstore.StateFailed:
+			m.failed.WithLabelValues(kind).Inc()
+		case jobstore.StateCanceled:
+			m.canceled.WithLabelValues(kind, "runner").Inc()
+		case jobstore.StateQueued:
+			m.retried.WithLabelValues(kind).Inc()
+		}
+	case runner.EventDropped:
+		m.dropped.WithLabelValues(kind).Inc()
+	case runner.EventPanicked:
+		m.panics.WithLabelValues(kind).Inc()
+	case runner.EventStoreError:
+		m.storeErrors.Inc()
+	}
+}
+
+// storeCollector reports the store's job counts at scrape time.
+type storeCollector struct {
+	store jobstore.Store
+}
+
+var (
+	jobsDesc   = prometheus.NewDesc("jobdir_jobs", "Jobs in the store by state, read at scrape time.", []string{"state"}, nil)
+	oldestDesc = prometheus.NewDesc("jobdir_oldest_queued_age_seconds",
+		"How long the longest-waiting due queued job has been due; 0 when none is due.", nil, nil)
+	upDesc = prometheus.NewDesc("jobdir_store_up", "1 if the store answered the scrape's Stats call, 0 if not.", nil, nil)
+)
+
+// Describe sends the descriptors of the store series.
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- jobsDesc
+	ch <- oldestDesc
+	ch <- upDesc
+}
+
+// Collect reads the store's Stats and sends the store series.
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
+	defer cancel()
+	st, err := c.store.Stats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
+		ch <- prometheus.NewInvalidMetric(jobsDesc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 1)
+	for _, state := range jobstore.States() {
+		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(st.Counts[state]), string(state))
+	}
+	age := 0.0
+	if !st.OldestQueuedAt.IsZero() {
+		age = max(time.Since(st.OldestQueuedAt).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
+}

@@ -1,0 +1,599 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxWait caps the wait long-poll when Options.MaxWait is zero.
+	DefaultMaxWait = 60 * time.Second
+	// DefaultWait is the wait long-poll's timeout when the request names
+	// none (capped at MaxWait).
+	DefaultWait = 30 * time.Second
+	// BodyOverhead is added to jobstore.DefaultMaxPayload to make the
+	// default request body limit: room for the fields around the payload.
+	BodyOverhead = 64 << 10
+)
+
+// AnyKind, in Options.AllowedKinds, allows every kind except ExecKind.
+const AnyKind = "*"
+
+// ExecKind is the kind whose jobs run programs. The allow-list refuses it
+// unless it is listed by name, because accepting it over HTTP is remote
+// command execution.
+const ExecKind = "exec"
+
+// TerminalHeader is the response header of the wait route: "true" when the
+// returned job is in a terminal state, "false" when the wait timed out (or
+// the server is shutting down) first and the job is returned as it is now.
+const TerminalHeader = "Jobdir-Terminal"
+
+// Options configures a Server. A nil *Options is the zero value, which New
+// refuses: it has neither tokens nor InsecureNoAuth.
+type Options struct {
+	// Tokens are the accepted bearer tokens; a request must send one of them
+	// as "Authorization: Bearer <token>". Several tokens allow rotation.
+	// Empty tokens are refused. Empty Tokens requires InsecureNoAuth.
+	Tokens []string
+	// InsecureNoAuth serves every route without authentication. It is an
+	// explicit opt-out for local development; it may not be combined with
+	// Tokens. In this mode the server answers only requests whose Host is
+	// an IP address or "localhost", which defeats DNS rebinding from a web
+	// page in a local browser.
+	InsecureNoAuth bool
+	// AllowedKinds lists the kinds POST /v1/jobs accepts. The entry AnyKind
+	// ("*") allows every kind except ExecKind ("exec"); ExecKind is allowed
+	// only when listed by name. Empty means []string{AnyKind}: any kind but
+	// exec. So {"exec"} allows only exec jobs and {"*", "exec"} allows all.
+	AllowedKinds []string
+	// MaxBodyBytes limits request bodies; a larger one gets 413. Zero means
+	// jobstore.DefaultMaxPayload + BodyOverhead.
+	MaxBodyBytes int64
+	// MaxWait caps the timeout of the wait long-poll. Zero means
+	// DefaultMaxWait.
+	MaxWait time.Duration
+	// Registry receives the server's metrics and is what GET /metrics
+	// serves. Nil means a private registry that also holds the Go runtime
+	// and process collectors.
+	Registry *prometheus.Registry
+	// Logger receives a line per request (Debug) and per server-side error
+	// (Error). Nil means no logging.
+	Logger *slog.Logger
+}
+
+// Server serves the HTTP API on one store. It implements http.Handler and
+// is safe for concurrent use. Build it with New.
+type Server struct {
+	store    jobstore.Store
+	handler  http.Handler // mux wrapped in cross-origin protection
+	mux      *http.ServeMux
+	tokens   [][sha256.Size]byte
+	noAuth   bool
+	anyKind  bool
+	kinds    map[string]bool
+	maxBody  int64
+	maxWait  time.Duration
+	log      *slog.Logger
+	registry *prometheus.Registry
+	metrics  *metrics
+}
+
+// The routes, as net/http patterns. They are also the route label of the
+// HTTP metrics.
+const (
+	routeSubmit  = "POST /v1/jobs"
+	routeList    = "GET /v1/jobs"
+	routeGet     = "GET /v1/jobs/{id}"
+	routeCancel  = "POST /v1/jobs/{id}/cancel"
+	routeRetry   = "POST /v1/jobs/{id}/retry"
+	routeWait    = "GET /v1/jobs/{id}/wait"
+	routeStats   = "GET /v1/stats"
+	routeHealth  = "GET /healthz"
+	routeMetrics = "GET /metrics"
+	routeNone    = "unmatched"
+)
+
+// New returns a Server for store configured by opts (nil means the zero
+// Options). It returns an error if opts has no tokens and not
+// InsecureNoAuth, has both, holds an empty token or an invalid kind, or if
+// the metrics cannot be registered with opts.Registry (for example because
+// another Server already registered them there).
+func New(store jobstore.Store, opts *Options) (*Server, error) {
+	if store == nil {
+		return nil, errors.New("httpapi: nil store")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	s := &Server{
+		store:   store,
+		noAuth:  o.InsecureNoAuth,
+		kinds:   make(map[string]bool),
+		maxBody: o.MaxBodyBytes,
+		maxWait: o.MaxWait,
+		log:     o.Logger,
+	}
+	switch {
+	case len(o.Tokens) == 0 && !o.InsecureNoAuth:
+		return nil, errors.New("httpapi: no bearer tokens: give at least one token, or set InsecureNoAuth to serve without authentication")
+	case len(o.Tokens) > 0 && o.InsecureNoAuth:
+		return nil, errors.New("httpapi: tokens and InsecureNoAuth given together: choose one")
+	}
+	for i, t := range o.Tokens {
+		if t == "" {
+			return nil, fmt.Errorf("httpapi: token %d is empty", i)
+		}
+		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+	}
+	if len(o.AllowedKinds) == 0 {
+		s.anyKind = true
+	}
+	for _, k := range o.AllowedKinds {
+		if k == AnyKind {
+			s.anyKind = true
+			continue
+		}
+		if err := jobstore.ValidateKind(k); err != nil {
+			return nil, fmt.Errorf("httpapi: allowed kind: %w", err)
+		}
+		s.kinds[k] = true
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = jobstore.DefaultMaxPayload + BodyOverhead
+	}
+	if s.maxWait <= 0 {
+		s.maxWait = DefaultMaxWait
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.registry = o.Registry
+	if s.registry == nil {
+		s.registry = newDefaultRegistry()
+	}
+	m, err := newMetrics(s.registry, store)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: register metrics: %w", err)
+	}
+	s.metrics = m
+
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc(routeSubmit, s.handleSubmit)
+	s.mux.HandleFunc(routeList, s.handleList)
+	s.mux.HandleFunc(routeGet, s.handleGet)
+	s.mux.HandleFunc(routeCancel, s.handleCancel)
+	s.mux.HandleFunc(routeRetry, s.handleRetry)
+	s.mux.HandleFunc(routeWait, s.handleWait)
+	s.mux.HandleFunc(routeStats, s.handleStats)
+	s.mux.HandleFunc(routeHealth, s.handleHealth)
+	s.mux.Handle(routeMetrics, s.metricsHandler())
+
+	// A browser may send a cross-origin POST without a preflight; refuse
+	// those so that a web page cannot submit or cancel jobs through a
+	// user's browser.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, newError(http.StatusForbidden, CodeForbidden, "cross-origin request refused"))
+	}))
+	s.handler = cop.Handler(s.mux)
+	return s, nil
+}
+
+// ServeHTTP authenticates the request, routes it, and records its metrics.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w}
+	_, pattern := s.mux.Handler(r)
+	route := pattern
+	if route == "" {
+		route = routeNone
+	}
+	defer func() {
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.metrics.observeHTTP(route, status, time.Since(start))
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("route", route), slog.Int("status", status),
+			slog.Duration("duration", time.Since(start)))
+	}()
+
+	h := rec.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	if pattern != routeHealth {
+		if e := s.authenticate(r); e != nil {
+			s.writeError(rec, r, e)
+			return
+		}
+	}
+	if pattern == "" {
+		// The mux answers by itself (404, 405, or a redirect to a clean
+		// path); turn its plain-text errors into JSON ones.
+		s.handler.ServeHTTP(&muxErrorWriter{statusRecorder: rec, s: s, r: r}, r)
+		return
+	}
+	s.handler.ServeHTTP(rec, r)
+}
+
+// authenticate returns nil if r may proceed, or the error to answer with.
+func (s *Server) authenticate(r *http.Request) *Error {
+	if s.noAuth {
+		if !localHost(r.Host) {
+			return newError(http.StatusForbidden, CodeForbidden,
+				"host %q refused: a server without authentication answers only to an IP address or localhost", truncate(r.Host, 64))
+		}
+		return nil
+	}
+	auth := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(auth, " ")
+	if auth == "" {
+		return unauthorized("missing bearer token: send the header Authorization: Bearer <token>", "")
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return unauthorized("malformed Authorization header: want Bearer <token>", "invalid_request")
+	}
+	// Compare digests so that every comparison has the same length, and
+	// compare against every token so that the time taken does not say which
+	// one (if any) matched.
+	sum := sha256.Sum256([]byte(token))
+	match := 0
+	for i := range s.tokens {
+		match |= subtle.ConstantTimeCompare(sum[:], s.tokens[i][:])
+	}
+	if match != 1 {
+		return unauthorized("invalid bearer token", "invalid_token")
+	}
+	return nil
+}
+
+// unauthorized returns a 401 error; bearerErr, if set, is the RFC 6750
+// error attribute of the WWW-Authenticate challenge.
+func unauthorized(msg, bearerErr string) *Error {
+	e := newError(http.StatusUnauthorized, CodeUnauthorized, "%s", msg)
+	e.challenge = `Bearer realm="jobdir"`
+	if bearerErr != "" {
+		e.challenge += `, error="` + bearerErr + `"`
+	}
+	return e
+}
+
+// localHost reports whether a Host header names an IP address or localhost.
+func localHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.EqualFold(host, "localhost") || net.ParseIP(host) != nil
+}
+
+// kindAllowed reports whether the allow-list lets HTTP submit kind.
+func (s *Server) kindAllowed(kind string) bool {
+	if s.kinds[kind] {
+		return true
+	}
+	return s.anyKind && kind != ExecKind
+}
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+	spec, err := decodeSubmit(r.Body)
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	if err := jobstore.ValidateKind(spec.Kind); err != nil {
+		s.fail(w, r, err, http.StatusUnprocessableEntity, CodeInvalidSpec)
+		return
+	}
+	if !s.kindAllowed(spec.Kind) {
+		msg := "this server does not accept jobs of kind %q"
+		if spec.Kind == ExecKind {
+			msg += " (exec jobs run programs, so they must be allowed explicitly)"
+		}
+		s.writeError(w, r, newError(http.StatusForbidden, CodeKindNotAllowed, msg, spec.Kind))
+		return
+	}
+	job, created, err := s.store.Submit(r.Context(), spec)
+	if err != nil {
+		s.fail(w, r, err, http.StatusUnprocessableEntity, CodeInvalidSpec)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		s.metrics.submitted.WithLabelValues(s.metrics.kind(job.Kind)).Inc()
+		// A reference relative to /v1/jobs, so that it stays right when
+		// the handler is mounted under a prefix.
+		w.Header().Set("Location", "jobs/"+job.ID)
+	}
+	s.writeJSON(w, status, job)
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	job, err := s.store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, job)
+}
+
+// listResponse is the body of GET /v1/jobs.
+type listResponse struct {
+	Jobs []jobstore.Job `json:"jobs"`
+	Next string         `json:"next,omitempty"`
+	// Skipped names records the store could not read (corrupt) and left
+	// out of the page.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w: query: %s", jobstore.ErrInvalidInput, err.Error()), http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	opts, err := parseListQuery(q)
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	page, err := s.store.List(r.Context(), opts)
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	resp := listResponse{Jobs: page.Jobs, Next: page.Next}
+	if resp.Jobs == nil {
+		resp.Jobs = []jobstore.Job{}
+	}
+	for _, e := range page.Errors {
+		resp.Skipped = append(resp.Skipped, e.Error())
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "list skipped a record", slog.String("error", e.Error()))
+	}
+	s.writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	job, err := s.store.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	s.metrics.canceled.WithLabelValues(s.metrics.kind(job.Kind), "http").Inc()
+	s.writeJSON(w, http.StatusOK, job)
+}
+
+func (s *Server) handleRetry(w http.ResponseWriter, r *http.Request) {
+	job, err := s.store.Retry(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, job)
+}
+
+// handleWait long-polls until the job is terminal, the timeout passes, or
+// the server shuts down. In the last two cases it answers 200 with the job
+// as it is now and TerminalHeader "false": a timeout is an expected outcome
+// of a long-poll, not an error, and the client simply asks again.
+func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err == nil {
+		var d time.Duration
+		if d, err = parseWaitTimeout(q, min(DefaultWait, s.maxWait), s.maxWait); err == nil {
+			s.wait(w, r, d)
+			return
+		}
+	}
+	s.fail(w, r, fmt.Errorf("%w: %w", jobstore.ErrInvalidInput, err), http.StatusBadRequest, CodeInvalidInput)
+}
+
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, d time.Duration) {
+	// The server's ReadTimeout and WriteTimeout may be shorter than the
+	// wait: extend both for this request, or the connection's read
+	// deadline would cancel the request context mid-wait. A writer that
+	// does not support deadlines has none to extend.
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(d + writeSlack)
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline)
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	defer cancel()
+	if drain, ok := r.Context().Value(drainKey{}).(context.Context); ok {
+		stop := context.AfterFunc(drain, cancel)
+		defer stop()
+	}
+	id := r.PathValue("id")
+	job, err := s.store.Wait(ctx, id)
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil &&
+		(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		// Our own timeout (or shutdown), not the client's: answer with the
+		// job as it is now.
+		job, err = s.store.Get(r.Context(), id)
+	}
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	w.Header().Set(TerminalHeader, fmt.Sprint(job.State.Terminal()))
+	s.writeJSON(w, http.StatusOK, job)
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.store.Stats(r.Context())
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, st)
+}
+
+// healthTimeout bounds the store call of the health check.
+const healthTimeout = 5 * time.Second
+
+// handleHealth answers 200 {"status":"ok"} when the store answers a
+// one-job List within healthTimeout, and 503 otherwise. It needs no token
+// and says nothing about the jobs.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	if _, err := s.store.List(ctx, jobstore.ListOptions{Limit: 1}); err != nil {
+		e := toError(err, http.StatusServiceUnavailable, CodeUnavailable)
+		if e.Status < 500 || errors.Is(err, jobstore.ErrCorrupt) {
+			e = newError(http.StatusServiceUnavailable, CodeUnavailable, "store: %s", err.Error())
+		}
+		e.Status = http.StatusServiceUnavailable
+		s.writeError(w, r, e)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// fail answers with the Error that err maps to; invalidStatus and
+// invalidCode apply to jobstore.ErrInvalidInput (see toError).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error, invalidStatus int, invalidCode string) {
+	s.writeError(w, r, toError(err, invalidStatus, invalidCode))
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *Error) {
+	if e.Status >= 500 {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", e.Status), slog.String("code", e.Code), slog.String("error", e.Message))
+	}
+	if e.challenge != "" {
+		w.Header().Set("WWW-Authenticate", e.challenge)
+	}
+	s.writeJSON(w, e.Status, errorResponse{Error: e})
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only a bug (an unencodable value) gets here.
+		s.log.Error("encode response", slog.String("error", err.Error()))
+		status = http.StatusInternalServerError
+		body = []byte(`{"error":{"code":"internal","message":"cannot encode the response"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// muxErrorWriter replaces the plain-text 404 and 405 the mux writes by the
+// JSON errors of this API, keeping the mux's headers (such as Allow).
+type muxErrorWriter struct {
+	*statusRecorder
+	s        *Server
+	r        *http.Request
+	wrote    bool
+	swallows bool
+}
+
+func (w *muxErrorWriter) WriteHeader(status int) {
+	if w.wrote {
+		return
+	}
+	w.wrote = true
+	var e *Error
+	switch status {
+	case http.StatusNotFound:
+		e = newError(status, CodeNotFound, "no route for %s %s", w.r.Method, truncate(w.r.URL.Path, 200))
+	case http.StatusMethodNotAllowed:
+		e = newError(status, CodeMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)",
+			w.r.Method, truncate(w.r.URL.Path, 200), w.Header().Get("Allow"))
+	default:
+		w.statusRecorder.WriteHeader(status)
+		return
+	}
+	w.swallows = true
+	w.s.writeJSON(w.statusRecorder, status, errorResponse{Error: e})
+}
+
+func (w *muxErrorWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.swallows {
+		return len(b), nil
+	}
+	return w.statusRecorder.Write(b)
+}
+
+// drainKey is the context key of the context NewHTTPServer cancels when
+// the server shuts down, which ends wait long-polls early.
+type drainKey struct{}
+
+// writeSlack is how much longer than a long-poll the write deadline lasts.
+const writeSlack = 30 * time.Second
+
+// NewHTTPServer returns an *http.Server that serves h on addr with the
+// timeouts a server exposed to a network needs: 10 s to read the headers,
+// 1 min to read the body, 1 min to write the response (the wait route
+// extends its own deadline), 2 min for an idle keep-alive connection, and
+// 64 KiB of headers. Its Shutdown also ends the wait long-polls in progress
+// (they answer with the job as it is), so that shutting down does not wait
+// for them.
+func NewHTTPServer(addr string, h http.Handler) *http.Server {
+	drain, cancel := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), drainKey{}, drain)
+		},
+	}
+	srv.RegisterOnShutdown(cancel)
+	return srv
+}

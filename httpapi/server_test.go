@@ -1,0 +1,374 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
+)
+
+func TestNewRefusesUnsafeOptions(t *testing.T) {
+	store := memstore.New(nil)
+	t.Cleanup(func() { _ = store.Close() })
+	for name, opts := range map[string]*httpapi.Options{
+		"nil options":              nil,
+		"no tokens":                {},
+		"tokens and no-auth":       {Tokens: []string{"a"}, InsecureNoAuth: true},
+		"empty token":              {Tokens: []string{"a", ""}},
+		"invalid kind in allow":    {Tokens: []string{"a"}, AllowedKinds: []string{"bad kind"}},
+		"empty kind in allow-list": {Tokens: []string{"a"}, AllowedKinds: []string{""}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := httpapi.New(store, opts)
+			require.Error(t, err)
+		})
+	}
+	t.Run("nil store", func(t *testing.T) {
+		_, err := httpapi.New(nil, &httpapi.Options{InsecureNoAuth: true})
+		require.Error(t, err)
+	})
+	t.Run("metrics registered twice", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		_, err := httpapi.New(store, &httpapi.Options{Tokens: []string{"a"}, Registry: reg})
+		require.NoError(t, err)
+		_, err = httpapi.New(store, &httpapi.Options{Tokens: []string{"a"}, Registry: reg})
+		require.Error(t, err)
+	})
+}
+
+func TestAuth(t *testing.T) {
+	e := newEnv(t, &httpapi.Options{Tokens: []string{"first-token", "second-token"}}, nil)
+	bearer := func(v string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("Authorization", v) }
+	}
+	for _, path := range []string{"/v1/jobs", "/v1/stats", "/metrics", "/v1/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV", "/no/such/route"} {
+		t.Run(path, func(t *testing.T) {
+			r := e.doWith("GET", path, "", nil)
+			r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
+			require.Equal(t, `Bearer realm="jobdir"`, r.header.Get("WWW-Authenticate"))
+
+			r = e.doWith("GET", path, "", bearer("Bearer wrong-token"))
+			r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
+			require.Contains(t, r.header.Get("WWW-Authenticate"), `error="invalid_token"`)
+
+			r = e.doWith("GET", path, "", bearer("Basic Zmlyc3QtdG9rZW4="))
+			r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
+			r = e.doWith("GET", path, "", bearer("Bearer "))
+			r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
+			r = e.doWith("GET", path, "", bearer("Bearer first-token-and-more"))
+			r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
+		})
+	}
+	t.Run("right tokens", func(t *testing.T) {
+		for _, h := range []string{"Bearer first-token", "Bearer second-token", "bearer first-token"} {
+			r := e.doWith("GET", "/v1/stats", "", bearer(h))
+			require.Equal(t, http.StatusOK, r.status, "%s: %s", h, r.body)
+		}
+	})
+	t.Run("healthz needs no token", func(t *testing.T) {
+		r := e.doWith("GET", "/healthz", "", nil)
+		require.Equal(t, http.StatusOK, r.status)
+		require.JSONEq(t, `{"status":"ok"}`, string(r.body))
+	})
+}
+
+func TestInsecureNoAuthAnswersOnlyLocalHosts(t *testing.T) {
+	e := newEnv(t, &httpapi.Options{InsecureNoAuth: true}, nil)
+	r := e.do("GET", "/v1/stats", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	for _, host := range []string{"localhost:8080", "127.0.0.1", "[::1]:80"} {
+		r = e.doWith("GET", "/v1/stats", "", func(r *http.Request) { r.Host = host })
+		require.Equal(t, http.StatusOK, r.status, "%s: %s", host, r.body)
+	}
+	// A DNS-rebinding page reaches a loopback server under its own name.
+	r = e.doWith("GET", "/v1/stats", "", func(r *http.Request) { r.Host = "attacker.example:8080" })
+	r.apiError(t, http.StatusForbidden, httpapi.CodeForbidden)
+}
+
+func TestCrossOriginBrowserRequestsRefused(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	r := e.doWith("POST", "/v1/jobs", `{"kind":"k"}`, func(r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+testToken)
+		r.Header.Set("Sec-Fetch-Site", "cross-site")
+	})
+	r.apiError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	st, err := e.store.Stats(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, st.Counts[jobstore.StateQueued])
+}
+
+func TestSubmit(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	runAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	body := fmt.Sprintf(`{"kind":"email.send","key":"order-7","payload":{"to":"a@example.com"},
+		"max_attempts":5,"priority":10,"run_at":%q,"timeout":"1m30s"}`, runAt.Format(time.RFC3339))
+	r := e.do("POST", "/v1/jobs", body)
+	job := r.job(t, http.StatusCreated)
+	require.Equal(t, "jobs/"+job.ID, r.header.Get("Location"))
+	require.Equal(t, "email.send", job.Kind)
+	require.Equal(t, "order-7", job.Key)
+	require.JSONEq(t, `{"to":"a@example.com"}`, string(job.Payload))
+	require.Equal(t, jobstore.StateQueued, job.State)
+	require.Equal(t, 5, job.MaxAttempts)
+	require.Equal(t, 10, job.Priority)
+	require.True(t, job.RunAt.Equal(runAt), "run_at %s, want %s", job.RunAt, runAt)
+	require.Equal(t, 90*time.Second, job.Timeout)
+
+	// The response is the job's JSON exactly as the store keeps it.
+	stored, err := e.store.Get(t.Context(), job.ID)
+	require.NoError(t, err)
+	want, err := json.Marshal(stored)
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(r.body))
+
+	t.Run("same key returns the existing job with 200", func(t *testing.T) {
+		again := e.do("POST", "/v1/jobs", `{"kind":"email.send","key":"order-7"}`).job(t, http.StatusOK)
+		require.Equal(t, job.ID, again.ID)
+		require.JSONEq(t, `{"to":"a@example.com"}`, string(again.Payload))
+	})
+	t.Run("defaults", func(t *testing.T) {
+		j := e.do("POST", "/v1/jobs", `{"kind":"k","payload":null}`).job(t, http.StatusCreated)
+		require.Equal(t, jobstore.DefaultMaxAttempts, j.MaxAttempts)
+		require.Empty(t, j.Payload)
+		require.Zero(t, j.Timeout)
+		require.False(t, j.RunAt.After(time.Now()))
+	})
+}
+
+func TestSubmitErrors(t *testing.T) {
+	e := newEnv(t, &httpapi.Options{Tokens: []string{testToken}, MaxBodyBytes: 4096},
+		&memstore.Options{MaxPayload: 1024})
+	big := `{"kind":"k","payload":"` + strings.Repeat("x", 2000) + `"}`
+	huge := `{"kind":"k","payload":"` + strings.Repeat("x", 5000) + `"}`
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"empty body", "", http.StatusBadRequest, httpapi.CodeInvalidInput},
+		{"not JSON", "kind=k", http.StatusBadRequest, httpapi.CodeInvalidInput},
+		{"not an object", `["k"]`, http.StatusBadRequest, httpapi.CodeInvalidInput},
+		{"unknown field", `{"kind":"k","kinds":"x"}`, http.StatusBadRequest, httpapi.CodeInvalidInput},
+		{"trailing value", `{"kind":"k"} {"kind":"k"}`, http.StatusBadRequest, httpapi.CodeInvalidInput},
+		{"wrong type", `{"kind":"k","priority":"high"}`, http.StatusBadRequest, httpapi.CodeInvalidInput},
+		{"bad run_at", `{"kind":"k","run_at":"tomorrow"}`, http.StatusBadRequest, httpapi.CodeInvalidInput},
+		{"bad timeout", `{"kind":"k","timeout":"30"}`, http.StatusBadRequest, httpapi.CodeInvalidInput},
+		{"no kind", `{"payload":1}`, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec},
+		{"bad kind", `{"kind":"a b"}`, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec},
+		{"priority out of range", `{"kind":"k","priority":5000}`, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec},
+		{"negative timeout", `{"kind":"k","timeout":"-1s"}`, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec},
+		{"exec refused by default", `{"kind":"exec","payload":{"argv":["rm","-rf","/"]}}`, http.StatusForbidden, httpapi.CodeKindNotAllowed},
+		{"payload over the store limit", big, http.StatusRequestEntityTooLarge, httpapi.CodePayloadTooLarge},
+		{"body over MaxBodyBytes", huge, http.StatusRequestEntityTooLarge, httpapi.CodePayloadTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.do("POST", "/v1/jobs", tc.body).apiError(t, tc.status, tc.code)
+		})
+	}
+	st, err := e.store.Stats(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, st.Counts[jobstore.StateQueued], "a refused request created a job")
+}
+
+func TestKindAllowList(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		allowed []string
+		ok      []string
+		refused []string
+	}{
+		{"empty: any but exec", nil, []string{"a", "email.send"}, []string{"exec"}},
+		{"star: any but exec", []string{"*"}, []string{"a"}, []string{"exec"}},
+		{"exec only", []string{"exec"}, []string{"exec"}, []string{"a"}},
+		{"star and exec", []string{"*", "exec"}, []string{"a", "exec"}, nil},
+		{"named kinds", []string{"a", "b"}, []string{"a", "b"}, []string{"c", "exec"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, &httpapi.Options{Tokens: []string{testToken}, AllowedKinds: tc.allowed}, nil)
+			for _, k := range tc.ok {
+				e.submit(k, "")
+			}
+			for _, k := range tc.refused {
+				e.do("POST", "/v1/jobs", fmt.Sprintf(`{"kind":%q}`, k)).
+					apiError(t, http.StatusForbidden, httpapi.CodeKindNotAllowed)
+			}
+		})
+	}
+}
+
+func TestGet(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	job := e.submit("k", "")
+	got := e.do("GET", "/v1/jobs/"+job.ID, "").job(t, http.StatusOK)
+	require.Equal(t, job.ID, got.ID)
+	require.Equal(t, jobstore.StateQueued, got.State)
+
+	e.do("GET", "/v1/jobs/"+jobstore.NewID(time.Now()), "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.do("GET", "/v1/jobs/not-an-id", "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+	e.do("GET", "/v1/jobs/"+strings.ToLower(job.ID), "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+}
+
+type listBody struct {
+	Jobs []jobstore.Job `json:"jobs"`
+	Next string         `json:"next"`
+}
+
+func (e *env) list(query string) listBody {
+	e.t.Helper()
+	r := e.do("GET", "/v1/jobs"+query, "")
+	require.Equal(e.t, http.StatusOK, r.status, "%s", r.body)
+	var b listBody
+	dec := json.NewDecoder(strings.NewReader(string(r.body)))
+	dec.DisallowUnknownFields()
+	require.NoError(e.t, dec.Decode(&b))
+	require.NotNil(e.t, b.Jobs, "jobs must be an array, never null")
+	return b
+}
+
+func TestListPagination(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	var ids []string
+	for i := range 25 {
+		kind := "even"
+		if i%2 == 1 {
+			kind = "odd"
+		}
+		ids = append(ids, e.submit(kind, "").ID)
+	}
+
+	walk := func(query string) []string {
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 10, "cursor does not advance")
+			q := query
+			if cursor != "" {
+				q += "&cursor=" + cursor
+			}
+			b := e.list(q)
+			require.LessOrEqual(t, len(b.Jobs), 10)
+			for _, j := range b.Jobs {
+				got = append(got, j.ID)
+			}
+			if b.Next == "" {
+				return got
+			}
+			cursor = b.Next
+		}
+	}
+	t.Run("oldest first", func(t *testing.T) {
+		require.Equal(t, ids, walk("?limit=10&order=oldest"))
+	})
+	t.Run("newest first by default", func(t *testing.T) {
+		got := walk("?limit=10")
+		require.Len(t, got, len(ids))
+		for i, id := range got {
+			require.Equal(t, ids[len(ids)-1-i], id)
+		}
+	})
+	t.Run("kind filter", func(t *testing.T) {
+		got := walk("?limit=10&kind=odd&order=oldest")
+		require.Len(t, got, 12)
+		for i, id := range got {
+			require.Equal(t, ids[2*i+1], id)
+		}
+	})
+	t.Run("state filter repeated or comma-separated", func(t *testing.T) {
+		_, err := e.store.Cancel(t.Context(), ids[0])
+		require.NoError(t, err)
+		_, err = e.store.Cancel(t.Context(), ids[1])
+		require.NoError(t, err)
+		require.Len(t, e.list("?state=canceled").Jobs, 2)
+		require.Len(t, e.list("?state=canceled,succeeded").Jobs, 2)
+		require.Len(t, e.list("?state=canceled&state=queued&limit=1000").Jobs, 25)
+		require.Len(t, e.list("?state=queued&limit=1000").Jobs, 23)
+		require.Empty(t, e.list("?state=running").Jobs)
+	})
+	t.Run("bad queries", func(t *testing.T) {
+		for _, q := range []string{
+			"?state=done", "?limit=-1", "?limit=ten", "?limit=0", "?order=sideways",
+			"?cursor=nope", "?kind=a%20b", "?status=queued", "?kind=a&kind=b", "?state=%zz",
+		} {
+			e.do("GET", "/v1/jobs"+q, "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+		}
+	})
+}
+
+func TestCancelAndRetry(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	job := e.submit("k", "")
+
+	canceled := e.do("POST", "/v1/jobs/"+job.ID+"/cancel", "").job(t, http.StatusOK)
+	require.Equal(t, jobstore.StateCanceled, canceled.State)
+	again := e.do("POST", "/v1/jobs/"+job.ID+"/cancel", "").job(t, http.StatusOK)
+	require.Equal(t, jobstore.StateCanceled, again.State)
+
+	retried := e.do("POST", "/v1/jobs/"+job.ID+"/retry", "").job(t, http.StatusOK)
+	require.Equal(t, jobstore.StateQueued, retried.State)
+
+	ae := e.do("POST", "/v1/jobs/"+job.ID+"/retry", "").apiError(t, http.StatusConflict, httpapi.CodeInvalidTransition)
+	require.Equal(t, job.ID, ae.ID)
+	require.Equal(t, jobstore.StateQueued, ae.From)
+	require.Equal(t, jobstore.StateQueued, ae.To)
+
+	// A running job gets CancelRequested; its worker finishes it.
+	claimed, err := e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w1"})
+	require.NoError(t, err)
+	running := e.do("POST", "/v1/jobs/"+job.ID+"/cancel", "").job(t, http.StatusOK)
+	require.Equal(t, jobstore.StateRunning, running.State)
+	require.True(t, running.CancelRequested)
+	_, err = e.store.Complete(t.Context(), claimed.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+
+	ae = e.do("POST", "/v1/jobs/"+job.ID+"/cancel", "").apiError(t, http.StatusConflict, httpapi.CodeInvalidTransition)
+	require.Equal(t, jobstore.StateSucceeded, ae.From)
+	require.Equal(t, jobstore.StateCanceled, ae.To)
+	e.do("POST", "/v1/jobs/"+job.ID+"/retry", "").apiError(t, http.StatusConflict, httpapi.CodeInvalidTransition)
+
+	missing := jobstore.NewID(time.Now())
+	e.do("POST", "/v1/jobs/"+missing+"/cancel", "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.do("POST", "/v1/jobs/"+missing+"/retry", "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.do("POST", "/v1/jobs/x/cancel", "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+}
+
+func TestStatsAndHealth(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	e.submit("k", "")
+	e.submit("k", "")
+	r := e.do("GET", "/v1/stats", "")
+	require.Equal(t, http.StatusOK, r.status)
+	var st jobstore.Stats
+	require.NoError(t, json.Unmarshal(r.body, &st))
+	require.Equal(t, 2, st.Counts[jobstore.StateQueued])
+	for _, s := range jobstore.States() {
+		require.Contains(t, st.Counts, s)
+	}
+	require.False(t, st.OldestQueuedAt.IsZero())
+
+	require.Equal(t, http.StatusOK, e.do("GET", "/healthz", "").status)
+	require.NoError(t, e.store.Close())
+	e.doWith("GET", "/healthz", "", nil).apiError(t, http.StatusServiceUnavailable, httpapi.CodeClosed)
+	e.do("GET", "/v1/stats", "").apiError(t, http.StatusServiceUnavailable, httpapi.CodeClosed)
+	e.do("POST", "/v1/jobs", `{"kind":"k"}`).apiError(t, http.StatusServiceUnavailable, httpapi.CodeClosed)
+}
+
+func TestMuxErrorsAreJSON(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	r := e.do("DELETE", "/v1/jobs", "")
+	r.apiError(t, http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed)
+	require.Contains(t, r.header.Get("Allow"), "POST")
+	require.Contains(t, r.header.Get("Allow"), "GET")
+	e.do("GET", "/v1/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", "").
+		apiError(t, http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed)
+	e.do("GET", "/v2/jobs", "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.do("GET", "/", "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+}
