@@ -90,7 +90,9 @@ func ApplyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffF
 // the same rules as ApplyOutcome.
 func ApplyRecover(j Job, now time.Time, backoff BackoffFunc) (Job, error) {
 	if j.State != StateRunning {
-		return j, CheckTransition(j.ID, j.State, StateQueued)
+		// Not CheckTransition: failed and canceled may move to queued (by
+		// Retry), but recovery applies only to a running job.
+		return j, &TransitionError{ID: j.ID, From: j.State, To: StateQueued}
 	}
 	msg := fmt.Sprintf("worker %q died during attempt %d", j.Worker, j.Attempt)
 	return ApplyOutcome(j, j.Lease(), Outcome{Error: msg}, now, backoff)
@@ -125,7 +127,9 @@ func ApplyCancel(j Job, now time.Time) (Job, bool, error) {
 // used up, MaxAttempts grows to allow one more.
 func ApplyRetry(j Job, now time.Time) (Job, error) {
 	if j.State != StateFailed && j.State != StateCanceled {
-		return j, CheckTransition(j.ID, j.State, StateQueued)
+		// Not CheckTransition: running may move to queued (by Complete),
+		// but Retry applies only to a failed or canceled job.
+		return j, &TransitionError{ID: j.ID, From: j.State, To: StateQueued}
 	}
 	now = now.UTC()
 	j.State = StateQueued
