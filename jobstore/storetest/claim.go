@@ -1,0 +1,260 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+var claimTests = []test{
+	{"Fields", testClaimFields},
+	{"NoJob", testClaimNoJob},
+	{"Order", testClaimOrder},
+	{"DelayedNotClaimableUntilDue", testClaimDelayed},
+	{"Kinds", testClaimKinds},
+	{"RunningNotClaimedAgain", testClaimRunning},
+}
+
+func testClaimFields(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", Payload: json.RawMessage(`{"n":1}`)})
+	before := time.Now()
+	c := claim(t, s, "worker-1")
+	after := time.Now()
+	require.Equal(t, j.ID, c.ID)
+	require.Equal(t, 1, c.Attempt)
+	require.Equal(t, "worker-1", c.Worker)
+	require.WithinRange(t, c.StartedAt, before.Add(-time.Millisecond), after.Add(time.Millisecond))
+	require.False(t, c.CancelRequested)
+	require.JSONEq(t, `{"n":1}`, string(c.Payload))
+	require.Equal(t, jobstore.Lease{ID: j.ID, Worker: "worker-1", Attempt: 1}, c.Lease())
+	requireSameJob(t, c, get(t, s, j.ID))
+}
+
+func testClaimNoJob(t *testing.T, s jobstore.Store) {
+	nj := requireNoJob(t, s)
+	if nj != nil {
+		require.True(t, nj.NextRunAt.IsZero(), "empty store reports a next run at %s", nj.NextRunAt)
+	}
+}
+
+func testClaimOrder(t *testing.T, s jobstore.Store) {
+	t0 := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)
+	later := t0.Add(100 * time.Millisecond)
+	spec := func(prio int, runAt time.Time) jobstore.Spec {
+		return jobstore.Spec{Kind: "k", Priority: prio, RunAt: runAt}
+	}
+	// Submitted oldest first; the claim order below differs from it.
+	a := submit(t, s, spec(0, later)) // older but due later
+	b := submit(t, s, spec(0, t0))    // same RunAt as c: FIFO
+	c := submit(t, s, spec(0, t0))
+	d := submit(t, s, spec(5, later)) // newest, but highest priority
+	e := submit(t, s, spec(-1, t0))   // earliest, but lowest priority
+	f := submit(t, s, spec(5, t0))    // highest priority and earlier than d
+
+	time.Sleep(time.Until(later) + 5*time.Millisecond)
+	want := []jobstore.Job{f, d, b, c, a, e}
+	for i, w := range want {
+		got := claim(t, s, "w")
+		require.Equal(t, w.ID, got.ID, "claim %d: want priority %d run_at %s, got priority %d run_at %s",
+			i, w.Priority, w.RunAt.Format(time.StampMilli), got.Priority, got.RunAt.Format(time.StampMilli))
+	}
+	requireNoJob(t, s)
+}
+
+func testClaimDelayed(t *testing.T, s jobstore.Store) {
+	runAt := time.Now().Add(200 * time.Millisecond).Truncate(time.Millisecond)
+	j := submit(t, s, jobstore.Spec{Kind: "k", RunAt: runAt})
+	far := submit(t, s, jobstore.Spec{Kind: "k", RunAt: runAt.Add(time.Hour)})
+
+	nj := requireNoJob(t, s)
+	require.NotNil(t, nj, "Claim must return a *jobstore.NoJobError when a job is queued for later")
+	require.True(t, nj.NextRunAt.Equal(runAt), "NextRunAt %s, want %s", nj.NextRunAt, runAt)
+
+	c := claimWhenDue(t, s, "w")
+	require.False(t, time.Now().Before(runAt), "claimed before its RunAt")
+	require.Equal(t, j.ID, c.ID)
+
+	nj = requireNoJob(t, s)
+	require.NotNil(t, nj)
+	require.True(t, nj.NextRunAt.Equal(far.RunAt), "NextRunAt %s, want %s", nj.NextRunAt, far.RunAt)
+}
+
+func testClaimKinds(t *testing.T, s jobstore.Store) {
+	a := submitKind(t, s, "a")
+	b := submitKind(t, s, "b")
+	later := submit(t, s, jobstore.Spec{Kind: "c", RunAt: time.Now().Add(time.Hour).Truncate(time.Millisecond)})
+
+	got := claim(t, s, "w", "b")
+	require.Equal(t, b.ID, got.ID, "Kinds [b] claimed a job of kind %s", got.Kind)
+
+	nj := requireNoJob(t, s, "b", "x")
+	if nj != nil {
+		require.True(t, nj.NextRunAt.IsZero(), "no job of the accepted kinds is queued")
+	}
+	nj = requireNoJob(t, s, "c")
+	require.NotNil(t, nj)
+	require.True(t, nj.NextRunAt.Equal(later.RunAt), "NextRunAt %s, want %s", nj.NextRunAt, later.RunAt)
+
+	got = claim(t, s, "w", "x", "a")
+	require.Equal(t, a.ID, got.ID)
+	submitKind(t, s, "d")
+	got = claim(t, s, "w") // no kinds: any kind
+	require.Equal(t, "d", got.Kind)
+}
+
+func testClaimRunning(t *testing.T, s jobstore.Store) {
+	j := submitKind(t, s, "k")
+	claimID(t, s, "w1", j.ID)
+	requireNoJob(t, s)
+	require.Equal(t, "w1", get(t, s, j.ID).Worker)
+}
+
+var completeTests = []test{
+	{"Success", testCompleteSuccess},
+	{"FailureRetriesAfterRetryAfter", testCompleteRetryAfter},
+	{"FailureDefaultBackoff", testCompleteDefaultBackoff},
+	{"FailureExhaustsAttempts", testCompleteExhausts},
+	{"Permanent", testCompletePermanent},
+	{"StaleLeaseNotHeld", testCompleteStaleLease},
+	{"ErrorTruncated", testCompleteLongError},
+}
+
+func testCompleteSuccess(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", Payload: json.RawMessage(`1`)})
+	c := claimID(t, s, "w", j.ID)
+	before := time.Now()
+	done := complete(t, s, c, jobstore.Succeeded(json.RawMessage(`{"answer":42}`)))
+	require.Equal(t, jobstore.StateSucceeded, done.State)
+	require.JSONEq(t, `{"answer":42}`, string(done.Result))
+	require.Equal(t, 1, done.Attempt)
+	require.Empty(t, done.LastError)
+	require.WithinRange(t, done.FinishedAt, before.Add(-time.Millisecond), time.Now().Add(time.Millisecond))
+	requireSameJob(t, done, get(t, s, j.ID))
+	requireNoJob(t, s)
+
+	// A success with no result is fine.
+	j2 := submitKind(t, s, "k")
+	c2 := claimID(t, s, "w", j2.ID)
+	require.Empty(t, complete(t, s, c2, jobstore.Succeeded(nil)).Result)
+}
+
+func testCompleteRetryAfter(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 3})
+	c := claimID(t, s, "w", j.ID)
+	before := time.Now()
+	f := complete(t, s, c, jobstore.Outcome{Error: "flaky", RetryAfter: 150 * time.Millisecond})
+	require.Equal(t, jobstore.StateQueued, f.State)
+	require.Equal(t, 1, f.Attempt)
+	require.Equal(t, "flaky", f.LastError)
+	require.True(t, f.FinishedAt.IsZero())
+	require.WithinRange(t, f.RunAt, before.Add(150*time.Millisecond-time.Millisecond), time.Now().Add(150*time.Millisecond+time.Millisecond))
+	requireSameJob(t, f, get(t, s, j.ID))
+
+	nj := requireNoJob(t, s)
+	require.NotNil(t, nj)
+	require.True(t, nj.NextRunAt.Equal(f.RunAt))
+
+	c2 := claimWhenDue(t, s, "w2")
+	require.False(t, time.Now().Before(f.RunAt), "claimed before the backoff ended")
+	require.Equal(t, j.ID, c2.ID)
+	require.Equal(t, 2, c2.Attempt, "Attempt counts every claim")
+	require.Equal(t, "w2", c2.Worker)
+	require.Equal(t, "flaky", c2.LastError, "LastError is kept until the next failure")
+}
+
+func testCompleteDefaultBackoff(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 2})
+	c := claimID(t, s, "w", j.ID)
+	before := time.Now()
+	f := complete(t, s, c, jobstore.Failed(nil))
+	after := time.Now()
+	require.Equal(t, jobstore.StateQueued, f.State)
+	require.NotEmpty(t, f.LastError, "a failure records an error message")
+	// Backoff(1) is 1s ± 10%.
+	require.WithinRange(t, f.RunAt, before.Add(800*time.Millisecond), after.Add(1300*time.Millisecond))
+	requireNoJob(t, s)
+}
+
+// failAndReclaim fails the attempt of c with a short RetryAfter and claims
+// the job again once it is due.
+func failAndReclaim(t *testing.T, s jobstore.Store, c jobstore.Job, worker string) jobstore.Job {
+	t.Helper()
+	f := complete(t, s, c, jobstore.Outcome{Error: "again", RetryAfter: time.Millisecond})
+	require.Equal(t, jobstore.StateQueued, f.State)
+	next := claimWhenDue(t, s, worker)
+	require.Equal(t, c.ID, next.ID)
+	require.Equal(t, c.Attempt+1, next.Attempt)
+	return next
+}
+
+func testCompleteExhausts(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 2})
+	c := claimID(t, s, "w", j.ID)
+	c = failAndReclaim(t, s, c, "w")
+	f := complete(t, s, c, jobstore.Outcome{Error: "last straw", RetryAfter: time.Millisecond})
+	require.Equal(t, jobstore.StateFailed, f.State, "the failure of attempt MaxAttempts is final")
+	require.Equal(t, 2, f.Attempt)
+	require.Equal(t, "last straw", f.LastError)
+	require.False(t, f.FinishedAt.IsZero())
+	time.Sleep(5 * time.Millisecond)
+	requireNoJob(t, s)
+	requireSameJob(t, f, get(t, s, j.ID))
+}
+
+func testCompletePermanent(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 5})
+	c := claimID(t, s, "w", j.ID)
+	f := complete(t, s, c, jobstore.Outcome{Error: "bad input", Permanent: true})
+	require.Equal(t, jobstore.StateFailed, f.State)
+	require.Equal(t, 1, f.Attempt)
+	require.Equal(t, 5, f.MaxAttempts)
+	require.False(t, f.FinishedAt.IsZero())
+	requireNoJob(t, s)
+}
+
+func testCompleteStaleLease(t *testing.T, s jobstore.Store) {
+	ctx := t.Context()
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 3})
+	first := claimID(t, s, "w1", j.ID)
+
+	wrongWorker := first.Lease()
+	wrongWorker.Worker = "w2"
+	_, err := s.Complete(ctx, wrongWorker, jobstore.Succeeded(nil))
+	require.ErrorIs(t, err, jobstore.ErrNotHeld, "a lease of another worker")
+	future := first.Lease()
+	future.Attempt = 2
+	_, err = s.Complete(ctx, future, jobstore.Succeeded(nil))
+	require.ErrorIs(t, err, jobstore.ErrNotHeld, "a lease of an attempt that has not started")
+	requireSameJob(t, first, get(t, s, j.ID))
+
+	second := failAndReclaim(t, s, first, "w1")
+	require.Equal(t, first.Worker, second.Worker, "same worker, new attempt")
+	before := get(t, s, j.ID)
+	for _, o := range []jobstore.Outcome{jobstore.Succeeded(nil), {Error: "late"}, {Error: "late", Permanent: true}} {
+		_, err = s.Complete(ctx, first.Lease(), o)
+		require.ErrorIs(t, err, jobstore.ErrNotHeld, "the lease of an earlier attempt still completes the job")
+	}
+	requireSameJob(t, before, get(t, s, j.ID))
+
+	done := complete(t, s, second, jobstore.Succeeded(json.RawMessage(`"second"`)))
+	_, err = s.Complete(ctx, second.Lease(), jobstore.Outcome{Error: "again"})
+	require.ErrorIs(t, err, jobstore.ErrNotHeld, "completing a finished attempt twice")
+	requireSameJob(t, done, get(t, s, j.ID))
+}
+
+func testCompleteLongError(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 1})
+	c := claimID(t, s, "w", j.ID)
+	msg := make([]byte, 3*jobstore.MaxErrorLen)
+	for i := range msg {
+		msg[i] = 'e'
+	}
+	f := complete(t, s, c, jobstore.Outcome{Error: string(msg)})
+	require.Equal(t, jobstore.StateFailed, f.State)
+	require.Equal(t, jobstore.TruncateError(string(msg)), f.LastError)
+	require.Equal(t, f.LastError, get(t, s, j.ID).LastError)
+}
