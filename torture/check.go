@@ -1,0 +1,171 @@
+package torture
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// checkRecords compares the jobs in the store at the end of a run (by ID)
+// with what the processes recorded, and adds figures and violations to r.
+// kills maps the name of every killed worker incarnation to the
+// CLOCK_MONOTONIC time just before its SIGKILL was sent.
+func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills map[string]int64) {
+	for _, v := range rec.violations {
+		r.violate("seen by a child: %s", v)
+	}
+	r.TornLines = rec.torn
+
+	// Every returned ID has a job, and it is terminal.
+	ids := map[string]bool{}
+	keyIDs := map[string]map[string]bool{}
+	for _, s := range rec.submits {
+		r.Submits++
+		if !s.Created {
+			r.KeyHits++
+		}
+		ids[s.ID] = true
+		if s.Key != "" {
+			if keyIDs[s.Key] == nil {
+				keyIDs[s.Key] = map[string]bool{}
+			}
+			keyIDs[s.Key][s.ID] = true
+		}
+	}
+	r.SubmittedIDs = len(ids)
+	for _, id := range sortedKeys(ids) {
+		j, ok := jobs[id]
+		switch {
+		case !ok:
+			r.violate("job %s: Submit returned its ID, but the store has no such job", id)
+		case !j.State.Terminal():
+			r.violate("job %s: still %s after the drain", id, j.State)
+		}
+	}
+
+	// One job per key, whichever process submitted it.
+	for _, key := range sortedKeys(keyIDs) {
+		if n := len(keyIDs[key]); n > 1 {
+			r.violate("key %q: Submit returned %d different jobs: %v", key, n, sortedKeys(keyIDs[key]))
+		}
+	}
+	storeKeys := map[string][]string{}
+	r.States = map[jobstore.State]int{}
+	for _, id := range sortedKeys(jobs) {
+		j := jobs[id]
+		r.Jobs++
+		r.States[j.State]++
+		if j.Key != "" {
+			storeKeys[j.Key] = append(storeKeys[j.Key], id)
+		}
+		if !j.State.Terminal() && !ids[id] {
+			r.violate("job %s: still %s after the drain", id, j.State)
+		}
+		if j.State == jobstore.StateCanceled && j.Attempt > 0 {
+			r.CanceledRunning++
+		}
+	}
+	r.Keys = len(storeKeys)
+	for _, key := range sortedKeys(storeKeys) {
+		if n := len(storeKeys[key]); n > 1 {
+			r.violate("key %q: the store holds %d jobs: %v", key, n, storeKeys[key])
+		}
+	}
+
+	// Canceled while queued: never started afterwards.
+	for _, c := range rec.cancels {
+		if c.State != jobstore.StateCanceled {
+			continue
+		}
+		r.CanceledQueued++
+		for _, a := range rec.attempts[c.ID] {
+			if a.Attempt > c.Attempt {
+				r.violate("job %s: canceled while queued after attempt %d, yet attempt %d started", c.ID, c.Attempt, a.Attempt)
+			}
+		}
+		if j, ok := jobs[c.ID]; ok && j.State != jobstore.StateCanceled {
+			r.violate("job %s: Cancel returned it canceled, but it ended %s", c.ID, j.State)
+		}
+	}
+
+	for _, id := range sortedKeys(rec.attempts) {
+		checkAttempts(r, id, jobs[id], rec.attempts[id], kills)
+	}
+}
+
+// checkAttempts checks one job's attempts against each other, the job's
+// final record and the kills.
+func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills map[string]int64) {
+	if j.ID == "" {
+		r.violate("job %s: attempts ran, but the store has no such job", id)
+		return
+	}
+	prev := 0
+	for i, a := range as {
+		if a.HasStart {
+			r.Attempts++
+		}
+		r.LostClaims += a.Attempt - prev - 1 // claimed, but the worker died before its start marker
+		prev = a.Attempt
+		if a.Attempt > j.Attempt {
+			r.violate("job %s: attempt %d started, but the record ends at attempt %d (%s)", id, a.Attempt, j.Attempt, j.State)
+		}
+		if !a.HasStart {
+			r.violate("job %s: attempt %d has an end marker but no start marker", id, a.Attempt)
+			continue
+		}
+		if a.HasEnd && a.End < a.Start {
+			r.violate("job %s: attempt %d ended before it started", id, a.Attempt)
+		}
+		_, killed := kills[a.Worker]
+		if !a.HasEnd && !killed {
+			r.violate("job %s: attempt %d by %s never ended, and that worker was not killed", id, a.Attempt, a.Worker)
+		}
+		if i == 0 {
+			continue
+		}
+		p := as[i-1]
+		if !p.HasStart {
+			continue
+		}
+		pKilledAt, pKilled := kills[p.Worker]
+		switch {
+		case p.HasEnd && a.Start <= p.End:
+			r.violate("job %s: attempt %d started at %s, before attempt %d ended (%s later)",
+				id, a.Attempt, mono(a.Start), p.Attempt, time.Duration(p.End-a.Start))
+		case p.HasEnd && p.Outcome != outcomeOK:
+			r.Retries++
+		case !pKilled:
+			what := "never ended"
+			if p.HasEnd {
+				what = "succeeded"
+			}
+			r.violate("job %s: attempt %d %s and its worker %s was not killed, yet attempt %d ran", id, p.Attempt, what, p.Worker, a.Attempt)
+		case a.Start <= pKilledAt:
+			r.violate("job %s: attempt %d started %s before the worker of attempt %d was killed",
+				id, a.Attempt, time.Duration(pKilledAt-a.Start), p.Attempt)
+		default:
+			r.Reruns++
+			r.MaxRecoveryWait = max(r.MaxRecoveryWait, time.Duration(a.Start-pKilledAt))
+		}
+	}
+	last := as[len(as)-1]
+	if j.State == jobstore.StateSucceeded {
+		if last.Attempt != j.Attempt || !last.HasEnd || last.Outcome != outcomeOK {
+			r.violate("job %s: succeeded at attempt %d, but the markers of that attempt do not show a success", id, j.Attempt)
+		}
+	}
+}
+
+func mono(ns int64) string { return fmt.Sprintf("mono %.3fs", float64(ns)/1e9) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,200 @@
+package torture
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	idA = "01JAAAAAAAAAAAAAAAAAAAAAAA"
+	idB = "01JBBBBBBBBBBBBBBBBBBBBBBB"
+)
+
+// start and end build attempt records; times are in arbitrary ns.
+func att(n int, worker string, start int64, end int64, outcome string) *attemptRec {
+	a := &attemptRec{Attempt: n, Worker: worker, HasStart: true, Start: start}
+	if outcome != "" {
+		a.HasEnd, a.End, a.Outcome = true, end, outcome
+	}
+	return a
+}
+
+func TestCheckRecords(t *testing.T) {
+	done := func(id string, state jobstore.State, attempt int, key string) jobstore.Job {
+		return jobstore.Job{ID: id, State: state, Attempt: attempt, Key: key}
+	}
+	tests := []struct {
+		name  string
+		jobs  []jobstore.Job
+		rec   records
+		kills map[string]int64
+		want  string // substring of the only violation; "" for none
+		check func(t *testing.T, r *Report)
+	}{{
+		name: "clean run with a retry and a re-run after a kill",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 3, "k"), done(idB, jobstore.StateCanceled, 0, "")},
+		rec: records{
+			submits: []submitRec{{ID: idA, Key: "k", Created: true}, {ID: idA, Key: "k"}, {ID: idB, Created: true}},
+			cancels: []cancelRec{{ID: idB, State: jobstore.StateCanceled}},
+			attempts: map[string][]*attemptRec{idA: {
+				att(1, "w1", 10, 20, outcomeFailed),
+				att(2, "w2", 30, 0, ""),
+				att(3, "w1", 90, 95, outcomeOK),
+			}},
+		},
+		kills: map[string]int64{"w2": 40},
+		check: func(t *testing.T, r *Report) {
+			require.Equal(t, 3, r.Submits)
+			require.Equal(t, 2, r.SubmittedIDs)
+			require.Equal(t, 1, r.KeyHits)
+			require.Equal(t, 1, r.Retries)
+			require.Equal(t, 1, r.Reruns)
+			require.Equal(t, 3, r.Attempts)
+			require.Equal(t, 1, r.CanceledQueued)
+			require.EqualValues(t, 50, r.MaxRecoveryWait)
+		},
+	}, {
+		name: "a submitted ID is missing",
+		rec:  records{submits: []submitRec{{ID: idA, Created: true}}},
+		want: "the store has no such job",
+	}, {
+		name: "a job is not terminal",
+		jobs: []jobstore.Job{done(idA, jobstore.StateQueued, 0, "")},
+		rec:  records{submits: []submitRec{{ID: idA, Created: true}}},
+		want: "still queued",
+	}, {
+		name: "two jobs returned for one key",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 0, "k"), done(idB, jobstore.StateSucceeded, 0, "")},
+		rec:  records{submits: []submitRec{{ID: idA, Key: "k", Created: true}, {ID: idB, Key: "k", Created: true}}},
+		want: `key "k": Submit returned 2 different jobs`,
+	}, {
+		name: "two jobs in the store share a key",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 0, "k"), done(idB, jobstore.StateSucceeded, 0, "k")},
+		want: `key "k": the store holds 2 jobs`,
+	}, {
+		name: "attempts overlap",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 50, outcomeFailed), att(2, "w2", 40, 60, outcomeOK)}}},
+		want: "before attempt 1 ended",
+	}, {
+		name: "re-run while the previous worker lived",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 0, ""), att(2, "w2", 40, 60, outcomeOK)}}},
+		want: "was not killed, yet attempt 2 ran",
+	}, {
+		name: "re-run before the previous worker was killed",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 0, ""), att(2, "w2", 40, 60, outcomeOK)}}},
+		kills: map[string]int64{"w1": 45},
+		want:  "before the worker of attempt 1 was killed",
+	}, {
+		name: "a succeeded attempt ran again",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 20, outcomeOK), att(2, "w2", 40, 60, outcomeOK)}}},
+		want: "attempt 1 succeeded and its worker w1 was not killed",
+	}, {
+		name: "a succeeded job started again",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 1, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 20, outcomeOK), att(2, "w2", 40, 60, outcomeOK)}}},
+		want: "attempt 2 started, but the record ends at attempt 1 (succeeded)",
+	}, {
+		name: "a job canceled while queued started",
+		jobs: []jobstore.Job{done(idA, jobstore.StateCanceled, 1, "")},
+		rec: records{
+			cancels:  []cancelRec{{ID: idA, State: jobstore.StateCanceled}},
+			attempts: map[string][]*attemptRec{idA: {att(1, "w1", 10, 20, outcomeCanceled)}},
+		},
+		want: "canceled while queued after attempt 0, yet attempt 1 started",
+	}, {
+		name: "an attempt never ended though its worker lived",
+		jobs: []jobstore.Job{done(idA, jobstore.StateFailed, 1, "")},
+		rec:  records{attempts: map[string][]*attemptRec{idA: {att(1, "w1", 10, 0, "")}}},
+		want: "never ended, and that worker was not killed",
+	}, {
+		name: "a violation a child saw",
+		rec:  records{violations: []string{"lease lost"}},
+		want: "seen by a child: lease lost",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			jobs := map[string]jobstore.Job{}
+			for _, j := range tt.jobs {
+				jobs[j.ID] = j
+			}
+			r := &Report{}
+			checkRecords(r, jobs, tt.rec, tt.kills)
+			if tt.want == "" {
+				require.Empty(t, r.Violations)
+				require.True(t, r.OK())
+			} else {
+				require.False(t, r.OK())
+				found := false
+				for _, v := range r.Violations {
+					found = found || strings.Contains(v, tt.want)
+				}
+				require.True(t, found, "want a violation containing %q, got %q", tt.want, r.Violations)
+			}
+			if tt.check != nil {
+				tt.check(t, r)
+			}
+		})
+	}
+}
+
+func TestRecordsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, makeRecordDirs(dir))
+	rec := &recorder{dir: dir, name: "w1"}
+
+	existed, err := rec.marker(markerName(idA, 1, "start"), "w1\t42\t100\n")
+	require.NoError(t, err)
+	require.False(t, existed)
+	existed, err = rec.marker(markerName(idA, 1, "start"), "w2\t43\t101\n")
+	require.NoError(t, err)
+	require.True(t, existed, "a second start marker for one attempt must be refused")
+	_, err = rec.marker(markerName(idA, 1, "end"), "w1\t42\t150\tok\n")
+	require.NoError(t, err)
+
+	log := filepath.Join(dir, submitDir, "0.log")
+	j := jobstore.Job{ID: idA, State: jobstore.StateCanceled, Attempt: 1}
+	require.NoError(t, appendLine(log, submitLine(j, "k-1", true, classQuick, "submitter-0.0")))
+	require.NoError(t, appendLine(log, cancelLine(j, "submitter-0.0")))
+	// A line cut short by a SIGKILL is ignored and counted.
+	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("S\t01JCC")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	rec.violation("seen %d", 1)
+
+	got, err := readRecords(dir)
+	require.NoError(t, err)
+	require.Equal(t, []submitRec{{ID: idA, Key: "k-1", Created: true, Class: classQuick, By: "submitter-0.0"}}, got.submits)
+	require.Equal(t, []cancelRec{{ID: idA, State: jobstore.StateCanceled, Attempt: 1, By: "submitter-0.0"}}, got.cancels)
+	require.Equal(t, []*attemptRec{{Attempt: 1, Worker: "w1", HasStart: true, Start: 100, HasEnd: true, End: 150, Outcome: "ok"}}, got.attempts[idA])
+	require.Equal(t, 1, got.torn)
+	require.Equal(t, []string{"seen 1"}, got.violations)
+	n, err := countSubmits(log)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
+
+func TestReportWriteTo(t *testing.T) {
+	r := &Report{Seed: 7, Jobs: 3, Kills: 2, WorkerKills: 1, Fsck: "clean"}
+	r.violate("job %s: broken", idA)
+	var b strings.Builder
+	_, err := r.WriteTo(&b)
+	require.NoError(t, err)
+	require.Contains(t, b.String(), "kills:                 2 (1 workers, 1 submitters)")
+	require.Contains(t, b.String(), "VIOLATION job "+idA+": broken")
+}

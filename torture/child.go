@@ -1,0 +1,183 @@
+package torture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// EnvChild is the environment variable that tells a re-executed binary it is
+// a torture child, and which one: it holds the child's spec as JSON.
+const EnvChild = "JOBDIR_TORTURE_CHILD"
+
+// Roles a child can play.
+const (
+	roleWorker    = "worker"
+	roleSubmitter = "submitter"
+	roleCanceller = "canceller"
+	roleLin       = "lin"
+)
+
+// childSpec is what a child is told through EnvChild.
+type childSpec struct {
+	Role        string `json:"role"`
+	Index       int    `json:"index"`
+	Incarnation int    `json:"incarnation"`
+	// Name is unique to this incarnation; workers claim under it, so the
+	// checker can tie an attempt to the process that ran it.
+	Name      string `json:"name"`
+	StoreDir  string `json:"store_dir"`
+	RecordDir string `json:"record_dir"`
+	Seed      int64  `json:"seed"`
+
+	Concurrency    int           `json:"concurrency,omitempty"`
+	SubmitInterval time.Duration `json:"submit_interval,omitempty"`
+	Budget         int           `json:"budget,omitempty"`
+	Keys           int           `json:"keys,omitempty"`
+
+	Lin     *LinConfig `json:"lin,omitempty"`
+	LinOut  string     `json:"lin_out,omitempty"`
+	LinFrom int        `json:"lin_from,omitempty"`
+}
+
+// IsChild reports whether this process was started by Run or
+// RunLinearizability as a child. A binary that starts children (by default
+// the running executable) calls ChildMain first thing when it is.
+func IsChild() bool {
+	return os.Getenv(EnvChild) != ""
+}
+
+// ChildMain plays the child role described by EnvChild against the store b
+// opens, until the role is done or the process receives SIGTERM, and returns
+// the process exit code. Problems are written to standard error.
+func ChildMain(b Backend) int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(os.Getenv(EnvChild)), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "torture child: bad %s: %v\n", EnvChild, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := runChild(ctx, b, spec); err != nil {
+		fmt.Fprintf(os.Stderr, "torture child %s: %v\n", spec.Name, err)
+		return 1
+	}
+	return 0
+}
+
+func runChild(ctx context.Context, b Backend, spec childSpec) error {
+	st, err := b.Open(ctx, spec.StoreDir)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // terminated while opening
+		}
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+	rec := &recorder{dir: spec.RecordDir, name: spec.Name}
+	switch spec.Role {
+	case roleWorker:
+		return runWorker(ctx, st, rec, spec)
+	case roleSubmitter:
+		return runSubmitter(ctx, st, rec, spec)
+	case roleCanceller:
+		return runCanceller(ctx, st, rec, spec)
+	case roleLin:
+		return runLinChild(ctx, st, spec)
+	}
+	return fmt.Errorf("unknown role %q", spec.Role)
+}
+
+// monoNow reads CLOCK_MONOTONIC, which every process on one machine shares
+// (unlike the monotonic reading inside a time.Time, which is per process).
+func monoNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("clock_gettime(CLOCK_MONOTONIC): %v", err))
+	}
+	return ts.Nano()
+}
+
+// Record directory layout, under Config.Dir/records.
+const (
+	submitDir    = "submit"     // <index>.log: one line per submit and cancel
+	cancelDir    = "cancel"     // <name>.log: canceller's cancels
+	attemptDir   = "attempts"   // <id>.<attempt>.start / .end markers
+	violationDir = "violations" // one file per violation a child saw
+	outDir       = "out"        // each child's stderr
+)
+
+// recorder writes a child's records outside the store.
+type recorder struct {
+	dir  string
+	name string
+	seq  atomic.Int64
+}
+
+// appendLine appends line to the log at path and fsyncs it before
+// returning, so a record exists before the child acts on what it records.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	// One write(2) per line: a SIGKILL leaves whole lines or none.
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// marker publishes the marker file name with content, atomically and only
+// if it does not exist yet: the content goes to a temporary file that is
+// then hard-linked to the name (link(2) fails with EEXIST instead of
+// replacing). A SIGKILL therefore leaves the marker whole or absent.
+func (r *recorder) marker(name, content string) (existed bool, err error) {
+	dir := filepath.Join(r.dir, attemptDir)
+	tmp := filepath.Join(dir, fmt.Sprintf(".tmp-%s-%d", r.name, r.seq.Add(1)))
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp)
+	err = os.Link(tmp, filepath.Join(dir, name))
+	if errors.Is(err, os.ErrExist) {
+		return true, nil
+	}
+	return false, err
+}
+
+// violation records something the child saw that the store must never do.
+func (r *recorder) violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	name := fmt.Sprintf("%s-%d", r.name, r.seq.Add(1))
+	if err := os.WriteFile(filepath.Join(r.dir, violationDir, name), []byte(msg+"\n"), 0o600); err != nil {
+		fmt.Fprintf(os.Stderr, "violation (not recorded: %v): %s\n", err, msg)
+	}
+}
+
+func makeRecordDirs(dir string) error {
+	for _, d := range []string{submitDir, cancelDir, attemptDir, violationDir, outDir} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fields splits a tab-separated record line.
+func fields(line string) []string { return strings.Split(line, "\t") }

@@ -1,0 +1,135 @@
+package torture
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Backend tells the torture run how to reach the store under test. Every
+// process of a run (the driver and each child) calls Open once.
+type Backend struct {
+	// Open opens the store in dir, creating it if needed. Required.
+	Open func(ctx context.Context, dir string) (jobstore.Store, error)
+	// Fsck checks the store in dir once every other process has closed it
+	// and returns the problems found; none means the store is consistent.
+	// Nil skips the check, and the Report says so.
+	Fsck func(ctx context.Context, dir string) ([]string, error)
+}
+
+// Config describes a torture run. The zero value of each field but Dir and
+// Backend has a default, given in its comment.
+type Config struct {
+	// Dir is the run's work directory: the store goes in Dir/store and the
+	// records in Dir/records. It must be empty or absent. Required.
+	Dir string
+	// Backend opens and checks the store. Required.
+	Backend Backend
+	// Workers is the number of worker processes. Zero means 3.
+	Workers int
+	// WorkerConcurrency is the number of attempts each worker process runs
+	// at once. Zero means 2.
+	WorkerConcurrency int
+	// Submitters is the number of submitter processes. Zero means 2.
+	Submitters int
+	// Cancellers is the number of processes that cancel queued and running
+	// jobs submitted by others. Zero means 1; negative means none.
+	Cancellers int
+	// Duration is how long submitting and chaos last before the drain.
+	// Zero means one minute.
+	Duration time.Duration
+	// Jobs, when positive, stops the submitters once they have recorded
+	// this many submits between them, even before Duration is over.
+	Jobs int
+	// SubmitInterval is each submitter's mean pause between submits. Zero
+	// means 25ms.
+	SubmitInterval time.Duration
+	// Keys is the size of the idempotency-key space that all submitters
+	// draw from, so that their keys collide. Zero means 40.
+	Keys int
+	// ChaosInterval is the mean time between chaos events (a SIGKILL and
+	// restart, or a SIGSTOP). Zero means 1s; negative disables chaos.
+	ChaosInterval time.Duration
+	// MaxStop is the longest a process stays stopped. Zero means 2s.
+	MaxStop time.Duration
+	// DrainTimeout bounds the wait, after chaos stops, for every job to
+	// reach a terminal state. Zero means two minutes.
+	DrainTimeout time.Duration
+	// Seed seeds every random choice of the run; zero picks one from the
+	// clock. The Report records it.
+	Seed int64
+	// Exe and Args start a child: Exe is run with Args and the child's role
+	// in its environment, and must call ChildMain when IsChild reports
+	// true. Zero Exe means os.Executable().
+	Exe  string
+	Args []string
+	// Log receives progress lines. Nil means io.Discard.
+	Log io.Writer
+}
+
+// ShortConfig returns the setting CI runs: about 45 seconds of chaos on a
+// small fleet, finishing in about a minute.
+func ShortConfig(dir string, b Backend) Config {
+	return Config{
+		Dir:           dir,
+		Backend:       b,
+		Workers:       3,
+		Submitters:    2,
+		Duration:      40 * time.Second,
+		ChaosInterval: 700 * time.Millisecond,
+	}
+}
+
+// LongConfig returns the setting for a long run of duration d: more
+// processes, and a chaos event every 1.5s on average (about 500 kills in 20
+// minutes).
+func LongConfig(dir string, b Backend, d time.Duration) Config {
+	return Config{
+		Dir:           dir,
+		Backend:       b,
+		Workers:       4,
+		Submitters:    3,
+		Cancellers:    1,
+		Duration:      d,
+		Keys:          200,
+		ChaosInterval: 1500 * time.Millisecond,
+	}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Dir == "" {
+		return c, fmt.Errorf("torture: Config.Dir is required")
+	}
+	if c.Backend.Open == nil {
+		return c, fmt.Errorf("torture: Config.Backend.Open is required")
+	}
+	setDefault(&c.Workers, 3)
+	setDefault(&c.WorkerConcurrency, 2)
+	setDefault(&c.Submitters, 2)
+	setDefault(&c.Cancellers, 1)
+	if c.Cancellers < 0 {
+		c.Cancellers = 0
+	}
+	setDefault(&c.Duration, time.Minute)
+	setDefault(&c.SubmitInterval, 25*time.Millisecond)
+	setDefault(&c.Keys, 40)
+	setDefault(&c.ChaosInterval, time.Second)
+	setDefault(&c.MaxStop, 2*time.Second)
+	setDefault(&c.DrainTimeout, 2*time.Minute)
+	if c.Seed == 0 {
+		c.Seed = time.Now().UnixNano()
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return c, nil
+}
+
+func setDefault[T int | time.Duration](v *T, d T) {
+	if *v == 0 {
+		*v = d
+	}
+}

@@ -1,0 +1,42 @@
+// Package torture attacks a multi-process job store and checks, from records
+// kept outside the store, that it kept its promises.
+//
+// It has two parts.
+//
+// Run is the torture run: it starts worker, submitter and canceller processes
+// (re-executions of the current binary, see [IsChild] and [ChildMain]) on one
+// store directory, SIGKILLs and restarts them at random moments, pauses some
+// with SIGSTOP/SIGCONT, then stops the chaos, lets the survivors drain the
+// queue, and checks the store against what the processes recorded: every
+// submitted ID exists and is terminal; one job per idempotency key; attempts
+// of one job never overlap in time; a succeeded or canceled-while-queued job
+// never starts again; every re-run follows the death of the worker that ran
+// the previous attempt; the store reopens cleanly and its consistency check
+// finds nothing. The [Report] holds the figures and the violations.
+//
+// RecordHistory and CheckHistory are the linearizability check: several
+// clients (goroutines, or processes through RunLinearizability) run random
+// Submit, Claim, Complete, Cancel, Retry and Get operations against one
+// store and record each call and return on CLOCK_MONOTONIC, which all
+// processes on one machine share; the history is then checked with
+// github.com/anishathalye/porcupine against [Model], a sequential model of
+// the job state machine partitioned by job.
+//
+// # Guarantees
+//
+// A Report with no violations means that, for this run, each property above
+// held for every job the run created. Attempt start and end records are
+// O_EXCL marker files written by the worker before the handler runs and
+// after it returns (before Complete), so they survive the worker's death;
+// submit and cancel records are appended and fsynced before the submitter
+// proceeds.
+//
+// # Caveats
+//
+// A worker stopped with SIGSTOP is hung but alive: it keeps the flock that
+// holds its attempt, so the store does not consider it dead and its job is
+// not run elsewhere until it is continued. A run therefore checks that a
+// paused worker's job was not re-run while it was paused, not that it was
+// rescued. A torture run proves properties of the interleavings it happened
+// to produce, not of all interleavings; run it long and often.
+package torture

@@ -1,0 +1,106 @@
+package torture
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// maxListed is how many violations a Report spells out; the rest are
+// counted.
+const maxListed = 50
+
+// Report holds the figures of a torture run and every violation found.
+type Report struct {
+	// Seed reproduces the run's random choices (not its timing).
+	Seed int64
+	// Workers, Submitters and Cancellers are the process counts.
+	Workers, Submitters, Cancellers int
+	// Chaos is how long submitting and chaos lasted; Drain how long the
+	// queue then took to empty.
+	Chaos, Drain time.Duration
+
+	// Jobs is the number of jobs in the store at the end, and States
+	// counts them by state.
+	Jobs   int
+	States map[jobstore.State]int
+	// Submits counts recorded Submit calls; SubmittedIDs the distinct IDs
+	// they returned; KeyHits those that found an existing job by key; Keys
+	// the distinct keys in the store.
+	Submits, SubmittedIDs, KeyHits, Keys int
+	// Kills counts SIGKILLs (WorkerKills of them to workers), Restarts the
+	// processes started again, Stops the SIGSTOP pauses.
+	Kills, WorkerKills, Restarts, Stops int
+	// Attempts counts attempts that started (start markers).
+	Attempts int
+	// Retries counts attempts that followed a failed attempt.
+	Retries int
+	// Reruns counts attempts that followed an attempt whose worker was
+	// killed before it completed.
+	Reruns int
+	// LostClaims counts attempt numbers that have no markers: the job was
+	// claimed, and the worker died before the handler started.
+	LostClaims int
+	// CanceledQueued counts Cancel calls that returned a canceled job;
+	// CanceledRunning the jobs canceled after at least one attempt started.
+	CanceledQueued, CanceledRunning int
+	// MaxRecoveryWait is the longest time from the SIGKILL of a worker to
+	// the start of the next attempt of the job it was running.
+	MaxRecoveryWait time.Duration
+	// TornLines counts record lines cut short by a SIGKILL (ignored).
+	TornLines int
+	// Fsck is "clean", "skipped", or the problems found.
+	Fsck string
+
+	// Violations lists the first broken promises found; NViolations
+	// counts them all.
+	Violations  []string
+	NViolations int
+}
+
+// OK reports whether the run found no violation.
+func (r *Report) OK() bool { return r.NViolations == 0 }
+
+func (r *Report) violate(format string, args ...any) {
+	r.NViolations++
+	if len(r.Violations) < maxListed {
+		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+	}
+}
+
+// WriteTo prints the figures and the violations, one per line.
+func (r *Report) WriteTo(w io.Writer) (int64, error) {
+	var b strings.Builder
+	p := func(name string, format string, args ...any) {
+		fmt.Fprintf(&b, "%-22s %s\n", name+":", fmt.Sprintf(format, args...))
+	}
+	p("seed", "%d", r.Seed)
+	p("processes", "%d workers, %d submitters, %d cancellers", r.Workers, r.Submitters, r.Cancellers)
+	p("chaos / drain", "%s / %s", r.Chaos.Round(time.Millisecond), r.Drain.Round(time.Millisecond))
+	var states []string
+	for _, s := range jobstore.States() {
+		states = append(states, fmt.Sprintf("%s %d", s, r.States[s]))
+	}
+	p("jobs", "%d (%s)", r.Jobs, strings.Join(states, ", "))
+	p("submits", "%d returned %d IDs; %d found by key; %d keys", r.Submits, r.SubmittedIDs, r.KeyHits, r.Keys)
+	p("kills", "%d (%d workers, %d submitters)", r.Kills, r.WorkerKills, r.Kills-r.WorkerKills)
+	p("restarts / stops", "%d / %d", r.Restarts, r.Stops)
+	p("attempts", "%d started; %d retries after failure; %d re-runs after a kill", r.Attempts, r.Retries, r.Reruns)
+	p("lost claims", "%d (claimed, worker killed before the handler started)", r.LostClaims)
+	p("canceled", "%d while queued, %d after starting", r.CanceledQueued, r.CanceledRunning)
+	p("max recovery wait", "%s (SIGKILL of a worker to the next attempt's start)", r.MaxRecoveryWait.Round(time.Millisecond))
+	p("torn record lines", "%d", r.TornLines)
+	p("fsck", "%s", r.Fsck)
+	p("violations", "%d", r.NViolations)
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "  VIOLATION %s\n", v)
+	}
+	if r.NViolations > len(r.Violations) {
+		fmt.Fprintf(&b, "  ... and %d more\n", r.NViolations-len(r.Violations))
+	}
+	n, err := io.WriteString(w, b.String())
+	return int64(n), err
+}

@@ -1,0 +1,466 @@
+package torture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// ErrViolations is returned by Run when the run found a broken promise; the
+// Report lists them.
+var ErrViolations = errors.New("torture: violations found")
+
+// proc is one incarnation of a child process.
+type proc struct {
+	role        string
+	index       int
+	incarnation int
+	name        string
+	cmd         *exec.Cmd
+	done        chan struct{} // closed once the process has exited
+	waitErr     error
+	expected    bool      // the driver ended it
+	stoppedTill time.Time // non-zero while SIGSTOPped
+}
+
+// fleet is the driver's view of the children.
+type fleet struct {
+	cfg      Config
+	exe      string
+	storeDir string
+	recDir   string
+	rng      *rand.Rand
+	procs    []*proc
+	kills    map[string]int64 // worker name -> CLOCK_MONOTONIC before its SIGKILL
+	r        *Report
+}
+
+// Run performs the torture run cfg describes and returns its Report. The
+// error is ErrViolations if the run found a broken promise, or what kept the
+// run from finishing. Run starts children by executing cfg.Exe; that binary
+// must call ChildMain when IsChild reports true.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{
+		cfg:      cfg,
+		exe:      cfg.Exe,
+		storeDir: filepath.Join(cfg.Dir, "store"),
+		recDir:   filepath.Join(cfg.Dir, "records"),
+		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x70725475)),
+		kills:    map[string]int64{},
+		r: &Report{Seed: cfg.Seed, Workers: cfg.Workers, Submitters: cfg.Submitters,
+			Cancellers: cfg.Cancellers},
+	}
+	if f.exe == "" {
+		if f.exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("torture: %w", err)
+		}
+	}
+	if ents, err := os.ReadDir(cfg.Dir); err == nil && len(ents) > 0 {
+		return nil, fmt.Errorf("torture: work directory %s is not empty", cfg.Dir)
+	}
+	if err := os.MkdirAll(f.storeDir, 0o700); err != nil {
+		return nil, fmt.Errorf("torture: %w", err)
+	}
+	if err := makeRecordDirs(f.recDir); err != nil {
+		return nil, fmt.Errorf("torture: %w", err)
+	}
+	st, err := cfg.Backend.Open(ctx, f.storeDir)
+	if err != nil {
+		return nil, fmt.Errorf("torture: open store: %w", err)
+	}
+	defer f.killAll()
+	err = f.run(ctx, st)
+	if cerr := st.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("torture: close store: %w", cerr)
+	}
+	if err != nil {
+		return f.r, err
+	}
+	f.logf("checking")
+	if err := f.check(ctx); err != nil {
+		return f.r, err
+	}
+	if !f.r.OK() {
+		return f.r, ErrViolations
+	}
+	return f.r, nil
+}
+
+func (f *fleet) logf(format string, args ...any) {
+	fmt.Fprintf(f.cfg.Log, "torture: "+format+"\n", args...)
+}
+
+func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
+	cfg := f.cfg
+	for i := range cfg.Workers {
+		if err := f.start(roleWorker, i, 0); err != nil {
+			return err
+		}
+	}
+	for i := range cfg.Cancellers {
+		if err := f.start(roleCanceller, i, 0); err != nil {
+			return err
+		}
+	}
+	for i := range cfg.Submitters {
+		if err := f.start(roleSubmitter, i, 0); err != nil {
+			return err
+		}
+	}
+	f.logf("started %d workers, %d submitters, %d cancellers; chaos for %s (seed %d)",
+		cfg.Workers, cfg.Submitters, cfg.Cancellers, cfg.Duration, cfg.Seed)
+
+	begin := time.Now()
+	deadline := begin.Add(cfg.Duration)
+	next := begin.Add(jitter(f.rng, cfg.ChaosInterval))
+	lastCount, lastLog := begin, begin
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		now := time.Now()
+		if err := f.reap(); err != nil {
+			return err
+		}
+		f.resume(now, false)
+		if cfg.ChaosInterval > 0 && now.After(next) {
+			if err := f.chaos(now); err != nil {
+				return err
+			}
+			next = now.Add(jitter(f.rng, cfg.ChaosInterval))
+		}
+		if now.Sub(lastLog) >= 10*time.Second {
+			lastLog = now
+			f.logf("%s: %d kills, %d stops", now.Sub(begin).Round(time.Second), f.r.Kills, f.r.Stops)
+		}
+		if cfg.Jobs > 0 && now.Sub(lastCount) >= time.Second {
+			lastCount = now
+			if n := f.countSubmits(); n >= cfg.Jobs {
+				f.logf("%d jobs submitted", n)
+				break
+			}
+		}
+	}
+	f.r.Chaos = time.Since(begin)
+	f.resume(time.Time{}, true)
+	f.logf("chaos over after %s: %d kills, %d stops; stopping submitters and cancellers",
+		f.r.Chaos.Round(time.Second), f.r.Kills, f.r.Stops)
+	if err := f.terminate(roleSubmitter, roleCanceller); err != nil {
+		return err
+	}
+
+	drainStart := time.Now()
+	drainEnd := drainStart.Add(cfg.DrainTimeout)
+	for {
+		if err := f.reap(); err != nil {
+			return err
+		}
+		s, err := st.Stats(ctx)
+		if err != nil {
+			return fmt.Errorf("torture: stats: %w", err)
+		}
+		open := s.Counts[jobstore.StateQueued] + s.Counts[jobstore.StateRunning]
+		if open == 0 {
+			break
+		}
+		if time.Now().After(drainEnd) {
+			f.r.violate("drain: %d jobs queued and %d running after %s", s.Counts[jobstore.StateQueued],
+				s.Counts[jobstore.StateRunning], cfg.DrainTimeout)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	f.r.Drain = time.Since(drainStart)
+	f.logf("drained in %s; stopping workers", f.r.Drain.Round(time.Millisecond))
+	return f.terminate(roleWorker)
+}
+
+// start launches incarnation inc of child index of role.
+func (f *fleet) start(role string, index, inc int) error {
+	name := fmt.Sprintf("%s-%d.%d", role, index, inc)
+	spec := childSpec{
+		Role: role, Index: index, Incarnation: inc, Name: name,
+		StoreDir: f.storeDir, RecordDir: f.recDir, Seed: f.cfg.Seed,
+		Concurrency: f.cfg.WorkerConcurrency, SubmitInterval: f.cfg.SubmitInterval,
+		Keys: f.cfg.Keys,
+	}
+	if role == roleSubmitter && f.cfg.Jobs > 0 {
+		spec.Budget = (f.cfg.Jobs + f.cfg.Submitters - 1) / f.cfg.Submitters
+	}
+	p, err := startChild(f.exe, f.cfg.Args, spec, filepath.Join(f.recDir, outDir, name+".log"))
+	if err != nil {
+		return fmt.Errorf("torture: start %s: %w", name, err)
+	}
+	p.role, p.index, p.incarnation = role, index, inc
+	for i, q := range f.procs {
+		if q.role == role && q.index == index {
+			f.procs[i] = p
+			return nil
+		}
+	}
+	f.procs = append(f.procs, p)
+	return nil
+}
+
+func startChild(exe string, args []string, spec childSpec, outPath string) (*proc, error) {
+	js, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), EnvChild+"="+string(js))
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{name: spec.Name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func exited(p *proc) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// reap restarts children that exited on their own, which is a violation: a
+// child only stops when the driver says so.
+func (f *fleet) reap() error {
+	for _, p := range f.procs {
+		if p.expected || !exited(p) {
+			continue
+		}
+		f.r.violate("%s exited unexpectedly (%v): %s", p.name, p.waitErr,
+			tail(filepath.Join(f.recDir, outDir, p.name+".log"), 600))
+		f.r.Restarts++
+		if err := f.start(p.role, p.index, p.incarnation+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chaos kills or pauses one child.
+func (f *fleet) chaos(now time.Time) error {
+	var running, workers []*proc
+	stopped := false
+	for _, p := range f.procs {
+		if p.role == roleCanceller || exited(p) {
+			continue
+		}
+		if !p.stoppedTill.IsZero() {
+			stopped = true
+			continue
+		}
+		running = append(running, p)
+		if p.role == roleWorker {
+			workers = append(workers, p)
+		}
+	}
+	if len(running) == 0 {
+		return nil
+	}
+	if !stopped && f.rng.IntN(100) < 15 {
+		p := running[f.rng.IntN(len(running))]
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return fmt.Errorf("torture: stop %s: %w", p.name, err)
+		}
+		p.stoppedTill = now.Add(100*time.Millisecond + time.Duration(f.rng.Int64N(int64(f.cfg.MaxStop))))
+		f.r.Stops++
+		return nil
+	}
+	p := running[f.rng.IntN(len(running))]
+	if len(workers) > 0 && f.rng.IntN(100) < 70 {
+		p = workers[f.rng.IntN(len(workers))]
+	}
+	p.expected = true
+	before := monoNow()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("torture: kill %s: %w", p.name, err)
+	}
+	<-p.done
+	f.r.Kills++
+	if p.role == roleWorker {
+		f.r.WorkerKills++
+		f.kills[p.name] = before
+	}
+	time.Sleep(time.Duration(f.rng.Int64N(int64(200 * time.Millisecond))))
+	f.r.Restarts++
+	return f.start(p.role, p.index, p.incarnation+1)
+}
+
+// resume continues stopped children whose pause is over, or all of them.
+func (f *fleet) resume(now time.Time, all bool) {
+	for _, p := range f.procs {
+		if p.stoppedTill.IsZero() || (!all && now.Before(p.stoppedTill)) {
+			continue
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGCONT) // fails only if it already exited
+		p.stoppedTill = time.Time{}
+	}
+}
+
+// terminate stops the children of the given roles gracefully: SIGTERM,
+// then SIGKILL after 30s (a violation: a child must finish its attempt and
+// exit).
+func (f *fleet) terminate(roles ...string) error {
+	var ps []*proc
+	for _, p := range f.procs {
+		for _, r := range roles {
+			if p.role == r && !exited(p) {
+				p.expected = true
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+				ps = append(ps, p)
+			}
+		}
+	}
+	limit := time.After(30 * time.Second)
+	for _, p := range ps {
+		select {
+		case <-p.done:
+			if p.waitErr != nil {
+				f.r.violate("%s failed at exit (%v): %s", p.name, p.waitErr,
+					tail(filepath.Join(f.recDir, outDir, p.name+".log"), 600))
+			}
+		case <-limit:
+			f.r.violate("%s did not exit within 30s of SIGTERM", p.name)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	return f.reap()
+}
+
+func (f *fleet) killAll() {
+	for _, p := range f.procs {
+		if !exited(p) {
+			p.expected = true
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+func (f *fleet) countSubmits() int {
+	n := 0
+	for i := range f.cfg.Submitters {
+		c, _ := countSubmits(filepath.Join(f.recDir, submitDir, fmt.Sprintf("%d.log", i)))
+		n += c
+	}
+	return n
+}
+
+// check reopens the store once every child has exited and compares it with
+// the records.
+func (f *fleet) check(ctx context.Context) error {
+	st, err := f.cfg.Backend.Open(ctx, f.storeDir)
+	if err != nil {
+		f.r.violate("the store does not reopen: %v", err)
+		return nil
+	}
+	jobs := map[string]jobstore.Job{}
+	opts := jobstore.ListOptions{Limit: jobstore.MaxListLimit, Order: jobstore.OldestFirst}
+	for {
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			st.Close()
+			return fmt.Errorf("torture: list: %w", err)
+		}
+		for _, e := range page.Errors {
+			f.r.violate("list reports a bad record: %v", e)
+		}
+		for _, j := range page.Jobs {
+			jobs[j.ID] = j
+		}
+		if page.Next == "" {
+			break
+		}
+		opts.Cursor = page.Next
+	}
+	rec, err := readRecords(f.recDir)
+	if err != nil {
+		st.Close()
+		return fmt.Errorf("torture: read records: %w", err)
+	}
+	for _, s := range rec.submits {
+		if _, ok := jobs[s.ID]; ok {
+			continue
+		}
+		// Not listed: Get must agree that it is gone.
+		j, err := st.Get(ctx, s.ID)
+		if err == nil {
+			f.r.violate("job %s: Get finds it but List does not", s.ID)
+			jobs[s.ID] = j
+		} else if !errors.Is(err, jobstore.ErrNotFound) {
+			f.r.violate("job %s: Get: %v", s.ID, err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("torture: close store: %w", err)
+	}
+	checkRecords(f.r, jobs, rec, f.kills)
+
+	switch {
+	case f.cfg.Backend.Fsck == nil:
+		f.r.Fsck = "skipped"
+	default:
+		problems, err := f.cfg.Backend.Fsck(ctx, f.storeDir)
+		if err != nil {
+			return fmt.Errorf("torture: fsck: %w", err)
+		}
+		f.r.Fsck = "clean"
+		if len(problems) > 0 {
+			f.r.Fsck = fmt.Sprintf("%d problems", len(problems))
+			for _, p := range problems {
+				f.r.violate("fsck: %s", p)
+			}
+		}
+	}
+	return nil
+}
+
+// tail returns the last n bytes of the file at path, for error messages.
+func tail(path string, n int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no output: " + err.Error() + ")"
+	}
+	if int64(len(b)) > n {
+		b = b[int64(len(b))-n:]
+	}
+	return fmt.Sprintf("%q", b)
+}
