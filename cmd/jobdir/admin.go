@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+func (a *app) statsCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Count jobs by state",
+		Long: `Count the jobs in each state, and say how long the oldest due job has been
+waiting in the queue (a growing age means the workers do not keep up).`,
+		Example: `  jobdir stats
+  jobdir stats --json | jq .counts.queued`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				s, err := st.Stats(cmd.Context())
+				if err != nil {
+					return err
+				}
+				now := time.Now()
+				if asJSON {
+					out := struct {
+						jobstore.Stats
+						OldestQueuedAgeSeconds float64 `json:"oldest_queued_age_seconds"`
+					}{Stats: s}
+					if !s.OldestQueuedAt.IsZero() {
+						out.OldestQueuedAgeSeconds = now.Sub(s.OldestQueuedAt).Seconds()
+					}
+					return writeJSON(a.stdout, out)
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				for _, state := range jobstore.States() {
+					fmt.Fprintf(tw, "%s\t%d\n", state, s.Counts[state])
+				}
+				oldest := "none due"
+				if !s.OldestQueuedAt.IsZero() {
+					oldest = "waiting since " + stamp(s.OldestQueuedAt, now)
+				}
+				fmt.Fprintf(tw, "oldest queued\t%s\n", oldest)
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the counts as JSON")
+	return cmd
+}
+
+func (a *app) pruneCommand() *cobra.Command {
+	var olderThan time.Duration
+	cmd := &cobra.Command{
+		Use:   "prune --older-than DURATION",
+		Short: "Delete finished jobs older than a given age",
+		Long: `Delete the jobs that finished (succeeded, failed or canceled) more than
+--older-than ago, with their logs. Their idempotency keys become free again.
+Queued and running jobs are never pruned.`,
+		Example: `  jobdir prune --older-than 168h   # a week
+  jobdir prune --older-than 0       # every finished job`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("older-than") {
+				return usagef("prune needs --older-than, for example --older-than 168h")
+			}
+			if olderThan < 0 {
+				return usagef("--older-than must not be negative")
+			}
+			ctx := cmd.Context()
+			return a.withStore(ctx, func(st *filestore.Store) error {
+				n, err := st.Prune(ctx, olderThan)
+				if err != nil {
+					return err
+				}
+				logs, err := pruneLogs(ctx, st)
+				fmt.Fprintf(a.stdout, "pruned %d jobs and %d logs\n", n, logs)
+				return err
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "prune jobs that finished longer ago than this, e.g. 72h")
+	return cmd
+}
+
+// pruneLogs removes the logs of jobs that no longer exist and returns how
+// many it removed.
+func pruneLogs(ctx context.Context, st *filestore.Store) (int, error) {
+	dir := logDir(st)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("prune logs: %w", err)
+	}
+	n := 0
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok || jobstore.ValidateID(id) != nil || !e.Type().IsRegular() {
+			continue
+		}
+		if _, err := st.Get(ctx, id); !errors.Is(err, jobstore.ErrNotFound) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
+			n++
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("prune logs: %w", err)
+		}
+	}
+	return n, nil
+}
+
+func (a *app) fsckCommand() *cobra.Command {
+	var repair bool
+	cmd := &cobra.Command{
+		Use:   "fsck",
+		Short: "Check the store, and repair it with --repair",
+		Long: `Check every record, key file and temporary file of the store and list the
+problems found: what a crash leaves behind (temporary files, stale copies,
+dangling keys, jobs of dead workers), misplaced records and missing key
+files, which --repair fixes as opening the store does; and corrupt records
+and unexpected files, which are only reported, with their paths, for a person
+to look at. It is safe to run while other processes use the store.
+
+Exits 0 when nothing is wrong or everything found was repaired, and 1
+otherwise.`,
+		Example: `  jobdir fsck
+  jobdir fsck --repair`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				r, err := st.Fsck(cmd.Context(), repair)
+				for _, p := range r.Problems {
+					fmt.Fprintln(a.stdout, p.String())
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "checked %d records: %d problems", r.Records, len(r.Problems))
+				repaired := 0
+				for _, p := range r.Problems {
+					if p.Repaired {
+						repaired++
+					}
+				}
+				if repair {
+					fmt.Fprintf(a.stdout, ", %d repaired", repaired)
+				}
+				fmt.Fprintln(a.stdout)
+				if r.OK() {
+					return nil
+				}
+				hint := "run jobdir fsck --repair to fix what can be fixed"
+				if repair {
+					hint = "corrupt records and unexpected files are never removed automatically: inspect and remove them by hand"
+				}
+				return &exitStatusError{code: exitError, err: fmt.Errorf("%d problems left; %s", len(r.Problems)-repaired, hint)}
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&repair, "repair", false, "fix what can be fixed safely")
+	return cmd
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses. The wait command documents 3, 4 and 5.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitFailed      = 3
+	exitCanceled    = 4
+	exitTimeout     = 5
+	exitInterrupted = 130
+)
+
+// defaultDirName is the store used when neither --dir nor $JOBDIR_DIR is set.
+const defaultDirName = ".jobdir"
+
+// exitStatusError ends a command with a given exit status. If silent, the message
+// has already been printed (or there is none).
+type exitStatusError struct {
+	code   int
+	err    error
+	silent bool
+}
+
+func (e *exitStatusError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitStatusError) Unwrap() error { return e.err }
+
+// usageError reports a command line that does not make sense; its command's
+// usage follows the message.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// app holds what every command shares: the streams and the global flags.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	dir             string // --dir
+	allowUnsafeFS   bool   // --allow-unsafe-filesystem
+	started         bool   // a command's RunE was reached: later errors are not usage errors
+	interruptedByOS bool
+}
+
+// run executes the jobdir command line args and returns the exit status.
+// ctx ends on SIGINT or SIGTERM.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	if !a.started || errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "jobdir: %v\n\n", err)
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprint(stderr, cmd.UsageString())
+		return exitUsage
+	}
+	var ee *exitStatusError
+	if errors.As(err, &ee) {
+		if !ee.silent && ee.err != nil {
+			fmt.Fprintf(stderr, "jobdir: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "jobdir: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintf(stderr, "jobdir: %v\n", err)
+	return exitError
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "jobdir",
+		Short: "Run jobs from a store kept in a directory that many processes share",
+		Long: `jobdir keeps jobs in a directory and runs them. Any number of jobdir processes
+on one machine (or pods on one node sharing a volume) may use the same
+directory at once: each job is claimed by exactly one worker, a job whose
+worker dies is run again by another, and a cancel or a wait in one process
+sees what the others do.
+
+Jobs submitted from the command line run a program with its arguments (no
+shell) in the directory they were submitted from. Their output goes to a log
+file per job, which "jobdir logs" prints.
+
+The store is --dir DIR, else $JOBDIR_DIR, else ./.jobdir. It is created on
+first use.
+
+Exit status: 0 on success, 1 on an error, 2 on a usage error; "jobdir wait"
+also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
+		Example: `  # Submit a few jobs, run a worker until they are done, and look at them.
+  jobdir submit -- sh -c 'echo hello from $JOBDIR_JOB_ID'
+  jobdir submit --key nightly-report -- ./report.sh --since yesterday
+  jobdir work --exit-when-idle
+  jobdir list
+  jobdir logs 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
+
+  # Serve the HTTP API to local clients, with two workers in the same process.
+  JOBDIR_TOKEN=secret jobdir serve --work 2 --allow-kind exec`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			a.started = true
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&a.dir, "dir", "", "store directory (default $JOBDIR_DIR, else ./.jobdir)")
+	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
+		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &usageError{err}
+	})
+	root.AddGroup(
+		&cobra.Group{ID: "jobs", Title: "Jobs:"},
+		&cobra.Group{ID: "run", Title: "Running jobs:"},
+		&cobra.Group{ID: "admin", Title: "Store administration:"},
+	)
+	for _, c := range []*cobra.Command{a.submitCommand(), a.getCommand(), a.listCommand(), a.logsCommand(),
+		a.cancelCommand(), a.retryCommand(), a.waitCommand()} {
+		c.GroupID = "jobs"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{a.workCommand(), a.serveCommand()} {
+		c.GroupID = "run"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand()} {
+		c.GroupID = "admin"
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// storeDir returns the absolute store directory the flags and environment
+// select.
+func (a *app) storeDir() (string, error) {
+	dir := a.dir
+	if dir == "" {
+		dir = os.Getenv("JOBDIR_DIR")
+	}
+	if dir == "" {
+		dir = defaultDirName
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("store directory %q: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// idArg validates the single job ID argument of a command.
+func idArg(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%s needs exactly one job ID, got %d arguments", cmd.Name(), len(args))
+	}
+	return nil
+}
+
+// oneLine squeezes s onto one line of at most n runes, for tables.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

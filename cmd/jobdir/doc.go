@@ -1,0 +1,31 @@
+// Jobdir is a job runner and store administration tool whose job store is
+// a directory that several processes may share.
+//
+// Usage:
+//
+//	jobdir [--dir DIR] COMMAND [FLAGS] [ARGS]
+//
+// The store is --dir DIR, else $JOBDIR_DIR, else ./.jobdir, created on first
+// use. Jobs submitted with "jobdir submit" are of kind "exec": they run a
+// program with arguments (no shell) in the submitter's working directory.
+// "jobdir work" runs them; "jobdir serve" exposes the store over HTTP.
+//
+// Commands:
+//
+//	submit    submit a job that runs a program
+//	work      run exec jobs until interrupted
+//	get       show one job
+//	list      list jobs
+//	logs      print a job's output
+//	cancel    cancel a job
+//	retry     queue a failed or canceled job again
+//	wait      wait until a job has finished
+//	stats     count jobs by state
+//	prune     delete old finished jobs
+//	fsck      check the store, and repair it with --repair
+//	serve     serve the HTTP API
+//
+// Exit status: 0 on success, 1 on an error, 2 on a usage error. "jobdir
+// wait" exits 3 when the job failed, 4 when it was canceled and 5 when its
+// --timeout passed first. "jobdir help COMMAND" documents each command.
+package main

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+func (a *app) getCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one job",
+		Long: `Show everything known about one job: its state, command, attempts, times,
+result or last error, and where its log is.`,
+		Example: `  jobdir get 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
+  jobdir get --json 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB | jq -r .state`,
+		Args: idArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				j, err := st.Get(cmd.Context(), id)
+				if err != nil {
+					return explainJob(id, err)
+				}
+				if asJSON {
+					return writeJSON(a.stdout, j)
+				}
+				logPath := ""
+				if j.Kind == execjob.Kind && j.Attempt > 0 {
+					logPath, _ = execjob.LogPath(logDir(st), j.ID)
+				}
+				return printJob(a.stdout, j, logPath, time.Now())
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the job as JSON")
+	return cmd
+}
+
+func (a *app) listCommand() *cobra.Command {
+	var (
+		states []string
+		kind   string
+		limit  int
+		oldest bool
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first",
+		Long: `List jobs, newest first (--oldest-first to reverse), as a table, or as a JSON
+array of jobs with --json.
+
+--state keeps jobs in the given states: repeat it or separate states with
+commas. The states are queued, running, succeeded, failed and canceled.
+--limit 0 lists every job.`,
+		Example: `  jobdir list
+  jobdir list --state queued,running
+  jobdir list --state failed --json | jq -r '.[].id'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := jobstore.ListOptions{Kind: kind}
+			if oldest {
+				opts.Order = jobstore.OldestFirst
+			}
+			for _, s := range states {
+				for _, name := range strings.Split(s, ",") {
+					st, err := jobstore.ParseState(strings.TrimSpace(name))
+					if err != nil {
+						return usagef("--state: %v", err)
+					}
+					opts.States = append(opts.States, st)
+				}
+			}
+			if kind != "" {
+				if err := jobstore.ValidateKind(kind); err != nil {
+					return usagef("--kind: %v", err)
+				}
+			}
+			if limit < 0 {
+				return usagef("--limit must not be negative")
+			}
+			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				jobs, err := listJobs(cmd.Context(), st, opts, limit, func(err error) {
+					fmt.Fprintf(a.stderr, "jobdir: skipped: %v\n", err)
+				})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(a.stdout, jobs)
+				}
+				return printTable(a.stdout, jobs, time.Now())
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&states, "state", nil, "only jobs in these states (repeatable, or comma-separated)")
+	f.StringVar(&kind, "kind", "", "only jobs of this kind")
+	f.IntVar(&limit, "limit", jobstore.DefaultListLimit, "at most this many jobs (0: all)")
+	f.BoolVar(&oldest, "oldest-first", false, "list the oldest jobs first")
+	f.BoolVar(&asJSON, "json", false, "print a JSON array of jobs")
+	return cmd
+}
+
+// listJobs pages through st until it has limit jobs (all if limit is 0),
+// reporting records the store skipped to skipped. It never returns nil.
+func listJobs(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions, limit int, skipped func(error)) ([]jobstore.Job, error) {
+	jobs := []jobstore.Job{}
+	for {
+		opts.Limit = jobstore.MaxListLimit
+		if limit > 0 {
+			opts.Limit = min(limit-len(jobs), jobstore.MaxListLimit)
+		}
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Errors {
+			skipped(e)
+		}
+		jobs = append(jobs, page.Jobs...)
+		if page.Next == "" || (limit > 0 && len(jobs) >= limit) {
+			return jobs, nil
+		}
+		opts.Cursor = page.Next
+	}
+}
+
+func (a *app) cancelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a job",
+		Long: `Cancel a job. A queued job is canceled at once and never runs. A running job
+is marked for cancellation; its worker, in whatever process, sends SIGTERM to
+the program's process group, then SIGKILL after a grace period, and the job
+ends canceled. Canceling a canceled job does nothing; a job that already
+succeeded or failed cannot be canceled.`,
+		Example: `  jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
+  jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB && jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB`,
+		Args: idArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				j, err := st.Cancel(cmd.Context(), id)
+				if err != nil {
+					return explainJob(id, err)
+				}
+				msg := "canceled"
+				if j.State == jobstore.StateRunning {
+					msg = "cancel requested; its worker is stopping it"
+				}
+				_, err = fmt.Fprintf(a.stdout, "%s %s\n", j.ID, msg)
+				return err
+			})
+		},
+	}
+}
+
+func (a *app) retryCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry ID",
+		Short: "Queue a failed or canceled job again",
+		Long: `Queue a failed or canceled job again, due now. If its attempts are used up,
+it gets one more.`,
+		Example: `  jobdir retry 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
+  jobdir list --state failed --json | jq -r '.[].id' | xargs -n1 jobdir retry`,
+		Args: idArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				j, err := st.Retry(cmd.Context(), id)
+				if err != nil {
+					return explainJob(id, err)
+				}
+				_, err = fmt.Fprintf(a.stdout, "%s queued (attempt %d of %d next)\n", j.ID, j.Attempt+1, j.MaxAttempts)
+				return err
+			})
+		},
+	}
+}
+
+func (a *app) waitCommand() *cobra.Command {
+	var (
+		timeout time.Duration
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "wait ID",
+		Short: "Wait until a job has finished",
+		Long: `Wait until a job has finished, wherever it runs, and print its final state
+(the job as JSON with --json). The exit status says how it ended:
+
+  0  the job succeeded
+  1  an error (for example, no such job)
+  3  the job failed (its last error is printed on stderr)
+  4  the job was canceled
+  5  --timeout passed before the job finished`,
+		Example: `  jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
+  jobdir wait --timeout 10m "$(jobdir submit -- make release)" || echo "release did not succeed"`,
+		Args: idArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			if timeout < 0 {
+				return usagef("--timeout must not be negative")
+			}
+			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				ctx := cmd.Context()
+				if timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeoutCause(ctx, timeout, errWaitTimeout)
+					defer cancel()
+				}
+				j, err := st.Wait(ctx, id)
+				if err != nil {
+					if errors.Is(context.Cause(ctx), errWaitTimeout) && cmd.Context().Err() == nil {
+						cur, gerr := st.Get(cmd.Context(), id)
+						state := "not finished"
+						if gerr == nil {
+							state = "still " + stateText(cur)
+						}
+						return &exitStatusError{code: exitTimeout, err: fmt.Errorf("job %s: %s after %s", id, state, timeout)}
+					}
+					return explainJob(id, err)
+				}
+				if asJSON {
+					err = writeJSON(a.stdout, j)
+				} else {
+					_, err = fmt.Fprintln(a.stdout, j.State)
+				}
+				if err != nil {
+					return err
+				}
+				switch j.State {
+				case jobstore.StateFailed:
+					return &exitStatusError{code: exitFailed, err: fmt.Errorf("job %s failed after %d attempts: %s", j.ID, j.Attempt, j.LastError)}
+				case jobstore.StateCanceled:
+					return &exitStatusError{code: exitCanceled, silent: true}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long, with exit status 5 (default: wait forever)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the finished job as JSON")
+	return cmd
+}
+
+var errWaitTimeout = errors.New("wait timeout")

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// shellQuote renders argv so that a POSIX shell would read it back as the
+// same words.
+func shellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:=@%+") == "" {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+// describeWork returns what a job does, for people: the command line of an
+// exec job, else its payload.
+func describeWork(j jobstore.Job) string {
+	if j.Kind == execjob.Kind {
+		if p, err := execjob.ParsePayload(j.Payload); err == nil {
+			return shellQuote(p.Argv)
+		}
+	}
+	return string(j.Payload)
+}
+
+// ago renders the time from t to now, rounded for people: "3s ago",
+// "in 2m10s".
+func ago(t, now time.Time) string {
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + roundDuration(-d).String()
+	}
+	return roundDuration(d).String() + " ago"
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond)
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond)
+	case d < time.Hour:
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Minute)
+}
+
+func stamp(t, now time.Time) string {
+	return t.Local().Format("2006-01-02 15:04:05") + " (" + ago(t, now) + ")"
+}
+
+// stateText is the job's state, with a pending cancel spelled out.
+func stateText(j jobstore.Job) string {
+	if j.State == jobstore.StateRunning && j.CancelRequested {
+		return "running (cancel requested)"
+	}
+	return string(j.State)
+}
+
+// printJob writes a job for people, one field a line.
+func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("ID", j.ID)
+	row("State", stateText(j))
+	row("Kind", j.Kind)
+	if j.Key != "" {
+		row("Key", j.Key)
+	}
+	if p, err := execjob.ParsePayload(j.Payload); j.Kind == execjob.Kind && err == nil {
+		row("Command", shellQuote(p.Argv))
+		row("Directory", p.Dir)
+		for _, e := range p.Env {
+			row("Environment", e)
+		}
+	} else if len(j.Payload) > 0 {
+		row("Payload", string(j.Payload))
+	}
+	row("Attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
+	if j.Priority != 0 {
+		row("Priority", fmt.Sprint(j.Priority))
+	}
+	if j.Timeout > 0 {
+		row("Timeout", j.Timeout.String())
+	}
+	row("Created", stamp(j.CreatedAt, now))
+	if j.State == jobstore.StateQueued {
+		row("Runs at", stamp(j.RunAt, now))
+	}
+	if !j.StartedAt.IsZero() {
+		row("Started", stamp(j.StartedAt, now))
+	}
+	if !j.FinishedAt.IsZero() {
+		row("Finished", stamp(j.FinishedAt, now))
+	}
+	if j.Worker != "" {
+		row("Worker", j.Worker)
+	}
+	if len(j.Result) > 0 {
+		row("Result", string(j.Result))
+	}
+	if logPath != "" {
+		row("Log", logPath)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if j.LastError != "" {
+		_, err := fmt.Fprintf(w, "Last error:\n  %s\n", strings.ReplaceAll(strings.TrimRight(j.LastError, "\n"), "\n", "\n  "))
+		return err
+	}
+	return nil
+}
+
+// printTable writes jobs as a table for people.
+func printTable(w io.Writer, jobs []jobstore.Job, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tKIND\tATTEMPT\tCREATED\tCOMMAND")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, stateText(j), j.Kind, j.Attempt, j.MaxAttempts,
+			ago(j.CreatedAt, now), oneLine(describeWork(j), 60))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// logsDirName is the directory, inside the store directory, that holds the
+// output of exec jobs, one <ID>.log file per job.
+const logsDirName = "logs"
+
+// openStore opens the selected store and explains a failure in terms a
+// person can act on.
+func (a *app) openStore(ctx context.Context) (*filestore.Store, error) {
+	dir, err := a.storeDir()
+	if err != nil {
+		return nil, err
+	}
+	st, err := filestore.Open(ctx, dir, &filestore.Options{AllowUnsafeFilesystem: a.allowUnsafeFS})
+	if err != nil {
+		return nil, explainOpen(dir, err)
+	}
+	return st, nil
+}
+
+func explainOpen(dir string, err error) error {
+	switch {
+	case errors.Is(err, filestore.ErrUnsupportedFilesystem):
+		return fmt.Errorf("cannot open the store in %s: %w\n"+
+			"jobdir relies on flock, rename and inotify behaving as on a local disk, which this filesystem does not guarantee.\n"+
+			"Put the store on a local filesystem, or pass --allow-unsafe-filesystem if you accept the risk (for example, one machine only).", dir, err)
+	case errors.Is(err, filestore.ErrFormatTooNew):
+		return fmt.Errorf("cannot open the store in %s: %w\n"+
+			"It was written by a newer jobdir; use that version, or upgrade this one.", dir, err)
+	case errors.Is(err, filestore.ErrNotStore):
+		return fmt.Errorf("cannot open the store in %s: %w\n"+
+			"Choose another directory with --dir or $JOBDIR_DIR.", dir, err)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("cannot open the store in %s: %w\n"+
+			"Check that this user may read and write the directory and its files, or choose another with --dir or $JOBDIR_DIR.", dir, err)
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return fmt.Errorf("cannot open the store in %s: %w", dir, err)
+}
+
+// withStore opens the store, runs f, and closes the store.
+func (a *app) withStore(ctx context.Context, f func(st *filestore.Store) error) error {
+	st, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return f(st)
+}
+
+// logDir returns the directory of exec job logs of st.
+func logDir(st *filestore.Store) string {
+	return filepath.Join(st.Dir(), logsDirName)
+}
+
+// explainJob rewrites the errors of operations on job id for a person.
+func explainJob(id string, err error) error {
+	var te *jobstore.TransitionError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jobstore.ErrInvalidID):
+		return fmt.Errorf("%q is not a job ID (an ID is 26 characters such as 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB; see jobdir list)", id)
+	case errors.Is(err, jobstore.ErrNotFound):
+		return fmt.Errorf("no job %s in this store (it never existed here, or was pruned)", id)
+	case errors.As(err, &te):
+		return fmt.Errorf("job %s is %s: it cannot become %s", id, te.From, te.To)
+	}
+	return err
+}

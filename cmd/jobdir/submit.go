@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/filestore"
+)
+
+func (a *app) submitCommand() *cobra.Command {
+	var (
+		key         string
+		maxAttempts int
+		priority    int
+		delay       time.Duration
+		at          string
+		timeout     time.Duration
+		env         []string
+		asJSON      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit [flags] [--] PROGRAM [ARG...]",
+		Short: "Submit a job that runs a program",
+		Long: `Submit a job of kind "exec" that runs PROGRAM with its ARGs, without a shell,
+in the current working directory, and print its ID.
+
+PROGRAM is looked up in the worker's PATH when it has no slash. The program
+gets JOBDIR_JOB_ID and JOBDIR_ATTEMPT in its environment; exit status 0 makes
+the job succeeded, anything else fails the attempt, and failed attempts are
+retried with backoff up to --max-attempts.
+
+Flags go before PROGRAM; everything from PROGRAM on belongs to the job. Write
+-- before PROGRAM to make that explicit.
+
+With --key, the job is submitted only if no job with that key exists. If one
+does (in any state, until it is pruned), its ID is printed instead, a note
+says so on stderr, and the exit status is still 0.`,
+		Example: `  jobdir submit -- make test
+  jobdir submit --key deploy-42 --max-attempts 1 -- ./deploy.sh v42
+  jobdir submit --delay 10m --timeout 1h -- backup --full /srv
+  jobdir submit --json -- sh -c 'date; sleep 5'
+  id=$(jobdir submit -- ./build.sh) && jobdir wait "$id"`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("submit needs a PROGRAM to run")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("delay") && cmd.Flags().Changed("at") {
+				return usagef("--delay and --at cannot be used together")
+			}
+			if delay < 0 {
+				return usagef("--delay must not be negative")
+			}
+			wd, err := os.Getwd()
+			if err != nil {
+				return fmt.Errorf("working directory: %w", err)
+			}
+			spec, err := execjob.NewSpec(execjob.Payload{Argv: args, Dir: wd, Env: env})
+			if err != nil {
+				return usagef("%v", err)
+			}
+			spec.Key, spec.MaxAttempts, spec.Priority, spec.Timeout = key, maxAttempts, priority, timeout
+			if delay > 0 {
+				spec.RunAt = time.Now().Add(delay)
+			}
+			if at != "" {
+				t, err := time.Parse(time.RFC3339, at)
+				if err != nil {
+					return usagef("--at %q: want a time like 2026-11-29T18:30:00Z or 2026-11-29T19:30:00+01:00", at)
+				}
+				spec.RunAt = t
+			}
+			if err := spec.Validate(0); err != nil {
+				return usagef("%v", err)
+			}
+			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				job, created, err := st.Submit(cmd.Context(), spec)
+				if err != nil {
+					return err
+				}
+				if !created {
+					fmt.Fprintf(a.stderr, "jobdir: job %s already exists for key %q (%s); not submitted again\n", job.ID, key, job.State)
+				}
+				if asJSON {
+					return writeJSON(a.stdout, job)
+				}
+				_, err = fmt.Fprintln(a.stdout, job.ID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().SetInterspersed(false)
+	f := cmd.Flags()
+	f.StringVar(&key, "key", "", "idempotency key: submit only if no job has this key")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job fails for good (default 3)")
+	f.IntVar(&priority, "priority", 0, "higher runs first, from -1000 to 1000")
+	f.DurationVar(&delay, "delay", 0, "run no sooner than this long from now, e.g. 90s or 2h")
+	f.StringVar(&at, "at", "", "run no sooner than this time (RFC 3339)")
+	f.DurationVar(&timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")
+	f.StringArrayVar(&env, "env", nil, "add KEY=VALUE to the program's environment (repeatable)")
+	f.BoolVar(&asJSON, "json", false, "print the job as JSON instead of its ID")
+	return cmd
+}

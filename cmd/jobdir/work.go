@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
+)
+
+// idlePoll is how often work --exit-when-idle checks whether it is idle.
+const idlePoll = 200 * time.Millisecond
+
+// workerFlags are the flags of the commands that run exec jobs.
+type workerFlags struct {
+	shutdownGrace time.Duration
+	killGrace     time.Duration
+	maxLogBytes   int64
+	jobTimeout    time.Duration
+	quiet         bool
+}
+
+func (wf *workerFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.DurationVar(&wf.shutdownGrace, "shutdown-grace", runner.DefaultShutdownGrace,
+		"on SIGINT or SIGTERM, how long running jobs may go on before they are stopped")
+	f.DurationVar(&wf.killGrace, "kill-grace", execjob.DefaultKillGrace,
+		"how long a stopped program has between SIGTERM and SIGKILL")
+	f.Int64Var(&wf.maxLogBytes, "max-log-bytes", execjob.DefaultMaxLogBytes, "bound on each job's log file")
+	f.DurationVar(&wf.jobTimeout, "job-timeout", 0, "stop attempts of jobs without a --timeout of their own after this long (default: no limit)")
+	f.BoolVarP(&wf.quiet, "quiet", "q", false, "do not print a line per job started and finished")
+}
+
+// newRunner returns a runner of exec jobs on st with concurrency slots,
+// reporting to w (unless quiet) and to observe (if not nil).
+func (wf *workerFlags) newRunner(st *filestore.Store, concurrency int, w io.Writer, observe func(runner.Event)) *runner.Runner {
+	var mu sync.Mutex // keeps lines whole
+	r := runner.New(st, &runner.Options{
+		Concurrency:   concurrency,
+		ShutdownGrace: wf.shutdownGrace,
+		JobTimeout:    wf.jobTimeout,
+		OnEvent: func(ev runner.Event) {
+			if observe != nil {
+				observe(ev)
+			}
+			if wf.quiet {
+				return
+			}
+			if line := eventLine(ev); line != "" {
+				mu.Lock()
+				fmt.Fprintln(w, line)
+				mu.Unlock()
+			}
+		},
+	})
+	r.Handle(execjob.Kind, execjob.Handler{LogDir: logDir(st), MaxLogBytes: wf.maxLogBytes, KillGrace: wf.killGrace})
+	return r
+}
+
+// eventLine is the line a worker prints for ev, or "".
+func eventLine(ev runner.Event) string {
+	j := ev.Job
+	switch ev.Type {
+	case runner.EventClaimed:
+		return fmt.Sprintf("%s  %s  started attempt %d of %d: %s", ev.Time.Local().Format(time.TimeOnly), j.ID, j.Attempt, j.MaxAttempts, oneLine(describeWork(j), 80))
+	case runner.EventFinished:
+		what := string(j.State)
+		switch {
+		case j.State == jobstore.StateQueued:
+			what = "failed, retry " + ago(j.RunAt, ev.Time)
+		case ev.Err != nil:
+			what += ": " + oneLine(ev.Err.Error(), 100)
+		}
+		return fmt.Sprintf("%s  %s  %s after %s", ev.Time.Local().Format(time.TimeOnly), j.ID, what, roundDuration(ev.RunDuration))
+	case runner.EventDropped:
+		return fmt.Sprintf("%s  %s  outcome not recorded: %v", ev.Time.Local().Format(time.TimeOnly), j.ID, ev.Err)
+	case runner.EventStoreError:
+		return fmt.Sprintf("%s  store error (retrying): %v", ev.Time.Local().Format(time.TimeOnly), ev.Err)
+	}
+	return ""
+}
+
+func (a *app) workCommand() *cobra.Command {
+	var (
+		wf          workerFlags
+		concurrency int
+		exitIdle    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "work",
+		Short: "Run exec jobs until interrupted",
+		Long: `Run exec jobs from the store, up to --concurrency at once, until SIGINT or
+SIGTERM. Any number of workers, in any number of processes, may work on one
+store: each job runs in exactly one of them.
+
+Each program runs in its own process group with JOBDIR_JOB_ID and
+JOBDIR_ATTEMPT in its environment; its stdout and stderr go to the job's log
+(see jobdir logs). Exit status 0 makes the job succeeded; anything else fails
+the attempt, and it is retried with backoff while attempts remain. When a job
+is canceled or times out, its process group gets SIGTERM, then SIGKILL after
+--kill-grace.
+
+On SIGINT or SIGTERM the worker stops claiming, lets running jobs finish for
+--shutdown-grace, then stops them (they are queued again) and exits. A second
+signal exits at once. If the worker dies, its programs are killed with it and
+another worker runs its jobs again.
+
+With --exit-when-idle, it exits once no job is due and none of its jobs runs.`,
+		Example: `  jobdir work
+  jobdir work --concurrency 8
+  jobdir work --exit-when-idle   # drain the queue, then exit`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if concurrency < 1 {
+				return usagef("--concurrency must be at least 1")
+			}
+			ctx := cmd.Context()
+			return a.withStore(ctx, func(st *filestore.Store) error {
+				var active, claims atomic.Int64
+				r := wf.newRunner(st, concurrency, a.stderr, func(ev runner.Event) {
+					switch ev.Type {
+					case runner.EventClaimed:
+						claims.Add(1)
+						active.Add(1)
+					case runner.EventFinished, runner.EventDropped:
+						active.Add(-1)
+					}
+				})
+				runCtx, stop := context.WithCancel(ctx)
+				defer stop()
+				if exitIdle {
+					go func() {
+						if waitIdle(runCtx, st, &active, &claims) == nil {
+							stop()
+						}
+					}()
+				}
+				if !wf.quiet {
+					fmt.Fprintf(a.stderr, "jobdir: worker %s running up to %d jobs from %s\n", r.Worker(), concurrency, st.Dir())
+				}
+				go func() {
+					<-runCtx.Done()
+					if ctx.Err() != nil && !wf.quiet && active.Load() > 0 {
+						fmt.Fprintf(a.stderr, "jobdir: stopping: waiting up to %s for %d running jobs\n", wf.shutdownGrace, active.Load())
+					}
+				}()
+				err := r.Run(runCtx)
+				if err == nil && !wf.quiet {
+					fmt.Fprintln(a.stderr, "jobdir: worker stopped")
+				}
+				return err
+			})
+		},
+	}
+	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", runtime.NumCPU(), "jobs to run at once")
+	cmd.Flags().BoolVar(&exitIdle, "exit-when-idle", false, "exit once no job is due and none is running here")
+	wf.register(cmd)
+	return cmd
+}
+
+// waitIdle returns nil once the store has no due job and this process runs
+// none, on two checks in a row with no claim between them (a claim is
+// reported just after the store records it).
+func waitIdle(ctx context.Context, st jobstore.Store, active, claims *atomic.Int64) error {
+	t := time.NewTicker(idlePoll)
+	defer t.Stop()
+	quiet, last := 0, claims.Load()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		c := claims.Load()
+		if c != last {
+			last, quiet = c, 0
+		}
+		idle := active.Load() == 0
+		if idle {
+			s, err := st.Stats(ctx)
+			idle = err == nil && s.OldestQueuedAt.IsZero()
+		}
+		if !idle || claims.Load() != c || active.Load() != 0 {
+			quiet = 0
+			continue
+		}
+		if quiet++; quiet >= 2 {
+			return nil
+		}
+	}
+}
