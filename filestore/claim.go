@@ -1,0 +1,206 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Claim hands the most urgent due queued job that req accepts to
+// req.Worker. The job is chosen from the in-memory candidate set; the
+// claim itself takes the job's lease lock (held until Complete), then its
+// record lock, re-reads the record and renames it from queued/ to
+// claimed/. Of processes racing for one job exactly one rename succeeds;
+// the others move on to the next candidate.
+func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
+	if err := s.enter(ctx, "claim"); err != nil {
+		return jobstore.Job{}, err
+	}
+	if err := jobstore.ValidateWorker(req.Worker); err != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", err)
+	}
+	for _, k := range req.Kinds {
+		if err := jobstore.ValidateKind(k); err != nil {
+			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", err)
+		}
+	}
+	s.mu.Lock()
+	seq := s.workSeq
+	s.mu.Unlock()
+	if _, err := s.refreshCands(); err != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: claim: scan queue: %w", err)
+	}
+	tried := make(map[string]bool)
+	for {
+		if err := ctx.Err(); err != nil {
+			return jobstore.Job{}, err
+		}
+		now := time.Now()
+		id, next := s.pick(req, now, tried)
+		if id == "" {
+			s.mu.Lock()
+			if s.noJobSeq < seq {
+				s.noJobSeq = seq
+			}
+			s.mu.Unlock()
+			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", &jobstore.NoJobError{NextRunAt: next})
+		}
+		tried[id] = true
+		j, ok, err := s.claimOne(ctx, id, req, now)
+		if err != nil {
+			return jobstore.Job{}, fmt.Errorf("filestore: claim %s: %w", id, err)
+		}
+		if ok {
+			return j, nil
+		}
+	}
+}
+
+// pick returns the best due candidate req accepts that is not in tried,
+// or "" and the earliest RunAt among accepted candidates not yet due.
+func (s *Store) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]bool) (string, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best jobstore.Job
+	var next time.Time
+	for id, c := range s.cands {
+		if tried[id] || !req.Accepts(c.kind) {
+			continue
+		}
+		if c.runAt.After(now) {
+			if next.IsZero() || c.runAt.Before(next) {
+				next = c.runAt
+			}
+			continue
+		}
+		j := jobstore.Job{ID: id, Priority: c.priority, RunAt: c.runAt}
+		if best.ID == "" || jobstore.ClaimOrder(j, best) {
+			best = j
+		}
+	}
+	return best.ID, next
+}
+
+// claimOne tries to claim candidate id. It returns ok=false, with no
+// error, when the job is not claimable after all (someone else holds or
+// took it, it is not due, or it is gone); the candidate set is corrected.
+func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimRequest, now time.Time) (jobstore.Job, bool, error) {
+	lp := s.leasePath(id)
+	// Lease before record, always: the lease is what tells other processes
+	// this claimant is alive, so it is held before the job is visible in
+	// claimed/.
+	h, ok, err := tryLease(s, lp)
+	if err != nil || !ok {
+		return jobstore.Job{}, false, err
+	}
+	claimed := false
+	defer func() {
+		if !claimed {
+			releaseLease(lp, h)
+		}
+	}()
+	unlock, err := s.lockJob(ctx, id, true)
+	if errors.Is(err, jobstore.ErrNotFound) {
+		s.dropCand(id)
+		return jobstore.Job{}, false, nil
+	}
+	if err != nil {
+		return jobstore.Job{}, false, err
+	}
+	defer unlock()
+	rec, err := s.readJob(id, true)
+	if err != nil {
+		s.dropCand(id)
+		if errors.Is(err, jobstore.ErrNotFound) || errors.Is(err, jobstore.ErrCorrupt) {
+			if errors.Is(err, jobstore.ErrCorrupt) {
+				s.log.Warn("filestore: skipping corrupt record", "err", err)
+			}
+			return jobstore.Job{}, false, nil
+		}
+		return jobstore.Job{}, false, err
+	}
+	if rec.dir != dirQueued || rec.Job.State != jobstore.StateQueued {
+		s.dropCand(id)
+		return jobstore.Job{}, false, nil
+	}
+	if !rec.Job.Due(now) || !req.Accepts(rec.Job.Kind) {
+		s.mu.Lock()
+		s.cands[id] = candOf(rec.Job)
+		s.mu.Unlock()
+		return jobstore.Job{}, false, nil
+	}
+	j, err := jobstore.ApplyClaim(rec.Job, req.Worker, now)
+	if err != nil {
+		return jobstore.Job{}, false, err
+	}
+	qp, cp := s.recordPath(dirQueued, id), s.recordPath(dirClaimed, id)
+	if err := s.fs.Rename(qp, cp); err != nil {
+		return jobstore.Job{}, false, fmt.Errorf("move to claimed/: %w", err)
+	}
+	s.dropCand(id)
+	// No directory fsync: a claim lost in a power cut only lets the job run
+	// again, and its worker did not survive the power cut either. The file
+	// itself is fsynced, so the claimed/ entry is never an empty file.
+	if err := s.writeRecord(dirClaimed, envelope{Format: FormatVersion, Rev: rec.Rev + 1, Job: j}); err != nil {
+		// Put it back as it was; if even that fails, the queued-state record
+		// in claimed/ is moved back by recovery once this lease is released.
+		if rerr := s.fs.Rename(cp, qp); rerr == nil {
+			s.setCand(rec.Job)
+		}
+		return jobstore.Job{}, false, err
+	}
+	setLease(h, j.Lease())
+	claimed = true
+	return j, true, nil
+}
+
+func (s *Store) dropCand(id string) {
+	s.mu.Lock()
+	delete(s.cands, id)
+	s.mu.Unlock()
+}
+
+// AwaitWork blocks until a job may have become claimable: a submit, a
+// requeue or a retry in any process (seen through filesystem events or the
+// poll), or the RunAt of a queued job. It may return nil spuriously.
+func (s *Store) AwaitWork(ctx context.Context) error {
+	if err := s.enter(ctx, "await work"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.workSeq != s.noJobSeq {
+		s.noJobSeq = s.workSeq
+		s.mu.Unlock()
+		return nil
+	}
+	work := s.work
+	now := time.Now()
+	var next time.Time
+	for _, c := range s.cands {
+		if c.runAt.After(now) && (next.IsZero() || c.runAt.Before(next)) {
+			next = c.runAt
+		}
+	}
+	s.mu.Unlock()
+	var due <-chan time.Time
+	if !next.IsZero() {
+		t := time.NewTimer(time.Until(next))
+		defer t.Stop()
+		due = t.C
+	}
+	poll := time.NewTimer(s.opts.PollInterval)
+	defer poll.Stop()
+	select {
+	case <-work:
+	case <-due:
+	case <-poll.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closed:
+		return fmt.Errorf("filestore: await work: %w", jobstore.ErrClosed)
+	}
+	return nil
+}

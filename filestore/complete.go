@@ -1,0 +1,122 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Complete ends the attempt that lease holds with outcome o. Only the
+// process that claimed the job (and still holds its lease lock) can
+// complete it. The new record is written into done/ (or queued/ for a
+// retry) and that directory fsynced before the claimed/ entry is removed
+// and the lease lock released, so the outcome is durable when Complete
+// returns.
+func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
+	if err := s.enter(ctx, "complete"); err != nil {
+		return jobstore.Job{}, err
+	}
+	if err := jobstore.ValidateID(lease.ID); err != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)
+	}
+	if o.Error == "" {
+		if err := jobstore.ValidatePayload(o.Result, s.opts.MaxPayload); err != nil {
+			return jobstore.Job{}, fmt.Errorf("filestore: complete %s: result: %w", lease.ID, err)
+		}
+	}
+	lp := s.leasePath(lease.ID)
+	h, held := heldLease(lp)
+	if !held || h.lease != lease {
+		return jobstore.Job{}, s.notHeld(ctx, "complete", lease)
+	}
+	unlock, err := s.lockJob(ctx, lease.ID, true)
+	if err != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)
+	}
+	rec, err := s.readJob(lease.ID, true)
+	if err != nil {
+		unlock()
+		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)
+	}
+	if rec.dir != dirClaimed || !rec.Job.Holds(lease) {
+		unlock()
+		releaseLease(lp, h)
+		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w: job %s is %s, attempt %d by %q",
+			jobstore.ErrNotHeld, lease.ID, rec.Job.State, rec.Job.Attempt, rec.Job.Worker)
+	}
+	j, err := jobstore.ApplyOutcome(rec.Job, lease, o, time.Now(), s.opts.Backoff)
+	if err != nil {
+		unlock()
+		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)
+	}
+	if _, err := s.store(rec, j, true); err != nil {
+		unlock()
+		return jobstore.Job{}, fmt.Errorf("filestore: complete %s: %w", lease.ID, err)
+	}
+	unlock()
+	// Only now, with the record out of claimed/, may another process take
+	// the lease lock: it would otherwise see a claimed job without a live
+	// holder.
+	releaseLease(lp, h)
+	s.setCand(j)
+	return j, nil
+}
+
+// notHeld returns the ErrNotHeld for a lease this process does not hold,
+// naming who holds the job now.
+func (s *Store) notHeld(ctx context.Context, op string, lease jobstore.Lease) error {
+	j, err := s.get(ctx, lease.ID)
+	if err != nil {
+		if errors.Is(err, jobstore.ErrNotFound) {
+			return fmt.Errorf("filestore: %s: %w: %w", op, jobstore.ErrNotHeld, err)
+		}
+		return err
+	}
+	if j.Holds(lease) {
+		return fmt.Errorf("filestore: %s: %w: job %s attempt %d is held by another process (only the process that claimed a job can complete it)",
+			op, jobstore.ErrNotHeld, lease.ID, lease.Attempt)
+	}
+	return fmt.Errorf("filestore: %s: %w: job %s is %s, attempt %d by %q; lease is attempt %d by %q",
+		op, jobstore.ErrNotHeld, lease.ID, j.State, j.Attempt, j.Worker, lease.Attempt, lease.Worker)
+}
+
+// WatchCancel blocks until Cancel is requested for the attempt that lease
+// holds, from this process or any other, and returns nil. It re-reads the
+// record whenever an event touches the job (a cancel rewrites the record in
+// claimed/, which inotify reports within microseconds) and at least every
+// PollInterval. Returns ErrNotHeld once the lease no longer holds the job.
+func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
+	if err := s.enter(ctx, "watch cancel"); err != nil {
+		return err
+	}
+	if err := jobstore.ValidateID(lease.ID); err != nil {
+		return fmt.Errorf("filestore: watch cancel: %w", err)
+	}
+	for {
+		ch, stop := s.watchJob(lease.ID)
+		j, err := s.get(ctx, lease.ID)
+		if err != nil {
+			stop()
+			if errors.Is(err, jobstore.ErrNotFound) {
+				return fmt.Errorf("filestore: watch cancel: %w: %w", jobstore.ErrNotHeld, err)
+			}
+			return err
+		}
+		if !j.Holds(lease) {
+			stop()
+			return fmt.Errorf("filestore: watch cancel: %w: job %s is %s, attempt %d", jobstore.ErrNotHeld, j.ID, j.State, j.Attempt)
+		}
+		if j.CancelRequested {
+			stop()
+			return nil
+		}
+		err = s.wait(ctx, "watch cancel", ch)
+		stop()
+		if err != nil {
+			return err
+		}
+	}
+}

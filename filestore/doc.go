@@ -1,0 +1,59 @@
+// Package filestore is a jobstore.Store kept in a directory that several
+// processes on one machine share: a CLI submitting jobs, workers claiming
+// them, a server answering status queries, all opening the same directory
+// with no server to coordinate them.
+//
+// Each job is one JSON record file in the directory of its state group:
+// queued/, claimed/ (running) or done/ (succeeded, failed, canceled). A
+// claim is rename(2) from queued/ into claimed/; an idempotency key is a
+// file in keys/ published with link(2); every record has its own lock file
+// in locks/. docs/format.md describes the layout and, for every operation,
+// the order of its locks, writes, renames and fsyncs; docs/claim-semantics.md
+// explains why claiming is safe.
+//
+// # Guarantees
+//
+//   - Every read goes to disk under a shared flock of the job's lock file;
+//     every change holds it exclusively. Nothing is served from memory.
+//   - Of any number of goroutines and processes claiming at once, exactly
+//     one gets each attempt of each job.
+//   - Of any number of processes submitting one key at once, exactly one
+//     creates the job; the others get it with created=false.
+//   - A worker's claim is a lease that dies with its process: the claimant
+//     holds the job's lease lock (flock) for the whole attempt, the kernel
+//     releases it when the process dies, and any live Store then queues the
+//     job again (attempt counted) within about a second
+//     (Options.RecoverInterval), or at the next Open.
+//   - Cancel and Wait work across processes: a cancel reaches the running
+//     worker's WatchCancel, and Wait returns when another process finishes
+//     the job, both driven by inotify events within milliseconds, with a
+//     poll (Options.PollInterval) as the fallback.
+//   - Submit, Complete, Cancel, Retry and Prune are durable when they
+//     return (files and directories fsynced) unless Options.NoSync.
+//   - A process killed at any instant leaves a store that opens cleanly,
+//     has lost no job whose Submit returned, holds at most one job per key
+//     and has no job stuck running.
+//   - Corrupt, truncated or foreign files are reported with their path
+//     (wrapping jobstore.ErrCorrupt), skipped by List (Page.Errors), and
+//     never crash the process; symbolic links are never followed.
+//   - No hot path (Submit, Claim, Get, Complete, Cancel) lists a directory
+//     whose size grows with history, and memory never holds payloads or
+//     results.
+//
+// # Caveats
+//
+//   - One machine only. flock, rename and inotify do not hold across NFS,
+//     SMB/CIFS, FUSE or Ceph clients; Open refuses those filesystems unless
+//     Options.AllowUnsafeFilesystem. Kubernetes pods may share a store only
+//     on one node (a ReadWriteOnce volume, never ReadWriteMany).
+//   - All of the directory must be one mount: renames across mounts fail.
+//   - A hung but live worker keeps its job forever: flock has no expiry,
+//     so a SIGSTOPped or deadlocked process is not a dead one. Bound
+//     attempts with Job.Timeout in the runner.
+//   - A job may run more than once: if its worker dies mid-attempt, the job
+//     runs again elsewhere. Handlers must be idempotent.
+//   - Only the process that claimed a job can complete it (it holds the
+//     lease lock); Close releases the leases of the jobs a Store still
+//     holds, which are then recovered like a dead worker's.
+//   - Stats and Prune read done/, whose size grows with history.
+package filestore

@@ -1,0 +1,346 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+)
+
+// ProblemKind classifies a Problem.
+type ProblemKind string
+
+// The kinds of problem Fsck reports. All but ProblemCorrupt,
+// ProblemUnexpected and ProblemDuplicateKey are what a crash leaves behind
+// and what Open repairs.
+const (
+	// ProblemCorrupt is a record or key file that cannot be read: truncated,
+	// not JSON, a symbolic link or a directory. Never removed automatically.
+	ProblemCorrupt ProblemKind = "corrupt"
+	// ProblemUnexpected is a file in a state directory whose name is not
+	// <job id>.json. Left alone.
+	ProblemUnexpected ProblemKind = "unexpected-file"
+	// ProblemTempFile is a temporary file of a writer that is gone.
+	ProblemTempFile ProblemKind = "temp-file"
+	// ProblemStaleCopy is an older copy of a record left in a second state
+	// directory by an interrupted move; the copy with the higher revision
+	// wins and the other is removed.
+	ProblemStaleCopy ProblemKind = "stale-copy"
+	// ProblemDanglingKey is a key file whose job has no record: its
+	// submitter died before publishing it, or a prune was interrupted. The
+	// key file is removed (rolled back).
+	ProblemDanglingKey ProblemKind = "dangling-key"
+	// ProblemMissingKey is a job with a key but no key file naming it (only
+	// possible after a power cut with NoSync, or by hand). The key file is
+	// created.
+	ProblemMissingKey ProblemKind = "missing-key"
+	// ProblemDuplicateKey is a job whose key file names another existing
+	// job. Reported only.
+	ProblemDuplicateKey ProblemKind = "duplicate-key"
+	// ProblemMisplaced is a record in a state directory that does not match
+	// its state. It is moved where it belongs.
+	ProblemMisplaced ProblemKind = "misplaced"
+	// ProblemDeadWorker is a job in claimed/ whose lease lock is free: its
+	// worker is dead. It is recovered (queued again or failed).
+	ProblemDeadWorker ProblemKind = "dead-worker"
+)
+
+// Problem is one finding of Fsck.
+type Problem struct {
+	// Kind classifies the problem.
+	Kind ProblemKind
+	// Path is the file concerned.
+	Path string
+	// ID is the job concerned, if known.
+	ID string
+	// Detail says what is wrong, for a person.
+	Detail string
+	// Repaired is true if Fsck (with repair) fixed it.
+	Repaired bool
+}
+
+func (p Problem) String() string {
+	s := fmt.Sprintf("%s: %s: %s", p.Kind, p.Path, p.Detail)
+	if p.Repaired {
+		s += " (repaired)"
+	}
+	return s
+}
+
+// Report is the result of Fsck.
+type Report struct {
+	// Records counts the job records read.
+	Records int
+	// Problems lists what Fsck found.
+	Problems []Problem
+}
+
+// OK reports whether Fsck found nothing wrong, or repaired everything it
+// found.
+func (r Report) OK() bool {
+	for _, p := range r.Problems {
+		if !p.Repaired {
+			return false
+		}
+	}
+	return true
+}
+
+// Fsck checks the whole store: every record, key file and temp file. With
+// repair it fixes what a crash can leave behind (the same repairs Open
+// makes) plus misplaced records and missing key files; corrupt records and
+// unexpected files are only reported, with their paths. Unknown entries at
+// the top level of the directory (such as logs/) are not the store's and
+// are ignored. It is safe to run while other processes use the store.
+func (s *Store) Fsck(ctx context.Context, repair bool) (Report, error) {
+	if err := s.enter(ctx, "fsck"); err != nil {
+		return Report{}, err
+	}
+	r, err := s.check(ctx, repair, true)
+	if err != nil {
+		return r, fmt.Errorf("filestore: fsck: %w", err)
+	}
+	return r, nil
+}
+
+// repairAtOpen is the Open step that repairs what crashes left: temp files
+// are already swept; it removes stale copies, rolls back dangling key files
+// and recovers dead workers' jobs. It reads only records that appear in
+// two directories, so its cost is a listing of each directory.
+func (s *Store) repairAtOpen(ctx context.Context) error {
+	r, err := s.check(ctx, true, false)
+	for _, p := range r.Problems {
+		s.log.Warn("filestore: open: "+p.String(), "id", p.ID)
+	}
+	return err
+}
+
+// check is Fsck; with full unset it skips reading every record.
+func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
+	var r Report
+	add := func(p Problem) { r.Problems = append(r.Problems, p) }
+	if full {
+		tmps, err := s.sweep(repair)
+		if err != nil {
+			return r, err
+		}
+		for _, p := range tmps {
+			add(Problem{Kind: ProblemTempFile, Path: p, Detail: "left by a writer that is gone", Repaired: repair})
+		}
+	}
+	if err := s.checkKeys(ctx, repair, &r); err != nil {
+		return r, err
+	}
+	where := make(map[string][]string)
+	var ids []string
+	for _, d := range stateDirs {
+		dirIDs, bad, err := s.listDir(d)
+		if err != nil {
+			return r, err
+		}
+		for _, e := range bad {
+			var ce *CorruptError
+			if errors.As(e, &ce) {
+				add(Problem{Kind: ProblemUnexpected, Path: ce.Path, Detail: ce.Reason})
+			}
+		}
+		for _, id := range dirIDs {
+			if where[id] == nil {
+				ids = append(ids, id)
+			}
+			where[id] = append(where[id], d)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		if !full && len(where[id]) < 2 {
+			continue
+		}
+		if err := s.checkRecord(ctx, id, repair, &r); err != nil {
+			return r, err
+		}
+	}
+	dead, err := s.recoverDead(ctx, repair)
+	r.Problems = append(r.Problems, dead...)
+	return r, err
+}
+
+// checkRecord checks the copies of one job's record and its key file.
+func (s *Store) checkRecord(ctx context.Context, id string, repair bool, r *Report) error {
+	unlock, err := lockRecord(ctx, s.lockPath(id), repair, true, s.filePerm)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := s.locate(id)
+	if err != nil {
+		return err
+	}
+	for _, e := range f.corrupt {
+		var ce *CorruptError
+		if errors.As(e, &ce) {
+			r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: ce.Path, ID: id, Detail: ce.Reason})
+		}
+	}
+	if !f.ok {
+		return nil
+	}
+	r.Records++
+	for _, p := range f.stale {
+		r.Problems = append(r.Problems, Problem{Kind: ProblemStaleCopy, Path: p, ID: id,
+			Detail: fmt.Sprintf("older copy; %s/ has revision %d", f.rec.dir, f.rec.Rev), Repaired: repair})
+	}
+	if repair {
+		s.removeStale(f)
+	}
+	rec := f.rec
+	if want := dirOf(rec.Job.State); rec.dir != want && rec.dir != dirClaimed {
+		// A record in claimed/ that is not running is recovery's to move,
+		// once its lease is free.
+		p := Problem{Kind: ProblemMisplaced, Path: rec.recordPathIn(s), ID: id,
+			Detail: fmt.Sprintf("a %s job belongs in %s/", rec.Job.State, want)}
+		if repair {
+			if err := s.fs.Rename(rec.recordPathIn(s), s.recordPath(want, id)); err != nil {
+				return err
+			}
+			if err := s.syncDir(want); err != nil {
+				return err
+			}
+			p.Repaired = true
+			s.setCand(rec.Job)
+		}
+		r.Problems = append(r.Problems, p)
+	}
+	if rec.Job.Key == "" {
+		return nil
+	}
+	hash := keyName(rec.Job.Key)
+	kp := s.keyPath(hash)
+	env, err := s.readKeyFile(kp)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		p := Problem{Kind: ProblemMissingKey, Path: kp, ID: id, Detail: fmt.Sprintf("job %s has key %q but no key file", id, rec.Job.Key)}
+		if repair {
+			if err := s.relinkKey(rec, kp); err != nil {
+				return err
+			}
+			p.Repaired = true
+		}
+		r.Problems = append(r.Problems, p)
+	case err != nil:
+		// checkKeys reported it.
+	case env.Job.ID != id:
+		r.Problems = append(r.Problems, Problem{Kind: ProblemDuplicateKey, Path: kp, ID: id,
+			Detail: fmt.Sprintf("job %s has key %q, which belongs to job %s", id, rec.Job.Key, env.Job.ID)})
+	}
+	return nil
+}
+
+// relinkKey publishes a key file for rec, as Submit would have.
+func (s *Store) relinkKey(rec record, kp string) error {
+	data, err := encodeRecord(rec.envelope)
+	if err != nil {
+		return err
+	}
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.sync())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.fs.Remove(tmp) }()
+	if err := s.fs.Link(tmp, kp); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return s.syncDir(dirKeys)
+}
+
+// checkKeys rolls back key files whose job has no record, and reports
+// corrupt ones.
+func (s *Store) checkKeys(ctx context.Context, repair bool, r *Report) error {
+	ents, err := os.ReadDir(filepath.Join(s.dir, dirKeys))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := e.Name()
+		kp := filepath.Join(s.dir, dirKeys, name)
+		hash, ok := strings.CutSuffix(name, recordExt)
+		if !ok || len(hash) != 64 {
+			if !strings.HasPrefix(name, ".") {
+				r.Problems = append(r.Problems, Problem{Kind: ProblemUnexpected, Path: kp, Detail: "unexpected file name (want <sha256 hex>.json)"})
+			}
+			continue
+		}
+		env, err := s.readKeyFile(kp)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: kp, Detail: ce.Reason})
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		id := env.Job.ID
+		if keyName(env.Job.Key) != hash {
+			r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: kp, ID: id, Detail: "key file name does not match its key"})
+			continue
+		}
+		// Cheap test first: a record in any state directory means the key
+		// file is in use.
+		exists := false
+		for _, d := range stateDirs {
+			if _, err := os.Lstat(s.recordPath(d, id)); err == nil {
+				exists = true
+				break
+			}
+		}
+		if exists {
+			continue
+		}
+		if err := s.checkDangling(ctx, hash, id, repair, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool, r *Report) error {
+	// Exclusive even without repair: a submitter holds it until its record
+	// is published, so this waits instead of reporting a submit in flight.
+	unlock, err := lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := s.locate(id)
+	if err != nil {
+		return err
+	}
+	if f.ok || len(f.corrupt) > 0 {
+		return nil
+	}
+	p := Problem{Kind: ProblemDanglingKey, Path: s.keyPath(hash), ID: id, Detail: fmt.Sprintf("job %s was never published or was pruned", id)}
+	if repair {
+		if err := s.removeKeyFile(hash, id); err != nil {
+			return err
+		}
+		_ = s.fs.Remove(s.lockPath(id))
+		p.Repaired = true
+	}
+	r.Problems = append(r.Problems, p)
+	return nil
+}
+

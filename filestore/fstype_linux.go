@@ -1,0 +1,53 @@
+//go:build linux
+
+package filestore
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Filesystem magic numbers from statfs(2).
+const (
+	magicNFS     = 0x6969
+	magicSMB2    = 0xfe534d42
+	magicCIFS    = 0xff534d42
+	magicFUSE    = 0x65735546
+	magicCeph    = 0x00c36400
+	magicOverlay = 0x794c7630
+)
+
+// checkFilesystem refuses filesystems where flock, rename and inotify do
+// not hold across clients, and warns on overlayfs.
+func (s *Store) checkFilesystem(context.Context) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.dir, &st); err != nil {
+		return fmt.Errorf("statfs: %w", err)
+	}
+	name := ""
+	switch uint32(st.Type) {
+	case magicNFS:
+		name = "NFS"
+	case magicSMB2:
+		name = "SMB2"
+	case magicCIFS:
+		name = "CIFS"
+	case magicFUSE:
+		name = "FUSE"
+	case magicCeph:
+		name = "Ceph"
+	case magicOverlay:
+		s.log.Warn("filestore: the store is on overlayfs (a container's writable layer?): inotify events may be missed and data is lost with the container; mount a volume instead", "dir", s.dir)
+		return nil
+	default:
+		return nil
+	}
+	if s.opts.AllowUnsafeFilesystem {
+		s.log.Warn("filestore: opening on an unsafe filesystem as Options.AllowUnsafeFilesystem asks", "dir", s.dir, "fs", name)
+		return nil
+	}
+	return fmt.Errorf("%w: %s is on %s, where file locks, atomic renames and change notifications do not hold across clients, so two processes could run one job; use a local filesystem, or set Options.AllowUnsafeFilesystem if only one process on one machine will ever use it",
+		ErrUnsupportedFilesystem, s.dir, name)
+}

@@ -1,0 +1,193 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+
+	"github.com/gofrs/flock"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// flock(2) locks belong to an open file description: two handles on one
+// lock file in one process conflict just as two processes do, so a
+// goroutine waiting on a second handle for a lock its process already holds
+// would wait forever. The tables below keep at most one handle per lock file
+// per process, shared by every Store of the process, with an in-process
+// semaphore in front of each record lock.
+
+// recordLocks is the process-wide table of record locks, by lock file path.
+var recordLocks = struct {
+	sync.Mutex
+	m map[string]*recordLockEntry
+}{m: make(map[string]*recordLockEntry)}
+
+type recordLockEntry struct {
+	sem  chan struct{} // capacity 1: holds the in-process turn
+	refs int
+}
+
+// lockRecord takes the record lock at path: exclusive for a
+// read-modify-write, shared for a read. If create is false and the lock
+// file does not exist, it returns an error matching fs.ErrNotExist (a job
+// without a lock file does not exist: Submit creates the lock file before
+// the record, and Prune deletes the record before the lock file). The
+// returned function releases the lock.
+func lockRecord(ctx context.Context, path string, exclusive, create bool, perm os.FileMode) (func(), error) {
+	recordLocks.Lock()
+	e := recordLocks.m[path]
+	if e == nil {
+		e = &recordLockEntry{sem: make(chan struct{}, 1)}
+		recordLocks.m[path] = e
+	}
+	e.refs++
+	recordLocks.Unlock()
+	drop := func() {
+		recordLocks.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(recordLocks.m, path)
+		}
+		recordLocks.Unlock()
+	}
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	}
+	fl, err := flockPath(path, exclusive, create, perm)
+	if err != nil {
+		<-e.sem
+		drop()
+		return nil, err
+	}
+	return func() {
+		_ = fl.Unlock()
+		<-e.sem
+		drop()
+	}, nil
+}
+
+// flockPath opens and locks path (blocking), and makes sure the lock is on
+// the inode the path names now: Prune deletes lock files, and a process
+// that opened the file just before that would otherwise lock an orphan
+// inode (gofrs/flock #8, #41).
+func flockPath(path string, exclusive, create bool, perm os.FileMode) (*flock.Flock, error) {
+	flag := os.O_RDONLY
+	if create {
+		flag |= os.O_CREATE
+	}
+	for {
+		fl := flock.New(path, flock.SetFlag(flag|noFollow), flock.SetPermissions(perm))
+		var err error
+		if exclusive {
+			err = fl.Lock()
+		} else {
+			err = fl.RLock()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if ok, err := sameInode(fl, path); err != nil || !ok {
+			_ = fl.Unlock()
+			if err != nil && !(create && errors.Is(err, fs.ErrNotExist)) {
+				return nil, fmt.Errorf("lock %s: %w", path, err)
+			}
+			continue
+		}
+		return fl, nil
+	}
+}
+
+func sameInode(fl *flock.Flock, path string) (bool, error) {
+	held, err := fl.Stat()
+	if err != nil {
+		return false, err
+	}
+	now, err := os.Lstat(path)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(held, now), nil
+}
+
+// leases is the process-wide table of held lease locks, by lock file path.
+// A claimant holds its job's lease lock for the whole attempt; the kernel
+// drops it when the process dies, which is how other processes tell a dead
+// worker from a live one.
+var leases = struct {
+	sync.Mutex
+	m map[string]*leaseHold
+}{m: make(map[string]*leaseHold)}
+
+type leaseHold struct {
+	fl    *flock.Flock
+	owner *Store
+	lease jobstore.Lease // zero until the claim is written
+}
+
+// tryLease takes the lease lock at path without blocking. It returns
+// false, nil if any process, this one included, holds it.
+func tryLease(s *Store, path string) (*leaseHold, bool, error) {
+	leases.Lock()
+	defer leases.Unlock()
+	if _, held := leases.m[path]; held {
+		return nil, false, nil
+	}
+	fl := flock.New(path, flock.SetFlag(os.O_RDONLY|os.O_CREATE|noFollow), flock.SetPermissions(s.filePerm))
+	ok, err := fl.TryLock()
+	if err != nil {
+		return nil, false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	if same, err := sameInode(fl, path); err != nil || !same {
+		// The file was pruned under us: the job is gone, nothing to lease.
+		_ = fl.Unlock()
+		return nil, false, nil
+	}
+	h := &leaseHold{fl: fl, owner: s}
+	leases.m[path] = h
+	return h, true, nil
+}
+
+// releaseLease unlocks the lease lock at path if h still holds it.
+func releaseLease(path string, h *leaseHold) {
+	leases.Lock()
+	defer leases.Unlock()
+	if leases.m[path] == h {
+		delete(leases.m, path)
+		_ = h.fl.Unlock()
+	}
+}
+
+// heldLease returns this process's hold of the lease lock at path.
+func heldLease(path string) (*leaseHold, bool) {
+	leases.Lock()
+	defer leases.Unlock()
+	h, ok := leases.m[path]
+	return h, ok
+}
+
+// setLease records which attempt h holds.
+func setLease(h *leaseHold, l jobstore.Lease) {
+	leases.Lock()
+	h.lease = l
+	leases.Unlock()
+}
+
+// releaseOwned releases every lease lock that s holds; Close calls it.
+func releaseOwned(s *Store) {
+	leases.Lock()
+	defer leases.Unlock()
+	for p, h := range leases.m {
+		if h.owner == s {
+			delete(leases.m, p)
+			_ = h.fl.Unlock()
+		}
+	}
+}

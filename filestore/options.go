@@ -1,0 +1,97 @@
+package filestore
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Options configures a Store. A nil *Options is the same as a zero Options;
+// every field documents what its zero value means.
+type Options struct {
+	// NoSync skips every fsync. A crash of the machine (not of the process)
+	// may then lose or resurrect jobs. Zero: durable, every Submit and
+	// Complete is on disk before it returns.
+	NoSync bool
+	// MaxPayload limits the size in bytes of a payload and of a result.
+	// Zero means jobstore.DefaultMaxPayload.
+	MaxPayload int
+	// Backoff sets the delay before a failed job's next attempt. Nil means
+	// jobstore.Backoff.
+	Backoff jobstore.BackoffFunc
+	// GroupAccess creates directories 0770 and files 0660 so that processes
+	// of one group can share the store. Zero: 0700 and 0600.
+	GroupAccess bool
+	// AllowUnsafeFilesystem opens the store on NFS, SMB/CIFS, FUSE or Ceph,
+	// where flock, rename and inotify do not give the guarantees the store
+	// relies on. Zero: Open refuses such filesystems with
+	// ErrUnsupportedFilesystem.
+	AllowUnsafeFilesystem bool
+	// RecoverInterval is how often the store looks for jobs whose worker
+	// died. Zero means 250ms, so a dead worker's job is queued again within
+	// about one second.
+	RecoverInterval time.Duration
+	// PollInterval is how often Wait, WatchCancel and AwaitWork re-read the
+	// disk when no filesystem event arrives, in case events were lost. Zero
+	// means 1s.
+	PollInterval time.Duration
+	// Logger receives warnings (unusual filesystem, corrupt records found,
+	// recovered jobs). Nil means silent.
+	Logger *slog.Logger
+
+	// fs replaces the file operations; tests use it to inject failures.
+	fs fileOps
+}
+
+// Defaults used for zero Options fields.
+const (
+	DefaultRecoverInterval = 250 * time.Millisecond
+	DefaultPollInterval    = time.Second
+)
+
+// FormatVersion is the on-disk format this package reads and writes. It is
+// recorded in the FORMAT file of every store directory.
+const FormatVersion = 1
+
+// Errors returned by Open. Test for them with errors.Is.
+var (
+	// ErrUnsupportedFilesystem is returned by Open when the directory is on
+	// a network or userspace filesystem (NFS, SMB/CIFS, FUSE, Ceph) where
+	// the store cannot keep its guarantees, unless
+	// Options.AllowUnsafeFilesystem is set.
+	ErrUnsupportedFilesystem = errors.New("filestore: unsupported filesystem")
+	// ErrFormatTooNew is returned by Open when the directory was written by
+	// a newer version of the store, whose format this code does not know.
+	ErrFormatTooNew = errors.New("filestore: store format is newer than this program supports")
+	// ErrNotStore is returned by Open when the directory holds a FORMAT file
+	// that is not a jobdir store's.
+	ErrNotStore = errors.New("filestore: not a jobdir store")
+)
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = jobstore.DefaultMaxPayload
+	}
+	if c.Backoff == nil {
+		c.Backoff = jobstore.Backoff
+	}
+	if c.RecoverInterval <= 0 {
+		c.RecoverInterval = DefaultRecoverInterval
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.fs == nil {
+		c.fs = osFS{}
+	}
+	return c
+}

@@ -1,0 +1,88 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Prune deletes terminal jobs that finished more than olderThan ago. For
+// each it removes, under the exclusive record lock, the record (and fsyncs
+// done/), then the key file, then the lock files: the record is the truth
+// of a job's existence, so a crash part way leaves at worst a key file or
+// lock file without a record, which is rolled back. It lists done/, whose
+// size grows with history: prune steadily rather than rarely.
+func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error) {
+	if err := s.enter(ctx, "prune"); err != nil {
+		return 0, err
+	}
+	if olderThan < 0 {
+		return 0, fmt.Errorf("filestore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
+	}
+	cutoff := time.Now().Add(-olderThan)
+	ids, _, err := s.listDir(dirDone)
+	if err != nil {
+		return 0, fmt.Errorf("filestore: prune: %w", err)
+	}
+	n := 0
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		ok, err := s.pruneOne(ctx, id, cutoff)
+		if err != nil {
+			return n, fmt.Errorf("filestore: prune %s: %w", id, err)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time) (bool, error) {
+	unlock, err := s.lockJob(ctx, id, true)
+	if errors.Is(err, jobstore.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	rec, err := s.readJob(id, true)
+	if errors.Is(err, jobstore.ErrNotFound) || errors.Is(err, jobstore.ErrCorrupt) {
+		return false, nil // gone, or for Fsck to report
+	}
+	if err != nil {
+		return false, err
+	}
+	if rec.dir != dirDone || !rec.Job.Prunable(cutoff) {
+		return false, nil
+	}
+	if err := s.fs.Remove(s.recordPath(dirDone, id)); err != nil {
+		return false, err
+	}
+	// Durable before the key file goes: a record that came back after a
+	// power cut without its key file would let a second job take the key.
+	if err := s.syncDir(dirDone); err != nil {
+		return false, err
+	}
+	if rec.Job.Key != "" {
+		if err := s.removeKeyFile(keyName(rec.Job.Key), id); err != nil {
+			return true, err
+		}
+	}
+	// Lock files go last, while the record lock is held; whoever opened
+	// them before finds, after locking, that the path names another inode
+	// (or none) and starts over.
+	for _, p := range []string{s.leasePath(id), s.lockPath(id)} {
+		if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return true, err
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,212 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Get reads job id from disk under its shared record lock.
+func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
+	if err := s.enter(ctx, "get"); err != nil {
+		return jobstore.Job{}, err
+	}
+	if err := jobstore.ValidateID(id); err != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: get: %w", err)
+	}
+	j, err := s.get(ctx, id)
+	if err != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: get: %w", err)
+	}
+	return j, nil
+}
+
+// get reads a valid job ID's record under its shared lock.
+func (s *Store) get(ctx context.Context, id string) (jobstore.Job, error) {
+	unlock, err := s.lockJob(ctx, id, false)
+	if err != nil {
+		return jobstore.Job{}, err
+	}
+	defer unlock()
+	rec, err := s.readJob(id, false)
+	if err != nil {
+		return jobstore.Job{}, err
+	}
+	return rec.Job, nil
+}
+
+// dirsFor returns the state directories that can hold jobs in states (all
+// of them for none).
+func dirsFor(states []jobstore.State) []string {
+	if len(states) == 0 {
+		return stateDirs
+	}
+	var dirs []string
+	for _, d := range stateDirs {
+		for _, st := range states {
+			if dirOf(st) == d {
+				dirs = append(dirs, d)
+				break
+			}
+		}
+	}
+	return dirs
+}
+
+// listDir returns the job IDs in state directory dir, and a *CorruptError
+// for each entry that is not <id>.json.
+func (s *Store) listDir(dir string) ([]string, []error, error) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, dir))
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := make([]string, 0, len(ents))
+	var bad []error
+	for _, e := range ents {
+		if id, ok := idFromName(e.Name()); ok {
+			ids = append(ids, id)
+			continue
+		}
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // a temp file of a tool that stages next to its target
+		}
+		bad = append(bad, &CorruptError{Path: filepath.Join(s.dir, dir, e.Name()), Reason: "unexpected file name (want <job id>.json)"})
+	}
+	return ids, bad, nil
+}
+
+// List returns one page of jobs. It lists only the state directories the
+// filter needs (listing queued or running jobs never reads finished ones)
+// and reads each job under its shared lock. Records that cannot be read
+// are skipped and reported in Page.Errors.
+func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.Page, error) {
+	if err := s.enter(ctx, "list"); err != nil {
+		return jobstore.Page{}, err
+	}
+	opts, err := opts.Normalize()
+	if err != nil {
+		return jobstore.Page{}, fmt.Errorf("filestore: list: %w", err)
+	}
+	var page jobstore.Page
+	seen := make(map[string]bool)
+	var ids []string
+	for _, d := range dirsFor(opts.States) {
+		dirIDs, bad, err := s.listDir(d)
+		if err != nil {
+			return jobstore.Page{}, fmt.Errorf("filestore: list: %w", err)
+		}
+		page.Errors = append(page.Errors, bad...)
+		for _, id := range dirIDs {
+			if !seen[id] && opts.AfterCursor(id) {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	if opts.Order == jobstore.NewestFirst {
+		slices.Reverse(ids)
+	}
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return jobstore.Page{}, err
+		}
+		j, err := s.get(ctx, id)
+		if err != nil {
+			if errors.Is(err, jobstore.ErrNotFound) {
+				continue // pruned meanwhile
+			}
+			if errors.Is(err, jobstore.ErrCorrupt) {
+				page.Errors = append(page.Errors, err)
+				continue
+			}
+			return jobstore.Page{}, err
+		}
+		if !j.MatchesList(opts) {
+			continue
+		}
+		if len(page.Jobs) == opts.Limit {
+			page.Next = page.Jobs[len(page.Jobs)-1].ID
+			break
+		}
+		page.Jobs = append(page.Jobs, j)
+	}
+	return page, nil
+}
+
+// Stats counts jobs by state. It reads every finished record, so its cost
+// grows with history; it is not on any hot path.
+func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
+	if err := s.enter(ctx, "stats"); err != nil {
+		return jobstore.Stats{}, err
+	}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
+	for _, state := range jobstore.States() {
+		st.Counts[state] = 0
+	}
+	now := time.Now()
+	seen := make(map[string]bool)
+	for _, d := range stateDirs {
+		ids, _, err := s.listDir(d)
+		if err != nil {
+			return jobstore.Stats{}, fmt.Errorf("filestore: stats: %w", err)
+		}
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			env, err := s.readRecord(s.recordPath(d, id), id)
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) || errors.Is(err, jobstore.ErrCorrupt) {
+					continue
+				}
+				return jobstore.Stats{}, fmt.Errorf("filestore: stats: %w", err)
+			}
+			if dirOf(env.Job.State) != d {
+				continue // a leftover of an interrupted move; counted where it went
+			}
+			seen[id] = true
+			st.Counts[env.Job.State]++
+			if env.Job.Due(now) && (st.OldestQueuedAt.IsZero() || env.Job.RunAt.Before(st.OldestQueuedAt)) {
+				st.OldestQueuedAt = env.Job.RunAt
+			}
+		}
+	}
+	return st, nil
+}
+
+// Wait blocks until job id is terminal and returns it. It re-reads the
+// record on every event about the job, from any process, and at least
+// every PollInterval.
+func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
+	if err := s.enter(ctx, "wait"); err != nil {
+		return jobstore.Job{}, err
+	}
+	if err := jobstore.ValidateID(id); err != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: wait: %w", err)
+	}
+	for {
+		ch, stop := s.watchJob(id)
+		j, err := s.get(ctx, id)
+		if err != nil || j.State.Terminal() {
+			stop()
+			if err != nil {
+				err = fmt.Errorf("filestore: wait: %w", err)
+			}
+			return j, err
+		}
+		err = s.wait(ctx, "wait", ch)
+		stop()
+		if err != nil {
+			return jobstore.Job{}, err
+		}
+	}
+}

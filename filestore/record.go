@@ -1,0 +1,228 @@
+package filestore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// The state directories. A record lives in the directory of its state
+// group; moving it between them is a rename.
+const (
+	dirQueued  = "queued"
+	dirClaimed = "claimed"
+	dirDone    = "done"
+	dirKeys    = "keys"
+	dirLocks   = "locks"
+	dirTmp     = "tmp"
+	formatFile = "FORMAT"
+	recordExt  = ".json"
+	recordLock = ".lock"
+	leaseLock  = ".lease"
+)
+
+// stateDirs lists the state directories in the order a tie of revisions is
+// broken: the later one wins, because every move goes forward from queued
+// through claimed to done (or back to queued with a higher rev).
+var stateDirs = []string{dirQueued, dirClaimed, dirDone}
+
+// dirOf returns the state directory a job in state st belongs in.
+func dirOf(st jobstore.State) string {
+	switch {
+	case st == jobstore.StateQueued:
+		return dirQueued
+	case st == jobstore.StateRunning:
+		return dirClaimed
+	default:
+		return dirDone
+	}
+}
+
+// envelope is the on-disk record: the job plus what the store needs to
+// order versions of it.
+type envelope struct {
+	// Format is the record format, FormatVersion.
+	Format int `json:"format"`
+	// Rev counts the writes of this job's record, starting at 1. When a
+	// crash leaves copies of a record in two state directories, the higher
+	// Rev is the truth.
+	Rev int64 `json:"rev"`
+	// Job is the job.
+	Job jobstore.Job `json:"job"`
+}
+
+// record is an envelope and the directory it was read from.
+type record struct {
+	envelope
+	dir string
+}
+
+// CorruptError reports a file in the store that is not a valid record. It
+// unwraps to jobstore.ErrCorrupt.
+type CorruptError struct {
+	// Path is the file's path.
+	Path string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("filestore: %s: %s: %s", e.Path, jobstore.ErrCorrupt, e.Reason)
+}
+
+// Unwrap returns jobstore.ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return jobstore.ErrCorrupt }
+
+// idFromName returns the job ID of a record file name, or false if the name
+// is not <id>.json with a valid ID.
+func idFromName(name string) (string, bool) {
+	id, ok := strings.CutSuffix(name, recordExt)
+	if !ok || jobstore.ValidateID(id) != nil {
+		return "", false
+	}
+	return id, true
+}
+
+func (s *Store) recordPath(dir, id string) string {
+	return filepath.Join(s.dir, dir, id+recordExt)
+}
+
+func (s *Store) lockPath(id string) string  { return filepath.Join(s.dir, dirLocks, id+recordLock) }
+func (s *Store) leasePath(id string) string { return filepath.Join(s.dir, dirLocks, id+leaseLock) }
+
+// maxRecord bounds how much of a file is read as a record: a payload and a
+// result at the limit, the longest error, and room for the other fields.
+func (s *Store) maxRecord() int64 {
+	return 2*int64(s.opts.MaxPayload) + jobstore.MaxErrorLen + 64<<10
+}
+
+// readRecord reads and checks the record at path, which must hold job id
+// (empty: any). It returns an error matching fs.ErrNotExist if there is no
+// file, and a *CorruptError for anything that is not a valid record:
+// symbolic links and directories are reported, never followed.
+func (s *Store) readRecord(path, id string) (envelope, error) {
+	var env envelope
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return env, &CorruptError{Path: path, Reason: "is a symbolic link (not followed)"}
+		}
+		return env, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return env, err
+	}
+	if !fi.Mode().IsRegular() {
+		return env, &CorruptError{Path: path, Reason: fmt.Sprintf("is not a regular file (%s)", fi.Mode().Type())}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, s.maxRecord()+1))
+	if err != nil {
+		return env, fmt.Errorf("filestore: read %s: %w", path, err)
+	}
+	return decodeRecord(path, id, data, s.maxRecord())
+}
+
+// decodeRecord parses and checks one record file's contents.
+func decodeRecord(path, id string, data []byte, limit int64) (envelope, error) {
+	var env envelope
+	corrupt := func(format string, a ...any) (envelope, error) {
+		return envelope{}, &CorruptError{Path: path, Reason: fmt.Sprintf(format, a...)}
+	}
+	if int64(len(data)) > limit {
+		return corrupt("larger than %d bytes", limit)
+	}
+	if len(data) == 0 {
+		return corrupt("empty file")
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
+		return corrupt("not a record: %v", err)
+	}
+	switch {
+	case env.Format == 0:
+		return corrupt("no format version")
+	case env.Format > FormatVersion:
+		return corrupt("record format %d is newer than this program's %d", env.Format, FormatVersion)
+	case env.Rev < 1:
+		return corrupt("bad revision %d", env.Rev)
+	case jobstore.ValidateID(env.Job.ID) != nil:
+		return corrupt("bad job id %q", env.Job.ID)
+	case id != "" && env.Job.ID != id:
+		return corrupt("holds job %s, not %s", env.Job.ID, id)
+	case !env.Job.State.Valid():
+		return corrupt("unknown state %q", env.Job.State)
+	}
+	return env, nil
+}
+
+// encodeRecord returns the file contents of env.
+func encodeRecord(env envelope) ([]byte, error) {
+	env.Format = FormatVersion
+	data, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: encode job %s: %w", env.Job.ID, err)
+	}
+	return append(data, '\n'), nil
+}
+
+// found is what locate finds for one job ID.
+type found struct {
+	// rec is the current record (highest rev); ok is false if none.
+	rec record
+	ok  bool
+	// stale lists the paths of older copies in other state directories.
+	stale []string
+	// corrupt lists the copies that could not be read.
+	corrupt []error
+}
+
+// locate reads every copy of job id's record. The caller holds the record
+// lock (shared at least), so no operation is half done unless its process
+// died.
+func (s *Store) locate(id string) (found, error) {
+	var f found
+	for _, dir := range stateDirs {
+		p := s.recordPath(dir, id)
+		env, err := s.readRecord(p, id)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case errors.Is(err, jobstore.ErrCorrupt):
+			f.corrupt = append(f.corrupt, err)
+			continue
+		case err != nil:
+			return f, err
+		}
+		if f.ok {
+			if env.Rev < f.rec.Rev {
+				f.stale = append(f.stale, p)
+				continue
+			}
+			f.stale = append(f.stale, s.recordPath(f.rec.dir, id))
+		}
+		f.rec = record{envelope: env, dir: dir}
+		f.ok = true
+	}
+	return f, nil
+}
+
+// current returns job id's record, or an error wrapping ErrNotFound (or
+// ErrCorrupt if the only copies are corrupt).
+func (f found) current(id string) (record, error) {
+	if f.ok {
+		return f.rec, nil
+	}
+	if len(f.corrupt) > 0 {
+		return record{}, f.corrupt[0]
+	}
+	return record{}, fmt.Errorf("filestore: job %s: %w", id, jobstore.ErrNotFound)
+}

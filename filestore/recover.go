@@ -1,0 +1,101 @@
+package filestore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// recoverDead looks at every job in claimed/ (the running set, not the
+// history) and recovers those whose lease lock is free, which means the
+// process that claimed them is gone: the kernel released its flock when it
+// died. Leases this process holds are in the lease table, so they are never
+// mistaken for dead. Without repair it only reports.
+func (s *Store) recoverDead(ctx context.Context, repair bool) ([]Problem, error) {
+	ids, _, err := s.listDir(dirClaimed)
+	if err != nil {
+		return nil, err
+	}
+	var probs []Problem
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return probs, err
+		}
+		p, err := s.recoverOne(ctx, id, repair)
+		if err != nil {
+			return probs, err
+		}
+		if p != nil {
+			probs = append(probs, *p)
+		}
+	}
+	return probs, nil
+}
+
+func (s *Store) recoverOne(ctx context.Context, id string, repair bool) (*Problem, error) {
+	lp := s.leasePath(id)
+	h, ok, err := tryLease(s, lp)
+	if err != nil || !ok {
+		return nil, err // held: its worker is alive
+	}
+	defer releaseLease(lp, h)
+	unlock, err := lockRecord(ctx, s.lockPath(id), repair, true, s.filePerm)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	f, err := s.locate(id)
+	if err != nil {
+		return nil, err
+	}
+	if !f.ok {
+		return nil, nil // corrupt copies are Fsck's to report
+	}
+	rec := f.rec
+	if repair {
+		s.removeStale(f)
+	}
+	if rec.dir != dirClaimed {
+		return nil, nil // finished or moved meanwhile
+	}
+	prob := &Problem{Kind: ProblemDeadWorker, ID: id, Path: s.recordPath(dirClaimed, id)}
+	switch {
+	case rec.Job.State == jobstore.StateRunning:
+		prob.Detail = fmt.Sprintf("worker %q died during attempt %d", rec.Job.Worker, rec.Job.Attempt)
+		if !repair {
+			return prob, nil
+		}
+		j, err := jobstore.ApplyRecover(rec.Job, time.Now(), s.opts.Backoff)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.store(rec, j, true); err != nil {
+			return nil, err
+		}
+		s.log.Warn("filestore: recovered the job of a dead worker", "id", id, "worker", rec.Job.Worker, "attempt", rec.Job.Attempt, "state", j.State)
+		s.setCand(j)
+	default:
+		// The claimant died between the rename into claimed/ and the rewrite
+		// (the record still says queued), or a move out of claimed/ was
+		// interrupted: finish it, unchanged.
+		prob.Detail = fmt.Sprintf("record in claimed/ says %s", rec.Job.State)
+		if !repair {
+			return prob, nil
+		}
+		to := dirOf(rec.Job.State)
+		if err := s.fs.Rename(rec.recordPathIn(s), s.recordPath(to, id)); err != nil {
+			return nil, err
+		}
+		if err := s.syncDir(to); err != nil {
+			return nil, err
+		}
+		s.setCand(rec.Job)
+	}
+	prob.Repaired = true
+	return prob, nil
+}
+
+func (r record) recordPathIn(s *Store) string { return s.recordPath(r.dir, r.Job.ID) }
+

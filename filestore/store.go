@@ -1,0 +1,332 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/gofrs/flock"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Store is a jobstore.Store kept in a directory that any number of
+// processes on one machine may open at once. It is safe for concurrent use
+// by goroutines and by processes; see the package documentation for what
+// that rests on.
+type Store struct {
+	dir      string
+	opts     Options
+	fs       fileOps
+	dirPerm  os.FileMode
+	filePerm os.FileMode
+	log      *slog.Logger
+
+	// tmpDir is this Store's private staging directory under tmp/, locked
+	// by tmpLock for the Store's life so that another process's sweep
+	// leaves it alone.
+	tmpDir  string
+	tmpLock *flock.Flock
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	watchMu sync.Mutex
+	watcher *fsnotify.Watcher
+
+	mu sync.Mutex
+	// cands is the claim candidate set: every job believed to be in
+	// queued/, without payloads. It is a hint: Claim re-reads the record
+	// under its lock before acting.
+	cands map[string]cand
+	// pending holds IDs whose queued/ entry changed since cands last saw
+	// them; rescan asks for a full rescan of queued/.
+	pending map[string]struct{}
+	rescan  bool
+	// work is closed and replaced whenever a job may have become
+	// claimable; workSeq counts that, and noJobSeq is workSeq when a Claim
+	// last found nothing (see AwaitWork).
+	work              chan struct{}
+	workSeq, noJobSeq uint64
+	// changed holds a channel per watched job ID, closed and removed on any
+	// event about that job (Wait, WatchCancel).
+	changed map[string]*idWatch
+	// keys caches idempotency key hash -> job ID. Only a cache: an entry is
+	// used only after the job's record is read and its key compared.
+	keys map[string]string
+}
+
+type cand struct {
+	kind     string
+	priority int
+	runAt    time.Time
+}
+
+type idWatch struct {
+	ch   chan struct{}
+	refs int
+}
+
+var _ jobstore.Store = (*Store)(nil)
+
+// Open opens the store in dir, creating dir and the store's layout if they
+// are missing, and returns it once the store is consistent: it checks the
+// filesystem, checks (or records) the format version, migrates a directory
+// written by the old single-process store, sweeps temporary files left by
+// dead processes, repairs what a crash left half done and queues again the
+// jobs of dead workers. opts may be nil.
+//
+// Open returns ErrUnsupportedFilesystem on a network or userspace
+// filesystem (unless opts.AllowUnsafeFilesystem), ErrFormatTooNew for a
+// store written by a newer version, and ErrNotStore for a directory with a
+// foreign FORMAT file.
+func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
+	o := opts.withDefaults()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	}
+	s := &Store{
+		dir:      abs,
+		opts:     o,
+		fs:       o.fs,
+		dirPerm:  0o700,
+		filePerm: 0o600,
+		log:      o.Logger,
+		closed:   make(chan struct{}),
+		cands:    make(map[string]cand),
+		pending:  make(map[string]struct{}),
+		work:     make(chan struct{}),
+		changed:  make(map[string]*idWatch),
+		keys:     make(map[string]string),
+	}
+	if o.GroupAccess {
+		s.dirPerm, s.filePerm = 0o770, 0o660
+	}
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"create directory", s.createRoot},
+		{"check filesystem", s.checkFilesystem},
+		{"check format", s.checkFormat},
+		{"create layout", s.createLayout},
+		{"migrate legacy records", s.migrateLegacy},
+		{"sweep temporary files", s.sweepTmp},
+		{"start watcher", s.startWatcher},
+		{"repair", s.repairAtOpen},
+		{"scan queue", s.scanQueue},
+	}
+	for _, st := range steps {
+		if err := ctx.Err(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := st.run(ctx); err != nil {
+			s.Close()
+			if errors.Is(err, ErrUnsupportedFilesystem) || errors.Is(err, ErrFormatTooNew) || errors.Is(err, ErrNotStore) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("filestore: open %s: %s: %w", abs, st.name, err)
+		}
+	}
+	s.wg.Add(1)
+	go s.maintain()
+	return s, nil
+}
+
+// Dir returns the store's directory as an absolute path.
+func (s *Store) Dir() string { return s.dir }
+
+// Close stops the store's goroutines and watcher, releases the leases of
+// jobs this Store claimed (they are then recovered like a dead worker's)
+// and makes blocked calls return ErrClosed. It is idempotent and safe for
+// concurrent use.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.watchMu.Lock()
+		if s.watcher != nil {
+			_ = s.watcher.Close()
+		}
+		s.watchMu.Unlock()
+		s.wg.Wait()
+		releaseOwned(s)
+		if s.tmpLock != nil {
+			_ = os.RemoveAll(s.tmpDir)
+			_ = os.Remove(s.tmpLock.Path())
+			_ = s.tmpLock.Unlock()
+		}
+	})
+	return nil
+}
+
+func (s *Store) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// enter checks that the store is open and ctx live before an operation.
+func (s *Store) enter(ctx context.Context, op string) error {
+	if s.isClosed() {
+		return fmt.Errorf("filestore: %s: %w", op, jobstore.ErrClosed)
+	}
+	return ctx.Err()
+}
+
+func (s *Store) sync() bool { return !s.opts.NoSync }
+
+// syncDir fsyncs the state directory name unless NoSync is set.
+func (s *Store) syncDir(name string) error {
+	if !s.sync() {
+		return nil
+	}
+	if err := s.fs.SyncDir(filepath.Join(s.dir, name)); err != nil {
+		return fmt.Errorf("fsync %s/: %w", name, err)
+	}
+	return nil
+}
+
+// writeRecord writes env as job env.Job.ID's record in dir, atomically.
+func (s *Store) writeRecord(dir string, env envelope) error {
+	data, err := encodeRecord(env)
+	if err != nil {
+		return err
+	}
+	p := s.recordPath(dir, env.Job.ID)
+	if err := s.fs.WriteFile(p, s.tmpDir, data, s.filePerm, s.sync()); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
+// store writes j as the successor of rec: into the directory of j's state
+// with the next revision, fsyncing that directory when durable is set,
+// then removes rec's file if it was in another directory. The caller holds
+// the record lock exclusively. A crash between the two steps leaves two
+// copies, of which the new one has the higher revision and wins.
+func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) {
+	next := record{envelope: envelope{Format: FormatVersion, Rev: rec.Rev + 1, Job: j}, dir: dirOf(j.State)}
+	if err := s.writeRecord(next.dir, next.envelope); err != nil {
+		return rec, err
+	}
+	if durable {
+		if err := s.syncDir(next.dir); err != nil {
+			return rec, err
+		}
+	}
+	if rec.dir != next.dir {
+		if err := s.fs.Remove(s.recordPath(rec.dir, j.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// The new record is in place and wins by revision; the old copy
+			// is removed by the next repair.
+			s.log.Warn("filestore: remove superseded record", "id", j.ID, "err", err)
+		}
+	}
+	return next, nil
+}
+
+// removeStale removes the superseded copies locate found. The caller holds
+// the record lock exclusively.
+func (s *Store) removeStale(f found) {
+	for _, p := range f.stale {
+		if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("filestore: remove stale record", "path", p, "err", err)
+		}
+	}
+}
+
+// lockJob takes job id's record lock. For a job that does not exist it
+// returns an error wrapping jobstore.ErrNotFound.
+func (s *Store) lockJob(ctx context.Context, id string, exclusive bool) (func(), error) {
+	unlock, err := lockRecord(ctx, s.lockPath(id), exclusive, false, s.filePerm)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+	}
+	return unlock, err
+}
+
+// readJob returns job id's current record; the caller holds its lock. With
+// exclusive set it also removes stale copies.
+func (s *Store) readJob(id string, exclusive bool) (record, error) {
+	f, err := s.locate(id)
+	if err != nil {
+		return record{}, err
+	}
+	if exclusive && f.ok {
+		s.removeStale(f)
+	}
+	return f.current(id)
+}
+
+// signalWork wakes AwaitWork. The caller holds s.mu.
+func (s *Store) signalWork() {
+	close(s.work)
+	s.work = make(chan struct{})
+	s.workSeq++
+}
+
+// notify wakes the Wait and WatchCancel calls watching job id. The caller
+// holds s.mu.
+func (s *Store) notify(id string) {
+	if w := s.changed[id]; w != nil {
+		close(w.ch)
+		w.ch = make(chan struct{})
+	}
+}
+
+// notifyAll wakes every watcher, after events may have been lost.
+func (s *Store) notifyAll() {
+	for _, w := range s.changed {
+		close(w.ch)
+		w.ch = make(chan struct{})
+	}
+	s.signalWork()
+}
+
+// watchJob returns a channel closed on the next event about job id, and a
+// function that stops watching.
+func (s *Store) watchJob(id string) (<-chan struct{}, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.changed[id]
+	if w == nil {
+		w = &idWatch{ch: make(chan struct{})}
+		s.changed[id] = w
+	}
+	w.refs++
+	return w.ch, func() {
+		s.mu.Lock()
+		if w.refs--; w.refs == 0 && s.changed[id] == w {
+			delete(s.changed, id)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// wait blocks until ch is closed, the poll interval passes, ctx ends or the
+// store closes.
+func (s *Store) wait(ctx context.Context, op string, ch <-chan struct{}) error {
+	t := time.NewTimer(s.opts.PollInterval)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closed:
+		return fmt.Errorf("filestore: %s: %w", op, jobstore.ErrClosed)
+	}
+}

@@ -1,0 +1,238 @@
+package filestore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// keyName returns the file name in keys/ for an idempotency key.
+func keyName(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
+}
+
+func (s *Store) keyPath(hash string) string {
+	return filepath.Join(s.dir, dirKeys, hash+recordExt)
+}
+
+// Submit creates a queued job from spec, or returns the existing job with
+// spec.Key. It returns only once the new record (and its key file) is
+// durable, unless Options.NoSync. Exactly one of any number of processes
+// submitting one key at once creates the job: the key file is published
+// with link(2), which fails for all but one.
+func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, bool, error) {
+	if err := s.enter(ctx, "submit"); err != nil {
+		return jobstore.Job{}, false, err
+	}
+	if err := spec.Validate(s.opts.MaxPayload); err != nil {
+		return jobstore.Job{}, false, fmt.Errorf("filestore: submit: %w", err)
+	}
+	var hash string
+	if spec.Key != "" {
+		hash = keyName(spec.Key)
+		s.mu.Lock()
+		id, ok := s.keys[hash]
+		s.mu.Unlock()
+		if ok {
+			if j, err := s.jobWithKey(ctx, id, spec.Key); err == nil {
+				return j, false, nil
+			}
+		}
+	}
+	// Each round either creates the job, finds the key's owner, or removes
+	// a key file whose job was never published and tries again.
+	for round := 0; ; round++ {
+		if err := ctx.Err(); err != nil {
+			return jobstore.Job{}, false, err
+		}
+		j, created, retry, err := s.submitOnce(ctx, spec, hash)
+		if err != nil {
+			return jobstore.Job{}, false, fmt.Errorf("filestore: submit: %w", err)
+		}
+		if !retry {
+			return j, created, nil
+		}
+		if round > 100 {
+			return jobstore.Job{}, false, fmt.Errorf("filestore: submit: key %q: its key file keeps changing", spec.Key)
+		}
+	}
+}
+
+// submitOnce makes one attempt at Submit; see docs/format.md for the order
+// of its steps and what a crash after each leaves.
+func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string) (jobstore.Job, bool, bool, error) {
+	j := jobstore.NewJob(spec, time.Now())
+	unlock, err := lockRecord(ctx, s.lockPath(j.ID), true, true, s.filePerm)
+	if err != nil {
+		return j, false, false, err
+	}
+	locked := true
+	defer func() {
+		if locked {
+			unlock()
+		}
+	}()
+	data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: j})
+	if err != nil {
+		return j, false, false, err
+	}
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.sync())
+	if err != nil {
+		_ = os.Remove(s.lockPath(j.ID))
+		return j, false, false, fmt.Errorf("write job %s: %w", j.ID, err)
+	}
+	abandon := func() {
+		_ = s.fs.Remove(tmp)
+		_ = os.Remove(s.lockPath(j.ID)) // nobody else knows this ID yet
+	}
+	if hash != "" {
+		kp := s.keyPath(hash)
+		err := s.fs.Link(tmp, kp)
+		if errors.Is(err, fs.ErrExist) {
+			abandon()
+			unlock()
+			locked = false
+			return s.resolveKey(ctx, hash, spec.Key)
+		}
+		if err != nil {
+			abandon()
+			return j, false, false, fmt.Errorf("publish key of job %s: %w", j.ID, err)
+		}
+		// The key file must be durable before the record: a record
+		// without its key file would let a second job take the key.
+		if err := s.syncDir(dirKeys); err != nil {
+			_ = s.fs.Remove(kp)
+			abandon()
+			return j, false, false, err
+		}
+	}
+	qp := s.recordPath(dirQueued, j.ID)
+	if err := s.fs.Rename(tmp, qp); err != nil {
+		if hash != "" {
+			_ = s.fs.Remove(s.keyPath(hash))
+		}
+		abandon()
+		return j, false, false, fmt.Errorf("publish job %s: %w", j.ID, err)
+	}
+	if err := s.syncDir(dirQueued); err != nil {
+		// The record may or may not survive a power cut; the caller is told
+		// it failed, so take it back rather than leave a job nobody expects.
+		_ = s.fs.Remove(qp)
+		if hash != "" {
+			_ = s.fs.Remove(s.keyPath(hash))
+		}
+		abandon()
+		return j, false, false, err
+	}
+	if hash != "" {
+		s.mu.Lock()
+		s.keys[hash] = j.ID
+		s.mu.Unlock()
+	}
+	s.setCand(j)
+	return j, true, false, nil
+}
+
+// resolveKey returns the job that owns the key file keys/<hash>.json. If
+// that job has no record (its submitter died before publishing it, or a
+// prune was interrupted) it removes the key file and asks for a retry.
+func (s *Store) resolveKey(ctx context.Context, hash, key string) (jobstore.Job, bool, bool, error) {
+	kp := s.keyPath(hash)
+	env, err := s.readKeyFile(kp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return jobstore.Job{}, false, true, nil // pruned meanwhile
+	}
+	if err != nil {
+		return jobstore.Job{}, false, false, fmt.Errorf("key %q: %w (run fsck)", key, err)
+	}
+	id := env.Job.ID
+	if env.Job.Key != key {
+		return jobstore.Job{}, false, false, fmt.Errorf("key %q: %w", key, &CorruptError{Path: kp, Reason: "names a job with another key"})
+	}
+	// The exclusive lock waits for a submitter that is still publishing
+	// the record: it holds this lock from before the link until after.
+	unlock, err := lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
+	if err != nil {
+		return jobstore.Job{}, false, false, err
+	}
+	defer unlock()
+	rec, err := s.readJob(id, true)
+	if err == nil {
+		s.mu.Lock()
+		s.keys[hash] = id
+		s.mu.Unlock()
+		return rec.Job, false, false, nil
+	}
+	if !errors.Is(err, jobstore.ErrNotFound) {
+		return jobstore.Job{}, false, false, err
+	}
+	if err := s.removeKeyFile(hash, id); err != nil {
+		return jobstore.Job{}, false, false, err
+	}
+	s.log.Info("filestore: removed the key file of a job that was never published", "id", id)
+	return jobstore.Job{}, false, true, nil
+}
+
+// removeKeyFile removes keys/<hash>.json if it still names job id. The
+// caller holds id's record lock exclusively.
+func (s *Store) removeKeyFile(hash, id string) error {
+	kp := s.keyPath(hash)
+	env, err := s.readKeyFile(kp)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && env.Job.ID != id) {
+		return nil
+	}
+	if err := s.fs.Remove(kp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove key file %s: %w", kp, err)
+	}
+	s.mu.Lock()
+	if s.keys[hash] == id {
+		delete(s.keys, hash)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// readKeyFile reads a key file: the first record of the job that owns the
+// key (a hard link made at submit).
+func (s *Store) readKeyFile(p string) (envelope, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return envelope{}, err
+		}
+		return envelope{}, &CorruptError{Path: p, Reason: err.Error()}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, s.maxRecord()+1))
+	if err != nil {
+		return envelope{}, err
+	}
+	return decodeRecord(p, "", data, s.maxRecord())
+}
+
+// jobWithKey returns job id if it exists and has key.
+func (s *Store) jobWithKey(ctx context.Context, id, key string) (jobstore.Job, error) {
+	unlock, err := s.lockJob(ctx, id, false)
+	if err != nil {
+		return jobstore.Job{}, err
+	}
+	defer unlock()
+	rec, err := s.readJob(id, false)
+	if err != nil {
+		return jobstore.Job{}, err
+	}
+	if rec.Job.Key != key {
+		return jobstore.Job{}, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+	}
+	return rec.Job, nil
+}

@@ -1,0 +1,285 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// The watcher only wakes things up: the candidate set, AwaitWork, Wait,
+// WatchCancel and the key cache. Whoever it wakes re-reads the disk, and a
+// poll every PollInterval stands in for events that never come (lost on
+// overflow, or never sent on some filesystems), so no result depends on an
+// event arriving.
+
+// startWatcher watches the state directories and the key directory. It is
+// an Open step: the watch is set up before the queue is scanned, so no
+// submit falls between the scan and the first event. Without inotify (for
+// example when the per-user instance limit is reached) the store works by
+// polling alone, and says so in the log.
+func (s *Store) startWatcher(context.Context) error {
+	w, err := s.newWatcher()
+	if err != nil {
+		s.log.Warn("filestore: no filesystem events; falling back to polling every PollInterval", "err", err)
+	}
+	s.watchMu.Lock()
+	s.watcher = w
+	s.watchMu.Unlock()
+	s.wg.Add(1)
+	go s.watchLoop()
+	return nil
+}
+
+func (s *Store) newWatcher() (*fsnotify.Watcher, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{dirQueued, dirClaimed, dirDone, dirKeys} {
+		if err := w.Add(filepath.Join(s.dir, d)); err != nil {
+			_ = w.Close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// watchLoop reads events and errors in one loop and never blocks on
+// anything but them; after an error, an overflow or a closed watcher it
+// rebuilds the watcher and asks for a rescan.
+func (s *Store) watchLoop() {
+	defer s.wg.Done()
+	for {
+		s.watchMu.Lock()
+		w := s.watcher
+		s.watchMu.Unlock()
+		if w == nil {
+			select {
+			case <-s.closed:
+				return
+			case <-time.After(s.opts.PollInterval):
+				s.rebuildWatcher(nil)
+				continue
+			}
+		}
+		select {
+		case <-s.closed:
+			return
+		case ev, ok := <-w.Events:
+			if !ok {
+				s.rebuildWatcher(w)
+				continue
+			}
+			s.handleEvent(ev)
+		case err, ok := <-w.Errors:
+			if !ok || err != nil {
+				if err != nil && !errors.Is(err, fsnotify.ErrEventOverflow) {
+					s.log.Warn("filestore: watcher error; rebuilding it and rescanning", "err", err)
+				}
+				s.rebuildWatcher(w)
+			}
+		}
+	}
+}
+
+// rebuildWatcher replaces old (which may be nil) with a new watcher, then
+// marks the queue for a rescan and wakes every waiter, since events may
+// have been lost.
+func (s *Store) rebuildWatcher(old *fsnotify.Watcher) {
+	s.watchMu.Lock()
+	if s.isClosed() {
+		s.watchMu.Unlock()
+		return
+	}
+	if old != nil {
+		_ = old.Close()
+	}
+	w, err := s.newWatcher()
+	if err != nil {
+		s.log.Warn("filestore: cannot rebuild watcher; polling", "err", err)
+	}
+	s.watcher = w
+	s.watchMu.Unlock()
+	s.mu.Lock()
+	s.rescan = true
+	s.notifyAll()
+	s.mu.Unlock()
+}
+
+func (s *Store) handleEvent(ev fsnotify.Event) {
+	dir := filepath.Base(filepath.Dir(ev.Name))
+	name := filepath.Base(ev.Name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if dir == dirKeys {
+		if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+			delete(s.keys, strings.TrimSuffix(name, recordExt))
+		}
+		return
+	}
+	id, ok := idFromName(name)
+	if !ok {
+		return
+	}
+	s.notify(id)
+	if dir == dirQueued {
+		s.pending[id] = struct{}{}
+		if ev.Op&(fsnotify.Create|fsnotify.Write) != 0 {
+			s.signalWork()
+		}
+	}
+}
+
+// scanQueue fills the candidate set from queued/. It is an Open step.
+func (s *Store) scanQueue(context.Context) error {
+	s.mu.Lock()
+	s.rescan = true
+	s.mu.Unlock()
+	_, err := s.refreshCands()
+	return err
+}
+
+// refreshCands brings the candidate set up to date: the IDs events marked,
+// or all of queued/ after a rescan request. Records are read without
+// locks: the set is a hint that Claim checks under the record lock. It
+// returns how many candidates were added.
+func (s *Store) refreshCands() (int, error) {
+	s.mu.Lock()
+	full := s.rescan
+	s.rescan = false
+	pend := s.pending
+	s.pending = make(map[string]struct{})
+	var known map[string]bool
+	if full {
+		known = make(map[string]bool, len(s.cands))
+		for id := range s.cands {
+			known[id] = true
+		}
+	}
+	s.mu.Unlock()
+
+	var gone []string
+	if full {
+		ents, err := os.ReadDir(filepath.Join(s.dir, dirQueued))
+		if err != nil {
+			s.mu.Lock()
+			s.rescan = true
+			for id := range pend {
+				s.pending[id] = struct{}{}
+			}
+			s.mu.Unlock()
+			return 0, err
+		}
+		present := make(map[string]bool, len(ents))
+		for _, e := range ents {
+			if id, ok := idFromName(e.Name()); ok {
+				present[id] = true
+				if !known[id] {
+					pend[id] = struct{}{}
+				}
+			}
+		}
+		for id := range known {
+			if !present[id] {
+				gone = append(gone, id)
+			}
+		}
+	}
+	type result struct {
+		id string
+		c  cand
+		ok bool
+	}
+	results := make([]result, 0, len(pend))
+	for id := range pend {
+		env, err := s.readRecord(s.recordPath(dirQueued, id), id)
+		if err != nil || env.Job.State != jobstore.StateQueued {
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.log.Debug("filestore: unreadable queued record", "err", err)
+			}
+			results = append(results, result{id: id})
+			continue
+		}
+		results = append(results, result{id: id, c: candOf(env.Job), ok: true})
+	}
+	added := 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range gone {
+		delete(s.cands, id)
+	}
+	for _, r := range results {
+		if r.ok {
+			if _, had := s.cands[r.id]; !had {
+				added++
+			}
+			s.cands[r.id] = r.c
+		} else {
+			delete(s.cands, r.id)
+		}
+	}
+	return added, nil
+}
+
+func candOf(j jobstore.Job) cand {
+	return cand{kind: j.Kind, priority: j.Priority, runAt: j.RunAt}
+}
+
+// setCand records that job j is queued (or, if it is not, that it is no
+// candidate) and wakes AwaitWork for a new candidate.
+func (s *Store) setCand(j jobstore.Job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j.State != jobstore.StateQueued {
+		delete(s.cands, j.ID)
+		return
+	}
+	s.cands[j.ID] = candOf(j)
+	s.signalWork()
+}
+
+// maintain runs in the background: dead-worker recovery every
+// RecoverInterval, and a rescan of queued/ every PollInterval as the safety
+// net for lost events.
+func (s *Store) maintain() {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	rec := time.NewTicker(s.opts.RecoverInterval)
+	defer rec.Stop()
+	poll := time.NewTicker(s.opts.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-s.closed:
+			return
+		case <-rec.C:
+			if _, err := s.recoverDead(ctx, true); err != nil && ctx.Err() == nil {
+				s.log.Warn("filestore: recovery", "err", err)
+			}
+		case <-poll.C:
+			s.mu.Lock()
+			s.rescan = true
+			s.mu.Unlock()
+			if n, err := s.refreshCands(); err == nil && n > 0 {
+				s.mu.Lock()
+				s.signalWork()
+				s.mu.Unlock()
+			}
+		}
+	}
+}
