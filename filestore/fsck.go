@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
 )
 
 // ProblemKind classifies a Problem.
@@ -343,4 +342,3 @@ func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool,
 	r.Problems = append(r.Problems, p)
 	return nil
 }
-

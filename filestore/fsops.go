@@ -103,9 +103,9 @@ func writeTemp(dir, base string, data []byte, perm os.FileMode, sync bool) (stri
 	return name, nil
 }
 
-func (osFS) Link(oldname, newname string) error    { return os.Link(oldname, newname) }
-func (osFS) Rename(oldname, newname string) error  { return os.Rename(oldname, newname) }
-func (osFS) Remove(path string) error              { return os.Remove(path) }
+func (osFS) Link(oldname, newname string) error   { return os.Link(oldname, newname) }
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+func (osFS) Remove(path string) error             { return os.Remove(path) }
 func (osFS) Mkdir(dir string, perm os.FileMode) error {
 	err := os.Mkdir(dir, perm)
 	if errors.Is(err, os.ErrExist) {

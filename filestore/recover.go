@@ -98,4 +98,3 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool) (*Proble
 }
 
 func (r record) recordPathIn(s *Store) string { return s.recordPath(r.dir, r.Job.ID) }
-
