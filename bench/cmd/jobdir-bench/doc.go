@@ -1,0 +1,34 @@
+// Command jobdir-bench runs jobdir's stores and two embedded SQLite job
+// queues side by side on one disk and reports how they compare.
+//
+// The contenders are jobdir's file store (durable, and without fsync),
+// jobdir's in-memory store, River with its SQLite driver and goqite, each
+// of the SQLite peers with synchronous=FULL (durable) and NORMAL, all in WAL
+// mode through the pure-Go modernc.org/sqlite driver. The workloads are
+// those of the project's performance issue: inserts from 1 and 16 clients,
+// batch inserts, working off N no-op jobs with W workers in 1 and 2
+// processes, submit-to-handler latency across processes (idle and under a
+// steady load), cross-process cancel and SIGKILL recovery (jobdir only),
+// the scaling of get, claim+complete, list, open time and peak RSS with the
+// number of jobs in the store, and the file system's own floor: durable
+// file creates per second from 1 and 4 writers.
+//
+// Usage:
+//
+//	jobdir-bench [-quick] [-rounds 3] [-jobs 10000] [-workers 1,10,100]
+//	             [-only insert,batch,workoff,latency,cancel,kill,scale,floor]
+//	             [-systems jobdir-file,river-full,...] [-dir /tmp] [-out bench-results]
+//
+// Workloads that need several processes re-execute this binary as child
+// processes; the environment variable JOBDIR_BENCH_CHILD tells a child what
+// part to play. The table (medians over the rounds, with min–max) goes to
+// stdout and -out/results.md, the raw figures to -out/results.json, and a
+// chart of work-off throughput against workers to -out/workoff.svg.
+//
+// # Caveats
+//
+// The figures measure one machine at one time; only figures from the same
+// run are comparable, which is why the floor is measured in that run. The
+// benchmark needs a local file system for jobdir's file store (Linux), and
+// several minutes without -quick.
+package main

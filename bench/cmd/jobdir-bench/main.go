@@ -1,0 +1,387 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(childMain(spec))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "jobdir-bench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// childMain runs this process as a child of a multi-process workload.
+func childMain(specJSON string) int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "jobdir-bench child:", err)
+		return 2
+	}
+	if err := runChild(spec, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "jobdir-bench child:", err)
+		return 1
+	}
+	return 0
+}
+
+// Run parses args, runs the benchmark and writes its results: the table to
+// stdout and to -out/results.md, the raw figures to -out/results.json and
+// the chart to -out/workoff.svg. Progress goes to stderr.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jobdir-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		rounds  = fs.Int("rounds", 3, "rounds of every workload; the table shows the median and range")
+		jobs    = fs.Int("jobs", 10000, "no-op jobs per work-off")
+		workers = fs.String("workers", "1,10,100", "comma-separated worker counts for the work-off (per process)")
+		outDir  = fs.String("out", "bench-results", "directory for results.md, results.json and workoff.svg")
+		only    = fs.String("only", "", "comma-separated workloads to run (default all): "+strings.Join(workloadNames, ","))
+		systems = fs.String("systems", "", "comma-separated systems to run (default all): "+systemNames())
+		quick   = fs.Bool("quick", false, "a smoke run of a minute or two: 1 round, 1,000 jobs, 10 workers, fewer samples, small stores")
+		dir     = fs.String("dir", os.TempDir(), "directory for the stores under test (every system on the same disk)")
+		limit   = fs.Duration("workoff-limit", 60*time.Second, "longest a work-off may run; a slower system reports its rate so far")
+		scale   = fs.String("scale", "1000,10000,100000", "comma-separated store sizes for the scaling figures")
+	)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: jobdir-bench [flags]\n\nRuns jobdir's stores, River and goqite side by side on one disk and prints a table of medians.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	c := &config{
+		Rounds:        *rounds,
+		Jobs:          *jobs,
+		Dir:           *dir,
+		InsertFor:     2 * time.Second,
+		WorkoffLimit:  *limit,
+		LatencyN:      200,
+		LoadRate:      200,
+		CancelN:       30,
+		KillN:         5,
+		FloorFor:      2 * time.Second,
+		Log:           stderr,
+		LatencyWorker: 4,
+	}
+	var err error
+	if c.Workers, err = parseInts(*workers); err != nil {
+		return fmt.Errorf("-workers: %w", err)
+	}
+	if c.ScaleSizes, err = parseInts(*scale); err != nil {
+		return fmt.Errorf("-scale: %w", err)
+	}
+	if *quick {
+		c.InsertFor, c.FloorFor = 500*time.Millisecond, 500*time.Millisecond
+		c.LatencyN, c.CancelN, c.KillN = 20, 5, 2
+		if !set["rounds"] {
+			c.Rounds = 1
+		}
+		if !set["jobs"] {
+			c.Jobs = 1000
+		}
+		if !set["workers"] {
+			c.Workers = []int{10}
+		}
+		if !set["workoff-limit"] {
+			c.WorkoffLimit = 10 * time.Second
+		}
+		if !set["scale"] {
+			c.ScaleSizes = []int{1000, 5000}
+		}
+	}
+	if c.Rounds < 1 || c.Jobs < 1 || len(c.Workers) == 0 {
+		return errors.New("-rounds, -jobs and -workers must be positive")
+	}
+	if *only != "" {
+		c.Only = map[string]bool{}
+		for _, w := range strings.Split(*only, ",") {
+			w = strings.TrimSpace(w)
+			if !contains(workloadNames, w) {
+				return fmt.Errorf("-only: unknown workload %q (want %s)", w, strings.Join(workloadNames, ","))
+			}
+			c.Only[w] = true
+		}
+	}
+	if c.Systems, err = selectSystems(*systems); err != nil {
+		return fmt.Errorf("-systems: %w", err)
+	}
+	if c.Dir, err = filepath.Abs(c.Dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		return err
+	}
+
+	r := newResults()
+	started := time.Now()
+	runAll(ctx, c, r)
+	if ctx.Err() != nil {
+		r.remark("interrupted: the figures are partial")
+	}
+	r.remark(fmt.Sprintf("total run time %s", time.Since(started).Round(time.Second)))
+
+	rp := &report{r: r, systems: c.Systems, cfg: c, Machine: describeMachine(c.Dir), Command: "jobdir-bench " + strings.Join(args, " ")}
+	var md strings.Builder
+	rp.writeMarkdown(&md)
+	fmt.Fprint(stdout, md.String())
+	if err := os.WriteFile(filepath.Join(*outDir, "results.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	var svg strings.Builder
+	rp.writeSVG(&svg)
+	if err := os.WriteFile(filepath.Join(*outDir, "workoff.svg"), []byte(svg.String()), 0o644); err != nil {
+		return err
+	}
+	raw, err := rp.json()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(*outDir, "results.json"), raw, 0o644)
+}
+
+// runAll runs every selected workload for every selected system, round
+// after round. A workload that fails is noted and the run goes on.
+func runAll(ctx context.Context, c *config, r *results) {
+	fail := func(what string, s *system, err error) {
+		name := "floor"
+		if s != nil {
+			name = s.name
+		}
+		msg := fmt.Sprintf("%s failed for %s: %v", what, name, err)
+		r.remark(msg)
+		c.logf("%s", msg)
+	}
+	var seeded []*seededStore
+	defer func() { removeSeeded(seeded) }()
+	if c.want("scale") && hasFileStore(c.Systems) {
+		for _, n := range c.ScaleSizes {
+			c.logf("seeding a store of %d jobs for the scaling figures", n)
+			st, err := seedScale(ctx, c, n)
+			if err != nil {
+				fail(fmt.Sprintf("seeding %d jobs", n), nil, err)
+				continue
+			}
+			seeded = append(seeded, st)
+		}
+	}
+	for round := 1; round <= c.Rounds && ctx.Err() == nil; round++ {
+		c.logf("round %d of %d", round, c.Rounds)
+		if c.want("floor") {
+			if err := runFloor(ctx, c, r); err != nil {
+				fail("floor", nil, err)
+			}
+		}
+		for _, s := range c.Systems {
+			if ctx.Err() != nil {
+				return
+			}
+			if c.want("insert") {
+				if err := runInsert(ctx, c, r, s); err != nil {
+					fail("insert", s, err)
+				}
+			}
+			if c.want("batch") {
+				if err := runBatch(ctx, c, r, s); err != nil {
+					fail("batch", s, err)
+				}
+			}
+			if c.want("workoff") {
+				for _, w := range c.Workers {
+					for _, procs := range []int{1, 2} {
+						if procs > 1 && s.inProcess {
+							continue
+						}
+						if err := runWorkoff(ctx, c, r, s, w, procs); err != nil {
+							fail(fmt.Sprintf("work-off (%d workers, %d processes)", w, procs), s, err)
+						}
+					}
+				}
+			}
+			if c.want("latency") && !s.inProcess {
+				if err := runLatency(ctx, c, r, s); err != nil {
+					fail("latency", s, err)
+				}
+			}
+			fileStore := s.jobdir && !s.inProcess
+			if c.want("cancel") && fileStore {
+				if err := runCancel(ctx, c, r, s); err != nil {
+					fail("cancel", s, err)
+				}
+			}
+			if c.want("kill") && fileStore {
+				if err := runKill(ctx, c, r, s); err != nil {
+					fail("kill", s, err)
+				}
+			}
+			if c.want("scale") && fileStore {
+				for _, st := range seeded {
+					if err := runScale(ctx, c, r, s, st); err != nil {
+						fail(fmt.Sprintf("scale (%d jobs)", st.n), s, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+func hasFileStore(ss []*system) bool {
+	for _, s := range ss {
+		if s.jobdir && !s.inProcess {
+			return true
+		}
+	}
+	return false
+}
+
+// json returns the raw figures.
+func (rp *report) json() ([]byte, error) {
+	type out struct {
+		Machine  string    `json:"machine"`
+		Command  string    `json:"command"`
+		Rounds   int       `json:"rounds"`
+		Jobs     int       `json:"jobs"`
+		Workers  []int     `json:"workers"`
+		Systems  []string  `json:"systems"`
+		Metrics  []metric  `json:"metrics"`
+		Series   []*series `json:"series"`
+		Targets  []target  `json:"targets"`
+		Notes    []string  `json:"notes,omitempty"`
+		Finished time.Time `json:"finished"`
+	}
+	o := out{Machine: rp.Machine, Command: rp.Command, Rounds: rp.cfg.Rounds, Jobs: rp.cfg.Jobs, Workers: rp.cfg.Workers, Targets: rp.targets(), Finished: time.Now().UTC()}
+	for _, s := range rp.systems {
+		o.Systems = append(o.Systems, s.name)
+	}
+	for _, g := range []string{"throughput", "latency", "scale", "floor"} {
+		for _, m := range rp.r.sortedMetrics(g) {
+			o.Metrics = append(o.Metrics, m)
+			for _, s := range append(rp.systems, &system{name: "floor"}) {
+				if se := rp.r.get(m.ID, s.name); se != nil {
+					o.Series = append(o.Series, se)
+				}
+			}
+		}
+	}
+	rp.r.mu.Lock()
+	o.Notes = append(o.Notes, rp.r.notes...)
+	rp.r.mu.Unlock()
+	return json.MarshalIndent(o, "", "  ")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func systemNames() string {
+	var n []string
+	for _, s := range allSystems() {
+		n = append(n, s.name)
+	}
+	return strings.Join(n, ",")
+}
+
+// describeMachine says what the figures were measured on: CPUs, CPU model,
+// memory, kernel, the file system of dir, and the Go version.
+func describeMachine(dir string) string {
+	parts := []string{fmt.Sprintf("%d CPUs", runtime.NumCPU())}
+	if m := firstMatch("/proc/cpuinfo", "model name"); m != "" {
+		parts = append(parts, m)
+	}
+	if m := firstMatch("/proc/meminfo", "MemTotal"); m != "" {
+		if kb, err := strconv.Atoi(strings.Fields(m)[0]); err == nil {
+			parts = append(parts, fmt.Sprintf("%.0f GiB RAM", float64(kb)/(1<<20)))
+		}
+	}
+	var u syscall.Utsname
+	if syscall.Uname(&u) == nil {
+		parts = append(parts, "Linux "+utsString(u.Release[:]))
+	}
+	parts = append(parts, fmt.Sprintf("store directory %s on %s", dir, fsType(dir)))
+	parts = append(parts, runtime.Version())
+	return strings.Join(parts, ", ")
+}
+
+func firstMatch(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func utsString(b []int8) string {
+	var s strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s.WriteByte(byte(c))
+	}
+	return s.String()
+}
+
+// fsType names the file system of dir from statfs(2)'s f_type.
+func fsType(dir string) string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return "unknown file system"
+	}
+	names := map[int64]string{
+		0xEF53: "ext2/3/4", 0x58465342: "xfs", 0x9123683E: "btrfs", 0x01021994: "tmpfs",
+		0x794c7630: "overlayfs", 0x6969: "nfs", 0x65735546: "fuse", 0x2FC12FC1: "zfs",
+	}
+	if n, ok := names[int64(st.Type)]; ok {
+		return n
+	}
+	return fmt.Sprintf("file system type 0x%x", st.Type)
+}

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// report holds what the tables need besides the figures.
+type report struct {
+	r       *results
+	systems []*system
+	cfg     *config
+	// Machine describes the machine and file system.
+	Machine string
+	// Command is the exact command line.
+	Command string
+}
+
+// fmtNum formats v with a precision that suits its size.
+func fmtNum(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1000:
+		return thousands(int64(math.Round(v)))
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// cell formats a series as "median (min–max)".
+func cell(s *series) string {
+	if s == nil || len(s.Values) == 0 {
+		return "—"
+	}
+	sum := summarize(s.Values)
+	txt := fmtNum(sum.Median)
+	if sum.N > 1 {
+		txt += fmt.Sprintf(" (%s–%s)", fmtNum(sum.Min), fmtNum(sum.Max))
+	}
+	if len(s.Notes) > 0 {
+		txt += " †"
+	}
+	return txt
+}
+
+func (rp *report) median(id, system string) (float64, bool) {
+	s := rp.r.get(id, system)
+	if s == nil || len(s.Values) == 0 {
+		return 0, false
+	}
+	return summarize(s.Values).Median, true
+}
+
+// bestPeer returns the best peer median of metric m among peers whose
+// durability matches durable (any peer when durable is false).
+func (rp *report) bestPeer(m metric, durable bool) (float64, string, bool) {
+	var (
+		best  float64
+		name  string
+		found bool
+	)
+	for _, s := range rp.systems {
+		if s.jobdir || (durable && !s.durable) {
+			continue
+		}
+		v, ok := rp.median(m.ID, s.name)
+		if !ok {
+			continue
+		}
+		if !found || (m.Higher && v > best) || (!m.Higher && v < best) {
+			best, name, found = v, s.label, true
+		}
+	}
+	return best, name, found
+}
+
+// floorFor returns the floor a figure is compared with: one writer's
+// durable creates for single-client figures, four writers' otherwise; for
+// a latency, the time of one durable create from one writer.
+func (rp *report) floorFor(m metric) (float64, string, bool) {
+	id := mFloor4.ID
+	if m.ID == mInsert1.ID || strings.HasSuffix(m.ID, "-1w") || m.Unit == "ms" {
+		id = mFloor1.ID
+	}
+	v, ok := rp.median(id, "floor")
+	if !ok || v == 0 {
+		return 0, "", false
+	}
+	if m.Unit == "ms" {
+		return 1000 / v, "1 durable create", true
+	}
+	return v, id, true
+}
+
+func (rp *report) writeGroup(w io.Writer, group, heading string, systems []*system) {
+	ms := rp.r.sortedMetrics(group)
+	if len(ms) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### %s\n\n| figure | unit |", heading)
+	for _, s := range systems {
+		fmt.Fprintf(w, " %s |", s.label)
+	}
+	fmt.Fprint(w, "\n|---|---|")
+	for range systems {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	for _, m := range ms {
+		fmt.Fprintf(w, "| %s | %s |", m.Title, m.Unit)
+		for _, s := range systems {
+			c := cell(rp.r.get(m.ID, s.name))
+			if c == "—" && m.ID == mKill.ID && s.rescueAfter != "" {
+				c = "≥ " + s.rescueAfter
+			}
+			fmt.Fprintf(w, " %s |", c)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// writeMarkdown writes the whole report.
+func (rp *report) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "Machine: %s\n\nCommand: `%s`\n\n", rp.Machine, rp.Command)
+	fmt.Fprintf(w, "Each cell is the median over %d round(s), with the range (min–max) in brackets when there are several. † marks a figure with a note (below).\n", rp.cfg.Rounds)
+
+	var sys []*system
+	for _, s := range rp.systems {
+		if s.name != "floor" {
+			sys = append(sys, s)
+		}
+	}
+	rp.writeGroup(w, "throughput", "Throughput (higher is better)", sys)
+	rp.writeGroup(w, "latency", "Latency (lower is better)", sys)
+	var jd []*system
+	for _, s := range sys {
+		if s.jobdir && !s.inProcess {
+			jd = append(jd, s)
+		}
+	}
+	rp.writeGroup(w, "scale", "Scaling of jobdir's file store (lower is better)", jd)
+	rp.writeGroup(w, "floor", "File-system floor, same disk, same run", []*system{{name: "floor", label: "files/s"}})
+	rp.writeRatios(w, sys)
+	rp.writeTargets(w)
+	rp.writeNotes(w, sys)
+}
+
+func (rp *report) writeRatios(w io.Writer, sys []*system) {
+	var ms []metric
+	for _, g := range []string{"throughput", "latency"} {
+		ms = append(ms, rp.r.sortedMetrics(g)...)
+	}
+	if len(ms) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\n### jobdir against the best peer and the floor\n\n")
+	fmt.Fprint(w, "The durable file store is compared with the durable peers (synchronous=FULL); the no-fsync file store and memstore with the best peer in either mode. A throughput ratio above 1 and a latency ratio below 1 favour jobdir. The floor is the same run's durable file creates: one writer for single-client figures, four writers otherwise; for latencies, the time of one durable create.\n\n")
+	fmt.Fprint(w, "| figure | jobdir store | jobdir | best peer | peer | × best peer | floor | × floor |\n|---|---|---:|---|---:|---:|---|---:|\n")
+	for _, m := range ms {
+		for _, s := range sys {
+			if !s.jobdir {
+				continue
+			}
+			v, ok := rp.median(m.ID, s.name)
+			if !ok {
+				continue
+			}
+			peerCell, peerName, ratio := "—", "—", "—"
+			if p, name, ok := rp.bestPeer(m, s.durable); ok {
+				peerCell, peerName = fmtNum(p), name
+				if p != 0 {
+					ratio = fmt.Sprintf("%.2f", v/p)
+				}
+			}
+			floorName, floorRatio := "—", "—"
+			if f, name, ok := rp.floorFor(m); ok {
+				floorName = fmt.Sprintf("%s (%s)", name, fmtNum(f))
+				floorRatio = fmt.Sprintf("%.2f", v/f)
+			}
+			fmt.Fprintf(w, "| %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n",
+				m.Title, m.Unit, s.label, fmtNum(v), peerName, peerCell, ratio, floorName, floorRatio)
+		}
+	}
+}
+
+// target is one of issue 6's targets, checked against the medians.
+type target struct {
+	Name     string
+	Measured string
+	Met      string // yes, no, or n/a
+}
+
+func (rp *report) targets() []target {
+	const fs = "jobdir-file"
+	var ts []target
+	add := func(name, measured string, ok, known bool) {
+		met := "n/a (not measured)"
+		if known {
+			met = map[bool]string{true: "**met**", false: "missed"}[ok]
+		}
+		ts = append(ts, target{name, measured, met})
+	}
+	ratioTarget := func(name string, m metric, want float64, peer func() (float64, string, bool)) {
+		v, ok := rp.median(m.ID, fs)
+		p, pname, pok := peer()
+		if !ok || !pok || p == 0 {
+			add(name, "—", false, false)
+			return
+		}
+		add(name, fmt.Sprintf("%s vs %s %s = %.2f×", fmtNum(v), pname, fmtNum(p), v/p), v/p >= want, true)
+	}
+	// Work-off in 2 processes, at the largest worker count measured.
+	if len(rp.cfg.Workers) > 0 {
+		wmax := rp.cfg.Workers[len(rp.cfg.Workers)-1]
+		m := workoffMetric(2, wmax)
+		ratioTarget(fmt.Sprintf("durable work-off, 2 processes × %d workers ≥ 2× best durable peer", wmax), m, 2,
+			func() (float64, string, bool) { return rp.bestPeer(m, true) })
+	}
+	ratioTarget("durable inserts, 16 clients ≥ 1.5× goqite FULL", mInsert16, 1.5, func() (float64, string, bool) {
+		v, ok := rp.median(mInsert16.ID, "goqite-full")
+		return v, "goqite FULL", ok
+	})
+	ratioTarget("durable inserts, 1 client ≥ 90% of the floor (1 writer)", mInsert1, 0.9, func() (float64, string, bool) {
+		v, ok := rp.median(mFloor1.ID, "floor")
+		return v, "floor", ok
+	})
+	ratioTarget("batch insert ≥ best durable peer's batch", mBatch, 1, func() (float64, string, bool) {
+		return rp.bestPeer(mBatch, true)
+	})
+	below := func(name string, m metric, system string, limit float64, unit string) {
+		v, ok := rp.median(m.ID, system)
+		add(name, map[bool]string{true: fmtNum(v) + " " + unit, false: "—"}[ok], v < limit, ok)
+	}
+	below("submit to handler start, other process, idle, p50 < 1 ms", latencyMetric(false, 50), fs, 1, "ms")
+	below("submit to handler start, other process, idle, p99 < 10 ms", latencyMetric(false, 99), fs, 10, "ms")
+	below("cross-process cancel reaching the handler, p50 < 20 ms", mCancel50, fs, 20, "ms")
+	below("SIGKILLed worker's job starting elsewhere < 1 s", mKill, fs, 1000, "ms")
+	sizes := rp.cfg.ScaleSizes
+	if len(sizes) >= 2 {
+		lo, hi := sizes[0], sizes[len(sizes)-1]
+		gl, cl, ll, _, _ := scaleMetrics(lo)
+		gh, ch, lh, oh, rh := scaleMetrics(hi)
+		for _, p := range []struct {
+			name   string
+			lo, hi metric
+		}{
+			{"get", gl, gh}, {"claim+complete", cl, ch}, {"list of queued jobs", ll, lh},
+		} {
+			a, okA := rp.median(p.lo.ID, fs)
+			b, okB := rp.median(p.hi.ID, fs)
+			name := fmt.Sprintf("%s at %dk within 1.5× of %dk", p.name, hi/1000, lo/1000)
+			if !okA || !okB || a == 0 {
+				add(name, "—", false, false)
+				continue
+			}
+			add(name, fmt.Sprintf("%s → %s %s = %.2f×", fmtNum(a), fmtNum(b), p.lo.Unit, b/a), b/a <= 1.5, true)
+		}
+		below(fmt.Sprintf("open at %dk jobs < 1 s", hi/1000), oh, fs, 1000, "ms")
+		below(fmt.Sprintf("peak RSS at %dk jobs < 100 MiB", hi/1000), rh, fs, 100, "MiB")
+	}
+	return ts
+}
+
+func (rp *report) writeTargets(w io.Writer) {
+	fmt.Fprint(w, "\n### Targets of issue 6 (jobdir file store, durable)\n\n| target | measured (medians) | |\n|---|---|---|\n")
+	for _, t := range rp.targets() {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", t.Name, t.Measured, t.Met)
+	}
+}
+
+func (rp *report) writeNotes(w io.Writer, sys []*system) {
+	var lines []string
+	for _, g := range []string{"throughput", "latency", "scale"} {
+		for _, m := range rp.r.sortedMetrics(g) {
+			for _, s := range sys {
+				if se := rp.r.get(m.ID, s.name); se != nil {
+					for _, n := range se.Notes {
+						lines = append(lines, fmt.Sprintf("- † %s, %s: %s", m.Title, s.label, n))
+					}
+				}
+			}
+		}
+	}
+	rp.r.mu.Lock()
+	for _, n := range rp.r.notes {
+		lines = append(lines, "- "+n)
+	}
+	rp.r.mu.Unlock()
+	if len(lines) > 0 {
+		fmt.Fprintf(w, "\n### Notes\n\n%s\n", strings.Join(lines, "\n"))
+	}
+}

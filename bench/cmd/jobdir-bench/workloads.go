@@ -1,0 +1,538 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// config is what one invocation measures and how hard.
+type config struct {
+	Rounds        int
+	Jobs          int           // jobs per work-off
+	Workers       []int         // worker counts for the work-off
+	Dir           string        // parent of the temporary store directories
+	Only          map[string]bool
+	Systems       []*system
+	InsertFor     time.Duration // how long each insert figure runs
+	WorkoffLimit  time.Duration // a work-off stops after this and reports its rate so far
+	LatencyN      int           // latency samples per round, idle and loaded each
+	LoadRate      int           // background jobs/s during the loaded latency run
+	CancelN       int           // cancel samples per round
+	KillN         int           // kill samples per round
+	FloorFor      time.Duration // how long each floor figure runs
+	ScaleSizes    []int         // store sizes for the scaling figures
+	Log           io.Writer     // progress, one line per step
+	LatencyWorker int           // handlers in the latency child
+}
+
+// workload groups, as -only names them.
+var workloadNames = []string{"insert", "batch", "workoff", "latency", "cancel", "kill", "scale", "floor"}
+
+func (c *config) want(w string) bool { return len(c.Only) == 0 || c.Only[w] }
+
+func (c *config) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+}
+
+// freshDir returns a new empty directory under c.Dir for one system.
+func (c *config) freshDir(ctx context.Context, s *system) (string, func(), error) {
+	d, err := os.MkdirTemp(c.Dir, "jobdir-bench-"+s.name+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.RemoveAll(d) }
+	if err := s.setup(ctx, d); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("%s setup: %w", s.name, err)
+	}
+	return d, cleanup, nil
+}
+
+var (
+	mInsert1  = metric{ID: "insert-1", Title: "insert, 1 client", Unit: "jobs/s", Higher: true, Group: "throughput", Order: 10}
+	mInsert16 = metric{ID: "insert-16", Title: "insert, 16 concurrent clients", Unit: "jobs/s", Higher: true, Group: "throughput", Order: 11}
+	mBatch    = metric{ID: "batch", Title: "batch insert, 1,000 per call", Unit: "jobs/s", Higher: true, Group: "throughput", Order: 12}
+	mFloor1   = metric{ID: "floor-1", Title: "durable file creates, 1 writer", Unit: "files/s", Higher: true, Group: "floor", Order: 1}
+	mFloor4   = metric{ID: "floor-4", Title: "durable file creates, 4 writers", Unit: "files/s", Higher: true, Group: "floor", Order: 2}
+	mCancel50 = metric{ID: "cancel-p50", Title: "cancel to handler ctx done, other process, p50", Unit: "ms", Group: "latency", Order: 30}
+	mCancel99 = metric{ID: "cancel-p99", Title: "cancel to handler ctx done, other process, p99", Unit: "ms", Group: "latency", Order: 31}
+	mKill     = metric{ID: "kill", Title: "SIGKILL of worker to job start elsewhere", Unit: "ms", Group: "latency", Order: 40}
+)
+
+func workoffMetric(procs, workers int) metric {
+	return metric{
+		ID:     fmt.Sprintf("workoff-%dp-%dw", procs, workers),
+		Title:  fmt.Sprintf("work off, %d worker(s) × %d process(es)", workers, procs),
+		Unit:   "jobs/s",
+		Higher: true,
+		Group:  "throughput",
+		Order:  100 + procs*10000 + workers,
+	}
+}
+
+func latencyMetric(loaded bool, p int) metric {
+	mode, order := "idle", 20
+	if loaded {
+		mode, order = "loaded", 22
+	}
+	return metric{
+		ID:    fmt.Sprintf("latency-%s-p%d", mode, p),
+		Title: fmt.Sprintf("submit to handler start, other process, %s, p%d", mode, p),
+		Unit:  "ms",
+		Group: "latency",
+		Order: order + p/99,
+	}
+}
+
+// runInsert measures one-at-a-time inserts from 1 and 16 clients and batch
+// inserts, each in a fresh store.
+func runInsert(ctx context.Context, c *config, r *results, s *system) error {
+	for _, clients := range []int{1, 16} {
+		m := mInsert1
+		if clients == 16 {
+			m = mInsert16
+		}
+		rate, err := withQueue(ctx, c, s, func(q queue) (float64, error) {
+			return hammer(ctx, clients, c.InsertFor, func() (int, error) { return 1, q.Insert(ctx, 0) })
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.ID, err)
+		}
+		r.add(m, s.name, rate)
+		c.logf("%-20s %-34s %10.0f %s", s.name, m.Title, rate, m.Unit)
+	}
+	return nil
+}
+
+func runBatch(ctx context.Context, c *config, r *results, s *system) error {
+	rate, err := withQueue(ctx, c, s, func(q queue) (float64, error) {
+		if jq, ok := q.(*jobdirQueue); ok {
+			if _, ok := jq.store.(batchSubmitter); !ok {
+				r.note(mBatch, s.name, fmt.Sprintf("the store has no batch submit: %d concurrent Submit calls", batchClients))
+			}
+		}
+		return hammer(ctx, 1, c.InsertFor, func() (int, error) { return 1000, q.InsertBatch(ctx, 1000) })
+	})
+	if err != nil {
+		return fmt.Errorf("batch: %w", err)
+	}
+	r.add(mBatch, s.name, rate)
+	c.logf("%-20s %-34s %10.0f %s", s.name, mBatch.Title, rate, mBatch.Unit)
+	return nil
+}
+
+// withQueue runs f on a queue open on a fresh store of s.
+func withQueue(ctx context.Context, c *config, s *system, f func(queue) (float64, error)) (float64, error) {
+	dir, cleanup, err := c.freshDir(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
+	q, err := s.open(ctx, dir)
+	if err != nil {
+		return 0, err
+	}
+	v, err := f(q)
+	return v, errors.Join(err, q.Close())
+}
+
+// hammer calls op from clients goroutines for d and returns the items per
+// second they did. Each call reports how many items it did.
+func hammer(ctx context.Context, clients int, d time.Duration, op func() (int, error)) (float64, error) {
+	var (
+		n        atomic.Int64
+		wg       sync.WaitGroup
+		firstErr error
+		once     sync.Once
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for range clients {
+		wg.Go(func() {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				k, err := op()
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				n.Add(int64(k))
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	return float64(n.Load()) / time.Since(start).Seconds(), ctx.Err()
+}
+
+// seed submits n jobs to q in batches of up to 1,000.
+func seed(ctx context.Context, q queue, n int) error {
+	for n > 0 {
+		k := min(n, 1000)
+		if err := q.InsertBatch(ctx, k); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// runWorkoff seeds c.Jobs no-op jobs and measures how fast workers in 1
+// process (this one) and in 2 child processes (workers each) work them off.
+func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, procs int) error {
+	m := workoffMetric(procs, workers)
+	dir, cleanup, err := c.freshDir(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	q, err := s.open(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	if err := seed(ctx, q, c.Jobs); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+
+	var (
+		handled   atomic.Int64
+		start     time.Time
+		stopWork  func() error
+		timedOut  bool
+		workCtx   context.Context
+		cancel    context.CancelFunc
+		workErrCh = make(chan error, 1)
+	)
+	if procs == 1 {
+		workCtx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		start = time.Now()
+		go func() {
+			workErrCh <- q.Work(workCtx, workers, func(context.Context, int64) error {
+				handled.Add(1)
+				return nil
+			}, func() {})
+		}()
+		stopWork = func() error {
+			cancel()
+			return <-workErrCh
+		}
+	} else {
+		var kids []*child
+		defer func() {
+			for _, k := range kids {
+				k.kill()
+			}
+		}()
+		for range procs {
+			k, err := startChild(ctx, childSpec{Role: "work", System: s.name, Dir: dir, Workers: workers})
+			if err != nil {
+				return err
+			}
+			kids = append(kids, k)
+		}
+		for _, k := range kids {
+			if _, err := k.expect(ctx, "open", time.Minute); err != nil {
+				return err
+			}
+		}
+		start = time.Now()
+		for _, k := range kids {
+			if err := k.send("go"); err != nil {
+				return err
+			}
+		}
+		stopWork = func() error {
+			var errs []error
+			for _, k := range kids {
+				k.stdin.Close()
+			}
+			for _, k := range kids {
+				f, err := k.expect(ctx, "handled", time.Minute)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				handled.Add(n)
+				errs = append(errs, k.stop(time.Minute))
+			}
+			kids = nil
+			return errors.Join(errs...)
+		}
+	}
+
+	// The run ends when the store has nothing left queued or running.
+	end, err := waitDrained(ctx, q, start.Add(c.WorkoffLimit))
+	if err != nil {
+		_ = stopWork()
+		return err
+	}
+	if end.IsZero() {
+		timedOut = true
+		end = time.Now()
+	}
+	if err := stopWork(); err != nil {
+		return err
+	}
+	elapsed := end.Sub(start).Seconds()
+	done := float64(handled.Load())
+	if !timedOut {
+		done = float64(c.Jobs)
+	}
+	rate := done / elapsed
+	if timedOut {
+		r.note(m, s.name, fmt.Sprintf("stopped at the %s limit", c.WorkoffLimit))
+	}
+	r.add(m, s.name, rate)
+	c.logf("%-20s %-34s %10.0f %s%s", s.name, m.Title, rate, m.Unit, map[bool]string{true: " (time limit)"}[timedOut])
+	return nil
+}
+
+// waitDrained polls q until nothing is pending and returns when it saw
+// that, or the zero time if deadline passed first.
+func waitDrained(ctx context.Context, q queue, deadline time.Time) (time.Time, error) {
+	for {
+		pending, err := q.Pending(ctx)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("pending: %w", err)
+		}
+		now := time.Now()
+		if !pending {
+			return now, nil
+		}
+		if now.After(deadline) {
+			return time.Time{}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// runLatency measures submit (here) to handler start (in a child process),
+// idle and under a steady background load.
+func runLatency(ctx context.Context, c *config, r *results, s *system) error {
+	dir, cleanup, err := c.freshDir(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	q, err := s.open(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	k, err := startChild(ctx, childSpec{Role: "latency", System: s.name, Dir: dir, Workers: c.LatencyWorker})
+	if err != nil {
+		return err
+	}
+	defer k.kill()
+	if _, err := k.expect(ctx, "ready", time.Minute); err != nil {
+		return err
+	}
+	// Let the workers settle (River elects a leader, starts its producer).
+	time.Sleep(time.Second)
+	for _, loaded := range []bool{false, true} {
+		var stopLoad func() error
+		if loaded {
+			stopLoad = backgroundLoad(ctx, q, c.LoadRate)
+			time.Sleep(500 * time.Millisecond)
+		}
+		var lats []float64
+		for range c.LatencyN {
+			if err := q.Insert(ctx, time.Now().UnixNano()); err != nil {
+				return err
+			}
+			f, err := k.expect(ctx, "lat", 30*time.Second)
+			if err != nil {
+				return err
+			}
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			lats = append(lats, float64(ns)/1e6)
+			// An idle gap, not a multiple of any poll interval.
+			time.Sleep(7*time.Millisecond + time.Duration(len(lats)%5)*time.Millisecond)
+		}
+		if stopLoad != nil {
+			if err := stopLoad(); err != nil {
+				return fmt.Errorf("background load: %w", err)
+			}
+		}
+		for _, p := range []int{50, 99} {
+			m := latencyMetric(loaded, p)
+			v := percentile(lats, float64(p))
+			r.add(m, s.name, v)
+			c.logf("%-20s %-34s %10.2f %s", s.name, m.Title, v, m.Unit)
+		}
+	}
+	return k.stop(time.Minute)
+}
+
+// backgroundLoad submits rate jobs/s to q until the returned function is
+// called.
+func backgroundLoad(ctx context.Context, q queue, rate int) func() error {
+	ctx, cancel := context.WithCancel(ctx)
+	errCh := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(time.Second / time.Duration(rate))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				errCh <- nil
+				return
+			case <-t.C:
+				if err := q.Insert(ctx, 0); err != nil && ctx.Err() == nil {
+					errCh <- err
+					return
+				}
+			}
+		}
+	}()
+	return func() error {
+		cancel()
+		return <-errCh
+	}
+}
+
+// runCancel measures a cancel issued here reaching a handler running in a
+// child process (jobdir only).
+func runCancel(ctx context.Context, c *config, r *results, s *system) error {
+	dir, cleanup, err := c.freshDir(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	q, err := s.open(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	jq := q.(*jobdirQueue)
+	k, err := startChild(ctx, childSpec{Role: "cancel", System: s.name, Dir: dir, Workers: 4})
+	if err != nil {
+		return err
+	}
+	defer k.kill()
+	if _, err := k.expect(ctx, "ready", time.Minute); err != nil {
+		return err
+	}
+	var lats []float64
+	for range c.CancelN {
+		j, _, err := jq.store.Submit(ctx, benchSpec(0))
+		if err != nil {
+			return err
+		}
+		if _, err := k.expect(ctx, "started", 30*time.Second); err != nil {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond) // the handler is running, its watch set up
+		t0 := time.Now().UnixNano()
+		if _, err := jq.store.Cancel(ctx, j.ID); err != nil {
+			return err
+		}
+		f, err := k.expect(ctx, "stopped", 30*time.Second)
+		if err != nil {
+			return err
+		}
+		ns, _ := strconv.ParseInt(f[1], 10, 64)
+		lats = append(lats, float64(ns-t0)/1e6)
+	}
+	r.add(mCancel50, s.name, percentile(lats, 50))
+	r.add(mCancel99, s.name, percentile(lats, 99))
+	c.logf("%-20s %-34s %10.2f ms (p99 %.2f)", s.name, mCancel50.Title, percentile(lats, 50), percentile(lats, 99))
+	return k.stop(time.Minute)
+}
+
+// runKill measures the time from SIGKILL of a worker process holding a job
+// until the job starts in another process (jobdir only).
+func runKill(ctx context.Context, c *config, r *results, s *system) error {
+	dir, cleanup, err := c.freshDir(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	q, err := s.open(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	for range c.KillN {
+		v, err := startChild(ctx, childSpec{Role: "victim", System: s.name, Dir: dir, Workers: 1})
+		if err != nil {
+			return err
+		}
+		if _, err := v.expect(ctx, "ready", time.Minute); err != nil {
+			v.kill()
+			return err
+		}
+		if err := q.Insert(ctx, 0); err != nil {
+			v.kill()
+			return err
+		}
+		if _, err := v.expect(ctx, "started", 30*time.Second); err != nil {
+			v.kill()
+			return err
+		}
+		res, err := startChild(ctx, childSpec{Role: "rescuer", System: s.name, Dir: dir, Workers: 1})
+		if err != nil {
+			v.kill()
+			return err
+		}
+		if _, err := res.expect(ctx, "ready", time.Minute); err != nil {
+			v.kill()
+			res.kill()
+			return err
+		}
+		time.Sleep(200 * time.Millisecond) // the rescuer is idle and waiting
+		t0 := time.Now().UnixNano()
+		v.kill()
+		f, err := res.expect(ctx, "started", time.Minute)
+		if err != nil {
+			res.kill()
+			return err
+		}
+		ns, _ := strconv.ParseInt(f[1], 10, 64)
+		ms := float64(ns-t0) / 1e6
+		r.add(mKill, s.name, ms)
+		c.logf("%-20s %-34s %10.1f ms", s.name, mKill.Title, ms)
+		if err := res.stop(time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runFloor measures durable file creates from 1 and 4 writers.
+func runFloor(ctx context.Context, c *config, r *results) error {
+	for _, w := range []int{1, 4} {
+		m := mFloor1
+		if w == 4 {
+			m = mFloor4
+		}
+		rate, err := measureFloor(ctx, c.Dir, w, c.FloorFor)
+		if err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		r.add(m, "floor", rate)
+		c.logf("%-20s %-34s %10.0f %s", "floor", m.Title, rate, m.Unit)
+	}
+	return nil
+}
+
+// scratch returns a directory for data kept across rounds.
+func (c *config) scratch(name string) string { return filepath.Join(c.Dir, name) }
