@@ -1,0 +1,422 @@
+package jobstore_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+var (
+	t0      = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	testID  = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+	fixedBO = func(attempt int) time.Duration { return time.Duration(attempt) * time.Minute }
+)
+
+// queued returns a queued job due at t0.
+func queued() jobstore.Job {
+	return jobstore.Job{
+		ID: testID, Kind: "k", State: jobstore.StateQueued, MaxAttempts: 3,
+		RunAt: t0, CreatedAt: t0, UpdatedAt: t0,
+	}
+}
+
+// running returns the job claimed by worker w for its attempt-th attempt.
+func running(attempt int) jobstore.Job {
+	j := queued()
+	j.State = jobstore.StateRunning
+	j.Attempt = attempt
+	j.Worker = "w"
+	j.StartedAt = t0
+	return j
+}
+
+func TestClaimOrder(t *testing.T) {
+	mk := func(id string, prio int, runAt time.Duration) jobstore.Job {
+		return jobstore.Job{ID: id, Priority: prio, RunAt: t0.Add(runAt)}
+	}
+	// Listed in claim order.
+	want := []jobstore.Job{
+		mk("0000000000000000000000000F", 10, time.Hour),
+		mk("0000000000000000000000000E", 1, 0),
+		mk("0000000000000000000000000A", 0, 0),
+		mk("0000000000000000000000000B", 0, 0),
+		mk("00000000000000000000000000", 0, time.Second),
+		mk("0000000000000000000000000C", -5, -time.Hour),
+	}
+	got := slices.Clone(want)
+	slices.Reverse(got)
+	slices.SortFunc(got, func(a, b jobstore.Job) int {
+		switch {
+		case jobstore.ClaimOrder(a, b):
+			return -1
+		case jobstore.ClaimOrder(b, a):
+			return 1
+		}
+		return 0
+	})
+	require.Equal(t, want, got)
+	require.False(t, jobstore.ClaimOrder(want[0], want[0]), "ClaimOrder is a strict order")
+}
+
+func TestDue(t *testing.T) {
+	j := queued()
+	require.True(t, j.Due(t0))
+	require.True(t, j.Due(t0.Add(time.Nanosecond)))
+	require.False(t, j.Due(t0.Add(-time.Nanosecond)))
+	j.State = jobstore.StateCanceled
+	require.False(t, j.Due(t0.Add(time.Hour)), "only queued jobs are due")
+}
+
+func TestApplyClaim(t *testing.T) {
+	now := t0.Add(time.Minute).In(time.FixedZone("X", 3600))
+	j := queued()
+	j.Attempt = 1 // a retried job
+	j.CancelRequested = true
+	c, err := jobstore.ApplyClaim(j, "worker-1", now)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateRunning, c.State)
+	require.Equal(t, 2, c.Attempt)
+	require.Equal(t, "worker-1", c.Worker)
+	require.Equal(t, now.UTC(), c.StartedAt)
+	require.Equal(t, now.UTC(), c.UpdatedAt)
+	require.False(t, c.CancelRequested)
+	require.Equal(t, jobstore.Lease{ID: testID, Worker: "worker-1", Attempt: 2}, c.Lease())
+	require.Equal(t, 1, j.Attempt, "the input is not modified")
+
+	// Not yet due.
+	_, err = jobstore.ApplyClaim(queued(), "w", t0.Add(-time.Second))
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
+	var nj *jobstore.NoJobError
+	require.ErrorAs(t, err, &nj)
+	require.Equal(t, t0, nj.NextRunAt)
+
+	// Not queued.
+	for _, st := range []jobstore.State{jobstore.StateRunning, jobstore.StateSucceeded, jobstore.StateFailed, jobstore.StateCanceled} {
+		j := queued()
+		j.State = st
+		_, err := jobstore.ApplyClaim(j, "w", t0)
+		require.ErrorIs(t, err, jobstore.ErrInvalidTransition, st)
+	}
+}
+
+func TestLeaseHolds(t *testing.T) {
+	j := running(2)
+	l := j.Lease()
+	require.True(t, j.Holds(l))
+	for name, bad := range map[string]jobstore.Lease{
+		"old attempt":  {ID: testID, Worker: "w", Attempt: 1},
+		"next attempt": {ID: testID, Worker: "w", Attempt: 3},
+		"other worker": {ID: testID, Worker: "v", Attempt: 2},
+		"other job":    {ID: "01ARZ3NDEKTSV4RRFFQ69G5FAW", Worker: "w", Attempt: 2},
+	} {
+		require.False(t, j.Holds(bad), name)
+	}
+	j.State = jobstore.StateSucceeded
+	require.False(t, j.Holds(l), "no lease holds a job that is not running")
+}
+
+func TestApplyOutcome(t *testing.T) {
+	now := t0.Add(time.Minute)
+	tests := []struct {
+		name      string
+		job       jobstore.Job
+		outcome   jobstore.Outcome
+		wantState jobstore.State
+		wantRunAt time.Time // zero: unchanged
+		finished  bool
+	}{
+		{"success", running(1), jobstore.Succeeded(json.RawMessage(`{"ok":1}`)), jobstore.StateSucceeded, time.Time{}, true},
+		{"success on the last attempt", running(3), jobstore.Succeeded(nil), jobstore.StateSucceeded, time.Time{}, true},
+		{"failure with attempts left uses backoff", running(2), jobstore.Outcome{Error: "e"}, jobstore.StateQueued, now.Add(2 * time.Minute), false},
+		{"failure with RetryAfter", running(1), jobstore.Outcome{Error: "e", RetryAfter: 5 * time.Second}, jobstore.StateQueued, now.Add(5 * time.Second), false},
+		{"failure of the last attempt", running(3), jobstore.Outcome{Error: "e", RetryAfter: time.Second}, jobstore.StateFailed, time.Time{}, true},
+		{"permanent failure", running(1), jobstore.Outcome{Error: "e", Permanent: true}, jobstore.StateFailed, time.Time{}, true},
+		{"failure after cancel requested", func() jobstore.Job { j := running(1); j.CancelRequested = true; return j }(),
+			jobstore.Outcome{Error: "canceled"}, jobstore.StateCanceled, time.Time{}, true},
+		{"success after cancel requested", func() jobstore.Job { j := running(1); j.CancelRequested = true; return j }(),
+			jobstore.Succeeded(nil), jobstore.StateSucceeded, time.Time{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := jobstore.ApplyOutcome(tc.job, tc.job.Lease(), tc.outcome, now, fixedBO)
+			require.NoError(t, err)
+			require.True(t, jobstore.CanTransition(tc.job.State, got.State), "%s -> %s", tc.job.State, got.State)
+			require.Equal(t, tc.wantState, got.State)
+			require.Equal(t, tc.job.Attempt, got.Attempt, "completion never changes Attempt")
+			require.Equal(t, now, got.UpdatedAt)
+			if tc.wantRunAt.IsZero() {
+				require.Equal(t, tc.job.RunAt, got.RunAt)
+			} else {
+				require.Equal(t, tc.wantRunAt, got.RunAt)
+			}
+			if tc.finished {
+				require.Equal(t, now, got.FinishedAt)
+			} else {
+				require.True(t, got.FinishedAt.IsZero())
+			}
+			if tc.outcome.Error != "" {
+				require.Equal(t, tc.outcome.Error, got.LastError)
+				require.Nil(t, got.Result)
+			} else {
+				require.Equal(t, []byte(tc.outcome.Result), []byte(got.Result))
+			}
+		})
+	}
+
+	// A failure message is truncated.
+	got, err := jobstore.ApplyOutcome(running(3), running(3).Lease(), jobstore.Outcome{Error: strings.Repeat("x", 2*jobstore.MaxErrorLen)}, now, nil)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.TruncateError(strings.Repeat("x", 2*jobstore.MaxErrorLen)), got.LastError)
+
+	// A nil backoff means jobstore.Backoff: attempt 1 waits 1s ± 10%.
+	got, err = jobstore.ApplyOutcome(running(1), running(1).Lease(), jobstore.Outcome{Error: "e"}, now, nil)
+	require.NoError(t, err)
+	require.WithinRange(t, got.RunAt, now.Add(900*time.Millisecond), now.Add(1100*time.Millisecond))
+
+	// The result is copied.
+	res := json.RawMessage(`[1]`)
+	got, err = jobstore.ApplyOutcome(running(1), running(1).Lease(), jobstore.Succeeded(res), now, nil)
+	require.NoError(t, err)
+	res[1] = '2'
+	require.Equal(t, `[1]`, string(got.Result))
+}
+
+func TestApplyOutcomeNotHeld(t *testing.T) {
+	j := running(2)
+	for name, l := range map[string]jobstore.Lease{
+		"old attempt":  {ID: testID, Worker: "w", Attempt: 1},
+		"other worker": {ID: testID, Worker: "v", Attempt: 2},
+	} {
+		got, err := jobstore.ApplyOutcome(j, l, jobstore.Succeeded(nil), t0, nil)
+		require.ErrorIs(t, err, jobstore.ErrNotHeld, name)
+		require.Equal(t, j, got, "a refused outcome changes nothing")
+	}
+	done := j
+	done.State = jobstore.StateSucceeded
+	_, err := jobstore.ApplyOutcome(done, j.Lease(), jobstore.Outcome{Error: "late"}, t0, nil)
+	require.ErrorIs(t, err, jobstore.ErrNotHeld, "after completion")
+}
+
+func TestApplyRecover(t *testing.T) {
+	now := t0.Add(time.Hour)
+	got, err := jobstore.ApplyRecover(running(1), now, fixedBO)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, got.State)
+	require.Equal(t, now.Add(time.Minute), got.RunAt)
+	require.Equal(t, `worker "w" died during attempt 1`, got.LastError)
+
+	got, err = jobstore.ApplyRecover(running(3), now, fixedBO)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateFailed, got.State, "the last attempt's death is final")
+
+	for _, st := range []jobstore.State{jobstore.StateQueued, jobstore.StateSucceeded, jobstore.StateFailed, jobstore.StateCanceled} {
+		j := queued()
+		j.State = st
+		got, err := jobstore.ApplyRecover(j, now, nil)
+		require.ErrorIs(t, err, jobstore.ErrInvalidTransition, st)
+		require.Equal(t, j, got)
+	}
+}
+
+func TestApplyCancel(t *testing.T) {
+	now := t0.Add(time.Minute)
+
+	got, changed, err := jobstore.ApplyCancel(queued(), now)
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Equal(t, jobstore.StateCanceled, got.State)
+	require.Equal(t, now, got.FinishedAt)
+	require.Equal(t, now, got.UpdatedAt)
+	require.Zero(t, got.Attempt)
+
+	got, changed, err = jobstore.ApplyCancel(running(1), now)
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Equal(t, jobstore.StateRunning, got.State)
+	require.True(t, got.CancelRequested)
+	require.True(t, got.FinishedAt.IsZero())
+	require.True(t, got.Holds(running(1).Lease()), "cancel does not take the job from its worker")
+
+	again, changed, err := jobstore.ApplyCancel(got, now.Add(time.Second))
+	require.NoError(t, err)
+	require.False(t, changed)
+	require.Equal(t, got, again)
+
+	canceled, _, _ := jobstore.ApplyCancel(queued(), now)
+	again, changed, err = jobstore.ApplyCancel(canceled, now.Add(time.Second))
+	require.NoError(t, err)
+	require.False(t, changed)
+	require.Equal(t, canceled, again)
+
+	for _, st := range []jobstore.State{jobstore.StateSucceeded, jobstore.StateFailed} {
+		j := running(1)
+		j.State = st
+		_, changed, err := jobstore.ApplyCancel(j, now)
+		require.False(t, changed)
+		var te *jobstore.TransitionError
+		require.ErrorAs(t, err, &te)
+		require.Equal(t, jobstore.TransitionError{ID: testID, From: st, To: jobstore.StateCanceled}, *te)
+	}
+}
+
+func TestApplyRetry(t *testing.T) {
+	now := t0.Add(time.Hour)
+	failed := running(3)
+	failed.State = jobstore.StateFailed
+	failed.FinishedAt = t0
+	failed.LastError = "boom"
+
+	got, err := jobstore.ApplyRetry(failed, now)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, got.State)
+	require.Equal(t, 3, got.Attempt, "Attempt keeps counting")
+	require.Equal(t, 4, got.MaxAttempts, "used-up attempts allow one more")
+	require.Equal(t, now, got.RunAt)
+	require.True(t, got.FinishedAt.IsZero())
+	require.Equal(t, "boom", got.LastError)
+
+	permanent := running(1)
+	permanent.State = jobstore.StateFailed
+	got, err = jobstore.ApplyRetry(permanent, now)
+	require.NoError(t, err)
+	require.Equal(t, 3, got.MaxAttempts, "attempts left: MaxAttempts unchanged")
+
+	canceled := running(1)
+	canceled.State = jobstore.StateCanceled
+	canceled.CancelRequested = true
+	canceled.Result = json.RawMessage(`1`)
+	got, err = jobstore.ApplyRetry(canceled, now)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, got.State)
+	require.False(t, got.CancelRequested)
+	require.Nil(t, got.Result)
+
+	for _, st := range []jobstore.State{jobstore.StateQueued, jobstore.StateRunning, jobstore.StateSucceeded} {
+		j := running(1)
+		j.State = st
+		got, err := jobstore.ApplyRetry(j, now)
+		var te *jobstore.TransitionError
+		require.ErrorAs(t, err, &te, st)
+		require.Equal(t, jobstore.TransitionError{ID: testID, From: st, To: jobstore.StateQueued}, *te)
+		require.Equal(t, j, got)
+	}
+}
+
+func TestPrunable(t *testing.T) {
+	cutoff := t0
+	for _, st := range jobstore.States() {
+		j := queued()
+		j.State = st
+		j.FinishedAt = t0.Add(-time.Second)
+		require.Equal(t, st.Terminal(), j.Prunable(cutoff), st)
+		j.FinishedAt = t0
+		require.False(t, j.Prunable(cutoff), "finished exactly at the cutoff: %s", st)
+	}
+}
+
+func TestMatchesList(t *testing.T) {
+	j := queued()
+	tests := []struct {
+		opts jobstore.ListOptions
+		want bool
+	}{
+		{jobstore.ListOptions{}, true},
+		{jobstore.ListOptions{Kind: "k"}, true},
+		{jobstore.ListOptions{Kind: "other"}, false},
+		{jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued}}, true},
+		{jobstore.ListOptions{States: []jobstore.State{jobstore.StateRunning, jobstore.StateQueued}}, true},
+		{jobstore.ListOptions{States: []jobstore.State{jobstore.StateRunning}}, false},
+		{jobstore.ListOptions{Kind: "k", States: []jobstore.State{jobstore.StateRunning}}, false},
+		{jobstore.ListOptions{Cursor: "00000000000000000000000000"}, true}, // the cursor is not a filter
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, j.MatchesList(tc.opts), "%+v", tc.opts)
+	}
+}
+
+func TestListOptionsNormalize(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      jobstore.ListOptions
+		want    jobstore.ListOptions
+		wantErr error
+	}{
+		{"zero", jobstore.ListOptions{}, jobstore.ListOptions{Limit: jobstore.DefaultListLimit}, nil},
+		{"limit kept", jobstore.ListOptions{Limit: 7}, jobstore.ListOptions{Limit: 7}, nil},
+		{"limit at max", jobstore.ListOptions{Limit: jobstore.MaxListLimit}, jobstore.ListOptions{Limit: jobstore.MaxListLimit}, nil},
+		{"limit capped", jobstore.ListOptions{Limit: jobstore.MaxListLimit + 1}, jobstore.ListOptions{Limit: jobstore.MaxListLimit}, nil},
+		{"everything", jobstore.ListOptions{States: []jobstore.State{jobstore.StateFailed}, Kind: "k", Cursor: testID, Order: jobstore.OldestFirst, Limit: 3},
+			jobstore.ListOptions{States: []jobstore.State{jobstore.StateFailed}, Kind: "k", Cursor: testID, Order: jobstore.OldestFirst, Limit: 3}, nil},
+		{"negative limit", jobstore.ListOptions{Limit: -1}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
+		{"unknown state", jobstore.ListOptions{States: []jobstore.State{"done"}}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
+		{"bad kind", jobstore.ListOptions{Kind: "a b"}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
+		{"bad cursor", jobstore.ListOptions{Cursor: "../x"}, jobstore.ListOptions{}, jobstore.ErrInvalidID},
+		{"unknown order", jobstore.ListOptions{Order: 2}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.in.Normalize()
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestAfterCursor(t *testing.T) {
+	a, b, c := "0000000000000000000000000A", "0000000000000000000000000B", "0000000000000000000000000C"
+	newest := jobstore.ListOptions{Cursor: b}
+	require.True(t, newest.AfterCursor(a))
+	require.False(t, newest.AfterCursor(b))
+	require.False(t, newest.AfterCursor(c))
+	oldest := jobstore.ListOptions{Cursor: b, Order: jobstore.OldestFirst}
+	require.False(t, oldest.AfterCursor(a))
+	require.False(t, oldest.AfterCursor(b))
+	require.True(t, oldest.AfterCursor(c))
+	require.True(t, jobstore.ListOptions{}.AfterCursor(a), "no cursor: everything")
+}
+
+func TestBackoff(t *testing.T) {
+	for attempt := 1; attempt <= 10; attempt++ {
+		base := time.Duration(attempt*attempt*attempt*attempt) * time.Second
+		if base > jobstore.MaxBackoff {
+			base = jobstore.MaxBackoff
+		}
+		lo := time.Duration(float64(base) * 0.9)
+		hi := time.Duration(float64(base) * 1.1)
+		var minSeen, maxSeen time.Duration
+		for i := range 200 {
+			d := jobstore.Backoff(attempt)
+			require.GreaterOrEqual(t, d, lo, "attempt %d", attempt)
+			require.LessOrEqual(t, d, hi, "attempt %d", attempt)
+			if i == 0 || d < minSeen {
+				minSeen = d
+			}
+			if d > maxSeen {
+				maxSeen = d
+			}
+		}
+		require.Greater(t, maxSeen, minSeen, "attempt %d: no jitter", attempt)
+	}
+	// The cap holds for any attempt, without overflow.
+	for _, attempt := range []int{8, 59, 60, 1000, 1 << 40} {
+		d := jobstore.Backoff(attempt)
+		require.GreaterOrEqual(t, d, jobstore.MaxBackoff*9/10, attempt)
+		require.LessOrEqual(t, d, jobstore.MaxBackoff*11/10, attempt)
+	}
+	// Attempts below 1 count as 1.
+	for _, attempt := range []int{0, -5} {
+		d := jobstore.Backoff(attempt)
+		require.GreaterOrEqual(t, d, 900*time.Millisecond)
+		require.LessOrEqual(t, d, 1100*time.Millisecond)
+	}
+}

@@ -1,0 +1,104 @@
+package jobstore_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+func ExampleCheckTransition() {
+	err := jobstore.CheckTransition("01ARZ3NDEKTSV4RRFFQ69G5FAV", jobstore.StateSucceeded, jobstore.StateQueued)
+	fmt.Println(err)
+
+	var te *jobstore.TransitionError
+	if errors.As(err, &te) {
+		fmt.Println("from", te.From, "to", te.To)
+	}
+	fmt.Println(errors.Is(err, jobstore.ErrInvalidTransition))
+	fmt.Println(jobstore.CheckTransition("01ARZ3NDEKTSV4RRFFQ69G5FAV", jobstore.StateFailed, jobstore.StateQueued))
+	// Output:
+	// job 01ARZ3NDEKTSV4RRFFQ69G5FAV: cannot move from succeeded to queued
+	// from succeeded to queued
+	// true
+	// <nil>
+}
+
+func ExampleState_Terminal() {
+	for _, s := range jobstore.States() {
+		fmt.Println(s, s.Terminal())
+	}
+	// Output:
+	// queued false
+	// running false
+	// succeeded true
+	// failed true
+	// canceled true
+}
+
+func ExampleParseState() {
+	s, err := jobstore.ParseState("failed")
+	fmt.Println(s, err)
+	_, err = jobstore.ParseState("done")
+	fmt.Println(errors.Is(err, jobstore.ErrInvalidInput))
+	// Output:
+	// failed <nil>
+	// true
+}
+
+func ExampleTransitions() {
+	for _, t := range jobstore.Transitions() {
+		fmt.Printf("%s -> %s: %s\n", t.From, t.To, t.By)
+	}
+	// Output:
+	// queued -> running: Claim
+	// queued -> canceled: Cancel
+	// running -> succeeded: Complete (success)
+	// running -> queued: Complete (failure, attempts left) or dead-worker recovery
+	// running -> failed: Complete (failure, no attempts left) or dead-worker recovery
+	// running -> canceled: Complete after Cancel requested
+	// failed -> queued: Retry
+	// canceled -> queued: Retry
+}
+
+// The Apply functions compute every state change; a store calls them while
+// it holds the job and writes back what they return.
+func ExampleApplyOutcome() {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	job := jobstore.NewJob(jobstore.Spec{Kind: "email.send", MaxAttempts: 2}, now)
+
+	job, _ = jobstore.ApplyClaim(job, "worker-1", now)
+	lease := job.Lease()
+	fmt.Println(job.State, "attempt", job.Attempt)
+
+	job, _ = jobstore.ApplyOutcome(job, lease, jobstore.Outcome{Error: "smtp timeout", RetryAfter: time.Minute}, now, nil)
+	fmt.Println(job.State, "due", job.RunAt.Sub(now), "last error:", job.LastError)
+
+	// The first attempt's lease no longer holds the job.
+	_, err := jobstore.ApplyOutcome(job, lease, jobstore.Succeeded(nil), now, nil)
+	fmt.Println(errors.Is(err, jobstore.ErrNotHeld))
+
+	job, _ = jobstore.ApplyClaim(job, "worker-2", now.Add(time.Minute))
+	job, _ = jobstore.ApplyOutcome(job, job.Lease(), jobstore.Outcome{Error: "smtp timeout"}, now.Add(time.Minute), nil)
+	fmt.Println(job.State, "after attempt", job.Attempt, "of", job.MaxAttempts)
+	// Output:
+	// running attempt 1
+	// queued due 1m0s last error: smtp timeout
+	// true
+	// failed after attempt 2 of 2
+}
+
+// Backoff grows as attempt⁴ seconds with ±10% jitter, capped at an hour.
+func ExampleBackoff() {
+	for _, attempt := range []int{1, 2, 3, 10} {
+		d := jobstore.Backoff(attempt)
+		base := min(time.Duration(attempt*attempt*attempt*attempt)*time.Second, jobstore.MaxBackoff)
+		fmt.Printf("attempt %d: %s ± 10%%: %v\n", attempt, base, d >= base*9/10 && d <= base*11/10)
+	}
+	// Output:
+	// attempt 1: 1s ± 10%: true
+	// attempt 2: 16s ± 10%: true
+	// attempt 3: 1m21s ± 10%: true
+	// attempt 10: 1h0m0s ± 10%: true
+}

@@ -1,0 +1,281 @@
+package jobstore_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+func TestValidateID(t *testing.T) {
+	valid := []string{
+		"01ARZ3NDEKTSV4RRFFQ69G5FAV",
+		"00000000000000000000000000",
+		"7ZZZZZZZZZZZZZZZZZZZZZZZZZ",
+		jobstore.NewID(time.Now()),
+	}
+	for _, id := range valid {
+		require.NoError(t, jobstore.ValidateID(id), id)
+	}
+	invalid := map[string]string{
+		"empty":         "",
+		"dotdot":        "../x",
+		"absolute":      "/etc/passwd",
+		"nul":           "a\x00b",
+		"short":         "01ARZ3NDEKTSV4RRFFQ69G5FA",
+		"long":          "01ARZ3NDEKTSV4RRFFQ69G5FAVV",
+		"10000 bytes":   strings.Repeat("0", 10_000),
+		"lowercase":     "01arz3ndektsv4rrffq69g5fav",
+		"letter I":      "01ARZ3NDEKTSV4RRFFQ69G5FAI",
+		"letter L":      "01ARZ3NDEKTSV4RRFFQ69G5FAL",
+		"letter O":      "01ARZ3NDEKTSV4RRFFQ69G5FAO",
+		"letter U":      "01ARZ3NDEKTSV4RRFFQ69G5FAU",
+		"slash":         "01ARZ3NDEKTSV4RRFFQ69G5F/V",
+		"dot":           "01ARZ3NDEKTSV4RRFFQ69G5F.V",
+		"nul at end":    "01ARZ3NDEKTSV4RRFFQ69G5FA\x00",
+		"overflow":      "80000000000000000000000000",
+		"multibyte":     "01ARZ3NDEKTSV4RRFFQ69G5FÅ",
+		"dotdot padded": "../../../../../../../../x0",
+	}
+	for name, id := range invalid {
+		err := jobstore.ValidateID(id)
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, name)
+		require.ErrorIs(t, err, jobstore.ErrInvalidInput, name)
+	}
+	// The message quotes at most a prefix of a huge ID.
+	require.Less(t, len(jobstore.ValidateID(strings.Repeat("x", 10_000)).Error()), 200)
+}
+
+func TestNewID(t *testing.T) {
+	now := time.Now()
+	prev := ""
+	for range 1000 {
+		id := jobstore.NewID(now)
+		require.NoError(t, jobstore.ValidateID(id))
+		require.Greater(t, id, prev, "IDs from one process increase strictly")
+		prev = id
+	}
+	require.Less(t, jobstore.NewID(now.Add(-time.Hour)), jobstore.NewID(now), "IDs sort by time")
+}
+
+func TestValidateKind(t *testing.T) {
+	for _, k := range []string{"a", "email.send", "report:monthly/v2", "A_B-c", strings.Repeat("k", jobstore.MaxKindLen)} {
+		require.NoError(t, jobstore.ValidateKind(k), k)
+	}
+	for name, k := range map[string]string{
+		"empty":    "",
+		"space":    "send email",
+		"too long": strings.Repeat("k", jobstore.MaxKindLen+1),
+		"nul":      "a\x00",
+		"unicode":  "émail",
+		"star":     "a*",
+		"newline":  "a\n",
+	} {
+		require.ErrorIs(t, jobstore.ValidateKind(k), jobstore.ErrInvalidInput, name)
+	}
+}
+
+func TestValidateKey(t *testing.T) {
+	for _, k := range []string{"", "a", "order 42 ✓", strings.Repeat("k", jobstore.MaxKeyLen), "tab-free/../path"} {
+		require.NoError(t, jobstore.ValidateKey(k), k)
+	}
+	for name, k := range map[string]string{
+		"10000 bytes":  strings.Repeat("k", 10_000),
+		"one too long": strings.Repeat("k", jobstore.MaxKeyLen+1),
+		"newline":      "a\nb",
+		"tab":          "a\tb",
+		"nul":          "a\x00b",
+		"del":          "a\x7fb",
+		"C1 control":   "a\u0085b",
+		"not UTF-8":    "\xff",
+	} {
+		require.ErrorIs(t, jobstore.ValidateKey(k), jobstore.ErrInvalidInput, name)
+	}
+}
+
+// jsonString returns a JSON string value of exactly n bytes.
+func jsonString(n int) json.RawMessage {
+	return json.RawMessage(`"` + strings.Repeat("a", n-2) + `"`)
+}
+
+func TestValidatePayload(t *testing.T) {
+	tests := []struct {
+		name    string
+		payload json.RawMessage
+		limit   int
+		want    error
+	}{
+		{"empty", nil, 0, nil},
+		{"object", json.RawMessage(`{"a":[1,2]}`), 0, nil},
+		{"scalar", json.RawMessage(`42`), 0, nil},
+		{"exactly the default limit", jsonString(jobstore.DefaultMaxPayload), 0, nil},
+		{"default limit + 1", jsonString(jobstore.DefaultMaxPayload + 1), 0, jobstore.ErrPayloadTooLarge},
+		{"exactly a custom limit", jsonString(10), 10, nil},
+		{"custom limit + 1", jsonString(11), 10, jobstore.ErrPayloadTooLarge},
+		{"negative limit means default", jsonString(jobstore.DefaultMaxPayload), -1, nil},
+		{"truncated", json.RawMessage(`{"a":`), 0, jobstore.ErrInvalidInput},
+		{"two values", json.RawMessage(`1 2`), 0, jobstore.ErrInvalidInput},
+		{"bare word", json.RawMessage(`hello`), 0, jobstore.ErrInvalidInput},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := jobstore.ValidatePayload(tc.payload, tc.limit)
+			if tc.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tc.want)
+			require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+		})
+	}
+}
+
+func TestValidateWorker(t *testing.T) {
+	for _, w := range []string{"w", "host-1:1234", strings.Repeat("w", 256)} {
+		require.NoError(t, jobstore.ValidateWorker(w), w)
+	}
+	for name, w := range map[string]string{
+		"empty":    "",
+		"too long": strings.Repeat("w", 257),
+		"space":    "a b",
+		"newline":  "a\n",
+		"unicode":  "wörker",
+	} {
+		require.ErrorIs(t, jobstore.ValidateWorker(w), jobstore.ErrInvalidInput, name)
+	}
+}
+
+func TestValidateSpec(t *testing.T) {
+	tests := []struct {
+		name string
+		spec jobstore.Spec
+		want error
+	}{
+		{"minimal", jobstore.Spec{Kind: "k"}, nil},
+		{"full", jobstore.Spec{Kind: "k", Key: "x", Payload: json.RawMessage(`{}`), MaxAttempts: 1000, Priority: -1000, Timeout: time.Second}, nil},
+		{"no kind", jobstore.Spec{}, jobstore.ErrInvalidInput},
+		{"bad key", jobstore.Spec{Kind: "k", Key: "a\x00"}, jobstore.ErrInvalidInput},
+		{"bad payload", jobstore.Spec{Kind: "k", Payload: json.RawMessage(`{`)}, jobstore.ErrInvalidInput},
+		{"big payload", jobstore.Spec{Kind: "k", Payload: jsonString(jobstore.DefaultMaxPayload + 1)}, jobstore.ErrPayloadTooLarge},
+		{"negative attempts", jobstore.Spec{Kind: "k", MaxAttempts: -1}, jobstore.ErrInvalidInput},
+		{"too many attempts", jobstore.Spec{Kind: "k", MaxAttempts: 1001}, jobstore.ErrInvalidInput},
+		{"priority high", jobstore.Spec{Kind: "k", Priority: 1001}, jobstore.ErrInvalidInput},
+		{"priority low", jobstore.Spec{Kind: "k", Priority: -1001}, jobstore.ErrInvalidInput},
+		{"negative timeout", jobstore.Spec{Kind: "k", Timeout: -1}, jobstore.ErrInvalidInput},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.spec.Validate(0)
+			if tc.want == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.want)
+			}
+		})
+	}
+	require.ErrorIs(t, jobstore.Spec{Kind: "k", Payload: jsonString(11)}.Validate(10), jobstore.ErrPayloadTooLarge)
+}
+
+func TestNewJob(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.FixedZone("X", 3600))
+	payload := json.RawMessage(`{"a":1}`)
+	j := jobstore.NewJob(jobstore.Spec{Kind: "k", Key: "key", Payload: payload, Priority: 3, Timeout: time.Minute}, now)
+	require.NoError(t, jobstore.ValidateID(j.ID))
+	require.Equal(t, jobstore.StateQueued, j.State)
+	require.Equal(t, jobstore.DefaultMaxAttempts, j.MaxAttempts)
+	require.Equal(t, time.UTC, j.CreatedAt.Location())
+	require.True(t, j.CreatedAt.Equal(now))
+	require.True(t, j.RunAt.Equal(now), "zero RunAt means now")
+	require.Equal(t, "key", j.Key)
+	require.Equal(t, 3, j.Priority)
+	require.Equal(t, time.Minute, j.Timeout)
+	payload[2] = 'b'
+	require.JSONEq(t, `{"a":1}`, string(j.Payload), "NewJob copies the payload")
+
+	past := jobstore.NewJob(jobstore.Spec{Kind: "k", RunAt: now.Add(-time.Hour)}, now)
+	require.True(t, past.RunAt.Equal(now), "a RunAt in the past means now")
+	future := jobstore.NewJob(jobstore.Spec{Kind: "k", RunAt: now.Add(time.Hour), MaxAttempts: 9}, now)
+	require.True(t, future.RunAt.Equal(now.Add(time.Hour)))
+	require.Equal(t, 9, future.MaxAttempts)
+	require.Nil(t, jobstore.NewJob(jobstore.Spec{Kind: "k"}, now).Payload)
+}
+
+func TestJobJSONFieldNames(t *testing.T) {
+	// The JSON names are the on-disk and wire format; changing one breaks
+	// existing stores and clients.
+	j := jobstore.Job{
+		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Key: "k", Kind: "kind", Payload: json.RawMessage(`1`),
+		State: jobstore.StateRunning, Attempt: 1, MaxAttempts: 3, Priority: 2,
+		RunAt: time.Unix(1, 0).UTC(), Timeout: time.Second, CreatedAt: time.Unix(2, 0).UTC(),
+		UpdatedAt: time.Unix(3, 0).UTC(), StartedAt: time.Unix(4, 0).UTC(), FinishedAt: time.Unix(5, 0).UTC(),
+		Result: json.RawMessage(`2`), LastError: "e", CancelRequested: true, Worker: "w",
+	}
+	b, err := json.Marshal(j)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	require.ElementsMatch(t, []string{
+		"id", "key", "kind", "payload", "state", "attempt", "max_attempts", "priority", "run_at",
+		"timeout_ns", "created_at", "updated_at", "started_at", "finished_at", "result", "last_error",
+		"cancel_requested", "worker",
+	}, keys)
+	var back jobstore.Job
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, j, back)
+
+	// Unset optional fields are omitted.
+	b, err = json.Marshal(jobstore.Job{ID: j.ID, Kind: "k", State: jobstore.StateQueued})
+	require.NoError(t, err)
+	for _, k := range []string{"key", "payload", "started_at", "finished_at", "result", "last_error", "cancel_requested", "worker", "timeout_ns"} {
+		require.NotContains(t, string(b), `"`+k+`"`)
+	}
+}
+
+func TestTruncateError(t *testing.T) {
+	require.Equal(t, "short", jobstore.TruncateError("short"))
+	long := strings.Repeat("é", jobstore.MaxErrorLen) // 2 bytes each
+	got := jobstore.TruncateError(long)
+	require.LessOrEqual(t, len(got), jobstore.MaxErrorLen+len("…"))
+	require.True(t, strings.HasSuffix(got, "…"))
+	require.True(t, strings.HasPrefix(long, strings.TrimSuffix(got, "…")))
+	require.True(t, json.Valid([]byte(`"`+got+`"`)), "truncation keeps valid UTF-8")
+}
+
+func TestErrors(t *testing.T) {
+	require.ErrorIs(t, jobstore.ErrInvalidID, jobstore.ErrInvalidInput)
+	require.ErrorIs(t, jobstore.ErrPayloadTooLarge, jobstore.ErrInvalidInput)
+	for _, err := range []error{jobstore.ErrNotFound, jobstore.ErrInvalidTransition, jobstore.ErrNoJob, jobstore.ErrNotHeld, jobstore.ErrClosed, jobstore.ErrCorrupt} {
+		require.False(t, errors.Is(err, jobstore.ErrInvalidInput), err)
+	}
+
+	var nj error = &jobstore.NoJobError{}
+	require.ErrorIs(t, nj, jobstore.ErrNoJob)
+	require.Equal(t, "no job available", nj.Error())
+	at := time.Date(2026, 11, 29, 18, 0, 0, 5, time.UTC)
+	require.Equal(t, "no job available (next due at 2026-11-29T18:00:00.000000005Z)", (&jobstore.NoJobError{NextRunAt: at}).Error())
+}
+
+func TestOutcomeHelpers(t *testing.T) {
+	require.Equal(t, jobstore.Outcome{Result: json.RawMessage(`1`)}, jobstore.Succeeded(json.RawMessage(`1`)))
+	require.Equal(t, jobstore.Outcome{Error: "boom"}, jobstore.Failed(errors.New("boom")))
+	require.Equal(t, jobstore.Outcome{Error: "failed"}, jobstore.Failed(nil), "a failure always has a message")
+	require.Equal(t, jobstore.Outcome{Error: "failed"}, jobstore.Failed(errors.New("")))
+}
+
+func TestClaimRequestAccepts(t *testing.T) {
+	require.True(t, jobstore.ClaimRequest{}.Accepts("anything"))
+	req := jobstore.ClaimRequest{Kinds: []string{"a", "b"}}
+	require.True(t, req.Accepts("a"))
+	require.True(t, req.Accepts("b"))
+	require.False(t, req.Accepts("c"))
+	require.False(t, req.Accepts(""))
+}

@@ -1,0 +1,156 @@
+package storetest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storetest"
+	"github.com/jobdir/jobdir/memstore"
+)
+
+// brokenEnv selects, in a child process, the store TestBrokenChild runs the
+// suite against.
+const brokenEnv = "JOBDIR_STORETEST_BROKEN"
+
+// brokenStores are memstores with one rule broken each, by name.
+var brokenStores = map[string]func() jobstore.Store{
+	// "none" is the control: the unbroken memstore must pass.
+	"none": func() jobstore.Store { return memstore.New(nil) },
+	"double-claim": func() jobstore.Store {
+		return &doubleClaim{Store: memstore.New(nil)}
+	},
+	"ignore-keys": func() jobstore.Store {
+		return &ignoreKeys{Store: memstore.New(nil)}
+	},
+	"cancel-leaves-claimable": func() jobstore.Store {
+		return &lazyCancel{Store: memstore.New(nil)}
+	},
+}
+
+// doubleClaim hands each claimed job to the next claimer as well, as a
+// store whose claim is not atomic would.
+type doubleClaim struct {
+	jobstore.Store
+	mu   sync.Mutex
+	last *jobstore.Job
+}
+
+func (s *doubleClaim) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last != nil && req.Accepts(s.last.Kind) {
+		j := *s.last
+		s.last = nil
+		if cur, err := s.Get(ctx, j.ID); err == nil && cur.State == jobstore.StateRunning {
+			return j, nil
+		}
+	}
+	j, err := s.Store.Claim(ctx, req)
+	if err == nil {
+		s.last = &j
+	}
+	return j, err
+}
+
+// ignoreKeys creates a new job on every Submit, as a store whose key index
+// is missing would.
+type ignoreKeys struct{ jobstore.Store }
+
+func (s *ignoreKeys) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, bool, error) {
+	key := spec.Key
+	spec.Key = ""
+	j, created, err := s.Store.Submit(ctx, spec)
+	j.Key = key
+	return j, created, err
+}
+
+// lazyCancel reports a queued job canceled without recording it, so the job
+// stays claimable.
+type lazyCancel struct{ jobstore.Store }
+
+func (s *lazyCancel) Cancel(ctx context.Context, id string) (jobstore.Job, error) {
+	j, err := s.Get(ctx, id)
+	if err == nil && j.State == jobstore.StateQueued {
+		j.State = jobstore.StateCanceled
+		j.FinishedAt = time.Now().UTC()
+		return j, nil
+	}
+	return s.Store.Cancel(ctx, id)
+}
+
+// TestBrokenChild runs the suite against the store named by $brokenEnv. It
+// runs only as the child process of TestSuiteCatchesBrokenStores.
+func TestBrokenChild(t *testing.T) {
+	name := os.Getenv(brokenEnv)
+	if name == "" {
+		t.Skip("runs only as a child of TestSuiteCatchesBrokenStores")
+	}
+	newStore, ok := brokenStores[name]
+	require.True(t, ok, "unknown broken store %q", name)
+	storetest.Run(t, func(t *testing.T) jobstore.Store { return newStore() })
+}
+
+// TestSuiteCatchesBrokenStores shows that the suite bites: each broken store
+// fails it, in the subtests that check the rule it breaks, while the
+// unbroken control passes. Each suite runs in a child process, so that its
+// failures do not fail this test.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	cases := []struct {
+		store string
+		// caughtBy are subtests that must fail.
+		caughtBy []string
+	}{
+		{"none", nil},
+		{"double-claim", []string{"Claim/RunningNotClaimedAgain", "Concurrent/ClaimersNeverShare"}},
+		{"ignore-keys", []string{"Submit/KeyReturnsExistingInEveryState", "Concurrent/SubmitSameKey"}},
+		{"cancel-leaves-claimable", []string{"Cancel/QueuedNeverClaimed", "Concurrent/CancelRacingClaim"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.store, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBrokenChild$", "-test.count=1", "-test.timeout=90s")
+			cmd.Env = append(os.Environ(), brokenEnv+"="+tc.store)
+			out, err := cmd.CombinedOutput()
+			output := string(out)
+			require.NotContains(t, output, "panic:", "the suite must fail by assertion, not crash")
+			require.NotContains(t, output, "test timed out", "the suite must not hang")
+
+			if tc.caughtBy == nil {
+				require.NoError(t, err, "the unbroken store failed the suite:\n%s", output)
+				return
+			}
+			var exit *exec.ExitError
+			require.True(t, errors.As(err, &exit), "the suite passed a store that breaks a rule (err=%v):\n%s", err, output)
+			require.Equal(t, 1, exit.ExitCode())
+			for _, sub := range tc.caughtBy {
+				require.Contains(t, output, "--- FAIL: TestBrokenChild/"+sub+" ",
+					"subtest %s did not catch the broken store; failures:\n%s", sub, failLines(output))
+			}
+			t.Logf("%s caught by:\n%s", tc.store, failLines(output))
+		})
+	}
+}
+
+// failLines returns the "--- FAIL" lines of the leaf subtests in go test
+// output.
+func failLines(out string) string {
+	var b strings.Builder
+	for line := range strings.Lines(out) {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "--- FAIL: TestBrokenChild/") && strings.Count(trimmed, "/") >= 2 {
+			b.WriteString("  " + trimmed + "\n")
+		}
+	}
+	return b.String()
+}
