@@ -1,0 +1,413 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+func TestHelpReadsWell(t *testing.T) {
+	r := jdOK(t, "")
+	for _, name := range []string{"submit", "work", "get", "list", "logs", "cancel", "retry", "wait", "stats", "prune", "fsck", "serve", "completion"} {
+		require.Contains(t, r.stdout, "\n  "+name+" ", "root help lists %s", name)
+	}
+	require.Equal(t, r, jdOK(t, "", "help"))
+
+	a := &app{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() == "completion" || c.Name() == "help" || c.Hidden {
+			return
+		}
+		require.NotEmpty(t, c.Short, c.CommandPath())
+		require.NotEmpty(t, c.Long, c.CommandPath())
+		require.NotEmpty(t, c.Example, c.CommandPath())
+		require.False(t, strings.HasSuffix(c.Short, "."), "%s: a Short is a phrase", c.CommandPath())
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(a.rootCommand())
+
+	r = jdOK(t, "", "help", "wait")
+	require.Contains(t, r.stdout, "3  the job failed")
+	require.Contains(t, r.stdout, "Usage:\n  jobdir wait ID [flags]")
+}
+
+func TestCompletion(t *testing.T) {
+	r := jdOK(t, "", "completion", "bash")
+	require.Contains(t, r.stdout, "bash completion")
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := newStoreDir(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"list", "--bogus"}, "unknown flag: --bogus"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"bad flag value", []string{"list", "--limit", "many"}, "invalid argument"},
+		{"submit without program", []string{"submit"}, "submit needs a PROGRAM"},
+		{"delay and at", []string{"submit", "--delay", "1m", "--at", "2030-01-01T00:00:00Z", "true"}, "--delay and --at"},
+		{"bad at", []string{"submit", "--at", "tomorrow", "true"}, "--at \"tomorrow\""},
+		{"bad priority", []string{"submit", "--priority", "5000", "true"}, "priority 5000 out of range"},
+		{"bad env", []string{"submit", "--env", "NOEQUALS", "true"}, "is not KEY=VALUE"},
+		{"get without id", []string{"get"}, "get needs exactly one job ID"},
+		{"cancel with two ids", []string{"cancel", "a", "b"}, "cancel needs exactly one job ID"},
+		{"list bad state", []string{"list", "--state", "done"}, `unknown state "done"`},
+		{"prune without age", []string{"prune"}, "prune needs --older-than"},
+		{"work without slots", []string{"work", "--concurrency", "0"}, "--concurrency must be at least 1"},
+		{"serve without token", []string{"serve"}, "serve needs a bearer token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("JOBDIR_TOKEN", "")
+			r := jd(t, dir, tt.args...)
+			require.Equal(t, exitUsage, r.code, "%s", r)
+			require.Contains(t, r.stderr, tt.want)
+			require.Contains(t, r.stderr, "Usage:")
+			require.Empty(t, r.stdout)
+		})
+	}
+}
+
+func TestSubmitRecordsTheJob(t *testing.T) {
+	dir := newStoreDir(t)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+
+	id := submit(t, dir, "--max-attempts", "5", "--priority", "7", "--timeout", "90s", "--env", "A=1",
+		"--", "sh", "-c", "echo 'quoted arg'", "--not-a-flag")
+	j := getJob(t, dir, id)
+	require.Equal(t, execjob.Kind, j.Kind)
+	require.Equal(t, jobstore.StateQueued, j.State)
+	require.Equal(t, 5, j.MaxAttempts)
+	require.Equal(t, 7, j.Priority)
+	require.Equal(t, 90*time.Second, j.Timeout)
+	p, err := execjob.ParsePayload(j.Payload)
+	require.NoError(t, err)
+	require.Equal(t, execjob.Payload{Argv: []string{"sh", "-c", "echo 'quoted arg'", "--not-a-flag"}, Dir: wd, Env: []string{"A=1"}}, p)
+
+	// Without --, flags stop at the program: its own flags stay its own.
+	id = submit(t, dir, "--priority", "1", "ls", "-l", "--all")
+	p, err = execjob.ParsePayload(getJob(t, dir, id).Payload)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ls", "-l", "--all"}, p.Argv)
+}
+
+func TestSubmitJSONAndDelay(t *testing.T) {
+	dir := newStoreDir(t)
+	before := time.Now()
+	r := jdOK(t, dir, "submit", "--json", "--delay", "1h", "--key", "k", "--", "true")
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &raw))
+	for _, field := range []string{"id", "key", "kind", "payload", "state", "attempt", "max_attempts", "priority", "run_at", "created_at", "updated_at"} {
+		require.Contains(t, raw, field)
+	}
+	var j jobstore.Job
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
+	require.Equal(t, "k", j.Key)
+	require.WithinDuration(t, before.Add(time.Hour), j.RunAt, time.Minute)
+
+	at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	r = jdOK(t, dir, "submit", "--json", "--at", at.Format(time.RFC3339), "--", "true")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
+	require.True(t, at.Equal(j.RunAt), "run_at %s, want %s", j.RunAt, at)
+}
+
+func TestSubmitExistingKey(t *testing.T) {
+	dir := newStoreDir(t)
+	first := jdOK(t, dir, "submit", "--key", "nightly", "--", "true")
+	require.Empty(t, first.stderr)
+	second := jdOK(t, dir, "submit", "--key", "nightly", "--", "false")
+	require.Equal(t, first.stdout, second.stdout, "the existing job's ID")
+	require.Contains(t, second.stderr, "already exists for key \"nightly\"")
+	require.Contains(t, second.stderr, strings.TrimSpace(first.stdout))
+
+	r := jdOK(t, dir, "list", "--json")
+	var jobs []jobstore.Job
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &jobs))
+	require.Len(t, jobs, 1)
+}
+
+func TestMissingAndInvalidJob(t *testing.T) {
+	dir := newStoreDir(t)
+	missing := jobstore.NewID(time.Now())
+	for _, cmd := range []string{"get", "cancel", "retry", "wait", "logs"} {
+		r := jd(t, dir, cmd, missing)
+		require.Equal(t, exitError, r.code, "%s: %s", cmd, r)
+		require.Contains(t, r.stderr, "no job "+missing, cmd)
+		require.NotContains(t, r.stderr, "Usage:", cmd)
+
+		r = jd(t, dir, cmd, "../../etc/passwd")
+		require.Equal(t, exitError, r.code, "%s: %s", cmd, r)
+		require.Contains(t, r.stderr, `"../../etc/passwd" is not a job ID`, cmd)
+	}
+}
+
+func TestListTableAndJSON(t *testing.T) {
+	dir := newStoreDir(t)
+	r := jdOK(t, dir, "list", "--json")
+	require.Equal(t, "[]\n", r.stdout, "an empty list is an empty array, not null")
+
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, submit(t, dir, "--", "echo", "job", string(rune('a'+i))))
+	}
+	_, err := jdOK(t, dir, "cancel", ids[0]), error(nil)
+	require.NoError(t, err)
+
+	r = jdOK(t, dir, "list")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 4)
+	require.Regexp(t, `^ID\s+STATE\s+KIND\s+ATTEMPT\s+CREATED\s+COMMAND$`, lines[0])
+	require.Contains(t, lines[1], ids[2], "newest first")
+	require.Contains(t, lines[1], "echo job c")
+	require.Contains(t, lines[3], "canceled")
+
+	var jobs []jobstore.Job
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--oldest-first").stdout), &jobs))
+	require.Len(t, jobs, 3)
+	require.Equal(t, ids[0], jobs[0].ID)
+
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--state", "queued").stdout), &jobs))
+	require.Len(t, jobs, 2)
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--state", "canceled,succeeded").stdout), &jobs))
+	require.Len(t, jobs, 1)
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--limit", "2").stdout), &jobs))
+	require.Len(t, jobs, 2)
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--kind", "other").stdout), &jobs))
+	require.Empty(t, jobs)
+}
+
+func TestWorkRunsJobsAndWaitReportsHow(t *testing.T) {
+	dir := newStoreDir(t)
+	work := t.TempDir()
+	t.Chdir(work)
+	ok := submit(t, dir, "--", "sh", "-c", `echo "hello from $JOBDIR_JOB_ID attempt $JOBDIR_ATTEMPT in $(pwd)"`)
+	bad := submit(t, dir, "--max-attempts", "1", "--", "sh", "-c", "echo something broke >&2; exit 9")
+
+	r := jdOK(t, dir, "work", "--exit-when-idle", "--concurrency", "2")
+	require.Contains(t, r.stderr, ok+"  started attempt 1 of 3")
+	require.Contains(t, r.stderr, ok+"  succeeded after")
+	require.Contains(t, r.stderr, bad+"  failed: exit status 9")
+	require.Contains(t, r.stderr, "worker stopped")
+
+	r = jdOK(t, dir, "wait", ok)
+	require.Equal(t, "succeeded\n", r.stdout)
+	r = jdOK(t, dir, "logs", ok)
+	require.Contains(t, r.stdout, "hello from "+ok+" attempt 1 in "+work+"\n")
+	require.Contains(t, r.stdout, "attempt 1 exited with status 0")
+
+	r = jd(t, dir, "wait", bad)
+	require.Equal(t, exitFailed, r.code, "%s", r)
+	require.Equal(t, "failed\n", r.stdout)
+	require.Contains(t, r.stderr, "exit status 9")
+	require.Contains(t, r.stderr, "something broke")
+
+	r = jdOK(t, dir, "get", bad)
+	require.Regexp(t, `State:\s+failed`, r.stdout)
+	require.Regexp(t, `Command:\s+sh -c 'echo something broke >&2; exit 9'`, r.stdout)
+	require.Contains(t, r.stdout, "Last error:\n  exit status 9")
+	require.Contains(t, r.stdout, filepath.Join(dir, "logs", bad+".log"))
+
+	r = jdOK(t, dir, "retry", bad)
+	require.Equal(t, bad+" queued (attempt 2 of 2 next)\n", r.stdout)
+	r = jd(t, dir, "retry", ok)
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "job "+ok+" is succeeded: it cannot become queued")
+}
+
+func TestWaitCanceledAndTimeout(t *testing.T) {
+	dir := newStoreDir(t)
+	id := submit(t, dir, "--delay", "1h", "--", "true")
+
+	start := time.Now()
+	r := jd(t, dir, "wait", "--timeout", "300ms", id)
+	require.Equal(t, exitTimeout, r.code, "%s", r)
+	require.Contains(t, r.stderr, "still queued after 300ms")
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+
+	r = jdOK(t, dir, "cancel", id)
+	require.Equal(t, id+" canceled\n", r.stdout)
+	jdOK(t, dir, "cancel", id) // again: nothing to do, not an error
+
+	r = jd(t, dir, "wait", id)
+	require.Equal(t, exitCanceled, r.code, "%s", r)
+	require.Equal(t, "canceled\n", r.stdout)
+
+	r = jd(t, dir, "wait", "--json", id)
+	require.Equal(t, exitCanceled, r.code)
+	var j jobstore.Job
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
+	require.Equal(t, jobstore.StateCanceled, j.State)
+}
+
+func TestCancelFinishedJob(t *testing.T) {
+	dir := newStoreDir(t)
+	id := submit(t, dir, "--", "true")
+	jdOK(t, dir, "work", "--exit-when-idle", "-q")
+	r := jd(t, dir, "cancel", id)
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "job "+id+" is succeeded: it cannot become canceled")
+}
+
+func TestLogsFollow(t *testing.T) {
+	dir := newStoreDir(t)
+	id := submit(t, dir, "--", "sh", "-c", "echo one; sleep 0.5; echo two")
+	r := jd(t, dir, "logs", id)
+	require.Equal(t, 0, r.code)
+	require.Empty(t, r.stdout)
+	require.Contains(t, r.stderr, "has no output yet (queued)")
+
+	followed := make(chan result, 1)
+	go func() { followed <- jd(t, dir, "logs", "--follow", id) }()
+	jdOK(t, dir, "work", "--exit-when-idle", "-q")
+	select {
+	case r = <-followed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("logs --follow did not return after the job finished")
+	}
+	require.Equal(t, 0, r.code, "%s", r)
+	require.Regexp(t, `(?s)attempt 1 of 3.*\none\ntwo\n.*exited with status 0`, r.stdout)
+}
+
+func TestStats(t *testing.T) {
+	dir := newStoreDir(t)
+	submit(t, dir, "--", "true")
+	submit(t, dir, "--delay", "1h", "--", "true")
+	r := jdOK(t, dir, "stats")
+	require.Regexp(t, `(?m)^queued\s+2$`, r.stdout)
+	require.Regexp(t, `(?m)^running\s+0$`, r.stdout)
+	require.Regexp(t, `(?m)^oldest queued\s+waiting since .* ago\)$`, r.stdout)
+
+	var s struct {
+		Counts                 map[string]int `json:"counts"`
+		OldestQueuedAt         time.Time      `json:"oldest_queued_at"`
+		OldestQueuedAgeSeconds float64        `json:"oldest_queued_age_seconds"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "stats", "--json").stdout), &s))
+	require.Equal(t, map[string]int{"queued": 2, "running": 0, "succeeded": 0, "failed": 0, "canceled": 0}, s.Counts)
+	require.False(t, s.OldestQueuedAt.IsZero())
+	require.Greater(t, s.OldestQueuedAgeSeconds, 0.0)
+}
+
+func TestPruneRemovesJobsAndLogs(t *testing.T) {
+	dir := newStoreDir(t)
+	done := submit(t, dir, "--key", "once", "--", "echo", "done")
+	waiting := submit(t, dir, "--delay", "1h", "--", "true")
+	jdOK(t, dir, "work", "--exit-when-idle", "-q")
+	require.FileExists(t, filepath.Join(dir, "logs", done+".log"))
+
+	r := jdOK(t, dir, "prune", "--older-than", "1h")
+	require.Equal(t, "pruned 0 jobs and 0 logs\n", r.stdout)
+	r = jdOK(t, dir, "prune", "--older-than", "0s")
+	require.Equal(t, "pruned 1 jobs and 1 logs\n", r.stdout)
+	require.NoFileExists(t, filepath.Join(dir, "logs", done+".log"))
+	require.Equal(t, exitError, jd(t, dir, "get", done).code)
+	getJob(t, dir, waiting)
+
+	// The key is free again.
+	again := submit(t, dir, "--key", "once", "--", "echo", "done")
+	require.NotEqual(t, done, again)
+}
+
+func TestFsck(t *testing.T) {
+	dir := newStoreDir(t)
+	submit(t, dir, "--", "true")
+	r := jdOK(t, dir, "fsck")
+	require.Equal(t, "checked 1 records: 0 problems\n", r.stdout)
+
+	bad := jobstore.NewID(time.Now())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "queued", bad+".json"), []byte(`{"trunc`), 0o600))
+	r = jd(t, dir, "fsck")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stdout, "corrupt: "+filepath.Join(dir, "queued", bad+".json"))
+	require.Contains(t, r.stderr, "run jobdir fsck --repair")
+
+	r = jd(t, dir, "fsck", "--repair")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "never removed automatically")
+	require.FileExists(t, filepath.Join(dir, "queued", bad+".json"))
+}
+
+func TestStoreThatCannotOpen(t *testing.T) {
+	base := t.TempDir()
+
+	file := filepath.Join(base, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	r := jd(t, file, "list")
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "cannot open the store in "+file)
+
+	newer := filepath.Join(base, "newer")
+	require.NoError(t, os.MkdirAll(newer, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(newer, "FORMAT"), []byte(`{"store":"jobdir","format":999}`), 0o600))
+	r = jd(t, newer, "list")
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "written by a newer jobdir")
+
+	foreign := filepath.Join(base, "foreign")
+	require.NoError(t, os.MkdirAll(foreign, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(foreign, "FORMAT"), []byte("something else\n"), 0o600))
+	r = jd(t, foreign, "list")
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "not a jobdir store")
+	require.Contains(t, r.stderr, "Choose another directory")
+
+	if os.Geteuid() != 0 { // root ignores permissions
+		locked := filepath.Join(base, "locked")
+		require.NoError(t, os.MkdirAll(locked, 0o500))
+		r = jd(t, filepath.Join(locked, "store"), "list")
+		require.Equal(t, exitError, r.code)
+		require.Contains(t, r.stderr, "permission denied")
+		require.Contains(t, r.stderr, "Check that this user may read and write")
+	}
+}
+
+func TestStoreLocation(t *testing.T) {
+	work := t.TempDir()
+	t.Chdir(work)
+	t.Setenv("JOBDIR_DIR", "")
+	id := submit(t, "", "--", "true")
+	require.FileExists(t, filepath.Join(work, ".jobdir", "queued", id+".json"))
+
+	env := filepath.Join(t.TempDir(), "from-env")
+	t.Setenv("JOBDIR_DIR", env)
+	id = submit(t, "", "--", "true")
+	require.FileExists(t, filepath.Join(env, "queued", id+".json"))
+
+	flag := filepath.Join(t.TempDir(), "from-flag")
+	id = submit(t, flag, "--", "true")
+	require.FileExists(t, filepath.Join(flag, "queued", id+".json"))
+}
+
+func TestServeTokenChecks(t *testing.T) {
+	dir := newStoreDir(t)
+	t.Setenv("JOBDIR_TOKEN", "")
+	empty := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("# no token here\n\n"), 0o600))
+	r := jd(t, dir, "serve", "--token-file", empty)
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "holds no token")
+
+	r = jd(t, dir, "serve", "--token-file", filepath.Join(t.TempDir(), "missing"))
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "token file")
+
+	t.Setenv("JOBDIR_TOKEN", "secret")
+	r = jd(t, dir, "serve", "--insecure-no-auth")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "cannot be combined")
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// jobdirBin is the jobdir binary the end-to-end tests run, built once by
+// TestMain.
+var jobdirBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "jobdir-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	jobdirBin = filepath.Join(tmp, "jobdir")
+	args := []string{"build", "-o", jobdirBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command(goTool(), append(args, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build jobdir:", err)
+		return 1
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+func goTool() string {
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// result is what one jobdir command did.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// jd runs jobdir in-process on the store dir with args.
+func jd(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if dir != "" {
+		args = append([]string{"--dir", dir}, args...)
+	}
+	code := run(t.Context(), args, strings.NewReader(""), &out, &errb)
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// jdOK runs jobdir and requires exit status 0.
+func jdOK(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	r := jd(t, dir, args...)
+	require.Equal(t, 0, r.code, "jobdir %s\n%s", strings.Join(args, " "), r)
+	return r
+}
+
+// submit submits argv and returns the new job's ID.
+func submit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	r := jdOK(t, dir, append([]string{"submit"}, args...)...)
+	id := strings.TrimSpace(r.stdout)
+	require.NoError(t, jobstore.ValidateID(id), "submit printed %q", r.stdout)
+	require.Equal(t, id+"\n", r.stdout, "submit prints the ID alone")
+	return id
+}
+
+// getJob returns the job as get --json prints it.
+func getJob(t *testing.T, dir, id string) jobstore.Job {
+	t.Helper()
+	var j jobstore.Job
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "get", "--json", id).stdout), &j))
+	return j
+}
+
+func newStoreDir(t *testing.T) string {
+	return filepath.Join(t.TempDir(), "store")
+}
