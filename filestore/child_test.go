@@ -1,7 +1,198 @@
 package filestore
 
-// childEnv names the environment variable that turns the test binary into
-// a child process of a multi-process test; its value selects the role.
-const childEnv = "FILESTORE_TEST_CHILD"
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
 
-func runChild(role string) int { return 2 }
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Multi-process tests re-execute the test binary as a child process: the
+// environment variable childEnv selects the child's role, and TestMain
+// runs it instead of the tests. Children print one line per event on
+// stdout.
+const (
+	childEnv   = "FILESTORE_TEST_CHILD"
+	childDir   = "FILESTORE_TEST_DIR"
+	childKey   = "FILESTORE_TEST_KEY"
+	childStart = "FILESTORE_TEST_START" // unix nanoseconds to wait for
+)
+
+func runChild(role string) int {
+	ctx := context.Background()
+	s, err := Open(ctx, os.Getenv(childDir), &Options{RecoverInterval: 100 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 1
+	}
+	defer s.Close()
+	if start, _ := strconv.ParseInt(os.Getenv(childStart), 10, 64); start > 0 {
+		time.Sleep(time.Until(time.Unix(0, start)))
+	}
+	worker := "child-" + strconv.Itoa(os.Getpid())
+	if err := childRole(ctx, s, role, worker); err != nil {
+		fmt.Fprintln(os.Stderr, role+":", err)
+		return 1
+	}
+	return 0
+}
+
+func childRole(ctx context.Context, s *Store, role, worker string) error {
+	switch role {
+	case "submit-key":
+		j, created, err := s.Submit(ctx, jobstore.Spec{Kind: "race", Key: os.Getenv(childKey)})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("submitted %s %v\n", j.ID, created)
+	case "claim-all":
+		// Claim and complete until no job has appeared for a while.
+		idle := 0
+		for idle < 3 {
+			j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
+			if errors.Is(err, jobstore.ErrNoJob) {
+				wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				if s.AwaitWork(wctx) != nil {
+					idle++
+				}
+				cancel()
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			idle = 0
+			fmt.Printf("claimed %s %d\n", j.ID, j.Attempt)
+			if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
+				return err
+			}
+		}
+	case "hold", "watch-cancel", "complete-later":
+		j, err := claimOne(ctx, s, worker)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("claimed %s %d\n", j.ID, j.Attempt)
+		switch role {
+		case "hold":
+			select {} // until killed
+		case "watch-cancel":
+			if err := s.WatchCancel(ctx, j.Lease()); err != nil {
+				return err
+			}
+			fmt.Printf("canceled %d\n", time.Now().UnixNano())
+			_, err = s.Complete(ctx, j.Lease(), jobstore.Failed(context.Canceled))
+			return err
+		case "complete-later":
+			time.Sleep(200 * time.Millisecond)
+			if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
+				return err
+			}
+			fmt.Printf("completed %d\n", time.Now().UnixNano())
+		}
+	default:
+		return fmt.Errorf("unknown role %q", role)
+	}
+	return nil
+}
+
+// claimOne claims a job, waiting for one to appear.
+func claimOne(ctx context.Context, s *Store, worker string) (jobstore.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
+		if !errors.Is(err, jobstore.ErrNoJob) {
+			return j, err
+		}
+		if err := s.AwaitWork(ctx); err != nil {
+			return j, err
+		}
+	}
+}
+
+// child is a running child process and its output lines.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string
+	done  chan error
+}
+
+// startChild starts the test binary as a child in role on the store dir.
+func startChild(t *testing.T, dir, role string, env ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+role, childDir+"="+dir)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = &prefixWriter{t: t, prefix: role}
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	c := &child{cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+		c.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-c.done
+	})
+	return c
+}
+
+// next returns the child's next output line, failing the test if none
+// comes in time.
+func (c *child) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-c.lines:
+		require.True(t, ok, "child exited without output")
+		return l
+	case <-time.After(60 * time.Second):
+		t.Fatal("no output from child")
+		return ""
+	}
+}
+
+// all returns every output line and requires the child to exit cleanly.
+func (c *child) all(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for l := range c.lines {
+		out = append(out, l)
+	}
+	select {
+	case err := <-c.done:
+		c.done <- err
+		require.NoError(t, err, "child failed")
+	case <-time.After(60 * time.Second):
+		t.Fatal("child did not exit")
+	}
+	return out
+}
+
+type prefixWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w *prefixWriter) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.t.Logf("child %s: %s", w.prefix, l)
+	}
+	return len(p), nil
+}

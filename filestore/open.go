@@ -89,14 +89,28 @@ func (s *Store) createLayout(context.Context) error {
 			return err
 		}
 	}
-	name := jobstore.NewID(time.Now())
-	lock := flock.New(filepath.Join(s.dir, dirTmp, name+recordLock), flock.SetFlag(os.O_RDONLY|os.O_CREATE|noFollow), flock.SetPermissions(s.filePerm))
-	ok, err := lock.TryLock()
-	if err != nil || !ok {
-		return fmt.Errorf("lock staging directory: %v", err)
+	// Another process's sweep may take the lock file between its creation
+	// and its locking, and delete it: then the lock is on an orphan inode,
+	// and this Store starts over with a new name.
+	for tries := 0; ; tries++ {
+		name := jobstore.NewID(time.Now())
+		lock := flock.New(filepath.Join(s.dir, dirTmp, name+recordLock), flock.SetFlag(os.O_RDONLY|os.O_CREATE|noFollow), flock.SetPermissions(s.filePerm))
+		ok, err := lock.TryLock()
+		if err != nil {
+			return fmt.Errorf("lock staging directory: %w", err)
+		}
+		if ok {
+			if same, _ := sameInode(lock, lock.Path()); same {
+				s.tmpLock = lock
+				s.tmpDir = filepath.Join(s.dir, dirTmp, name)
+				break
+			}
+			_ = lock.Unlock()
+		}
+		if tries > 100 {
+			return errors.New("cannot lock a staging directory")
+		}
 	}
-	s.tmpLock = lock
-	s.tmpDir = filepath.Join(s.dir, dirTmp, name)
 	return s.fs.Mkdir(s.tmpDir, s.dirPerm)
 }
 
@@ -128,6 +142,10 @@ func (s *Store) sweep(repair bool) ([]string, error) {
 			l := flock.New(p, flock.SetFlag(os.O_RDONLY|noFollow))
 			got, err := l.TryLock()
 			if err != nil || !got {
+				continue
+			}
+			if same, _ := sameInode(l, p); !same {
+				_ = l.Unlock()
 				continue
 			}
 			dir := filepath.Join(root, base)

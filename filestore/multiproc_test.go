@@ -1,0 +1,175 @@
+package filestore
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// TestProcessesSubmitOneKey: N processes submitting one key at the same
+// instant get one job, and exactly one of them created it.
+func TestProcessesSubmitOneKey(t *testing.T) {
+	const n = 8
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	for round := range 3 {
+		key := fmt.Sprintf("invoice-%d", round)
+		start := time.Now().Add(1500 * time.Millisecond).UnixNano()
+		var kids []*child
+		for range n {
+			kids = append(kids, startChild(t, dir, "submit-key",
+				childKey+"="+key, childStart+"="+strconv.FormatInt(start, 10)))
+		}
+		ids := map[string]bool{}
+		created := 0
+		for _, c := range kids {
+			out := c.all(t)
+			require.Len(t, out, 1)
+			f := strings.Fields(out[0])
+			require.Equal(t, "submitted", f[0])
+			ids[f[1]] = true
+			if f[2] == "true" {
+				created++
+			}
+		}
+		require.Len(t, ids, 1, "processes got different jobs for one key")
+		require.Equal(t, 1, created, "not exactly one process created the job")
+		page, err := s.List(t.Context(), jobstore.ListOptions{Kind: "race"})
+		require.NoError(t, err)
+		require.Len(t, page.Jobs, round+1)
+	}
+}
+
+// TestProcessesClaimEachOnce: M processes claiming K jobs hand out each
+// job exactly once.
+func TestProcessesClaimEachOnce(t *testing.T) {
+	const m, k = 4, 400
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	want := map[string]bool{}
+	for range k {
+		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
+		require.NoError(t, err)
+		want[j.ID] = true
+	}
+	var kids []*child
+	for range m {
+		kids = append(kids, startChild(t, dir, "claim-all"))
+	}
+	got := map[string]int{}
+	perChild := make([]int, m)
+	for i, c := range kids {
+		for _, l := range c.all(t) {
+			f := strings.Fields(l)
+			require.Equal(t, "claimed", f[0])
+			require.Equal(t, "1", f[2], "job %s claimed at attempt %s", f[1], f[2])
+			got[f[1]]++
+			perChild[i]++
+		}
+	}
+	for id, n := range got {
+		require.Equal(t, 1, n, "job %s claimed %d times", id, n)
+		require.True(t, want[id])
+	}
+	require.Len(t, got, k, "not every job was claimed")
+	t.Logf("claims per process: %v", perChild)
+	st, err := s.Stats(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, k, st.Counts[jobstore.StateSucceeded])
+}
+
+// TestProcessKilledJobRequeued: a worker process SIGKILLed while holding a
+// job loses it; the job is queued again, attempt counted, and claimed by
+// another process within about a second.
+func TestProcessKilledJobRequeued(t *testing.T) {
+	dir := t.TempDir()
+	noBackoff := func(int) time.Duration { return 0 }
+	s := openAt(t, dir, &Options{NoSync: true, Backoff: noBackoff})
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work", MaxAttempts: 3})
+	require.NoError(t, err)
+	c := startChild(t, dir, "hold")
+	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+
+	// Alive, the worker keeps its job: recovery must not touch it.
+	time.Sleep(3 * DefaultRecoverInterval)
+	got, err := s.Get(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateRunning, got.State)
+
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	var requeued time.Duration
+	require.Eventually(t, func() bool {
+		got, err := s.Get(t.Context(), j.ID)
+		require.NoError(t, err)
+		requeued = time.Since(killed)
+		return got.State == jobstore.StateQueued
+	}, 10*time.Second, 5*time.Millisecond)
+	got, err = claimOne(t.Context(), s, "survivor")
+	require.NoError(t, err)
+	claimed := time.Since(killed)
+	require.Equal(t, j.ID, got.ID)
+	require.Equal(t, 2, got.Attempt)
+	require.Contains(t, got.LastError, "died during attempt 1")
+	t.Logf("dead worker's job queued again %v after SIGKILL, claimed by another process after %v (no backoff)", requeued, claimed)
+	require.Less(t, claimed, 10*time.Second) // ~0.3s expected; generous for a loaded machine
+	_, err = s.Complete(t.Context(), got.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+}
+
+// TestProcessCancelReachesWorker: a cancel in one process reaches
+// WatchCancel in the process running the job.
+func TestProcessCancelReachesWorker(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	var lat []time.Duration
+	for range 3 {
+		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
+		require.NoError(t, err)
+		c := startChild(t, dir, "watch-cancel")
+		require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+		time.Sleep(100 * time.Millisecond) // let the child enter WatchCancel
+		sent := time.Now()
+		_, err = s.Cancel(t.Context(), j.ID)
+		require.NoError(t, err)
+		f := strings.Fields(c.next(t))
+		require.Equal(t, "canceled", f[0])
+		at, err := strconv.ParseInt(f[1], 10, 64)
+		require.NoError(t, err)
+		lat = append(lat, time.Unix(0, at).Sub(sent))
+		c.all(t)
+		done, err := s.Wait(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateCanceled, done.State)
+	}
+	t.Logf("cross-process cancel latency: %v", lat)
+	for _, l := range lat {
+		require.Less(t, l, 5*time.Second) // ~ms expected; the poll fallback is 1s
+	}
+}
+
+// TestProcessWaitSeesCompletion: Wait in one process returns when another
+// completes the job.
+func TestProcessWaitSeesCompletion(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, PollInterval: time.Minute})
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
+	require.NoError(t, err)
+	c := startChild(t, dir, "complete-later")
+	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+	done, err := s.Wait(t.Context(), j.ID)
+	returned := time.Now()
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateSucceeded, done.State)
+	f := strings.Fields(c.next(t))
+	at, err := strconv.ParseInt(f[1], 10, 64)
+	require.NoError(t, err)
+	t.Logf("Wait returned %v after the other process's Complete returned", returned.Sub(time.Unix(0, at)))
+}
