@@ -44,6 +44,9 @@ type Store struct {
 	// between, so a submit that lands between a caller's empty Claim and its
 	// AwaitWork is not missed.
 	workSeq, noJobSeq uint64
+	// noJobAt is when a Claim last found nothing: queued jobs due by then
+	// were seen by it.
+	noJobAt time.Time
 }
 
 // entry is one job and the channel that announces its next change.
@@ -251,7 +254,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		}
 	}
 	if best == nil {
-		s.noJobSeq = s.workSeq
+		s.noJobSeq, s.noJobAt = s.workSeq, now
 		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", &jobstore.NoJobError{NextRunAt: next})
 	}
 	j, err := jobstore.ApplyClaim(best.job, req.Worker, now)
@@ -264,8 +267,9 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 
 // AwaitWork blocks until a queued job may have become due and returns nil:
 // a job was submitted, requeued or retried, or the earliest future RunAt
-// arrived. It returns at once if such work arrived since a Claim last found
-// nothing. It returns ctx.Err() when ctx ends and an error wrapping
+// arrived. It returns at once if such work arrived, or such a RunAt passed,
+// since a Claim last found nothing, so that work arriving between a caller's
+// empty Claim and its AwaitWork is not missed. It returns ctx.Err() when ctx ends and an error wrapping
 // jobstore.ErrClosed when the store is closed.
 func (s *Store) AwaitWork(ctx context.Context) error {
 	if err := s.lock(ctx, "await work"); err != nil {
@@ -277,11 +281,21 @@ func (s *Store) AwaitWork(ctx context.Context) error {
 		return nil
 	}
 	work := s.work
+	// Sleep until the earliest job that was not yet due when a Claim last
+	// found nothing. Jobs due by then were seen by that Claim, so they do not
+	// wake us: a due job that no claimer accepts must not make AwaitWork
+	// return at once forever.
 	var next time.Time
 	for _, e := range s.jobs {
-		if e.job.State == jobstore.StateQueued && (next.IsZero() || e.job.RunAt.Before(next)) {
-			next = e.job.RunAt
+		j := &e.job
+		if j.State == jobstore.StateQueued && j.RunAt.After(s.noJobAt) && (next.IsZero() || j.RunAt.Before(next)) {
+			next = j.RunAt
 		}
+	}
+	if now := time.Now(); !next.IsZero() && !next.After(now) {
+		s.noJobAt = now
+		s.mu.Unlock()
+		return nil
 	}
 	s.mu.Unlock()
 
