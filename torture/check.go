@@ -63,8 +63,8 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 		if !j.State.Terminal() && !ids[id] {
 			r.violate("job %s: still %s after the drain", id, j.State)
 		}
-		if j.State == jobstore.StateCanceled && j.Attempt > 0 {
-			r.CanceledRunning++
+		if as := rec.attempts[id]; j.State == jobstore.StateCanceled && len(as) > 0 && as[len(as)-1].Outcome == outcomeCanceled {
+			r.CanceledRunning++ // its handler saw the cancel
 		}
 	}
 	r.Keys = len(storeKeys)

@@ -14,10 +14,20 @@ import (
 type Backend struct {
 	// Open opens the store in dir, creating it if needed. Required.
 	Open func(ctx context.Context, dir string) (jobstore.Store, error)
-	// Fsck checks the store in dir once every other process has closed it
-	// and returns the problems found; none means the store is consistent.
-	// Nil skips the check, and the Report says so.
-	Fsck func(ctx context.Context, dir string) ([]string, error)
+	// Fsck reopens the store in dir once every other process has closed
+	// it, then checks it. Nil skips the check, and the Report says so.
+	Fsck func(ctx context.Context, dir string) (FsckResult, error)
+}
+
+// FsckResult is what Backend.Fsck found.
+type FsckResult struct {
+	// RepairedAtOpen lists what opening the store repaired: the residue of
+	// killed processes (temporary files, half-done operations), which the
+	// store promises to clean up at open.
+	RepairedAtOpen []string
+	// Problems lists what the check found after that; the store promises
+	// none.
+	Problems []string
 }
 
 // Config describes a torture run. The zero value of each field but Dir and

@@ -9,6 +9,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,8 +91,8 @@ func (c LinConfig) withDefaults() LinConfig {
 }
 
 // RecordHistory runs cfg.Clients clients, numbered from firstClient, each
-// doing cfg.Ops random operations on st, and writes each completed
-// operation to w as one JSON line. It returns the first unexpected store
+// doing cfg.Ops random operations on st and then completing the attempts it
+// still holds, and writes each completed operation to w as one JSON line. It returns the first unexpected store
 // error, or ctx.Err().
 func RecordHistory(ctx context.Context, st jobstore.Store, cfg LinConfig, firstClient int, w io.Writer) error {
 	cfg = cfg.withDefaults()
@@ -107,8 +109,11 @@ func RecordHistory(ctx context.Context, st jobstore.Store, cfg LinConfig, firstC
 		wg.Go(func() {
 			c := &linClient{st: st, id: firstClient + i, keys: cfg.Keys,
 				rng: rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(firstClient+i)))}
-			for range cfg.Ops {
-				op, err := c.step(ctx)
+			// Then complete what the client still holds: a process that
+			// exits holding a lease is a dead worker to the store, and
+			// its job's recovery is not an operation of this model.
+			for n := 0; n < cfg.Ops || len(c.held) > 0; n++ {
+				op, err := c.step(ctx, n >= cfg.Ops)
 				if err != nil {
 					errs[i] = fmt.Errorf("client %d: %w", c.id, err)
 					return
@@ -149,14 +154,18 @@ func (c *linClient) learn(id string) {
 	c.known = append(c.known, id)
 }
 
-// step performs one random operation.
-func (c *linClient) step(ctx context.Context) (Op, error) {
+// step performs one random operation, or completes a held lease if
+// finishing.
+func (c *linClient) step(ctx context.Context, finishing bool) (Op, error) {
 	op := Op{Client: c.id}
 	var (
 		j   jobstore.Job
 		err error
 	)
 	p := c.rng.IntN(100)
+	if finishing {
+		p = 50
+	}
 	id, haveID := c.pickKnown()
 	switch {
 	case p < 20 || !haveID:
@@ -438,6 +447,9 @@ type LinReport struct {
 	// Visualization is the path of porcupine's HTML rendering of a history
 	// found not linearizable.
 	Visualization string
+	// Illegal lists, for a history found not linearizable, the operations
+	// of the first few jobs whose own history is not, in call order.
+	Illegal []string
 }
 
 // RunLinearizability runs cfg.Processes child processes of random
@@ -522,8 +534,36 @@ func RunLinearizability(ctx context.Context, cfg LinRunConfig) (*LinReport, erro
 	rep.Result, err = CheckHistory(ops, cfg.Timeout, viz)
 	if rep.Result == porcupine.Illegal {
 		rep.Visualization = viz
+		rep.Illegal = IllegalPartitions(ops, 3)
 	}
 	return rep, err
+}
+
+// IllegalPartitions returns, for up to limit jobs whose operations in ops
+// are not linearizable on their own, a description of those operations in
+// call order, with call and return times relative to the first call.
+func IllegalPartitions(ops []Op, limit int) []string {
+	m := Model()
+	single := m
+	single.Partition = nil
+	var out []string
+	for _, part := range m.Partition(toOperations(ops)) {
+		if len(out) == limit {
+			break
+		}
+		if porcupine.CheckOperations(single, part) {
+			continue
+		}
+		sort.Slice(part, func(i, j int) bool { return part[i].Call < part[j].Call })
+		var b strings.Builder
+		t0 := part[0].Call
+		for _, o := range part {
+			fmt.Fprintf(&b, "  client %d [%8.3fms %8.3fms] %s\n", o.ClientId,
+				float64(o.Call-t0)/1e6, float64(o.Return-t0)/1e6, m.DescribeOperation(o.Input, o.Output))
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
 
 func toOperations(ops []Op) []porcupine.Operation {

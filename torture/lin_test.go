@@ -112,7 +112,7 @@ func TestLinearizableMemstore(t *testing.T) {
 	require.NoError(t, RecordHistory(t.Context(), st, LinConfig{Clients: 6, Ops: 200, Keys: 5, Seed: 1}, 0, &buf))
 	ops, err := ReadHistory(&buf)
 	require.NoError(t, err)
-	require.Len(t, ops, 6*200)
+	require.GreaterOrEqual(t, len(ops), 6*200)
 	requireVariety(t, ops)
 	res, err := CheckHistory(ops, 0, t.TempDir()+"/viz.html")
 	require.NoError(t, err)

@@ -45,15 +45,18 @@ type Report struct {
 	// claimed, and the worker died before the handler started.
 	LostClaims int
 	// CanceledQueued counts Cancel calls that returned a canceled job;
-	// CanceledRunning the jobs canceled after at least one attempt started.
+	// CanceledRunning the jobs canceled while running: their last attempt's
+	// handler saw the cancel (requested from another process).
 	CanceledQueued, CanceledRunning int
 	// MaxRecoveryWait is the longest time from the SIGKILL of a worker to
 	// the start of the next attempt of the job it was running.
 	MaxRecoveryWait time.Duration
 	// TornLines counts record lines cut short by a SIGKILL (ignored).
 	TornLines int
-	// Fsck is "clean", "skipped", or the problems found.
+	// Fsck is "clean", "skipped", or the number of problems found.
 	Fsck string
+	// RepairedAtOpen lists what reopening the store at the end repaired.
+	RepairedAtOpen []string
 
 	// Violations lists the first broken promises found; NViolations
 	// counts them all.
@@ -90,9 +93,17 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	p("restarts / stops", "%d / %d", r.Restarts, r.Stops)
 	p("attempts", "%d started; %d retries after failure; %d re-runs after a kill", r.Attempts, r.Retries, r.Reruns)
 	p("lost claims", "%d (claimed, worker killed before the handler started)", r.LostClaims)
-	p("canceled", "%d while queued, %d after starting", r.CanceledQueued, r.CanceledRunning)
+	p("canceled", "%d while queued, %d while running (the handler saw it)", r.CanceledQueued, r.CanceledRunning)
 	p("max recovery wait", "%s (SIGKILL of a worker to the next attempt's start)", r.MaxRecoveryWait.Round(time.Millisecond))
 	p("torn record lines", "%d", r.TornLines)
+	p("repaired at reopen", "%d", len(r.RepairedAtOpen))
+	for i, m := range r.RepairedAtOpen {
+		if i == 5 {
+			fmt.Fprintf(&b, "  ... and %d more\n", len(r.RepairedAtOpen)-i)
+			break
+		}
+		fmt.Fprintf(&b, "  repaired %s\n", m)
+	}
 	p("fsck", "%s", r.Fsck)
 	p("violations", "%d", r.NViolations)
 	for _, v := range r.Violations {

@@ -438,14 +438,16 @@ func (f *fleet) check(ctx context.Context) error {
 	case f.cfg.Backend.Fsck == nil:
 		f.r.Fsck = "skipped"
 	default:
-		problems, err := f.cfg.Backend.Fsck(ctx, f.storeDir)
+		res, err := f.cfg.Backend.Fsck(ctx, f.storeDir)
 		if err != nil {
-			return fmt.Errorf("torture: fsck: %w", err)
+			f.r.violate("fsck: %v", err)
+			return nil
 		}
+		f.r.RepairedAtOpen = res.RepairedAtOpen
 		f.r.Fsck = "clean"
-		if len(problems) > 0 {
-			f.r.Fsck = fmt.Sprintf("%d problems", len(problems))
-			for _, p := range problems {
+		if len(res.Problems) > 0 {
+			f.r.Fsck = fmt.Sprintf("%d problems", len(res.Problems))
+			for _, p := range res.Problems {
 				f.r.violate("fsck: %s", p)
 			}
 		}

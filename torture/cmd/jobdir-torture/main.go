@@ -1,0 +1,121 @@
+// Command jobdir-torture attacks a filestore with worker, submitter and
+// canceller processes that it SIGKILLs, pauses and restarts at random, then
+// checks every promise of the store against records kept outside it and
+// prints the figures. It exits 1 if a promise was broken.
+//
+// Usage:
+//
+//	jobdir-torture [-duration 1m] [-workers 3] [-submitters 2] [-dir DIR] [-seed N]
+//	jobdir-torture -lin [-processes 3] [-ops 150]
+//
+// -long selects the long setting (more processes and keys, a chaos event
+// every 1.5s). The children are this same binary, re-executed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/jobdir/jobdir/torture"
+)
+
+func main() {
+	if torture.IsChild() {
+		os.Exit(torture.ChildMain(torture.FileBackend()))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jobdir-torture:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jobdir-torture", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		dir        = fs.String("dir", "", "work directory, empty or absent (default: a new temporary directory, kept)")
+		long       = fs.Bool("long", false, "the long setting: more processes and keys, a chaos event every 1.5s")
+		duration   = fs.Duration("duration", 0, "how long chaos lasts (default 40s, or 20m with -long)")
+		workers    = fs.Int("workers", 0, "worker processes (default 3, or 4 with -long)")
+		submitters = fs.Int("submitters", 0, "submitter processes (default 2, or 3 with -long)")
+		jobs       = fs.Int("jobs", 0, "stop submitting after this many submits (default: no limit)")
+		chaos      = fs.Duration("chaos", 0, "mean time between chaos events; negative disables chaos")
+		seed       = fs.Int64("seed", 0, "random seed (default: from the clock)")
+		lin        = fs.Bool("lin", false, "run the linearizability check instead of the torture run")
+		processes  = fs.Int("processes", 3, "with -lin: client processes")
+		ops        = fs.Int("ops", 150, "with -lin: operations per client")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "jobdir-torture-")
+		if err != nil {
+			return err
+		}
+		*dir = d
+	}
+	fmt.Fprintf(stdout, "work directory: %s\n", *dir)
+	if *lin {
+		return runLin(ctx, *dir, *processes, *ops, *seed, stdout)
+	}
+
+	cfg := torture.ShortConfig(*dir, torture.FileBackend())
+	if *long {
+		cfg = torture.LongConfig(*dir, torture.FileBackend(), 20*time.Minute)
+	}
+	if *duration > 0 {
+		cfg.Duration = *duration
+	}
+	if *workers > 0 {
+		cfg.Workers = *workers
+	}
+	if *submitters > 0 {
+		cfg.Submitters = *submitters
+	}
+	if *chaos != 0 {
+		cfg.ChaosInterval = *chaos
+	}
+	cfg.Jobs, cfg.Seed, cfg.Log = *jobs, *seed, stderr
+	r, err := torture.Run(ctx, cfg)
+	if r != nil {
+		if _, werr := r.WriteTo(stdout); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+func runLin(ctx context.Context, dir string, processes, ops int, seed int64, stdout io.Writer) error {
+	rep, err := torture.RunLinearizability(ctx, torture.LinRunConfig{
+		Dir:       dir,
+		Backend:   torture.FileBackend(),
+		Processes: processes,
+		Lin:       torture.LinConfig{Ops: ops, Seed: seed},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d operations on %d jobs from %d processes: %s\n", rep.Ops, rep.Partitions, processes, rep.Result)
+	for _, p := range rep.Illegal {
+		fmt.Fprintf(stdout, "not linearizable:\n%s", p)
+	}
+	if rep.Result != porcupine.Ok {
+		if rep.Visualization != "" {
+			fmt.Fprintf(stdout, "visualization: %s\n", rep.Visualization)
+		}
+		return errors.New("history not linearizable")
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package torture
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+)
+
+// childArgs makes a re-executed test binary run no test: TestMain sees
+// EnvChild and plays the child instead.
+var childArgs = []string{"-test.run=^$"}
+
+// logWriter sends progress lines to t.Log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestTortureShort is the CI torture run: about 40 seconds of SIGKILL,
+// SIGSTOP and restarts of real worker and submitter processes on one
+// filestore, then the drain and every check. JOBDIR_TORTURE_SECONDS
+// lengthens it.
+func TestTortureShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the torture run takes about a minute")
+	}
+	cfg := ShortConfig(t.TempDir(), FileBackend())
+	if s := os.Getenv("JOBDIR_TORTURE_SECONDS"); s != "" {
+		d, err := time.ParseDuration(s + "s")
+		require.NoError(t, err)
+		cfg.Duration = d
+	}
+	cfg.Exe, cfg.Args = os.Args[0], childArgs
+	cfg.Log = logWriter{t}
+	r, err := Run(t.Context(), cfg)
+	if r != nil {
+		var b strings.Builder
+		_, _ = r.WriteTo(&b)
+		t.Logf("torture report:\n%s", b.String())
+	}
+	require.NoError(t, err)
+	require.True(t, r.OK())
+	// The run must have been a real attack, or its pass means little.
+	require.Positive(t, r.WorkerKills, "no worker was killed")
+	require.Positive(t, r.Reruns+r.LostClaims, "no job was re-run after a kill")
+	require.Positive(t, r.Retries, "no job was retried")
+	require.Positive(t, r.KeyHits, "no key collided")
+	require.Positive(t, r.CanceledQueued, "no job was canceled while queued")
+	require.Equal(t, "clean", r.Fsck)
+}
+
+// TestLinearizableFilestore records a history of operations from three
+// processes on one filestore and checks it with porcupine.
+func TestLinearizableFilestore(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := RunLinearizability(t.Context(), LinRunConfig{
+		Dir:       dir,
+		Backend:   FileBackend(),
+		Processes: 3,
+		Lin:       LinConfig{Clients: 2, Ops: 150, Keys: 6},
+		Exe:       os.Args[0],
+		Args:      childArgs,
+	})
+	require.NoError(t, err)
+	t.Logf("%d operations on %d jobs: %s", rep.Ops, rep.Partitions, rep.Result)
+	for _, p := range rep.Illegal {
+		t.Logf("not linearizable:\n%s", p)
+	}
+	require.Equal(t, porcupine.Ok, rep.Result, "not linearizable; see %s", rep.Visualization)
+	require.GreaterOrEqual(t, rep.Ops, 3*2*150)
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	_, err := Run(t.Context(), Config{})
+	require.Error(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(dir+"/x", nil, 0o600))
+	_, err = Run(t.Context(), Config{Dir: dir, Backend: FileBackend()})
+	require.ErrorContains(t, err, "not empty")
+	require.False(t, errors.Is(err, ErrViolations))
+}
