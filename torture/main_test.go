@@ -1,15 +1,34 @@
 package torture
 
 import (
+	"context"
 	"os"
 	"testing"
+
+	"github.com/jobdir/jobdir/jobstore"
 )
+
+// envBroken makes the children of a test run use a deliberately broken
+// store, to prove that a run catches what it claims to catch.
+const envBroken = "JOBDIR_TORTURE_TEST_BROKEN"
 
 // TestMain turns the test binary into a torture child when a run re-executes
 // it with EnvChild set.
 func TestMain(m *testing.M) {
 	if IsChild() {
-		os.Exit(ChildMain(FileBackend()))
+		os.Exit(ChildMain(testBackend()))
 	}
 	os.Exit(m.Run())
+}
+
+func testBackend() Backend {
+	b := FileBackend()
+	if os.Getenv(envBroken) == "keyloss" {
+		open := b.Open
+		b.Open = func(ctx context.Context, dir string) (jobstore.Store, error) {
+			st, err := open(ctx, dir)
+			return keyLosingStore{st}, err
+		}
+	}
+	return b
 }

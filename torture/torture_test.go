@@ -86,3 +86,26 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	require.ErrorContains(t, err, "not empty")
 	require.False(t, errors.Is(err, ErrViolations))
 }
+
+// TestTortureCatchesBrokenStore runs a short, chaos-free torture run
+// against a store that forgets idempotency keys, and requires the run to
+// say so.
+func TestTortureCatchesBrokenStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a torture run")
+	}
+	t.Setenv(envBroken, "keyloss") // inherited by the children
+	cfg := Config{
+		Dir: t.TempDir(), Backend: testBackend(),
+		Workers: 1, Submitters: 2, Cancellers: -1, Keys: 3,
+		Duration: 3 * time.Second, ChaosInterval: -1,
+		Exe: os.Args[0], Args: childArgs,
+	}
+	r, err := Run(t.Context(), cfg)
+	require.ErrorIs(t, err, ErrViolations)
+	found := false
+	for _, v := range r.Violations {
+		found = found || strings.Contains(v, "Submit returned") || strings.Contains(v, "the store holds")
+	}
+	require.True(t, found, "violations: %q", r.Violations)
+}
