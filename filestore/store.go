@@ -33,6 +33,9 @@ type Store struct {
 	// leaves it alone.
 	tmpDir  string
 	tmpLock *flock.Flock
+	// crashed makes Close leave the staging directory as a killed process
+	// would; tests of crash recovery set it.
+	crashed bool
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -159,9 +162,11 @@ func (s *Store) Close() error {
 		s.watchMu.Unlock()
 		s.wg.Wait()
 		releaseOwned(s)
-		if s.tmpLock != nil {
+		if s.tmpLock != nil && !s.crashed {
 			_ = os.RemoveAll(s.tmpDir)
 			_ = os.Remove(s.tmpLock.Path())
+		}
+		if s.tmpLock != nil {
 			_ = s.tmpLock.Unlock()
 		}
 	})

@@ -88,12 +88,12 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	}
 	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.sync())
 	if err != nil {
-		_ = os.Remove(s.lockPath(j.ID))
+		_ = s.fs.Remove(s.lockPath(j.ID))
 		return j, false, false, fmt.Errorf("write job %s: %w", j.ID, err)
 	}
 	abandon := func() {
 		_ = s.fs.Remove(tmp)
-		_ = os.Remove(s.lockPath(j.ID)) // nobody else knows this ID yet
+		_ = s.fs.Remove(s.lockPath(j.ID)) // nobody else knows this ID yet
 	}
 	if hash != "" {
 		kp := s.keyPath(hash)

@@ -1,0 +1,427 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// faultFS wraps the real file operations and fails the failAt-th one
+// (counting from 1 after arm). In crash mode that step and every later one
+// fail, as if the process had died there: nothing after it reaches the
+// disk. A crash inside WriteFile leaves its temp file behind, as a real
+// one between the temp write and the rename would.
+type faultFS struct {
+	inner  fileOps
+	mu     sync.Mutex
+	n      int
+	failAt int
+	crash  bool
+	err    error
+	hit    bool
+	ops    []string
+}
+
+func (f *faultFS) arm(failAt int, crash bool, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n, f.failAt, f.crash, f.err, f.hit, f.ops = 0, failAt, crash, err, false, nil
+}
+
+func (f *faultFS) step(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failAt == 0 {
+		return nil
+	}
+	f.n++
+	f.ops = append(f.ops, op)
+	if f.n == f.failAt || (f.crash && f.n > f.failAt) {
+		f.hit = true
+		return fmt.Errorf("injected at step %d (%s): %w", f.n, op, f.err)
+	}
+	return nil
+}
+
+func (f *faultFS) WriteFile(path, tmpDir string, data []byte, perm os.FileMode, sync bool) error {
+	if err := f.step("write " + path); err != nil {
+		if f.crash {
+			_, _ = f.inner.WriteTemp(tmpDir, data, perm, false)
+		}
+		return err
+	}
+	return f.inner.WriteFile(path, tmpDir, data, perm, sync)
+}
+
+func (f *faultFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool) (string, error) {
+	if err := f.step("write temp"); err != nil {
+		return "", err
+	}
+	return f.inner.WriteTemp(tmpDir, data, perm, sync)
+}
+
+func (f *faultFS) Link(o, n string) error {
+	if err := f.step("link " + n); err != nil {
+		return err
+	}
+	return f.inner.Link(o, n)
+}
+
+func (f *faultFS) Rename(o, n string) error {
+	if err := f.step("rename " + o + " " + n); err != nil {
+		return err
+	}
+	return f.inner.Rename(o, n)
+}
+
+func (f *faultFS) Remove(p string) error {
+	if err := f.step("remove " + p); err != nil {
+		return err
+	}
+	return f.inner.Remove(p)
+}
+
+func (f *faultFS) SyncDir(d string) error {
+	if err := f.step("fsync " + d); err != nil {
+		return err
+	}
+	return f.inner.SyncDir(d)
+}
+
+func (f *faultFS) Mkdir(d string, perm os.FileMode) error {
+	if err := f.step("mkdir " + d); err != nil {
+		return err
+	}
+	return f.inner.Mkdir(d, perm)
+}
+
+// faultCase is one operation run with a fault at each of its steps.
+type faultCase struct {
+	name string
+	// setup prepares the store and returns what op and check need.
+	setup func(t *testing.T, s *Store) *faultState
+	// op is the operation under test.
+	op func(ctx context.Context, s *Store, st *faultState) error
+	// check runs on the reopened store; opErr is what op returned.
+	check func(t *testing.T, s *Store, st *faultState, opErr error)
+}
+
+type faultState struct {
+	id    string
+	key   string
+	lease jobstore.Lease
+}
+
+const faultKey = "order-7"
+
+func submitKeyed(t *testing.T, s *Store) *faultState {
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: faultKey})
+	require.NoError(t, err)
+	return &faultState{id: j.ID, key: faultKey}
+}
+
+func claimed(t *testing.T, s *Store) *faultState {
+	st := submitKeyed(t, s)
+	j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	st.lease = j.Lease()
+	return st
+}
+
+func finished(t *testing.T, s *Store) *faultState {
+	st := claimed(t, s)
+	_, err := s.Complete(t.Context(), st.lease, jobstore.Outcome{Error: "boom", Permanent: true})
+	require.NoError(t, err)
+	return st
+}
+
+// mustState requires job id to exist in one of states.
+func mustState(t *testing.T, s *Store, id string, states ...jobstore.State) jobstore.Job {
+	t.Helper()
+	j, err := s.Get(t.Context(), id)
+	require.NoError(t, err)
+	require.Contains(t, states, j.State)
+	return j
+}
+
+var faultCases = []faultCase{
+	{
+		name:  "Submit",
+		setup: func(t *testing.T, s *Store) *faultState { return &faultState{key: faultKey} },
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: st.key})
+			st.id = j.ID
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			if opErr == nil {
+				mustState(t, s, st.id, jobstore.StateQueued)
+			}
+		},
+	},
+	{
+		name: "SubmitExistingKey",
+		setup: func(t *testing.T, s *Store) *faultState {
+			// Submitted by another Store, so this one's key cache is cold and
+			// the submit takes the link path.
+			other, err := Open(t.Context(), s.Dir(), &Options{NoSync: true})
+			require.NoError(t, err)
+			defer other.Close()
+			return submitKeyed(t, other)
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			j, created, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: st.key})
+			if err == nil && (created || j.ID != st.id) {
+				return errors.New("a second job for one key")
+			}
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			require.True(t, opErr == nil || injected(opErr), "%v", opErr)
+			mustState(t, s, st.id, jobstore.StateQueued)
+		},
+	},
+	{
+		name:  "Claim",
+		setup: submitKeyed,
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			j := mustState(t, s, st.id, jobstore.StateQueued)
+			if opErr == nil {
+				require.Equal(t, 1, j.Attempt, "a claimed job whose worker died is queued again, attempt counted")
+			}
+		},
+	},
+	{
+		name:  "CompleteSuccess",
+		setup: claimed,
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Complete(ctx, st.lease, jobstore.Succeeded([]byte(`{"ok":true}`)))
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			if opErr == nil {
+				mustState(t, s, st.id, jobstore.StateSucceeded)
+				return
+			}
+			mustState(t, s, st.id, jobstore.StateSucceeded, jobstore.StateQueued)
+		},
+	},
+	{
+		name:  "CompleteRetry",
+		setup: claimed,
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Complete(ctx, st.lease, jobstore.Outcome{Error: "again", RetryAfter: time.Hour})
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			j := mustState(t, s, st.id, jobstore.StateQueued)
+			require.Equal(t, 1, j.Attempt)
+			if opErr == nil {
+				require.Equal(t, "again", j.LastError)
+			}
+		},
+	},
+	{
+		name:  "CancelQueued",
+		setup: submitKeyed,
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Cancel(ctx, st.id)
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			if opErr == nil {
+				mustState(t, s, st.id, jobstore.StateCanceled)
+				return
+			}
+			mustState(t, s, st.id, jobstore.StateCanceled, jobstore.StateQueued)
+		},
+	},
+	{
+		name:  "CancelRunning",
+		setup: claimed,
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Cancel(ctx, st.id)
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			// The worker is gone with the crash: recovery cancels the job if
+			// the request reached the disk, and queues it again if not.
+			j := mustState(t, s, st.id, jobstore.StateCanceled, jobstore.StateQueued)
+			if opErr == nil {
+				require.Equal(t, jobstore.StateCanceled, j.State)
+			}
+		},
+	},
+	{
+		name:  "Retry",
+		setup: finished,
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Retry(ctx, st.id)
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			if opErr == nil {
+				mustState(t, s, st.id, jobstore.StateQueued)
+				return
+			}
+			mustState(t, s, st.id, jobstore.StateQueued, jobstore.StateFailed)
+		},
+	},
+	{
+		name:  "Prune",
+		setup: finished,
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Prune(ctx, 0)
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			_, err := s.Get(t.Context(), st.id)
+			if opErr == nil {
+				require.ErrorIs(t, err, jobstore.ErrNotFound)
+			}
+			gone := errors.Is(err, jobstore.ErrNotFound)
+			// The key is free exactly when the job is gone.
+			j, created, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: st.key})
+			require.NoError(t, err)
+			require.Equal(t, gone, created, "key free=%v but job gone=%v", created, gone)
+			if !gone {
+				require.Equal(t, st.id, j.ID)
+			}
+		},
+	},
+	{
+		name: "Recover",
+		setup: func(t *testing.T, s *Store) *faultState {
+			// Another Store claims the job and goes away without completing.
+			st := submitKeyed(t, s)
+			other, err := Open(t.Context(), s.Dir(), &Options{NoSync: true})
+			require.NoError(t, err)
+			_, err = other.Claim(t.Context(), jobstore.ClaimRequest{Worker: "dead"})
+			require.NoError(t, err)
+			require.NoError(t, other.Close())
+			return st
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.recoverDead(ctx, true)
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			j := mustState(t, s, st.id, jobstore.StateQueued)
+			require.Equal(t, 1, j.Attempt)
+		},
+	},
+}
+
+// injected reports whether err is one of the errors the tests inject.
+func injected(err error) bool {
+	return errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ENOSPC)
+}
+
+// TestFaults runs every operation with a fault at each of its file
+// operation steps: an I/O error (the store must report it, stay usable and
+// leave nothing half-visible) and a crash (nothing after the step reaches
+// the disk). After each, the store is reopened and must be consistent:
+// Fsck finds nothing, no job is running without a worker, at most one job
+// holds the key, and what the operation reported done is done.
+func TestFaults(t *testing.T) {
+	for _, tc := range faultCases {
+		for _, crash := range []bool{false, true} {
+			mode := "EIO"
+			errv := error(syscall.EIO)
+			if crash {
+				mode, errv = "Crash", syscall.ENOSPC
+			}
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				steps := 0
+				for failAt := 1; ; failAt++ {
+					if !runFault(t, tc, failAt, crash, errv) {
+						break
+					}
+					steps++
+					require.Less(t, failAt, 50, "operation never finishes")
+				}
+				t.Logf("%d steps", steps)
+				require.Positive(t, steps, "the operation made no file operation")
+			})
+		}
+	}
+}
+
+// runFault runs tc with a fault at step failAt and reports whether the
+// fault was hit (false: the operation has fewer steps).
+func runFault(t *testing.T, tc faultCase, failAt int, crash bool, errv error) bool {
+	t.Helper()
+	dir := t.TempDir()
+	ffs := &faultFS{inner: osFS{}}
+	opts := &Options{NoSync: false, RecoverInterval: time.Hour, PollInterval: time.Hour, fs: ffs}
+	s, err := Open(t.Context(), dir, opts)
+	require.NoError(t, err)
+	st := tc.setup(t, s)
+	ffs.arm(failAt, crash, errv)
+	opErr := tc.op(t.Context(), s, st)
+	ffs.mu.Lock()
+	hit, ops := ffs.hit, ffs.ops
+	ffs.mu.Unlock()
+	if !hit {
+		require.NoError(t, opErr)
+		require.NoError(t, s.Close())
+		return false
+	}
+	ffs.arm(0, false, nil)
+	if !crash {
+		// The store reported the error and keeps working.
+		if opErr == nil {
+			t.Logf("step %d (%s): error not reported", failAt, ops[len(ops)-1])
+		}
+		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "after"})
+		require.NoError(t, err, "store unusable after an I/O error at %v", ops)
+		_, err = s.Get(t.Context(), j.ID)
+		require.NoError(t, err)
+	}
+	s.crashed = crash
+	require.NoError(t, s.Close())
+
+	// Reopen with the real file operations: what a restart sees.
+	s2, err := Open(t.Context(), dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	require.NoError(t, err, "reopen after a fault at %v", ops)
+	defer s2.Close()
+	r, err := s2.Fsck(t.Context(), false)
+	require.NoError(t, err)
+	require.True(t, r.OK(), "after a fault at %v: fsck: %v", ops, r.Problems)
+	requireNoRunningOneKey(t, s2)
+	if st.id != "" {
+		tc.check(t, s2, st, opErr)
+	}
+	return true
+}
+
+// requireNoRunningOneKey requires that no job is running (every worker is
+// gone) and no key is held by two jobs.
+func requireNoRunningOneKey(t *testing.T, s *Store) {
+	t.Helper()
+	page, err := s.List(t.Context(), jobstore.ListOptions{Limit: jobstore.MaxListLimit})
+	require.NoError(t, err)
+	require.Empty(t, page.Errors)
+	keys := map[string]string{}
+	for _, j := range page.Jobs {
+		require.NotEqual(t, jobstore.StateRunning, j.State, "job %s stuck running", j.ID)
+		if j.Key != "" {
+			other, dup := keys[j.Key]
+			require.False(t, dup, "key %q held by %s and %s", j.Key, other, j.ID)
+			keys[j.Key] = j.ID
+		}
+	}
+}
