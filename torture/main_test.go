@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"go.uber.org/goleak"
 )
 
 // envBroken makes the children of a test run use a deliberately broken
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) {
 	if IsChild() {
 		os.Exit(ChildMain(testBackend()))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func testBackend() Backend {
