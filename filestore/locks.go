@@ -91,7 +91,7 @@ func flockPath(path string, exclusive, create bool, perm os.FileMode) (*flock.Fl
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		if ok, err := sameInode(fl, path); err != nil || !ok {
+		if ok, err := sameInode(fl, path, perm); err != nil || !ok {
 			_ = fl.Unlock()
 			if err != nil && !(create && errors.Is(err, fs.ErrNotExist)) {
 				return nil, fmt.Errorf("lock %s: %w", path, err)
@@ -102,7 +102,10 @@ func flockPath(path string, exclusive, create bool, perm os.FileMode) (*flock.Fl
 	}
 }
 
-func sameInode(fl *flock.Flock, path string) (bool, error) {
+// sameInode reports whether the lock fl holds is on the file path names
+// now. It also gives a lock file it created the store's permissions, which
+// the umask may have narrowed (perm 0: leave them).
+func sameInode(fl *flock.Flock, path string, perm os.FileMode) (bool, error) {
 	held, err := fl.Stat()
 	if err != nil {
 		return false, err
@@ -111,7 +114,15 @@ func sameInode(fl *flock.Flock, path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return os.SameFile(held, now), nil
+	if !os.SameFile(held, now) {
+		return false, nil
+	}
+	if perm != 0 && held.Mode().Perm() != perm {
+		if err := os.Chmod(path, perm); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // leases is the process-wide table of held lease locks, by lock file path.
@@ -145,7 +156,7 @@ func tryLease(s *Store, path string) (*leaseHold, bool, error) {
 	if !ok {
 		return nil, false, nil
 	}
-	if same, err := sameInode(fl, path); err != nil || !same {
+	if same, err := sameInode(fl, path, s.filePerm); err != nil || !same {
 		// The file was pruned under us: the job is gone, nothing to lease.
 		_ = fl.Unlock()
 		return nil, false, nil

@@ -100,7 +100,7 @@ func (s *Store) createLayout(context.Context) error {
 			return fmt.Errorf("lock staging directory: %w", err)
 		}
 		if ok {
-			if same, _ := sameInode(lock, lock.Path()); same {
+			if same, _ := sameInode(lock, lock.Path(), s.filePerm); same {
 				s.tmpLock = lock
 				s.tmpDir = filepath.Join(s.dir, dirTmp, name)
 				break
@@ -144,7 +144,7 @@ func (s *Store) sweep(repair bool) ([]string, error) {
 			if err != nil || !got {
 				continue
 			}
-			if same, _ := sameInode(l, p); !same {
+			if same, _ := sameInode(l, p, 0); !same {
 				_ = l.Unlock()
 				continue
 			}

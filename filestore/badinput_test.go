@@ -1,0 +1,249 @@
+package filestore
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// TestCorruptFilesReportedAndSkipped plants a truncated record, a record
+// that is not JSON, one naming another job, a symbolic link, a directory
+// and a foreign file, and requires each to be reported with its path and
+// skipped, never followed and never fatal.
+func TestCorruptFilesReportedAndSkipped(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	good, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "good"})
+	require.NoError(t, err)
+
+	secret := filepath.Join(t.TempDir(), "secret.json")
+	data, err := os.ReadFile(s.recordPath(dirQueued, good.ID))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(secret, data, 0o600))
+
+	ids := map[string]string{}
+	plant := func(name string, fn func(p string) error, dirName string) string {
+		id := jobstore.NewID(time.Now())
+		p := s.recordPath(dirName, id)
+		require.NoError(t, fn(p))
+		// A lock file, as Submit would have made, so Get reaches the record.
+		require.NoError(t, os.WriteFile(s.lockPath(id), nil, 0o600))
+		ids[name] = id
+		return p
+	}
+	plant("truncated", func(p string) error { return os.WriteFile(p, data[:len(data)/2], 0o600) }, dirQueued)
+	plant("notjson", func(p string) error { return os.WriteFile(p, []byte("hello"), 0o600) }, dirDone)
+	plant("otherid", func(p string) error { return os.WriteFile(p, data, 0o600) }, dirDone)
+	plant("symlink", func(p string) error { return os.Symlink(secret, p) }, dirQueued)
+	plant("directory", func(p string) error { return os.Mkdir(p, 0o700) }, dirClaimed)
+	plant("empty", func(p string) error { return os.WriteFile(p, nil, 0o600) }, dirQueued)
+	foreign := filepath.Join(dir, dirQueued, "notes.txt")
+	require.NoError(t, os.WriteFile(foreign, []byte("hi"), 0o600))
+	// Top-level entries that are not the store's are ignored.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "logs"), 0o700))
+
+	for name, id := range ids {
+		_, err := s.Get(t.Context(), id)
+		require.ErrorIs(t, err, jobstore.ErrCorrupt, name)
+		var ce *CorruptError
+		require.True(t, errors.As(err, &ce), name)
+		require.Contains(t, ce.Path, id, name)
+	}
+
+	page, err := s.List(t.Context(), jobstore.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 1)
+	require.Equal(t, good.ID, page.Jobs[0].ID)
+	require.Len(t, page.Errors, len(ids)+1)
+	for _, e := range page.Errors {
+		require.ErrorIs(t, e, jobstore.ErrCorrupt)
+	}
+
+	// Claim skips what it cannot read and takes the good job.
+	j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.Equal(t, good.ID, j.ID)
+	_, err = s.Complete(t.Context(), j.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+
+	// The symlink's target was never touched.
+	after, err := os.ReadFile(secret)
+	require.NoError(t, err)
+	require.Equal(t, data, after)
+
+	r, err := s.Fsck(t.Context(), true)
+	require.NoError(t, err)
+	kinds := map[ProblemKind]int{}
+	for _, p := range r.Problems {
+		kinds[p.Kind]++
+		require.False(t, p.Repaired, "fsck must not remove what it cannot read: %v", p)
+	}
+	require.Equal(t, map[ProblemKind]int{ProblemCorrupt: len(ids), ProblemUnexpected: 1}, kinds, "%v", r.Problems)
+	require.False(t, r.OK())
+
+	// Reopening works; the files are still reported, not removed. Clean up
+	// so the test's own consistency check passes.
+	require.NoError(t, s.Close())
+	s2, err := Open(t.Context(), dir, &Options{NoSync: true})
+	require.NoError(t, err)
+	r, err = s2.Fsck(t.Context(), false)
+	require.NoError(t, err)
+	require.Len(t, r.Problems, len(ids)+1)
+	require.NoError(t, s2.Close())
+	for _, d := range stateDirs {
+		for _, id := range ids {
+			require.NoError(t, os.RemoveAll(s.recordPath(d, id)))
+		}
+	}
+	require.NoError(t, os.Remove(foreign))
+}
+
+func TestInvalidIDsNeverBecomePaths(t *testing.T) {
+	s := openTest(t, &Options{NoSync: true})
+	for _, id := range []string{"", "../../etc/passwd", "01M8M73018EJMB236B7KBF97Z/", ".", "01m8m73018ejmb236b7kbf97ze", "81M8M73018EJMB236B7KBF97ZE"} {
+		_, err := s.Get(t.Context(), id)
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, id)
+		_, err = s.Cancel(t.Context(), id)
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, id)
+		_, err = s.Wait(t.Context(), id)
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, id)
+	}
+	// A valid ID that does not exist leaves no file behind.
+	_, err := s.Get(t.Context(), jobstore.NewID(time.Now()))
+	require.ErrorIs(t, err, jobstore.ErrNotFound)
+	ents, err := os.ReadDir(filepath.Join(s.Dir(), dirLocks))
+	require.NoError(t, err)
+	require.Empty(t, ents)
+}
+
+func TestPayloadLimit(t *testing.T) {
+	s := openTest(t, &Options{NoSync: true, MaxPayload: 64})
+	big := json.RawMessage(`"` + string(make([]byte, 0)) + `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"`)
+	_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Payload: big})
+	require.ErrorIs(t, err, jobstore.ErrPayloadTooLarge)
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	_, err = s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(big))
+	require.ErrorIs(t, err, jobstore.ErrPayloadTooLarge)
+	_, err = s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+	_ = j
+}
+
+func TestFormatVersion(t *testing.T) {
+	t.Run("Recorded", func(t *testing.T) {
+		s := openTest(t, &Options{NoSync: true})
+		data, err := os.ReadFile(filepath.Join(s.Dir(), formatFile))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"store":"jobdir","format":1}`, string(data))
+	})
+	t.Run("TooNew", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":2}`), 0o600))
+		_, err := Open(t.Context(), dir, nil)
+		require.ErrorIs(t, err, ErrFormatTooNew)
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, ents, 1, "a refused directory is left untouched")
+	})
+	t.Run("Foreign", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte("v1\n"), 0o600))
+		_, err := Open(t.Context(), dir, nil)
+		require.ErrorIs(t, err, ErrNotStore)
+	})
+	t.Run("NotADirectory", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "file")
+		require.NoError(t, os.WriteFile(p, nil, 0o600))
+		_, err := Open(t.Context(), p, nil)
+		require.Error(t, err)
+	})
+}
+
+func TestPermissions(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		group     bool
+		dir, file os.FileMode
+	}{
+		{"Private", false, 0o700, 0o600},
+		{"GroupAccess", true, 0o770, 0o660},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			s := openAt(t, dir, &Options{GroupAccess: tc.group})
+			j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "k1"})
+			require.NoError(t, err)
+			c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+			require.NoError(t, err)
+			_, err = s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
+			require.NoError(t, err)
+			err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				require.NoError(t, err)
+				fi, err := d.Info()
+				require.NoError(t, err)
+				want := tc.file
+				if d.IsDir() {
+					want = tc.dir
+				}
+				require.Equal(t, want, fi.Mode().Perm(), p)
+				return nil
+			})
+			require.NoError(t, err)
+			_ = j
+		})
+	}
+}
+
+// TestStaleCopyHighestRevWins: an interrupted move leaves a record in two
+// directories; every reader takes the higher revision and Open removes the
+// other.
+func TestStaleCopyHighestRevWins(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	old, err := os.ReadFile(s.recordPath(dirQueued, j.ID))
+	require.NoError(t, err)
+	_, err = s.Cancel(t.Context(), j.ID)
+	require.NoError(t, err)
+	// The queued copy reappears, as an unlink that was never fsynced can.
+	require.NoError(t, os.WriteFile(s.recordPath(dirQueued, j.ID), old, 0o600))
+	got, err := s.Get(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateCanceled, got.State)
+	_, err = s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "a stale queued copy must not be claimed")
+	require.NoError(t, os.WriteFile(s.recordPath(dirQueued, j.ID), old, 0o600))
+	require.NoError(t, s.Close())
+	s2 := openAt(t, dir, &Options{NoSync: true})
+	_, err = os.Lstat(s2.recordPath(dirQueued, j.ID))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestDanglingKeyRolledBack: a key file whose submitter died before
+// publishing the record does not block the key.
+func TestDanglingKeyRolledBack(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "k1"})
+	require.NoError(t, err)
+	// Make it look as if the record was never published.
+	require.NoError(t, os.Remove(s.recordPath(dirQueued, j.ID)))
+	s.mu.Lock()
+	clear(s.keys)
+	s.mu.Unlock()
+	j2, created, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "k1"})
+	require.NoError(t, err)
+	require.True(t, created)
+	require.NotEqual(t, j.ID, j2.ID)
+}
