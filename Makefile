@@ -6,10 +6,20 @@ PKGS    ?= ./...
 # Extra flags for go test, e.g. make test TESTFLAGS='-run Conformance -v'.
 TESTFLAGS ?=
 
-.PHONY: help build test race vet fmt fmt-check lint cover clean
+.PHONY: help demo build test race vet fmt fmt-check lint cover clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+demo: ## The main job: build jobdir, submit jobs to the default store (./.jobdir), run a worker until idle, list them.
+	$(GO) build -o bin/jobdir ./cmd/jobdir
+	./bin/jobdir submit -- sh -c 'echo hello from job $$JOBDIR_JOB_ID, attempt $$JOBDIR_ATTEMPT'
+	./bin/jobdir submit --key demo-report -- sh -c 'sleep 1; echo report written'
+	./bin/jobdir submit --key demo-report -- sh -c 'echo not run: the key already names a job'
+	./bin/jobdir submit --priority 10 -- sh -c 'echo I jumped the queue'
+	./bin/jobdir work --concurrency 2 --exit-when-idle
+	./bin/jobdir list --limit 10
+	./bin/jobdir stats
 
 build: ## Build every package and the jobdir command into ./bin.
 	$(GO) build $(PKGS)
