@@ -61,6 +61,11 @@ func decodeSubmit(r io.Reader) (jobstore.Spec, error) {
 		if err != nil {
 			return jobstore.Spec{}, fmt.Errorf("%w: run_at %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", jobstore.ErrInvalidInput, truncate(req.RunAt, 64))
 		}
+		// A time that JSON cannot encode once in UTC could be neither
+		// stored nor returned.
+		if y := t.UTC().Year(); y < 1 || y > 9999 {
+			return jobstore.Spec{}, fmt.Errorf("%w: run_at %q is outside the years 1 to 9999", jobstore.ErrInvalidInput, truncate(req.RunAt, 64))
+		}
 		spec.RunAt = t.UTC()
 	}
 	if req.Timeout != "" {

@@ -34,6 +34,7 @@ type metrics struct {
 	runDuration  *prometheus.HistogramVec
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+	httpInFlight *prometheus.GaugeVec
 
 	// kinds bounds the kind label: clients choose kinds, and each distinct
 	// label value is a series kept forever.
@@ -104,10 +105,14 @@ func newMetrics(reg *prometheus.Registry, store jobstore.Store) (*metrics, error
 			Help:    "HTTP request latency by route pattern (the wait route includes its long-poll).",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
+		httpInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "jobdir", Name: "http_requests_in_flight",
+			Help: "HTTP requests being served, by route pattern (waits included).",
+		}, []string{"route"}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.submitted, m.claimed, m.completed, m.failed, m.canceled, m.retried, m.dropped, m.panics,
-		m.storeErrors, m.claimLatency, m.runDuration, m.httpRequests, m.httpDuration,
+		m.storeErrors, m.claimLatency, m.runDuration, m.httpRequests, m.httpDuration, m.httpInFlight,
 		&storeCollector{store: store},
 	} {
 		if err := reg.Register(c); err != nil {

@@ -205,7 +205,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if route == "" {
 		route = routeNone
 	}
+	inFlight := s.metrics.httpInFlight.WithLabelValues(route)
+	inFlight.Inc()
 	defer func() {
+		inFlight.Dec()
 		status := rec.status
 		if status == 0 {
 			status = http.StatusOK

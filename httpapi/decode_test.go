@@ -1,0 +1,125 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// FuzzDecodeSubmit checks that decoding never panics, that every refusal
+// wraps jobstore.ErrInvalidInput, and that an accepted request describes
+// the same spec after a round trip through its JSON form. The seed corpus
+// is in testdata/fuzz/FuzzDecodeSubmit; go test runs it as ordinary tests.
+func FuzzDecodeSubmit(f *testing.F) {
+	f.Add([]byte(`{"kind":"email.send","key":"k1","payload":{"a":[1,2]},"max_attempts":3,"priority":-5,"run_at":"2026-01-02T15:04:05.123Z","timeout":"1m30s"}`))
+	f.Add([]byte(`{"kind":"x","payload":null}`))
+	f.Add([]byte(`{"kind":"x","run_at":"2026-01-02T15:04:05+02:00"}`))
+	f.Add([]byte(`{"kind":"x"}{"kind":"y"}`))
+	f.Add([]byte(`{"kind":1}`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		spec, err := decodeSubmit(bytes.NewReader(body))
+		if err != nil {
+			require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+			return
+		}
+		req := submitRequest{
+			Kind: spec.Kind, Key: spec.Key, Payload: spec.Payload,
+			MaxAttempts: spec.MaxAttempts, Priority: spec.Priority,
+		}
+		if !spec.RunAt.IsZero() {
+			require.Equal(t, time.UTC, spec.RunAt.Location())
+			req.RunAt = spec.RunAt.Format(time.RFC3339Nano)
+		}
+		if spec.Timeout != 0 {
+			req.Timeout = spec.Timeout.String()
+		}
+		again, err := json.Marshal(req)
+		require.NoError(t, err)
+		spec2, err := decodeSubmit(bytes.NewReader(again))
+		require.NoError(t, err, "re-encoded request %s", again)
+		require.Equal(t, spec.Kind, spec2.Kind)
+		require.Equal(t, spec.Key, spec2.Key)
+		require.Equal(t, spec.MaxAttempts, spec2.MaxAttempts)
+		require.Equal(t, spec.Priority, spec2.Priority)
+		require.True(t, spec.RunAt.Equal(spec2.RunAt))
+		require.Equal(t, spec.Timeout, spec2.Timeout)
+		if len(spec.Payload) == 0 {
+			require.Empty(t, spec2.Payload)
+		} else {
+			var c1, c2 bytes.Buffer
+			require.NoError(t, json.Compact(&c1, spec.Payload))
+			require.NoError(t, json.Compact(&c2, spec2.Payload))
+			require.Equal(t, c1.String(), c2.String())
+		}
+	})
+}
+
+func TestDecodeSubmitKeepsMaxBytesError(t *testing.T) {
+	body := http.MaxBytesReader(httptest.NewRecorder(), bodyOf(`{"kind":"k","payload":"`+strings.Repeat("x", 100)+`"}`), 32)
+	_, err := decodeSubmit(body)
+	var maxErr *http.MaxBytesError
+	require.ErrorAs(t, err, &maxErr)
+	require.Equal(t, http.StatusRequestEntityTooLarge, toError(err, 400, CodeInvalidInput).Status)
+}
+
+func bodyOf(s string) *readCloser { return &readCloser{strings.NewReader(s)} }
+
+type readCloser struct{ *strings.Reader }
+
+func (readCloser) Close() error { return nil }
+
+func TestParseWaitTimeout(t *testing.T) {
+	for q, want := range map[string]time.Duration{
+		"":             DefaultWait,
+		"timeout=5s":   5 * time.Second,
+		"timeout=0":    0,
+		"timeout=10m":  DefaultMaxWait,
+		"timeout=59s":  59 * time.Second,
+		"timeout=1.5s": 1500 * time.Millisecond,
+	} {
+		v, err := url.ParseQuery(q)
+		require.NoError(t, err)
+		got, err := parseWaitTimeout(v, DefaultWait, DefaultMaxWait)
+		require.NoError(t, err, q)
+		require.Equal(t, want, got, q)
+	}
+}
+
+func TestToErrorMapsByType(t *testing.T) {
+	te := &jobstore.TransitionError{ID: "X", From: jobstore.StateRunning, To: jobstore.StateQueued}
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{jobstore.ErrNotFound, http.StatusNotFound, CodeNotFound},
+		{te, http.StatusConflict, CodeInvalidTransition},
+		{jobstore.ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, CodePayloadTooLarge},
+		{jobstore.ErrInvalidID, http.StatusBadRequest, CodeInvalidInput},
+		{jobstore.ErrInvalidInput, http.StatusUnprocessableEntity, CodeInvalidSpec},
+		{jobstore.ErrClosed, http.StatusServiceUnavailable, CodeClosed},
+		{jobstore.ErrCorrupt, http.StatusInternalServerError, CodeCorrupt},
+		{errors.New("disk on fire"), http.StatusInternalServerError, CodeInternal},
+	} {
+		e := toError(wrap(tc.err), http.StatusUnprocessableEntity, CodeInvalidSpec)
+		require.Equal(t, tc.status, e.Status, "%v", tc.err)
+		require.Equal(t, tc.code, e.Code, "%v", tc.err)
+	}
+	e := toError(wrap(te), 400, CodeInvalidInput)
+	require.Equal(t, "X", e.ID)
+	require.Equal(t, jobstore.StateRunning, e.From)
+	require.Equal(t, jobstore.StateQueued, e.To)
+}
+
+func wrap(err error) error { return errors.Join(errors.New("context"), err) }

@@ -1,0 +1,112 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
+)
+
+// metricValue returns the value of the sample whose name and labels (as
+// written in the exposition, sorted) are series, failing if it is absent.
+func metricValue(t *testing.T, exposition, series string) float64 {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`)
+	m := re.FindStringSubmatch(exposition)
+	require.NotNil(t, m, "no sample %s in:\n%s", series, exposition)
+	v, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	return v
+}
+
+func TestMetricsAfterTraffic(t *testing.T) {
+	e := newEnv(t, nil, nil)
+
+	ctx, stop := context.WithCancel(t.Context())
+	r := runner.New(e.store, &runner.Options{Concurrency: 2, OnEvent: e.api.ObserveRunner})
+	r.Handle("ok", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		return json.RawMessage(`"done"`), nil
+	}))
+	r.Handle("bad", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		return nil, runner.Permanent(errors.New("refused"))
+	}))
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-ran)
+	})
+
+	a, b, c := e.submit("ok", ""), e.submit("ok", ""), e.submit("bad", "")
+	e.do("POST", "/v1/jobs", `{"kind":"ok","key":"`+a.Key+`x"}`) // another ok job
+	e.do("POST", "/v1/jobs", `{"kind":"exec"}`)                  // 403
+	e.do("GET", "/v1/jobs/nope", "")                             // 400
+	for _, j := range []jobstore.Job{a, b} {
+		got := e.do("GET", "/v1/jobs/"+j.ID+"/wait?timeout=30s", "").job(t, http.StatusOK)
+		require.Equal(t, jobstore.StateSucceeded, got.State)
+	}
+	got := e.do("GET", "/v1/jobs/"+c.ID+"/wait?timeout=30s", "").job(t, http.StatusOK)
+	require.Equal(t, jobstore.StateFailed, got.State)
+	// The fourth job: wait for all three ok jobs to finish.
+	require.Eventually(t, func() bool {
+		st, err := e.store.Stats(t.Context())
+		return err == nil && st.Counts[jobstore.StateSucceeded] == 3
+	}, 30*time.Second, 5*time.Millisecond)
+	queued := e.submit("never-runs", "")
+	e.do("POST", "/v1/jobs/"+queued.ID+"/cancel", "").job(t, http.StatusOK)
+	e.submit("never-runs", "")
+
+	resp := e.do("GET", "/metrics", "")
+	require.Equal(t, http.StatusOK, resp.status)
+	require.Contains(t, resp.header.Get("Content-Type"), "text/plain")
+	text := string(resp.body)
+
+	for series, want := range map[string]float64{
+		`jobdir_store_up`:                                                          1,
+		`jobdir_jobs{state="queued"}`:                                              1,
+		`jobdir_jobs{state="running"}`:                                             0,
+		`jobdir_jobs{state="succeeded"}`:                                           3,
+		`jobdir_jobs{state="failed"}`:                                              1,
+		`jobdir_jobs{state="canceled"}`:                                            1,
+		`jobdir_jobs_submitted_total{kind="ok"}`:                                   3,
+		`jobdir_jobs_submitted_total{kind="bad"}`:                                  1,
+		`jobdir_jobs_submitted_total{kind="never-runs"}`:                           2,
+		`jobdir_jobs_claimed_total{kind="ok"}`:                                     3,
+		`jobdir_jobs_claimed_total{kind="bad"}`:                                    1,
+		`jobdir_jobs_completed_total{kind="ok"}`:                                   3,
+		`jobdir_jobs_failed_total{kind="bad"}`:                                     1,
+		`jobdir_jobs_canceled_total{kind="never-runs",via="http"}`:                 1,
+		`jobdir_claim_latency_seconds_count{kind="ok"}`:                            3,
+		`jobdir_run_duration_seconds_count{kind="ok",state="succeeded"}`:           3,
+		`jobdir_run_duration_seconds_count{kind="bad",state="failed"}`:             1,
+		`jobdir_http_requests_total{code="201",route="POST /v1/jobs"}`:             6,
+		`jobdir_http_requests_total{code="403",route="POST /v1/jobs"}`:             1,
+		`jobdir_http_requests_total{code="400",route="GET /v1/jobs/{id}"}`:         1,
+		`jobdir_http_requests_total{code="200",route="GET /v1/jobs/{id}/wait"}`:    3,
+		`jobdir_http_requests_total{code="200",route="POST /v1/jobs/{id}/cancel"}`: 1,
+	} {
+		require.Equal(t, want, metricValue(t, text, series), series)
+	}
+	require.Contains(t, text, `jobdir_claim_latency_seconds_bucket{kind="ok",le="+Inf"} 3`)
+	require.Contains(t, text, "jobdir_oldest_queued_age_seconds ")
+	require.Contains(t, text, "go_goroutines ", "the private registry holds the Go collector")
+	require.Contains(t, text, `jobdir_http_request_duration_seconds_count{route="POST /v1/jobs"}`)
+}
+
+func TestMetricsWhenTheStoreIsClosed(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	require.NoError(t, e.store.Close())
+	resp := e.do("GET", "/metrics", "")
+	require.Equal(t, http.StatusOK, resp.status, "a failing store must not fail the whole scrape")
+	require.Equal(t, 0.0, metricValue(t, string(resp.body), "jobdir_store_up"))
+	require.NotContains(t, string(resp.body), `jobdir_jobs{state=`)
+}
