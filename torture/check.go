@@ -11,8 +11,9 @@ import (
 // checkRecords compares the jobs in the store at the end of a run (by ID)
 // with what the processes recorded, and adds figures and violations to r.
 // kills maps the name of every killed worker incarnation to the
-// CLOCK_MONOTONIC time just before its SIGKILL was sent.
-func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills map[string]int64) {
+// CLOCK_MONOTONIC time just before its SIGKILL was sent; stops lists the
+// SIGSTOP pauses of each child.
+func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills map[string]int64, stops map[string][]pause) {
 	for _, v := range rec.violations {
 		r.violate("seen by a child: %s", v)
 	}
@@ -93,7 +94,26 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 	for _, id := range sortedKeys(rec.attempts) {
 		checkAttempts(r, id, jobs[id], rec.attempts[id], kills)
 	}
+
+	// A paused worker is alive: its attempt must simply finish later.
+	for _, as := range rec.attempts {
+		for _, a := range as {
+			if !a.HasStart || !a.HasEnd {
+				continue
+			}
+			for _, p := range stops[a.Worker] {
+				if p.from < a.End && (p.to == 0 || p.to > a.Start) {
+					r.PausedAttempts++
+					break
+				}
+			}
+		}
+	}
 }
+
+// pause is one SIGSTOP of a child, from SIGSTOP to SIGCONT on
+// CLOCK_MONOTONIC (to is zero if it was never continued).
+type pause struct{ from, to int64 }
 
 // checkAttempts checks one job's attempts against each other, the job's
 // final record and the kills.

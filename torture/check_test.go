@@ -33,6 +33,7 @@ func TestCheckRecords(t *testing.T) {
 		jobs  []jobstore.Job
 		rec   records
 		kills map[string]int64
+		stops map[string][]pause
 		want  string // substring of the only violation; "" for none
 		check func(t *testing.T, r *Report)
 	}{{
@@ -48,7 +49,9 @@ func TestCheckRecords(t *testing.T) {
 			}},
 		},
 		kills: map[string]int64{"w2": 40},
+		stops: map[string][]pause{"w1": {{from: 92, to: 94}}},
 		check: func(t *testing.T, r *Report) {
+			require.Equal(t, 1, r.PausedAttempts)
 			require.Equal(t, 3, r.Submits)
 			require.Equal(t, 2, r.SubmittedIDs)
 			require.Equal(t, 1, r.KeyHits)
@@ -132,7 +135,7 @@ func TestCheckRecords(t *testing.T) {
 				jobs[j.ID] = j
 			}
 			r := &Report{}
-			checkRecords(r, jobs, tt.rec, tt.kills)
+			checkRecords(r, jobs, tt.rec, tt.kills, tt.stops)
 			if tt.want == "" {
 				require.Empty(t, r.Violations)
 				require.True(t, r.OK())

@@ -41,6 +41,11 @@ type Report struct {
 	// Reruns counts attempts that followed an attempt whose worker was
 	// killed before it completed.
 	Reruns int
+	// PausedAttempts counts attempts whose worker was stopped with SIGSTOP
+	// while they ran and which finished once it was continued; the checks
+	// above hold for them too, so none of their jobs ran elsewhere
+	// meanwhile.
+	PausedAttempts int
 	// LostClaims counts attempt numbers that have no markers: the job was
 	// claimed, and the worker died before the handler started.
 	LostClaims int
@@ -92,6 +97,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	p("kills", "%d (%d workers, %d submitters)", r.Kills, r.WorkerKills, r.Kills-r.WorkerKills)
 	p("restarts / stops", "%d / %d", r.Restarts, r.Stops)
 	p("attempts", "%d started; %d retries after failure; %d re-runs after a kill", r.Attempts, r.Retries, r.Reruns)
+	p("paused attempts", "%d (worker SIGSTOPped mid-attempt; finished after SIGCONT, not run elsewhere)", r.PausedAttempts)
 	p("lost claims", "%d (claimed, worker killed before the handler started)", r.LostClaims)
 	p("canceled", "%d while queued, %d while running (the handler saw it)", r.CanceledQueued, r.CanceledRunning)
 	p("max recovery wait", "%s (SIGKILL of a worker to the next attempt's start)", r.MaxRecoveryWait.Round(time.Millisecond))

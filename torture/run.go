@@ -41,6 +41,7 @@ type fleet struct {
 	rng      *rand.Rand
 	procs    []*proc
 	kills    map[string]int64 // worker name -> CLOCK_MONOTONIC before its SIGKILL
+	stops    map[string][]pause
 	r        *Report
 }
 
@@ -60,6 +61,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		recDir:   filepath.Join(cfg.Dir, "records"),
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x70725475)),
 		kills:    map[string]int64{},
+		stops:    map[string][]pause{},
 		r: &Report{Seed: cfg.Seed, Workers: cfg.Workers, Submitters: cfg.Submitters,
 			Cancellers: cfg.Cancellers},
 	}
@@ -300,6 +302,7 @@ func (f *fleet) chaos(now time.Time) error {
 			return fmt.Errorf("torture: stop %s: %w", p.name, err)
 		}
 		p.stoppedTill = now.Add(100*time.Millisecond + time.Duration(f.rng.Int64N(int64(f.cfg.MaxStop))))
+		f.stops[p.name] = append(f.stops[p.name], pause{from: monoNow()})
 		f.r.Stops++
 		return nil
 	}
@@ -331,6 +334,9 @@ func (f *fleet) resume(now time.Time, all bool) {
 		}
 		_ = p.cmd.Process.Signal(syscall.SIGCONT) // fails only if it already exited
 		p.stoppedTill = time.Time{}
+		if ps := f.stops[p.name]; len(ps) > 0 {
+			ps[len(ps)-1].to = monoNow()
+		}
 	}
 }
 
@@ -432,7 +438,7 @@ func (f *fleet) check(ctx context.Context) error {
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("torture: close store: %w", err)
 	}
-	checkRecords(f.r, jobs, rec, f.kills)
+	checkRecords(f.r, jobs, rec, f.kills, f.stops)
 
 	switch {
 	case f.cfg.Backend.Fsck == nil:
