@@ -64,8 +64,19 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 		if !j.State.Terminal() && !ids[id] {
 			r.violate("job %s: still %s after the drain", id, j.State)
 		}
-		if as := rec.attempts[id]; j.State == jobstore.StateCanceled && len(as) > 0 && as[len(as)-1].Outcome == outcomeCanceled {
+		as := rec.attempts[id]
+		if j.State == jobstore.StateCanceled && len(as) > 0 && as[len(as)-1].Outcome == outcomeCanceled {
 			r.CanceledRunning++ // its handler saw the cancel
+		}
+		// Attempts claimed whose worker died before writing the start
+		// marker. The record names the claimant of the last one: it must
+		// have been killed.
+		if lost := j.Attempt - len(as); lost > 0 {
+			r.LostClaims += lost
+			_, killed := kills[j.Worker]
+			if (len(as) == 0 || as[len(as)-1].Attempt < j.Attempt) && !killed {
+				r.violate("job %s: attempt %d by %s never started, and that worker was not killed", id, j.Attempt, j.Worker)
+			}
 		}
 	}
 	r.Keys = len(storeKeys)
@@ -122,13 +133,10 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 		r.violate("job %s: attempts ran, but the store has no such job", id)
 		return
 	}
-	prev := 0
 	for i, a := range as {
 		if a.HasStart {
 			r.Attempts++
 		}
-		r.LostClaims += a.Attempt - prev - 1 // claimed, but the worker died before its start marker
-		prev = a.Attempt
 		if a.Attempt > j.Attempt {
 			r.violate("job %s: attempt %d started, but the record ends at attempt %d (%s)", id, a.Attempt, j.Attempt, j.State)
 		}

@@ -124,6 +124,17 @@ func TestCheckRecords(t *testing.T) {
 		rec:  records{attempts: map[string][]*attemptRec{idA: {att(1, "w1", 10, 0, "")}}},
 		want: "never ended, and that worker was not killed",
 	}, {
+		name: "a claim never started though its worker lived",
+		jobs: []jobstore.Job{{ID: idA, State: jobstore.StateFailed, Attempt: 2, Worker: "w2"}},
+		rec:  records{attempts: map[string][]*attemptRec{idA: {att(1, "w1", 10, 20, outcomeFailed)}}},
+		want: "attempt 2 by w2 never started, and that worker was not killed",
+	}, {
+		name:  "a claim lost to a kill",
+		jobs:  []jobstore.Job{{ID: idA, State: jobstore.StateFailed, Attempt: 2, Worker: "w2"}},
+		rec:   records{attempts: map[string][]*attemptRec{idA: {att(1, "w1", 10, 20, outcomeFailed)}}},
+		kills: map[string]int64{"w2": 30},
+		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.LostClaims) },
+	}, {
 		name: "a violation a child saw",
 		rec:  records{violations: []string{"lease lost"}},
 		want: "seen by a child: lease lost",
