@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -278,4 +280,41 @@ func TestClaimRequestAccepts(t *testing.T) {
 	require.True(t, req.Accepts("b"))
 	require.False(t, req.Accepts("c"))
 	require.False(t, req.Accepts(""))
+}
+
+// FuzzValidateID checks that whatever ValidateID accepts is safe as a file
+// name and sorts like the time it encodes.
+func FuzzValidateID(f *testing.F) {
+	for _, s := range []string{"01ARZ3NDEKTSV4RRFFQ69G5FAV", "../x", "/etc/passwd", "a\x00b", "", "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if jobstore.ValidateID(id) != nil {
+			return
+		}
+		require.Len(t, id, 26)
+		require.NotContains(t, id, "/")
+		require.NotContains(t, id, ".")
+		require.NotContains(t, id, "\x00")
+		require.NotContains(t, id, "\\")
+		require.Equal(t, strings.ToUpper(id), id)
+	})
+}
+
+// FuzzValidateKey checks that an accepted key is printable UTF-8 within the
+// length limit.
+func FuzzValidateKey(f *testing.F) {
+	for _, s := range []string{"", "order-42", "a\nb", "\xff", "é✓"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		if jobstore.ValidateKey(key) != nil {
+			return
+		}
+		require.LessOrEqual(t, len(key), jobstore.MaxKeyLen)
+		require.True(t, utf8.ValidString(key))
+		for _, r := range key {
+			require.False(t, unicode.IsControl(r), "control character %U accepted", r)
+		}
+	})
 }

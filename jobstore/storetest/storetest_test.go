@@ -11,11 +11,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/jobstore/storetest"
 	"github.com/jobdir/jobdir/memstore"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // brokenEnv selects, in a child process, the store TestBrokenChild runs the
 // suite against.
