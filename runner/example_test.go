@@ -1,0 +1,114 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
+	"github.com/jobdir/jobdir/runner"
+)
+
+// A runner executes jobs as they are submitted, until its ctx ends.
+func Example() {
+	ctx, stop := context.WithCancel(context.Background())
+	store := memstore.New(nil)
+	defer store.Close()
+
+	r := runner.New(store, &runner.Options{Concurrency: 4})
+	r.Handle("greet", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		var p struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(job.Payload, &p); err != nil {
+			return nil, runner.Permanent(fmt.Errorf("bad payload: %w", err))
+		}
+		return json.Marshal("hello, " + p.Name)
+	}))
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	job, _, err := store.Submit(ctx, jobstore.Spec{Kind: "greet", Payload: json.RawMessage(`{"name":"world"}`)})
+	if err != nil {
+		panic(err)
+	}
+	job, err = store.Wait(ctx, job.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(job.State, string(job.Result))
+
+	stop() // graceful shutdown
+	fmt.Println("run returned:", <-done)
+	// Output:
+	// succeeded "hello, world"
+	// run returned: <nil>
+}
+
+// A handler error wrapped with Permanent fails the job at once, even though
+// attempts remain; other errors are retried with the store's backoff.
+func ExamplePermanent() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	store := memstore.New(nil)
+	defer store.Close()
+
+	r := runner.New(store, nil)
+	r.Handle("charge", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		return nil, runner.Permanent(errors.New("card declined"))
+	}))
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	job, _, err := store.Submit(ctx, jobstore.Spec{Kind: "charge", MaxAttempts: 5})
+	if err != nil {
+		panic(err)
+	}
+	if job, err = store.Wait(ctx, job.ID); err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s after %d of %d attempts: %s\n", job.State, job.Attempt, job.MaxAttempts, job.LastError)
+	stop()
+	<-done
+	// Output:
+	// failed after 1 of 5 attempts: card declined
+}
+
+// Cancel reaches a running handler through its ctx; context.Cause says why.
+func ExampleErrCanceled() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	store := memstore.New(nil)
+	defer store.Close()
+
+	started := make(chan string)
+	r := runner.New(store, nil)
+	r.Handle("export", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		started <- job.ID
+		<-ctx.Done()
+		fmt.Println("handler stopped, canceled:", errors.Is(context.Cause(ctx), runner.ErrCanceled))
+		return nil, ctx.Err()
+	}))
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	if _, _, err := store.Submit(ctx, jobstore.Spec{Kind: "export"}); err != nil {
+		panic(err)
+	}
+	id := <-started
+	if _, err := store.Cancel(ctx, id); err != nil {
+		panic(err)
+	}
+	job, err := store.Wait(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(job.State)
+	stop()
+	<-done
+	// Output:
+	// handler stopped, canceled: true
+	// canceled
+}

@@ -1,0 +1,763 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
+	"github.com/jobdir/jobdir/runner"
+)
+
+// start runs r in the background and returns a function that ends Run's
+// ctx and returns Run's error. The runner is also stopped at cleanup.
+func start(t *testing.T, r *runner.Runner) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		return <-errc
+	})
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func newStore(t *testing.T, opts *memstore.Options) *memstore.Store {
+	t.Helper()
+	s := memstore.New(opts)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func submit(t *testing.T, s jobstore.Store, spec jobstore.Spec) jobstore.Job {
+	t.Helper()
+	j, created, err := s.Submit(t.Context(), spec)
+	require.NoError(t, err)
+	require.True(t, created)
+	return j
+}
+
+func wait(t *testing.T, s jobstore.Store, id string) jobstore.Job {
+	t.Helper()
+	j, err := s.Wait(t.Context(), id)
+	require.NoError(t, err)
+	return j
+}
+
+// events records the events a runner reports.
+type events struct {
+	mu  sync.Mutex
+	all []runner.Event
+}
+
+func (e *events) add(ev runner.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+}
+
+func (e *events) of(t runner.EventType) []runner.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []runner.Event
+	for _, ev := range e.all {
+		if ev.Type == t {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// blockUntilCanceled is a handler that reports each job it starts on
+// started, then waits for ctx and reports its cause on causes.
+func blockUntilCanceled(started chan<- string, causes chan<- error) runner.Handler {
+	return runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		started <- job.ID
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+}
+
+func TestConcurrencyLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit, jobs = 3, 20
+		s := newStore(t, nil)
+		var inFlight, maxInFlight atomic.Int32
+		var mu sync.Mutex
+		runs := map[string]int{}
+		r := runner.New(s, &runner.Options{Concurrency: limit})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for {
+				m := maxInFlight.Load()
+				if n <= m || maxInFlight.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			mu.Lock()
+			runs[job.ID]++
+			mu.Unlock()
+			time.Sleep(time.Second)
+			return nil, nil
+		}))
+		var ids []string
+		for range jobs {
+			ids = append(ids, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
+		}
+		begin := time.Now()
+		start(t, r)
+		for _, id := range ids {
+			require.Equal(t, jobstore.StateSucceeded, wait(t, s, id).State)
+		}
+		require.EqualValues(t, limit, maxInFlight.Load(), "max handlers in flight")
+		// 20 one-second jobs, 3 at a time: 7 rounds.
+		require.Equal(t, 7*time.Second, time.Since(begin))
+		for _, id := range ids {
+			require.Equal(t, 1, runs[id], "runs of job %s", id)
+		}
+	})
+}
+
+// Two runners on one store, with real goroutine scheduling, run every job
+// exactly once.
+func TestEachJobRunsOnce(t *testing.T) {
+	const jobs = 300
+	s := newStore(t, nil)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	workers := map[string]bool{}
+	h := runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		mu.Lock()
+		runs[job.ID]++
+		workers[job.Worker] = true
+		mu.Unlock()
+		runtime.Gosched()
+		return json.RawMessage(`"ok"`), nil
+	})
+	for range 2 {
+		r := runner.New(s, &runner.Options{Concurrency: 4})
+		r.Handle("work", h)
+		start(t, r)
+	}
+	var ids []string
+	for range jobs {
+		ids = append(ids, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for _, id := range ids {
+		j, err := s.Wait(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		require.Equal(t, 1, j.Attempt)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, runs, jobs)
+	for id, n := range runs {
+		require.Equal(t, 1, n, "runs of job %s", id)
+	}
+}
+
+// A job submitted while the runner is idle starts without any (fake) time
+// passing: the runner waits on the store's signal, not on a poll.
+func TestNoPollingDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		r := runner.New(s, &runner.Options{PollInterval: time.Hour})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			return nil, nil
+		}))
+		start(t, r)
+		time.Sleep(time.Minute) // idle long enough to be waiting in AwaitWork
+		synctest.Wait()
+		submitted := time.Now()
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		require.Equal(t, submitted, j.StartedAt.Local().Round(0))
+		require.Zero(t, time.Since(submitted))
+	})
+}
+
+// A delayed job starts exactly when it is due, even when that is long
+// before the next poll.
+func TestDelayedJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		r := runner.New(s, &runner.Options{PollInterval: time.Hour})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			return nil, nil
+		}))
+		start(t, r)
+		synctest.Wait()
+		due := time.Now().Add(5 * time.Second)
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work", RunAt: due}).ID)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		require.True(t, j.StartedAt.Equal(due), "started at %s, due at %s", j.StartedAt, due)
+	})
+}
+
+func TestCancelRunningJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		started, causes := make(chan string, 1), make(chan error, 1)
+		r := runner.New(s, nil)
+		r.Handle("work", blockUntilCanceled(started, causes))
+		start(t, r)
+		j := submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 5})
+		require.Equal(t, j.ID, <-started)
+		_, err := s.Cancel(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.ErrorIs(t, <-causes, runner.ErrCanceled)
+		j = wait(t, s, j.ID)
+		require.Equal(t, jobstore.StateCanceled, j.State)
+		require.Equal(t, 1, j.Attempt)
+		require.Contains(t, j.LastError, runner.ErrCanceled.Error())
+	})
+}
+
+func TestTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		jobTimeout time.Duration // Spec.Timeout
+		runTimeout time.Duration // Options.JobTimeout
+		want       time.Duration
+	}{
+		{"job", 2 * time.Second, 0, 2 * time.Second},
+		{"runner", 0, 3 * time.Second, 3 * time.Second},
+		{"job overrides runner", 2 * time.Second, time.Minute, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newStore(t, nil)
+				started, causes := make(chan string, 1), make(chan error, 1)
+				r := runner.New(s, &runner.Options{JobTimeout: tc.runTimeout})
+				r.Handle("work", blockUntilCanceled(started, causes))
+				start(t, r)
+				j := submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 1, Timeout: tc.jobTimeout})
+				<-started
+				began := time.Now()
+				require.ErrorIs(t, <-causes, runner.ErrTimeout)
+				require.Equal(t, tc.want, time.Since(began))
+				j = wait(t, s, j.ID)
+				require.Equal(t, jobstore.StateFailed, j.State)
+				require.Contains(t, j.LastError, "context deadline exceeded")
+				require.Contains(t, j.LastError, runner.ErrTimeout.Error())
+			})
+		})
+	}
+}
+
+func TestPanicFailsAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		ev := &events{}
+		r := runner.New(s, &runner.Options{Concurrency: 1, OnEvent: ev.add})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			if string(job.Payload) == `"boom"` {
+				panicInHandler()
+			}
+			return json.RawMessage(`"fine"`), nil
+		}))
+		start(t, r)
+		bad := submit(t, s, jobstore.Spec{Kind: "work", Payload: json.RawMessage(`"boom"`), MaxAttempts: 1})
+		bad = wait(t, s, bad.ID)
+		require.Equal(t, jobstore.StateFailed, bad.State)
+		require.True(t, strings.HasPrefix(bad.LastError, "panic: kaboom"), bad.LastError)
+		require.Contains(t, bad.LastError, "panicInHandler", "the stack is in LastError")
+
+		good := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
+		require.Equal(t, jobstore.StateSucceeded, good.State)
+		require.JSONEq(t, `"fine"`, string(good.Result))
+
+		panics := ev.of(runner.EventPanicked)
+		require.Len(t, panics, 1)
+		require.Equal(t, bad.ID, panics[0].Job.ID)
+		var pe *runner.PanicError
+		require.ErrorAs(t, panics[0].Err, &pe)
+		require.Equal(t, "kaboom", pe.Value)
+	})
+}
+
+//go:noinline
+func panicInHandler() { panic("kaboom") }
+
+func TestPanicWithError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		ev := &events{}
+		sentinel := errors.New("sentinel")
+		r := runner.New(s, &runner.Options{OnEvent: ev.add})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			panic(fmt.Errorf("wrapped: %w", sentinel))
+		}))
+		start(t, r)
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 1}).ID)
+		require.Contains(t, j.LastError, "panic: wrapped: sentinel")
+		panics := ev.of(runner.EventPanicked)
+		require.Len(t, panics, 1)
+		require.ErrorIs(t, panics[0].Err, sentinel)
+	})
+}
+
+func TestGoexitFailsAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		r := runner.New(s, nil)
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			runtime.Goexit()
+			return nil, nil
+		}))
+		start(t, r)
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 1}).ID)
+		require.Equal(t, jobstore.StateFailed, j.State)
+		require.Contains(t, j.LastError, "Goexit")
+	})
+}
+
+func TestRetryUntilMaxAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Attempt n waits n seconds before attempt n+1.
+		s := newStore(t, &memstore.Options{Backoff: func(n int) time.Duration { return time.Duration(n) * time.Second }})
+		var mu sync.Mutex
+		var starts []time.Time
+		r := runner.New(s, nil)
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			return nil, fmt.Errorf("boom %d", job.Attempt)
+		}))
+		start(t, r)
+		begin := time.Now()
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 3}).ID)
+		require.Equal(t, jobstore.StateFailed, j.State)
+		require.Equal(t, 3, j.Attempt)
+		require.Equal(t, "boom 3", j.LastError)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, []time.Time{begin, begin.Add(time.Second), begin.Add(3 * time.Second)}, starts)
+	})
+}
+
+func TestRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, &memstore.Options{Backoff: func(int) time.Duration { return time.Hour }})
+		r := runner.New(s, nil)
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			if job.Attempt == 1 {
+				return nil, runner.RetryAfter(errors.New("rate limited"), 7*time.Second)
+			}
+			return nil, nil
+		}))
+		start(t, r)
+		begin := time.Now()
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		require.Equal(t, 2, j.Attempt)
+		require.Equal(t, 7*time.Second, time.Since(begin))
+	})
+}
+
+func TestPermanentFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		var calls atomic.Int32
+		r := runner.New(s, nil)
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			calls.Add(1)
+			return nil, fmt.Errorf("context: %w", runner.Permanent(errors.New("bad input")))
+		}))
+		start(t, r)
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 5}).ID)
+		require.Equal(t, jobstore.StateFailed, j.State)
+		require.Equal(t, 1, j.Attempt)
+		require.Equal(t, "context: bad input", j.LastError)
+		require.EqualValues(t, 1, calls.Load())
+	})
+}
+
+func TestErrorWrappers(t *testing.T) {
+	require.NoError(t, runner.Permanent(nil))
+	require.NoError(t, runner.RetryAfter(nil, time.Second))
+	base := errors.New("base")
+	require.ErrorIs(t, runner.Permanent(base), base)
+	require.ErrorIs(t, runner.RetryAfter(base, time.Second), base)
+	require.True(t, runner.IsPermanent(fmt.Errorf("x: %w", runner.Permanent(base))))
+	require.False(t, runner.IsPermanent(base))
+	require.Equal(t, "base", runner.Permanent(base).Error())
+}
+
+// Shutdown stops claiming at once and waits for a running handler that
+// finishes within the grace period; its outcome is recorded although Run's
+// ctx has ended.
+func TestShutdownWaitsForRunningHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		started := make(chan string, 1)
+		r := runner.New(s, &runner.Options{Concurrency: 1, ShutdownGrace: 10 * time.Second})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			started <- job.ID
+			time.Sleep(3 * time.Second) // ignores ctx, but ends within the grace
+			return json.RawMessage(`"done"`), ctx.Err()
+		}))
+		stop := start(t, r)
+		running := submit(t, s, jobstore.Spec{Kind: "work"})
+		<-started
+		waiting := submit(t, s, jobstore.Spec{Kind: "work"})
+
+		time.Sleep(time.Second)
+		begin := time.Now()
+		require.NoError(t, stop())
+		require.Equal(t, 2*time.Second, time.Since(begin), "Run returns when the handler does")
+
+		j, err := s.Get(t.Context(), running.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		require.JSONEq(t, `"done"`, string(j.Result))
+		j, err = s.Get(t.Context(), waiting.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, j.State, "no claim after shutdown began")
+		require.Zero(t, j.Attempt)
+	})
+}
+
+// A handler still running when the grace period ends has its ctx canceled
+// with ErrShutdown; Run waits for it to return, and the interrupted attempt
+// is queued again at once for another worker.
+func TestShutdownCancelsAfterGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, &memstore.Options{Backoff: func(int) time.Duration { return time.Hour }})
+		started, causes := make(chan string, 1), make(chan error, 1)
+		r := runner.New(s, &runner.Options{ShutdownGrace: 5 * time.Second})
+		r.Handle("work", blockUntilCanceled(started, causes))
+		stop := start(t, r)
+		j := submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 3})
+		<-started
+		begin := time.Now()
+		require.NoError(t, stop())
+		require.Equal(t, 5*time.Second, time.Since(begin))
+		require.ErrorIs(t, <-causes, runner.ErrShutdown)
+
+		j, err := s.Get(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, j.State)
+		require.Equal(t, 1, j.Attempt)
+		require.WithinDuration(t, time.Now(), j.RunAt, time.Millisecond, "due again at once, not after the hour of backoff")
+		require.Contains(t, j.LastError, runner.ErrShutdown.Error())
+	})
+}
+
+func TestShutdownGraceNegativeCancelsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		started, causes := make(chan string, 1), make(chan error, 1)
+		r := runner.New(s, &runner.Options{ShutdownGrace: -1})
+		r.Handle("work", blockUntilCanceled(started, causes))
+		stop := start(t, r)
+		submit(t, s, jobstore.Spec{Kind: "work"})
+		<-started
+		begin := time.Now()
+		require.NoError(t, stop())
+		require.Zero(t, time.Since(begin))
+		require.ErrorIs(t, <-causes, runner.ErrShutdown)
+	})
+}
+
+func TestUnknownKindsNeverClaimed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		r := runner.New(s, &runner.Options{PollInterval: 10 * time.Millisecond})
+		r.Handle("known", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			return nil, nil
+		}))
+		require.Equal(t, []string{"known"}, r.Kinds())
+		other := submit(t, s, jobstore.Spec{Kind: "other", Priority: 100})
+		start(t, r)
+		known := submit(t, s, jobstore.Spec{Kind: "known"})
+		require.Equal(t, jobstore.StateSucceeded, wait(t, s, known.ID).State)
+		time.Sleep(time.Minute) // many poll intervals
+		j, err := s.Get(t.Context(), other.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, j.State)
+		require.Zero(t, j.Attempt)
+	})
+}
+
+func TestEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		ev := &events{}
+		r := runner.New(s, &runner.Options{Worker: "w-1", Concurrency: 1, OnEvent: ev.add})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			time.Sleep(2 * time.Second)
+			if string(job.Payload) == `"fail"` {
+				return nil, runner.Permanent(errors.New("nope"))
+			}
+			return json.RawMessage(`1`), nil
+		}))
+		// Submitted before Run: each waits for the runner, then for the
+		// job ahead of it.
+		ok := submit(t, s, jobstore.Spec{Kind: "work"})
+		bad := submit(t, s, jobstore.Spec{Kind: "work", Payload: json.RawMessage(`"fail"`)})
+		time.Sleep(time.Second)
+		start(t, r)
+		wait(t, s, ok.ID)
+		wait(t, s, bad.ID)
+
+		claimed := ev.of(runner.EventClaimed)
+		require.Len(t, claimed, 2)
+		require.Equal(t, ok.ID, claimed[0].Job.ID)
+		require.Equal(t, "w-1", claimed[0].Worker)
+		require.Equal(t, jobstore.StateRunning, claimed[0].Job.State)
+		require.Equal(t, time.Second, claimed[0].QueueWait)
+		require.Equal(t, bad.ID, claimed[1].Job.ID)
+		require.Equal(t, 3*time.Second, claimed[1].QueueWait)
+
+		finished := ev.of(runner.EventFinished)
+		require.Len(t, finished, 2)
+		require.Equal(t, jobstore.StateSucceeded, finished[0].Job.State)
+		require.Equal(t, 2*time.Second, finished[0].RunDuration)
+		require.JSONEq(t, `1`, string(finished[0].Outcome.Result))
+		require.NoError(t, finished[0].Err)
+		require.Equal(t, jobstore.StateFailed, finished[1].Job.State)
+		require.True(t, finished[1].Outcome.Permanent)
+		require.EqualError(t, finished[1].Err, "nope")
+		require.Empty(t, ev.of(runner.EventDropped))
+		require.Empty(t, ev.of(runner.EventStoreError))
+		require.Equal(t, "finished", runner.EventFinished.String())
+	})
+}
+
+// A result the store refuses (here: too large) fails the attempt with an
+// error that says so, instead of leaving the job running.
+func TestRejectedResult(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, &memstore.Options{MaxPayload: 16})
+		r := runner.New(s, nil)
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			return json.RawMessage(`"` + strings.Repeat("x", 100) + `"`), nil
+		}))
+		start(t, r)
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 1}).ID)
+		require.Equal(t, jobstore.StateFailed, j.State)
+		require.Contains(t, j.LastError, "result rejected")
+	})
+}
+
+func TestStoreClosedEndsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memstore.New(nil)
+		started, causes := make(chan string, 1), make(chan error, 1)
+		ev := &events{}
+		r := runner.New(s, &runner.Options{OnEvent: ev.add})
+		r.Handle("work", blockUntilCanceled(started, causes))
+		errc := make(chan error, 1)
+		go func() { errc <- r.Run(t.Context()) }()
+		submit(t, s, jobstore.Spec{Kind: "work"})
+		<-started
+		require.NoError(t, s.Close())
+		err := <-errc
+		require.ErrorIs(t, err, jobstore.ErrClosed)
+		cause := <-causes
+		require.ErrorIs(t, cause, runner.ErrShutdown)
+		require.ErrorIs(t, cause, jobstore.ErrClosed)
+		require.Len(t, ev.of(runner.EventDropped), 1)
+	})
+}
+
+// flakyStore fails some calls with a transient error.
+type flakyStore struct {
+	jobstore.Store
+	claimFailures    atomic.Int32
+	completeFailures atomic.Int32
+	watchNotHeld     bool
+}
+
+var errFlaky = errors.New("disk hiccup")
+
+func (f *flakyStore) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
+	if f.claimFailures.Add(-1) >= 0 {
+		return jobstore.Job{}, errFlaky
+	}
+	return f.Store.Claim(ctx, req)
+}
+
+func (f *flakyStore) Complete(ctx context.Context, l jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
+	if f.completeFailures.Add(-1) >= 0 {
+		return jobstore.Job{}, errFlaky
+	}
+	return f.Store.Complete(ctx, l, o)
+}
+
+func (f *flakyStore) WatchCancel(ctx context.Context, l jobstore.Lease) error {
+	if f.watchNotHeld {
+		return fmt.Errorf("flaky: %w", jobstore.ErrNotHeld)
+	}
+	return f.Store.WatchCancel(ctx, l)
+}
+
+func TestTransientStoreErrorsAreRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &flakyStore{Store: newStore(t, nil)}
+		s.claimFailures.Store(5)
+		s.completeFailures.Store(3)
+		ev := &events{}
+		r := runner.New(s, &runner.Options{OnEvent: ev.add})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			return nil, nil
+		}))
+		j := submit(t, s, jobstore.Spec{Kind: "work"})
+		start(t, r)
+		j = wait(t, s, j.ID)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		require.Equal(t, 1, j.Attempt)
+		errs := ev.of(runner.EventStoreError)
+		require.Len(t, errs, 8)
+		for _, e := range errs {
+			require.ErrorIs(t, e.Err, errFlaky)
+		}
+	})
+}
+
+// When the store says the lease is gone, the handler's ctx ends with
+// ErrLeaseLost and its outcome is dropped.
+func TestLeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &flakyStore{Store: newStore(t, nil), watchNotHeld: true}
+		started, causes := make(chan string, 1), make(chan error, 1)
+		ev := &events{}
+		r := runner.New(s, &runner.Options{OnEvent: ev.add})
+		r.Handle("work", blockUntilCanceled(started, causes))
+		start(t, r)
+		j := submit(t, s, jobstore.Spec{Kind: "work"})
+		<-started
+		cause := <-causes
+		require.ErrorIs(t, cause, runner.ErrLeaseLost)
+		require.ErrorIs(t, cause, jobstore.ErrNotHeld)
+		synctest.Wait()
+		// memstore still holds the lease, so here the outcome is recorded;
+		// the cause is what the handler sees.
+		j, err := s.Get(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Contains(t, j.LastError, runner.ErrLeaseLost.Error())
+	})
+}
+
+// A completion the store refuses with ErrNotHeld is dropped, and the runner
+// goes on.
+func TestCompleteNotHeldIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newStore(t, nil)
+		ev := &events{}
+		started := make(chan string, 1)
+		release := make(chan struct{})
+		r := runner.New(base, &runner.Options{OnEvent: ev.add, Concurrency: 1})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			started <- job.ID
+			<-release
+			return nil, nil
+		}))
+		start(t, r)
+		j := submit(t, base, jobstore.Spec{Kind: "work"})
+		<-started
+		// Another worker's lease replaces ours: cancel, then retry and
+		// claim the job as someone else.
+		_, err := base.Cancel(t.Context(), j.ID)
+		require.NoError(t, err)
+		close(release) // the handler succeeds despite the cancel
+		synctest.Wait()
+		j, err = base.Get(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateSucceeded, j.State, "success after cancel is success")
+
+		// Now the real case: the lease is gone before Complete.
+		release2 := make(chan struct{})
+		r2 := runner.New(base, &runner.Options{OnEvent: ev.add})
+		r2.Handle("other", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			started <- job.ID
+			<-release2
+			return nil, nil
+		}))
+		start(t, r2)
+		j2 := submit(t, base, jobstore.Spec{Kind: "other"})
+		<-started
+		claimed, err := base.Get(t.Context(), j2.ID)
+		require.NoError(t, err)
+		// Finish the attempt behind the runner's back, as a recovery
+		// would.
+		_, err = base.Complete(t.Context(), claimed.Lease(), jobstore.Outcome{Error: "worker presumed dead", Permanent: true})
+		require.NoError(t, err)
+		close(release2)
+		synctest.Wait()
+		dropped := ev.of(runner.EventDropped)
+		require.Len(t, dropped, 1)
+		require.ErrorIs(t, dropped[0].Err, jobstore.ErrNotHeld)
+		j2, err = base.Get(t.Context(), j2.ID)
+		require.NoError(t, err)
+		require.Equal(t, "worker presumed dead", j2.LastError, "the newer outcome stands")
+	})
+}
+
+func TestHandlePanics(t *testing.T) {
+	noop := runner.HandlerFunc(func(context.Context, jobstore.Job) (json.RawMessage, error) { return nil, nil })
+	r := runner.New(memstore.New(nil), nil)
+	r.Handle("a", noop)
+	require.Panics(t, func() { r.Handle("a", noop) }, "duplicate kind")
+	require.Panics(t, func() { r.Handle("", noop) }, "empty kind")
+	require.Panics(t, func() { r.Handle("has space", noop) }, "invalid kind")
+	require.Panics(t, func() { r.Handle("b", nil) }, "nil handler")
+	require.Panics(t, func() { runner.New(nil, nil) }, "nil store")
+}
+
+func TestRunErrors(t *testing.T) {
+	noop := runner.HandlerFunc(func(context.Context, jobstore.Job) (json.RawMessage, error) { return nil, nil })
+	s := newStore(t, nil)
+
+	require.ErrorIs(t, runner.New(s, nil).Run(t.Context()), runner.ErrNoHandlers)
+
+	bad := runner.New(s, &runner.Options{Worker: "has space"})
+	bad.Handle("a", noop)
+	require.ErrorIs(t, bad.Run(t.Context()), jobstore.ErrInvalidInput)
+
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		r := runner.New(s, nil)
+		r.Handle("a", noop)
+		stop := start(t, r)
+		synctest.Wait()
+		require.ErrorIs(t, r.Run(t.Context()), runner.ErrRunning)
+		require.Panics(t, func() { r.Handle("b", noop) }, "Handle while running")
+		require.NoError(t, stop())
+		// It may run again.
+		stop = start(t, r)
+		require.Equal(t, jobstore.StateSucceeded, wait(t, s, submit(t, s, jobstore.Spec{Kind: "a"}).ID).State)
+		require.NoError(t, stop())
+	})
+}
+
+func TestDefaultWorkerName(t *testing.T) {
+	a, b := runner.DefaultWorkerName(), runner.DefaultWorkerName()
+	require.NotEqual(t, a, b)
+	require.NoError(t, jobstore.ValidateWorker(a))
+	require.Contains(t, a, fmt.Sprintf("-%d-", os.Getpid()))
+	r := runner.New(memstore.New(nil), nil)
+	require.NoError(t, jobstore.ValidateWorker(r.Worker()))
+	require.Equal(t, runtime.GOMAXPROCS(0), r.Concurrency())
+}
