@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -492,18 +493,23 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *Error) {
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
+	// Without HTML escaping, a payload comes back byte for byte as the
+	// store keeps it (json.Marshal would rewrite <, > and & in it).
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		// Only a bug (an unencodable value) gets here.
 		s.log.Error("encode response", slog.String("error", err.Error()))
 		status = http.StatusInternalServerError
-		body = []byte(`{"error":{"code":"internal","message":"cannot encode the response"}}`)
+		body.Reset()
+		body.WriteString(`{"error":{"code":"internal","message":"cannot encode the response"}}` + "\n")
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body.Bytes())
 }
 
 // statusRecorder remembers the status a handler wrote.

@@ -135,6 +135,12 @@ func TestSubmit(t *testing.T) {
 		require.Equal(t, job.ID, again.ID)
 		require.JSONEq(t, `{"to":"a@example.com"}`, string(again.Payload))
 	})
+	t.Run("payload comes back as sent", func(t *testing.T) {
+		r := e.do("POST", "/v1/jobs", `{"kind":"k","payload":{"html":"<b>&amp;</b>","n":1e3}}`)
+		j := r.job(t, http.StatusCreated)
+		require.Contains(t, string(r.body), `"payload":{"html":"<b>&amp;</b>","n":1e3}`)
+		require.JSONEq(t, `{"html":"<b>&amp;</b>","n":1000}`, string(j.Payload))
+	})
 	t.Run("defaults", func(t *testing.T) {
 		j := e.do("POST", "/v1/jobs", `{"kind":"k","payload":null}`).job(t, http.StatusCreated)
 		require.Equal(t, jobstore.DefaultMaxAttempts, j.MaxAttempts)
