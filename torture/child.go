@@ -41,6 +41,7 @@ type childSpec struct {
 	Seed      int64  `json:"seed"`
 
 	Concurrency    int           `json:"concurrency,omitempty"`
+	Runner         bool          `json:"runner,omitempty"`
 	SubmitInterval time.Duration `json:"submit_interval,omitempty"`
 	Budget         int           `json:"budget,omitempty"`
 	Keys           int           `json:"keys,omitempty"`
@@ -87,6 +88,9 @@ func runChild(ctx context.Context, b Backend, spec childSpec) error {
 	rec := &recorder{dir: spec.RecordDir, name: spec.Name}
 	switch spec.Role {
 	case roleWorker:
+		if spec.Runner {
+			return runRunnerWorker(ctx, st, rec, spec)
+		}
 		return runWorker(ctx, st, rec, spec)
 	case roleSubmitter:
 		return runSubmitter(ctx, st, rec, spec)

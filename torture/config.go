@@ -43,6 +43,11 @@ type Config struct {
 	// WorkerConcurrency is the number of attempts each worker process runs
 	// at once. Zero means 2.
 	WorkerConcurrency int
+	// RunnerWorkers is how many of the workers run jobs with
+	// runner.Runner, as production workers do; the others use the run's
+	// own minimal claim loop, which exercises the store alone. Zero means
+	// none; ShortConfig and LongConfig mix the two.
+	RunnerWorkers int
 	// Submitters is the number of submitter processes. Zero means 2.
 	Submitters int
 	// Cancellers is the number of processes that cancel queued and running
@@ -87,6 +92,7 @@ func ShortConfig(dir string, b Backend) Config {
 		Dir:           dir,
 		Backend:       b,
 		Workers:       3,
+		RunnerWorkers: 1,
 		Submitters:    2,
 		Duration:      40 * time.Second,
 		ChaosInterval: 700 * time.Millisecond,
@@ -101,6 +107,7 @@ func LongConfig(dir string, b Backend, d time.Duration) Config {
 		Dir:           dir,
 		Backend:       b,
 		Workers:       4,
+		RunnerWorkers: 2,
 		Submitters:    3,
 		Cancellers:    1,
 		Duration:      d,

@@ -19,6 +19,8 @@ type Report struct {
 	Seed int64
 	// Workers, Submitters and Cancellers are the process counts.
 	Workers, Submitters, Cancellers int
+	// RunnerWorkers is how many workers ran runner.Runner.
+	RunnerWorkers int
 	// Chaos is how long submitting and chaos lasted; Drain how long the
 	// queue then took to empty.
 	Chaos, Drain time.Duration
@@ -86,7 +88,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		fmt.Fprintf(&b, "%-22s %s\n", name+":", fmt.Sprintf(format, args...))
 	}
 	p("seed", "%d", r.Seed)
-	p("processes", "%d workers, %d submitters, %d cancellers", r.Workers, r.Submitters, r.Cancellers)
+	p("processes", "%d workers (%d with runner.Runner), %d submitters, %d cancellers", r.Workers, r.RunnerWorkers, r.Submitters, r.Cancellers)
 	p("chaos / drain", "%s / %s", r.Chaos.Round(time.Millisecond), r.Drain.Round(time.Millisecond))
 	var states []string
 	for _, s := range jobstore.States() {

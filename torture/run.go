@@ -63,7 +63,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		kills:    map[string]int64{},
 		stops:    map[string][]pause{},
 		r: &Report{Seed: cfg.Seed, Workers: cfg.Workers, Submitters: cfg.Submitters,
-			Cancellers: cfg.Cancellers},
+			Cancellers: cfg.Cancellers, RunnerWorkers: min(cfg.RunnerWorkers, cfg.Workers)},
 	}
 	if f.exe == "" {
 		if f.exe, err = os.Executable(); err != nil {
@@ -122,8 +122,8 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 			return err
 		}
 	}
-	f.logf("started %d workers, %d submitters, %d cancellers; chaos for %s (seed %d)",
-		cfg.Workers, cfg.Submitters, cfg.Cancellers, cfg.Duration, cfg.Seed)
+	f.logf("started %d workers (%d with runner.Runner), %d submitters, %d cancellers; chaos for %s (seed %d)",
+		cfg.Workers, min(cfg.RunnerWorkers, cfg.Workers), cfg.Submitters, cfg.Cancellers, cfg.Duration, cfg.Seed)
 
 	begin := time.Now()
 	deadline := begin.Add(cfg.Duration)
@@ -204,7 +204,7 @@ func (f *fleet) start(role string, index, inc int) error {
 	spec := childSpec{
 		Role: role, Index: index, Incarnation: inc, Name: name,
 		StoreDir: f.storeDir, RecordDir: f.recDir, Seed: f.cfg.Seed,
-		Concurrency: f.cfg.WorkerConcurrency, SubmitInterval: f.cfg.SubmitInterval,
+		Concurrency: f.cfg.WorkerConcurrency, Runner: role == roleWorker && index < f.cfg.RunnerWorkers, SubmitInterval: f.cfg.SubmitInterval,
 		Keys: f.cfg.Keys,
 	}
 	if role == roleSubmitter && f.cfg.Jobs > 0 {

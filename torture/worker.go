@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
 )
 
 // task is a torture job's payload: what the worker's handler does with it.
@@ -160,7 +161,7 @@ func handle(ctx context.Context, j jobstore.Job) (jobstore.Outcome, string) {
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		label := outcomeCanceled
-		if errors.Is(cause, errTimeout) {
+		if errors.Is(cause, errTimeout) || errors.Is(cause, runner.ErrTimeout) {
 			label = outcomeTimeout
 		}
 		return jobstore.Outcome{Error: cause.Error(), RetryAfter: retryAfter}, label

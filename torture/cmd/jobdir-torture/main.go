@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		long       = fs.Bool("long", false, "the long setting: more processes and keys, a chaos event every 1.5s")
 		duration   = fs.Duration("duration", 0, "how long chaos lasts (default 40s, or 20m with -long)")
 		workers    = fs.Int("workers", 0, "worker processes (default 3, or 4 with -long)")
+		runners    = fs.Int("runner-workers", -1, "how many workers use runner.Runner (default 1, or 2 with -long)")
 		submitters = fs.Int("submitters", 0, "submitter processes (default 2, or 3 with -long)")
 		jobs       = fs.Int("jobs", 0, "stop submitting after this many submits (default: no limit)")
 		chaos      = fs.Duration("chaos", 0, "mean time between chaos events; negative disables chaos")
@@ -80,6 +81,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *workers > 0 {
 		cfg.Workers = *workers
+	}
+	if *runners >= 0 {
+		cfg.RunnerWorkers = *runners
 	}
 	if *submitters > 0 {
 		cfg.Submitters = *submitters

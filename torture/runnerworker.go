@@ -1,0 +1,63 @@
+package torture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
+)
+
+// runRunnerWorker is the worker role played by runner.Runner, as production
+// workers run: the runner claims, watches for cancels, enforces timeouts and
+// completes; the handler records the attempt's start and end around the
+// same work as the harness's own loop.
+func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec childSpec) error {
+	r := runner.New(st, &runner.Options{
+		Concurrency:   max(spec.Concurrency, 1),
+		Worker:        spec.Name,
+		PollInterval:  250 * time.Millisecond,
+		ShutdownGrace: time.Minute, // a SIGTERM lets attempts finish
+		OnEvent: func(e runner.Event) {
+			switch e.Type {
+			case runner.EventDropped:
+				rec.violation("job %s attempt %d: runner %s dropped the outcome of a live worker: %v",
+					e.Job.ID, e.Job.Attempt, spec.Name, e.Err)
+			case runner.EventStoreError:
+				fmt.Fprintf(os.Stderr, "store error: %v\n", e.Err)
+			}
+		},
+	})
+	r.Handle("torture", runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
+		existed, err := rec.marker(markerName(j.ID, j.Attempt, "start"),
+			fmt.Sprintf("%s\t%d\t%d\n", spec.Name, os.Getpid(), monoNow()))
+		if err != nil {
+			return nil, fmt.Errorf("start marker: %w", err)
+		}
+		if existed {
+			rec.violation("job %s attempt %d was handed out twice: its start marker exists", j.ID, j.Attempt)
+		}
+		o, label := handle(ctx, j)
+		existed, err = rec.marker(markerName(j.ID, j.Attempt, "end"),
+			fmt.Sprintf("%s\t%d\t%d\t%s\n", spec.Name, os.Getpid(), monoNow(), label))
+		if err != nil {
+			return nil, fmt.Errorf("end marker: %w", err)
+		}
+		if existed {
+			rec.violation("job %s attempt %d ended twice: its end marker exists", j.ID, j.Attempt)
+		}
+		if o.Error == "" {
+			return o.Result, nil
+		}
+		herr := errors.New(o.Error)
+		if o.Permanent {
+			return nil, runner.Permanent(herr)
+		}
+		return nil, runner.RetryAfter(herr, o.RetryAfter)
+	}))
+	return r.Run(ctx)
+}
