@@ -177,7 +177,18 @@ type loop struct {
 	slots    chan struct{}
 	wg       sync.WaitGroup
 	failures int // consecutive store errors in the claim loop
+	// emptyWakes counts consecutive AwaitWork signals after which Claim
+	// found nothing.
+	emptyWakes int
 }
+
+// A store may wake AwaitWork spuriously. After spinLimit wake-ups in a row
+// that found nothing to claim, the runner pauses spinPause (at most the poll
+// interval) before each Claim until a claim succeeds or a wait times out.
+const (
+	spinLimit = 64
+	spinPause = 10 * time.Millisecond
+)
 
 // claimLoop claims and starts jobs until ctx ends (it returns nil) or the
 // store is closed (it returns the error).
@@ -190,7 +201,7 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 		}
 		job, err := l.r.store.Claim(ctx, l.req)
 		if err == nil {
-			l.failures = 0
+			l.failures, l.emptyWakes = 0, 0
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
@@ -207,8 +218,19 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 			return fmt.Errorf("runner: claim: %w", err)
 		case errors.Is(err, jobstore.ErrNoJob):
 			l.failures = 0
-			if err := l.await(ctx, err); err != nil {
+			if l.emptyWakes >= spinLimit {
+				// The store keeps signalling work that Claim does not
+				// find; pace the loop instead of spinning.
+				sleep(ctx, min(l.r.s.pollInterval, spinPause))
+			}
+			signaled, err := l.await(ctx, err)
+			if err != nil {
 				return err
+			}
+			if signaled {
+				l.emptyWakes++
+			} else {
+				l.emptyWakes = 0
 			}
 		default:
 			l.storeError(ctx, "claim", err)
@@ -217,9 +239,9 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 }
 
 // await blocks until the store signals work, the next delayed job is due,
-// or the poll interval passes. It returns an error only if the store is
-// closed.
-func (l *loop) await(ctx context.Context, noJob error) error {
+// or the poll interval passes, and reports whether the store signalled. It
+// returns an error only if the store is closed.
+func (l *loop) await(ctx context.Context, noJob error) (signaled bool, err error) {
 	wait := l.r.s.pollInterval
 	// A NextRunAt in the past names a job this runner cannot claim (another
 	// kind, or one just claimed elsewhere); waking for it would spin.
@@ -230,15 +252,17 @@ func (l *loop) await(ctx context.Context, noJob error) error {
 	}
 	actx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	err := l.r.store.AwaitWork(actx)
+	err = l.r.store.AwaitWork(actx)
 	switch {
-	case err == nil, actx.Err() != nil:
-		return nil
+	case err == nil:
+		return true, nil
+	case actx.Err() != nil:
+		return false, nil
 	case errors.Is(err, jobstore.ErrClosed):
-		return fmt.Errorf("runner: await work: %w", err)
+		return false, fmt.Errorf("runner: await work: %w", err)
 	}
 	l.storeError(ctx, "await work", err)
-	return nil
+	return false, nil
 }
 
 // storeError logs a transient store error and sleeps for a backoff that

@@ -761,3 +761,37 @@ func TestDefaultWorkerName(t *testing.T) {
 	require.NoError(t, jobstore.ValidateWorker(r.Worker()))
 	require.Equal(t, runtime.GOMAXPROCS(0), r.Concurrency())
 }
+
+// spuriousStore wakes AwaitWork at once, every time, and counts claims.
+type spuriousStore struct {
+	jobstore.Store
+	claims atomic.Int64
+}
+
+func (s *spuriousStore) AwaitWork(ctx context.Context) error { return ctx.Err() }
+
+func (s *spuriousStore) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
+	s.claims.Add(1)
+	return s.Store.Claim(ctx, req)
+}
+
+// A store whose AwaitWork returns at once does not make the runner spin:
+// after a run of empty wake-ups it paces its claims.
+func TestSpuriousWakeupsDoNotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &spuriousStore{Store: newStore(t, nil)}
+		r := runner.New(s, &runner.Options{PollInterval: time.Hour})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			return nil, nil
+		}))
+		start(t, r)
+		time.Sleep(time.Minute)
+		// At most one claim per 10ms pause, plus the run before pacing.
+		require.Less(t, s.claims.Load(), int64(6100))
+		// Work is still picked up.
+		begin := time.Now()
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		require.LessOrEqual(t, time.Since(begin), 10*time.Millisecond)
+	})
+}
