@@ -1,0 +1,65 @@
+package filestore
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// BenchmarkSubmit measures durable submits from one goroutine (every
+// record and directory fsynced).
+func BenchmarkSubmit(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts Options
+	}{{"Durable", Options{}}, {"NoSync", Options{NoSync: true}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			s, err := Open(b.Context(), b.TempDir(), &mode.opts)
+			require.NoError(b, err)
+			defer s.Close()
+			for b.Loop() {
+				if _, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "bench", Payload: []byte(`{"n":1}`)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+		})
+	}
+}
+
+// BenchmarkClaimComplete measures a durable claim followed by a
+// successful Complete, from one goroutine, over a backlog.
+func BenchmarkClaimComplete(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts Options
+	}{{"Durable", Options{}}, {"NoSync", Options{NoSync: true}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
+			require.NoError(b, err)
+			for range b.N {
+				if _, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "bench"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			dir := s.Dir()
+			require.NoError(b, s.Close())
+			s, err = Open(b.Context(), dir, &mode.opts)
+			require.NoError(b, err)
+			defer s.Close()
+			b.ResetTimer()
+			for range b.N {
+				j, err := s.Claim(b.Context(), jobstore.ClaimRequest{Worker: "w"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Complete(b.Context(), j.Lease(), jobstore.Succeeded(nil)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claim+complete/s")
+		})
+	}
+}

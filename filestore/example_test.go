@@ -1,0 +1,84 @@
+package filestore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// A job's life in a directory store. Any number of processes may open the
+// same directory: each claim goes to exactly one of them.
+func ExampleOpen() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "jobdir-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+
+	s, err := filestore.Open(ctx, dir, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	job, created, err := s.Submit(ctx, jobstore.Spec{
+		Kind:    "email.send",
+		Key:     "welcome:alice",
+		Payload: json.RawMessage(`{"to":"alice@example.com"}`),
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("submitted:", job.State, created)
+
+	again, created, _ := s.Submit(ctx, jobstore.Spec{Kind: "email.send", Key: "welcome:alice"})
+	fmt.Println("resubmitted:", again.ID == job.ID, created)
+
+	claimed, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "worker-1"})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("claimed:", claimed.State, "attempt", claimed.Attempt)
+
+	done, err := s.Complete(ctx, claimed.Lease(), jobstore.Succeeded(json.RawMessage(`{"sent":true}`)))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("completed:", done.State, string(done.Result))
+	// Output:
+	// submitted: queued true
+	// resubmitted: true false
+	// claimed: running attempt 1
+	// completed: succeeded {"sent":true}
+}
+
+// Fsck checks every record and key file, and with repair fixes what a
+// crash can leave behind.
+func ExampleStore_Fsck() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "jobdir-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := filestore.Open(ctx, dir, &filestore.Options{NoSync: true})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Submit(ctx, jobstore.Spec{Kind: "report.build"}); err != nil {
+		panic(err)
+	}
+	r, err := s.Fsck(ctx, false)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("records:", r.Records, "ok:", r.OK())
+	// Output:
+	// records: 1 ok: true
+}
