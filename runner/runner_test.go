@@ -587,7 +587,16 @@ type flakyStore struct {
 	jobstore.Store
 	claimFailures    atomic.Int32
 	completeFailures atomic.Int32
+	awaitFailures    atomic.Int32
+	watchFailures    atomic.Int32
 	watchNotHeld     bool
+}
+
+func (f *flakyStore) AwaitWork(ctx context.Context) error {
+	if f.awaitFailures.Add(-1) >= 0 {
+		return errFlaky
+	}
+	return f.Store.AwaitWork(ctx)
 }
 
 var errFlaky = errors.New("disk hiccup")
@@ -609,6 +618,9 @@ func (f *flakyStore) Complete(ctx context.Context, l jobstore.Lease, o jobstore.
 func (f *flakyStore) WatchCancel(ctx context.Context, l jobstore.Lease) error {
 	if f.watchNotHeld {
 		return fmt.Errorf("flaky: %w", jobstore.ErrNotHeld)
+	}
+	if f.watchFailures.Add(-1) >= 0 {
+		return errFlaky
 	}
 	return f.Store.WatchCancel(ctx, l)
 }
@@ -793,5 +805,29 @@ func TestSpuriousWakeupsDoNotSpin(t *testing.T) {
 		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
 		require.Equal(t, jobstore.StateSucceeded, j.State)
 		require.LessOrEqual(t, time.Since(begin), 10*time.Millisecond)
+	})
+}
+
+// Transient failures of AwaitWork and WatchCancel are retried: the runner
+// still picks up new work, and a cancel still reaches the handler.
+func TestTransientWaitErrorsAreRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &flakyStore{Store: newStore(t, nil)}
+		s.awaitFailures.Store(3)
+		s.watchFailures.Store(3)
+		ev := &events{}
+		started, causes := make(chan string, 1), make(chan error, 1)
+		r := runner.New(s, &runner.Options{OnEvent: ev.add})
+		r.Handle("work", blockUntilCanceled(started, causes))
+		start(t, r)
+		time.Sleep(time.Second)
+		j := submit(t, s, jobstore.Spec{Kind: "work"})
+		<-started
+		synctest.Wait() // the watcher has used up its failures
+		_, err := s.Cancel(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.ErrorIs(t, <-causes, runner.ErrCanceled)
+		require.Equal(t, jobstore.StateCanceled, wait(t, s, j.ID).State)
+		require.Len(t, ev.of(runner.EventStoreError), 6)
 	})
 }
