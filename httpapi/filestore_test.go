@@ -1,0 +1,103 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// childDirEnv names the store directory of the worker child process.
+const childDirEnv = "HTTPAPI_TEST_CHILD_DIR"
+
+// TestChildWorker is not a test on its own: the test below runs the test
+// binary again with only this test selected and childDirEnv set, making it
+// a second process that claims one job from the shared store and
+// completes it.
+func TestChildWorker(t *testing.T) {
+	dir := os.Getenv(childDirEnv)
+	if dir == "" {
+		t.Skip("runs only as the child process of TestWaitSeesAnotherProcessFinishTheJob")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	st, err := filestore.Open(ctx, dir, nil)
+	require.NoError(t, err)
+	defer st.Close()
+	for {
+		job, err := st.Claim(ctx, jobstore.ClaimRequest{Worker: "child-worker"})
+		if errors.Is(err, jobstore.ErrNoJob) {
+			require.NoError(t, st.AwaitWork(ctx))
+			continue
+		}
+		require.NoError(t, err)
+		_, err = st.Complete(ctx, job.Lease(), jobstore.Succeeded(json.RawMessage(`{"by":"child"}`)))
+		require.NoError(t, err)
+		return
+	}
+}
+
+// The production store shared by two processes: a wait served by this
+// process returns when another process finishes the job.
+func TestWaitSeesAnotherProcessFinishTheJob(t *testing.T) {
+	dir := t.TempDir()
+	st, err := filestore.Open(t.Context(), dir, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	reg := prometheus.NewRegistry()
+	api, err := httpapi.New(st, &httpapi.Options{Tokens: []string{testToken}, Registry: reg})
+	require.NoError(t, err)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, api: api, srv: srv, client: srv.Client(), token: testToken}
+
+	job := e.submit("report", "")
+	got := make(chan response, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/v1/jobs/"+job.ID+"/wait?timeout=1m", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := e.client.Do(req)
+		if err != nil {
+			got <- response{status: -1, body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- response{status: resp.StatusCode, header: resp.Header, body: b}
+	}()
+	require.Eventually(t, func() bool {
+		return gaugeValue(t, reg, "jobdir_http_requests_in_flight", "GET /v1/jobs/{id}/wait") > 0
+	}, 30*time.Second, 5*time.Millisecond)
+
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestChildWorker$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child worker: %s", out)
+
+	select {
+	case r := <-got:
+		done := r.job(t, http.StatusOK)
+		require.Equal(t, "true", r.header.Get(httpapi.TerminalHeader))
+		require.Equal(t, jobstore.StateSucceeded, done.State)
+		require.Equal(t, "child-worker", done.Worker)
+		require.JSONEq(t, `{"by":"child"}`, string(done.Result))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait did not return after another process finished the job")
+	}
+	// Errors from the production store map like memstore's.
+	e.do("POST", "/v1/jobs/"+job.ID+"/retry", "").apiError(t, http.StatusConflict, httpapi.CodeInvalidTransition)
+	e.do("GET", "/v1/jobs/"+jobstore.NewID(time.Now()), "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+}
