@@ -137,6 +137,14 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 		if a.HasStart {
 			r.Attempts++
 		}
+		if r.Outcomes == nil {
+			r.Outcomes = map[string]int{}
+		}
+		if a.HasEnd {
+			r.Outcomes[a.Outcome]++
+		} else {
+			r.Outcomes["killed"]++
+		}
 		if a.Attempt > j.Attempt {
 			r.violate("job %s: attempt %d started, but the record ends at attempt %d (%s)", id, a.Attempt, j.Attempt, j.State)
 		}

@@ -38,6 +38,9 @@ type Report struct {
 	Kills, WorkerKills, Restarts, Stops int
 	// Attempts counts attempts that started (start markers).
 	Attempts int
+	// Outcomes counts attempts by how they ended: ok, failed, canceled,
+	// timeout, or killed (no end marker).
+	Outcomes map[string]int
 	// Retries counts attempts that followed a failed attempt.
 	Retries int
 	// Reruns counts attempts that followed an attempt whose worker was
@@ -99,6 +102,8 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	p("kills", "%d (%d workers, %d submitters)", r.Kills, r.WorkerKills, r.Kills-r.WorkerKills)
 	p("restarts / stops", "%d / %d", r.Restarts, r.Stops)
 	p("attempts", "%d started; %d retries after failure; %d re-runs after a kill", r.Attempts, r.Retries, r.Reruns)
+	p("attempt outcomes", "ok %d, failed %d, timeout %d, canceled %d, killed %d", r.Outcomes[outcomeOK],
+		r.Outcomes[outcomeFailed], r.Outcomes[outcomeTimeout], r.Outcomes[outcomeCanceled], r.Outcomes["killed"])
 	p("paused attempts", "%d (worker SIGSTOPped mid-attempt; finished after SIGCONT, not run elsewhere)", r.PausedAttempts)
 	p("lost claims", "%d (claimed, worker killed before the handler started)", r.LostClaims)
 	p("canceled", "%d while queued, %d while running (the handler saw it)", r.CanceledQueued, r.CanceledRunning)

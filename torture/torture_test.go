@@ -52,6 +52,8 @@ func TestTortureShort(t *testing.T) {
 	require.Positive(t, r.Reruns+r.LostClaims, "no job was re-run after a kill")
 	require.Positive(t, r.Retries, "no job was retried")
 	require.Positive(t, r.KeyHits, "no key collided")
+	require.Positive(t, r.Outcomes[outcomeTimeout], "no attempt timed out")
+	require.Positive(t, r.CanceledRunning, "no running job was canceled")
 	require.Positive(t, r.CanceledQueued, "no job was canceled while queued")
 	require.Equal(t, "clean", r.Fsck)
 }
