@@ -59,10 +59,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 
-	dir             string // --dir
-	allowUnsafeFS   bool   // --allow-unsafe-filesystem
-	started         bool   // a command's RunE was reached: later errors are not usage errors
-	interruptedByOS bool
+	dir           string // --dir
+	allowUnsafeFS bool   // --allow-unsafe-filesystem
+	started       bool   // a command's RunE was reached: later errors are not usage errors
 }
 
 // run executes the jobdir command line args and returns the exit status.

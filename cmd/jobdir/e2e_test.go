@@ -435,3 +435,23 @@ func TestE2EServeAuth(t *testing.T) {
 	require.Equal(t, exitUsage, r.code, "%s", r)
 	require.Contains(t, r.stderr, "serve needs a bearer token")
 }
+
+func TestE2EWorkerStopsGracefully(t *testing.T) {
+	dir, wd := newStoreDir(t), t.TempDir()
+	worker := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "2", "--shutdown-grace", "3s", "--kill-grace", "30s"))
+	short := submitBin(t, dir, wd, "--", "sh", "-c", "touch short-started; sleep 0.1")
+	long := submitBin(t, dir, wd, "--", "sh", "-c", "echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 60")
+	waitForFile(t, filepath.Join(wd, "pid"))
+	waitForFile(t, filepath.Join(wd, "short-started"))
+	pid := readPID(t, filepath.Join(wd, "pid"))
+
+	// The short job finishes within the grace; the long one is stopped
+	// with SIGTERM after it and queued again for another worker.
+	worker.stop(t)
+	require.False(t, running(pid), "the worker left its program running")
+	require.Contains(t, worker.errb.String(), "stopping: waiting up to 3s")
+	require.Equal(t, jobstore.StateSucceeded, getJob(t, dir, short).State)
+	j := getJob(t, dir, long)
+	require.Equal(t, jobstore.StateQueued, j.State)
+	require.Equal(t, 1, j.Attempt)
+}

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -53,11 +53,13 @@ func testMain(m *testing.M) int {
 	return code
 }
 
+// goTool returns the go command: the one in PATH, else the one of the
+// GOROOT that built this test.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return "go"
+	return filepath.Join(build.Default.GOROOT, "bin", "go")
 }
 
 func fileExists(p string) bool {

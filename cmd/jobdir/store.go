@@ -30,25 +30,33 @@ func (a *app) openStore(ctx context.Context) (*filestore.Store, error) {
 }
 
 func explainOpen(dir string, err error) error {
+	wrapped := fmt.Errorf("cannot open the store in %s: %w", dir, err)
 	switch {
 	case errors.Is(err, filestore.ErrUnsupportedFilesystem):
-		return fmt.Errorf("cannot open the store in %s: %w\n"+
-			"jobdir relies on flock, rename and inotify behaving as on a local disk, which this filesystem does not guarantee.\n"+
-			"Put the store on a local filesystem, or pass --allow-unsafe-filesystem if you accept the risk (for example, one machine only).", dir, err)
+		return withHint(wrapped, "jobdir relies on flock, rename and inotify behaving as on a local disk, which this filesystem does not guarantee.\n"+
+			"Put the store on a local filesystem, or pass --allow-unsafe-filesystem if you accept the risk (for example, one machine only).")
 	case errors.Is(err, filestore.ErrFormatTooNew):
-		return fmt.Errorf("cannot open the store in %s: %w\n"+
-			"It was written by a newer jobdir; use that version, or upgrade this one.", dir, err)
+		return withHint(wrapped, "It was written by a newer jobdir; use that version, or upgrade this one.")
 	case errors.Is(err, filestore.ErrNotStore):
-		return fmt.Errorf("cannot open the store in %s: %w\n"+
-			"Choose another directory with --dir or $JOBDIR_DIR.", dir, err)
+		return withHint(wrapped, "Choose another directory with --dir or $JOBDIR_DIR.")
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("cannot open the store in %s: %w\n"+
-			"Check that this user may read and write the directory and its files, or choose another with --dir or $JOBDIR_DIR.", dir, err)
+		return withHint(wrapped, "Check that this user may read and write the directory and its files, or choose another with --dir or $JOBDIR_DIR.")
 	case errors.Is(err, context.Canceled):
 		return err
 	}
-	return fmt.Errorf("cannot open the store in %s: %w", dir, err)
+	return wrapped
 }
+
+// hintError is an error followed, for a person, by what to do about it.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func withHint(err error, hint string) error { return &hintError{err: err, hint: hint} }
+
+func (e *hintError) Error() string { return e.err.Error() + "\n" + e.hint }
+func (e *hintError) Unwrap() error { return e.err }
 
 // withStore opens the store, runs f, and closes the store.
 func (a *app) withStore(ctx context.Context, f func(st *filestore.Store) error) error {
