@@ -403,14 +403,16 @@ func (s *Server) handleRetry(w http.ResponseWriter, r *http.Request) {
 // of a long-poll, not an error, and the client simply asks again.
 func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err == nil {
-		var d time.Duration
-		if d, err = parseWaitTimeout(q, min(DefaultWait, s.maxWait), s.maxWait); err == nil {
-			s.wait(w, r, d)
-			return
-		}
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w: query: %s", jobstore.ErrInvalidInput, err.Error()), http.StatusBadRequest, CodeInvalidInput)
+		return
 	}
-	s.fail(w, r, fmt.Errorf("%w: %w", jobstore.ErrInvalidInput, err), http.StatusBadRequest, CodeInvalidInput)
+	d, err := parseWaitTimeout(q, min(DefaultWait, s.maxWait), s.maxWait)
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	s.wait(w, r, d)
 }
 
 func (s *Server) wait(w http.ResponseWriter, r *http.Request, d time.Duration) {

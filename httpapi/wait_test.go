@@ -77,7 +77,7 @@ func TestWaitTimeoutReturnsTheCurrentJob(t *testing.T) {
 func TestWaitErrors(t *testing.T) {
 	e := newEnv(t, nil, nil)
 	job := e.submit("k", "")
-	for _, q := range []string{"?timeout=soon", "?timeout=-1s", "?timeout=1s&timeout=2s", "?wait=1s"} {
+	for _, q := range []string{"?timeout=soon", "?timeout=-1s", "?timeout=1s&timeout=2s", "?wait=1s", "?timeout=%zz"} {
 		e.do("GET", "/v1/jobs/"+job.ID+"/wait"+q, "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
 	}
 	e.do("GET", "/v1/jobs/"+jobstore.NewID(time.Now())+"/wait?timeout=5s", "").
