@@ -27,6 +27,11 @@
 // allow-list (Options.AllowedKinds) therefore refuses "exec" unless it is
 // listed by name. Serve on loopback, or behind TLS, and keep tokens secret.
 //
+// The server also refuses browsers' cross-origin requests that change
+// state (http.CrossOriginProtection), so a web page cannot act through a
+// user's browser, and without authentication it answers only to a Host
+// that is an IP address or localhost, which defeats DNS rebinding.
+//
 // # Caveats
 //
 // The metrics counters and histograms count what this process saw (its own
