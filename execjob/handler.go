@@ -101,7 +101,8 @@ func LogPath(logDir, id string) (string, error) {
 // an *ExitError; an error wrapping context.Cause(ctx) if ctx ended and the
 // program was stopped; or a runner.Permanent error (wrapping
 // jobstore.ErrInvalidInput for a bad payload, exec.ErrNotFound for a missing
-// program) when another attempt cannot help.
+// program, fs.ErrNotExist for a missing directory) when another attempt
+// cannot help.
 // Work returns only once the program and its process group are gone.
 func (h Handler) Work(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
 	if job.Kind != Kind {
@@ -150,6 +151,9 @@ func (h Handler) run(ctx context.Context, job jobstore.Job, p Payload, out *logW
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("execjob: not started: %w", context.Cause(ctx))
+	}
 	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
 	cmd.Dir = p.Dir
 	env := append(os.Environ(), p.Env...)
@@ -206,7 +210,9 @@ func (h Handler) run(ctx context.Context, job jobstore.Job, p Payload, out *logW
 	// cannot be reused while the rest of its group is killed.
 	waitErr := waitExited(pid)
 	mu.Lock()
-	_ = killGroup(pid, syscall.SIGKILL)
+	if waitErr == nil {
+		_ = killGroup(pid, syscall.SIGKILL)
+	}
 	exited = true
 	wasSignaled := signaled
 	mu.Unlock()

@@ -156,6 +156,26 @@ func TestWorkWithoutLogDirDiscardsButKeepsTail(t *testing.T) {
 	require.Equal(t, "visible\n", ee.Tail)
 }
 
+func TestWorkRelativeProgramRunsFromDir(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "script.sh"), []byte("#!/bin/sh\necho \"script in $(pwd)\"\nexit 5\n"), 0o700))
+	j := execJob(t, dir, 1, "./script.sh")
+	_, err := execjob.Handler{}.Work(t.Context(), j)
+	var ee *execjob.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 5, ee.Code)
+	require.Equal(t, "script in "+dir+"\n", ee.Tail)
+}
+
+func TestWorkNotStartedAfterCancel(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(errTestCancel)
+	marker := filepath.Join(t.TempDir(), "ran")
+	_, err := execjob.Handler{}.Work(ctx, execJob(t, "/", 1, "touch", marker))
+	require.ErrorIs(t, err, errTestCancel)
+	require.NoFileExists(t, marker)
+}
+
 func TestWorkPermanentErrors(t *testing.T) {
 	h := execjob.Handler{LogDir: t.TempDir()}
 

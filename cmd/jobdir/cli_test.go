@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -336,6 +339,10 @@ func TestFsck(t *testing.T) {
 	require.Contains(t, r.stdout, "corrupt: "+filepath.Join(dir, "queued", bad+".json"))
 	require.Contains(t, r.stderr, "run jobdir fsck --repair")
 
+	r = jdOK(t, dir, "list")
+	require.Contains(t, r.stderr, "skipped: ")
+	require.Contains(t, r.stderr, bad)
+
 	r = jd(t, dir, "fsck", "--repair")
 	require.Equal(t, exitError, r.code, "%s", r)
 	require.Contains(t, r.stderr, "never removed automatically")
@@ -410,4 +417,22 @@ func TestServeTokenChecks(t *testing.T) {
 	r = jd(t, dir, "serve", "--insecure-no-auth")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "cannot be combined")
+}
+
+func TestExplainOpen(t *testing.T) {
+	tests := []struct {
+		err  error
+		hint string
+	}{
+		{fmt.Errorf("statfs: %w", filestore.ErrUnsupportedFilesystem), "pass --allow-unsafe-filesystem"},
+		{fmt.Errorf("FORMAT: %w", filestore.ErrFormatTooNew), "written by a newer jobdir"},
+		{fmt.Errorf("FORMAT: %w", filestore.ErrNotStore), "Choose another directory"},
+		{&fs.PathError{Op: "mkdir", Path: "/x", Err: fs.ErrPermission}, "Check that this user may read and write"},
+	}
+	for _, tt := range tests {
+		err := explainOpen("/srv/jobs", tt.err)
+		require.ErrorIs(t, err, tt.err)
+		require.True(t, strings.HasPrefix(err.Error(), "cannot open the store in /srv/jobs: "+tt.err.Error()+"\n"), err.Error())
+		require.Contains(t, err.Error(), tt.hint)
+	}
 }
