@@ -42,7 +42,15 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 	}()
 
 	began := time.Now()
-	result, herr := call(ctx, l.handlers[job.Kind], job)
+	var result json.RawMessage
+	var herr error
+	if h := l.handlers[job.Kind]; h != nil {
+		result, herr = call(ctx, h, job)
+	} else {
+		// Only a store that ignores ClaimRequest.Kinds gets here; another
+		// worker may have the handler, so this is not permanent.
+		herr = fmt.Errorf("runner: worker %s has no handler for kind %q", lease.Worker, job.Kind)
+	}
 	ran := time.Since(began)
 	stopWatch()
 	<-watchDone
@@ -132,7 +140,7 @@ func (l *loop) watch(ctx context.Context, lease jobstore.Lease, cancel context.C
 			return
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, jobstore.ErrNotHeld):
+		case errors.Is(err, jobstore.ErrNotHeld), errors.Is(err, jobstore.ErrNotFound):
 			log.Warn("lease lost; canceling handler", "err", err)
 			cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 			return
@@ -157,13 +165,14 @@ func (l *loop) complete(ctx context.Context, lease jobstore.Lease, o *jobstore.O
 		switch {
 		case err == nil:
 			return job, nil
-		case errors.Is(err, jobstore.ErrNotHeld), errors.Is(err, jobstore.ErrClosed):
-			return job, err
 		case errors.Is(err, jobstore.ErrInvalidInput) && o.Error == "":
 			log.Warn("store rejected the result; recording a failure", "err", err)
 			*o = jobstore.Outcome{Error: "runner: handler result rejected: " + err.Error()}
 			continue
-		case ctx.Err() != nil:
+		case errors.Is(err, jobstore.ErrNotHeld), errors.Is(err, jobstore.ErrClosed),
+			errors.Is(err, jobstore.ErrNotFound), errors.Is(err, jobstore.ErrInvalidInput),
+			ctx.Err() != nil:
+			// Retrying cannot help.
 			return job, err
 		}
 		log.Warn("complete failed; retrying", "err", err, "failures", failures)

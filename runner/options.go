@@ -45,7 +45,8 @@ type Options struct {
 	Logger *slog.Logger
 	// OnEvent, if set, is called for every Event, synchronously from the
 	// runner's goroutines and possibly from several at once. It must be
-	// safe for concurrent use and quick; it must not call the Runner.
+	// safe for concurrent use and must not block: the runner waits for it.
+	// Nil means no events.
 	OnEvent func(Event)
 }
 

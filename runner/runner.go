@@ -199,6 +199,10 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
+		if ctx.Err() != nil {
+			<-l.slots
+			return nil
+		}
 		job, err := l.r.store.Claim(ctx, l.req)
 		if err == nil {
 			l.failures, l.emptyWakes = 0, 0

@@ -831,3 +831,44 @@ func TestTransientWaitErrorsAreRetried(t *testing.T) {
 		require.Len(t, ev.of(runner.EventStoreError), 6)
 	})
 }
+
+// kindBlindStore ignores ClaimRequest.Kinds, as a buggy store might.
+type kindBlindStore struct{ jobstore.Store }
+
+func (s kindBlindStore) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
+	req.Kinds = nil
+	return s.Store.Claim(ctx, req)
+}
+
+// A job of a kind without a handler, handed out by a store that ignores the
+// kind filter, fails its attempt with an error that says so; the runner
+// does not crash.
+func TestClaimedJobWithoutHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := kindBlindStore{newStore(t, nil)}
+		r := runner.New(s, nil)
+		r.Handle("known", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			return nil, nil
+		}))
+		start(t, r)
+		j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "other", MaxAttempts: 1}).ID)
+		require.Equal(t, jobstore.StateFailed, j.State)
+		require.Contains(t, j.LastError, `no handler for kind "other"`)
+		require.Equal(t, jobstore.StateSucceeded, wait(t, s, submit(t, s, jobstore.Spec{Kind: "known"}).ID).State)
+	})
+}
+
+func TestRunWithEndedContext(t *testing.T) {
+	s := newStore(t, nil)
+	r := runner.New(s, nil)
+	r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		return nil, nil
+	}))
+	j := submit(t, s, jobstore.Spec{Kind: "work"})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.NoError(t, r.Run(ctx))
+	j, err := s.Get(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, j.State, "nothing claimed once ctx has ended")
+}
