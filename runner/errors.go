@@ -79,6 +79,8 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error returns "panic: " followed by the value, a blank line and the
+// stack.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
 }

@@ -52,6 +52,9 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 		herr = fmt.Errorf("runner: worker %s has no handler for kind %q", lease.Worker, job.Kind)
 	}
 	ran := time.Since(began)
+	// Why ctx ended, if it had by the time the handler returned; read now,
+	// before a timeout that fires later can be mistaken for the reason.
+	cause := context.Cause(ctx)
 	stopWatch()
 	<-watchDone
 
@@ -59,7 +62,7 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 		log.Error("handler panicked", "panic", fmt.Sprint(p.Value), "stack", string(p.Stack))
 		r.emit(Event{Type: EventPanicked, Job: job, Err: herr})
 	}
-	o := outcome(ctx, result, herr)
+	o := outcome(cause, result, herr)
 
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(workCtx), r.s.completeTimeout)
 	defer ccancel()
@@ -103,7 +106,8 @@ func call(ctx context.Context, h Handler, job jobstore.Job) (result json.RawMess
 }
 
 // outcome turns what the handler returned into the outcome to record.
-func outcome(ctx context.Context, result json.RawMessage, herr error) jobstore.Outcome {
+// cause is why the handler's ctx had ended when it returned, or nil.
+func outcome(cause error, result json.RawMessage, herr error) jobstore.Outcome {
 	if herr == nil {
 		return jobstore.Succeeded(result)
 	}
@@ -112,10 +116,9 @@ func outcome(ctx context.Context, result json.RawMessage, herr error) jobstore.O
 	if ra, ok := errors.AsType[*retryAfterError](herr); ok && ra.d > 0 {
 		o.RetryAfter = ra.d
 	}
-	if ctx.Err() != nil {
+	if cause != nil {
 		// Say why ctx ended when the handler's error does not:
 		// "context canceled" alone does not tell cancel from timeout.
-		cause := context.Cause(ctx)
 		if !errors.Is(herr, cause) {
 			o.Error = jobstore.TruncateError(o.Error + " (" + cause.Error() + ")")
 		}

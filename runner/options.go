@@ -12,8 +12,13 @@ import (
 
 // Defaults for the zero fields of Options.
 const (
-	DefaultPollInterval    = time.Second
-	DefaultShutdownGrace   = 10 * time.Second
+	// DefaultPollInterval is the longest wait in Store.AwaitWork between
+	// claims.
+	DefaultPollInterval = time.Second
+	// DefaultShutdownGrace is how long running handlers may go on after
+	// Run's ctx ends.
+	DefaultShutdownGrace = 10 * time.Second
+	// DefaultCompleteTimeout bounds the recording of one attempt's outcome.
 	DefaultCompleteTimeout = 30 * time.Second
 )
 
