@@ -140,7 +140,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 			return nil
 		},
 	}
-	root.PersistentFlags().StringVar(&a.dir, "dir", "", "store directory (default $JOBDIR_DIR, else ./.jobdir)")
+	root.PersistentFlags().StringVar(&a.dir, "dir", "", "use the store in `DIR` (default $JOBDIR_DIR, else ./.jobdir)")
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
 		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {

@@ -104,9 +104,9 @@ commas. The states are queued, running, succeeded, failed and canceled.
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&states, "state", nil, "only jobs in these states (repeatable, or comma-separated)")
-	f.StringVar(&kind, "kind", "", "only jobs of this kind")
-	f.IntVar(&limit, "limit", jobstore.DefaultListLimit, "at most this many jobs (0: all)")
+	f.StringSliceVar(&states, "state", nil, "only jobs in this `STATE` (repeatable, or comma-separated)")
+	f.StringVar(&kind, "kind", "", "only jobs of this `KIND`")
+	f.IntVar(&limit, "limit", jobstore.DefaultListLimit, "at most `N` jobs (0: all)")
 	f.BoolVar(&oldest, "oldest-first", false, "list the oldest jobs first")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array of jobs")
 	return cmd

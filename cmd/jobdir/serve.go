@@ -76,11 +76,11 @@ flight, stops its workers as jobdir work does, and exits.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free one)")
-	f.IntVar(&workers, "work", 0, "run this many exec jobs at once in this process (0: none)")
-	f.StringVar(&tokenFile, "token-file", "", "file holding the accepted bearer tokens, one a line (default $JOBDIR_TOKEN)")
+	f.StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (port 0 picks a free one)")
+	f.IntVar(&workers, "work", 0, "run `N` exec jobs at once in this process (0: none)")
+	f.StringVar(&tokenFile, "token-file", "", "`FILE` holding the accepted bearer tokens, one a line (default $JOBDIR_TOKEN)")
 	f.BoolVar(&noAuth, "insecure-no-auth", false, "serve without authentication")
-	f.StringArrayVar(&allowKinds, "allow-kind", nil, `kind HTTP clients may submit (repeatable; default: every kind but exec; "exec" must be named)`)
+	f.StringArrayVar(&allowKinds, "allow-kind", nil, "`KIND` HTTP clients may submit (repeatable; default: every kind but exec, which must be named)")
 	wf.register(cmd)
 	return cmd
 }

@@ -97,13 +97,13 @@ says so on stderr, and the exit status is still 0.`,
 	}
 	cmd.Flags().SetInterspersed(false)
 	f := cmd.Flags()
-	f.StringVar(&key, "key", "", "idempotency key: submit only if no job has this key")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job fails for good (default 3)")
-	f.IntVar(&priority, "priority", 0, "higher runs first, from -1000 to 1000")
+	f.StringVar(&key, "key", "", "idempotency key: submit only if no job has this `KEY`")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "`N` attempts before the job fails for good (default 3)")
+	f.IntVar(&priority, "priority", 0, "priority `P`: higher runs first, from -1000 to 1000")
 	f.DurationVar(&delay, "delay", 0, "run no sooner than this long from now, e.g. 90s or 2h")
-	f.StringVar(&at, "at", "", "run no sooner than this time (RFC 3339)")
+	f.StringVar(&at, "at", "", "run no sooner than `TIME` (RFC 3339, e.g. 2026-11-29T18:30:00Z)")
 	f.DurationVar(&timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")
-	f.StringArrayVar(&env, "env", nil, "add KEY=VALUE to the program's environment (repeatable)")
+	f.StringArrayVar(&env, "env", nil, "add `KEY=VALUE` to the program's environment (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON instead of its ID")
 	return cmd
 }

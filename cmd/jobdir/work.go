@@ -35,7 +35,7 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 		"on SIGINT or SIGTERM, how long running jobs may go on before they are stopped")
 	f.DurationVar(&wf.killGrace, "kill-grace", execjob.DefaultKillGrace,
 		"how long a stopped program has between SIGTERM and SIGKILL")
-	f.Int64Var(&wf.maxLogBytes, "max-log-bytes", execjob.DefaultMaxLogBytes, "bound on each job's log file")
+	f.Int64Var(&wf.maxLogBytes, "max-log-bytes", execjob.DefaultMaxLogBytes, "bound on each job's log file, in `BYTES`")
 	f.DurationVar(&wf.jobTimeout, "job-timeout", 0, "stop attempts of jobs without a --timeout of their own after this long (default: no limit)")
 	f.BoolVarP(&wf.quiet, "quiet", "q", false, "do not print a line per job started and finished")
 }
@@ -161,7 +161,7 @@ With --exit-when-idle, it exits once no job is due and none of its jobs runs.`,
 			})
 		},
 	}
-	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", runtime.NumCPU(), "jobs to run at once")
+	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", runtime.NumCPU(), "`N` jobs to run at once")
 	cmd.Flags().BoolVar(&exitIdle, "exit-when-idle", false, "exit once no job is due and none is running here")
 	wf.register(cmd)
 	return cmd
