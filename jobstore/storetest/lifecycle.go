@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,28 +305,40 @@ func testConcurrentCancelClaim(t *testing.T, s jobstore.Store) {
 	order := append([]string(nil), all...)
 	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 
+	// Short random pauses interleave the cancels with the claims whatever
+	// the store's speed. Claimers keep going until the canceler is done, so
+	// a job that Cancel reported canceled but left queued gets claimed.
+	pause := func() { time.Sleep(rand.N(100 * time.Microsecond)) }
 	claimed := make([][]jobstore.Job, claimers)
 	var canceled []jobstore.Job
+	var cancelDone atomic.Bool
 	errs := parallel(claimers+1, func(i int) error {
 		if i == claimers {
+			defer cancelDone.Store(true)
 			for _, id := range order {
 				j, err := s.Cancel(t.Context(), id)
 				if err != nil {
 					return err
 				}
 				canceled = append(canceled, j)
+				pause()
 			}
 			return nil
 		}
 		for {
 			j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: fmt.Sprintf("claimer-%d", i)})
 			if errors.Is(err, jobstore.ErrNoJob) {
-				return nil
+				if cancelDone.Load() {
+					return nil
+				}
+				pause()
+				continue
 			}
 			if err != nil {
 				return err
 			}
 			claimed[i] = append(claimed[i], j)
+			pause()
 		}
 	})
 	for _, err := range errs {
@@ -374,6 +387,7 @@ func testConcurrentCancelClaim(t *testing.T, s jobstore.Store) {
 	st, err := s.Stats(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, k, st.Counts[jobstore.StateCanceled])
+	t.Logf("%d jobs canceled while queued, %d while running", k-len(lease), len(lease))
 }
 
 func testConcurrentWaiters(t *testing.T, s jobstore.Store) {

@@ -39,6 +39,9 @@ var brokenStores = map[string]func() jobstore.Store{
 	"cancel-leaves-claimable": func() jobstore.Store {
 		return &lazyCancel{Store: memstore.New(nil)}
 	},
+	"no-fencing": func() jobstore.Store {
+		return &noFencing{Store: memstore.New(nil)}
+	},
 }
 
 // doubleClaim hands each claimed job to the next claimer as well, as a
@@ -92,6 +95,17 @@ func (s *lazyCancel) Cancel(ctx context.Context, id string) (jobstore.Job, error
 	return s.Store.Cancel(ctx, id)
 }
 
+// noFencing completes a running job with whatever lease it is given, as a
+// store that checks only the job ID would.
+type noFencing struct{ jobstore.Store }
+
+func (s *noFencing) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
+	if j, err := s.Get(ctx, lease.ID); err == nil && j.State == jobstore.StateRunning {
+		lease = j.Lease()
+	}
+	return s.Store.Complete(ctx, lease, o)
+}
+
 // TestBrokenChild runs the suite against the store named by $brokenEnv. It
 // runs only as the child process of TestSuiteCatchesBrokenStores.
 func TestBrokenChild(t *testing.T) {
@@ -118,6 +132,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"double-claim", []string{"Claim/RunningNotClaimedAgain", "Concurrent/ClaimersNeverShare"}},
 		{"ignore-keys", []string{"Submit/KeyReturnsExistingInEveryState", "Concurrent/SubmitSameKey"}},
 		{"cancel-leaves-claimable", []string{"Cancel/QueuedNeverClaimed", "Concurrent/CancelRacingClaim"}},
+		{"no-fencing", []string{"Complete/StaleLeaseNotHeld"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.store, func(t *testing.T) {
