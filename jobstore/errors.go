@@ -45,6 +45,7 @@ type TransitionError struct {
 	From, To State
 }
 
+// Error says which job could not move between which states.
 func (e *TransitionError) Error() string {
 	return fmt.Sprintf("job %s: cannot move from %s to %s", e.ID, e.From, e.To)
 }
@@ -60,6 +61,7 @@ type NoJobError struct {
 	NextRunAt time.Time
 }
 
+// Error says that no job is due, and when the next one will be.
 func (e *NoJobError) Error() string {
 	if e.NextRunAt.IsZero() {
 		return ErrNoJob.Error()
