@@ -63,6 +63,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		dir     = fs.String("dir", os.TempDir(), "directory for the stores under test (every system on the same disk)")
 		limit   = fs.Duration("workoff-limit", 60*time.Second, "longest a work-off may run; a slower system reports its rate so far")
 		scale   = fs.String("scale", "1000,10000,100000", "comma-separated store sizes for the scaling figures")
+		load    = fs.Int("load-rate", 50, "background jobs/s submitted during the loaded latency figures")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: jobdir-bench [flags]\n\nRuns jobdir's stores, River and goqite side by side on one disk and prints a table of medians.\n\nFlags:\n")
@@ -81,7 +82,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		InsertFor:     2 * time.Second,
 		WorkoffLimit:  *limit,
 		LatencyN:      200,
-		LoadRate:      200,
+		LoadRate:      *load,
 		CancelN:       30,
 		KillN:         5,
 		FloorFor:      2 * time.Second,
@@ -114,8 +115,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			c.ScaleSizes = []int{1000, 5000}
 		}
 	}
-	if c.Rounds < 1 || c.Jobs < 1 || len(c.Workers) == 0 {
-		return errors.New("-rounds, -jobs and -workers must be positive")
+	if c.Rounds < 1 || c.Jobs < 1 || len(c.Workers) == 0 || c.LoadRate < 1 {
+		return errors.New("-rounds, -jobs, -workers and -load-rate must be positive")
 	}
 	if *only != "" {
 		c.Only = map[string]bool{}

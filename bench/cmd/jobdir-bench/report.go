@@ -21,7 +21,7 @@ type report struct {
 // fmtNum formats v with a precision that suits its size.
 func fmtNum(v float64) string {
 	switch a := math.Abs(v); {
-	case a >= 1000:
+	case math.Round(a) >= 1000:
 		return thousands(int64(math.Round(v)))
 	case a >= 100:
 		return fmt.Sprintf("%.0f", v)

@@ -129,7 +129,16 @@ func seedScale(ctx context.Context, c *config, n int) (*seededStore, error) {
 // seeded store in a fresh child process, so that open time and peak RSS
 // are the child's alone.
 func runScale(ctx context.Context, c *config, r *results, s *system, st *seededStore) error {
-	ops := min(200, int(float64(st.n)*(1-finishedShare))/(2*c.Rounds))
+	// Every round of every file-store system claims from the same queued
+	// jobs; leave at least a third of them queued for the list figure.
+	users := 0
+	for _, sys := range c.Systems {
+		if sys.jobdir && !sys.inProcess {
+			users++
+		}
+	}
+	queued := int(float64(st.n) * (1 - finishedShare))
+	ops := min(200, queued*2/(3*c.Rounds*max(users, 1)))
 	k, err := startChild(ctx, childSpec{Role: "scale", System: s.name, Dir: st.dir, Scale: &scaleSpec{IDs: st.ids, Ops: max(ops, 1)}})
 	if err != nil {
 		return err

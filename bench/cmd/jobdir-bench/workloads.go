@@ -16,9 +16,9 @@ import (
 // config is what one invocation measures and how hard.
 type config struct {
 	Rounds        int
-	Jobs          int           // jobs per work-off
-	Workers       []int         // worker counts for the work-off
-	Dir           string        // parent of the temporary store directories
+	Jobs          int    // jobs per work-off
+	Workers       []int  // worker counts for the work-off
+	Dir           string // parent of the temporary store directories
 	Only          map[string]bool
 	Systems       []*system
 	InsertFor     time.Duration // how long each insert figure runs

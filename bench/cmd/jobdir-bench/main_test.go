@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets the test binary play a child process: multi-process
+// workloads re-execute the running binary, which is this one under test.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(childMain(spec))
+	}
+	os.Exit(m.Run())
+}
+
+func TestSummarize(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []float64
+		want summary
+	}{
+		{"empty", nil, summary{}},
+		{"one", []float64{3}, summary{N: 1, Median: 3, Min: 3, Max: 3}},
+		{"odd", []float64{5, 1, 3}, summary{N: 3, Median: 3, Min: 1, Max: 5}},
+		{"even", []float64{4, 1, 3, 2}, summary{N: 4, Median: 2.5, Min: 1, Max: 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, summarize(tt.in))
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	vs := make([]float64, 100)
+	for i := range vs {
+		vs[i] = float64(100 - i) // 100 … 1, unsorted on purpose
+	}
+	require.Equal(t, 50.0, percentile(vs, 50))
+	require.Equal(t, 99.0, percentile(vs, 99))
+	require.Equal(t, 100.0, percentile(vs, 100))
+	require.Equal(t, 7.0, percentile([]float64{7}, 99))
+	require.Zero(t, percentile(nil, 50))
+}
+
+func TestFmtNum(t *testing.T) {
+	for in, want := range map[float64]string{
+		1234567: "1,234,567", 999.6: "1,000", 123.4: "123", 12.34: "12.3", 1.234: "1.23", 0.1234: "0.123",
+	} {
+		require.Equal(t, want, fmtNum(in), "fmtNum(%v)", in)
+	}
+}
+
+// TestTargets checks the verdicts against synthetic medians: one target
+// met, one missed, one not measured.
+func TestTargets(t *testing.T) {
+	r := newResults()
+	cfg := &config{Rounds: 1, Workers: []int{10}, ScaleSizes: []int{1000, 100000}}
+	r.add(mInsert16, "jobdir-file", 900)
+	r.add(mInsert16, "goqite-full", 500)
+	r.add(mInsert1, "jobdir-file", 100)
+	r.add(mFloor1, "floor", 1000)
+	rp := &report{r: r, systems: allSystems(), cfg: cfg}
+	got := map[string]string{}
+	for _, tg := range rp.targets() {
+		got[tg.Name] = tg.Met
+	}
+	require.Equal(t, "**met**", got["durable inserts, 16 clients ≥ 1.5× goqite FULL"])
+	require.Equal(t, "missed", got["durable inserts, 1 client ≥ 90% of the floor (1 writer)"])
+	require.Equal(t, "n/a (not measured)", got["batch insert ≥ best durable peer's batch"])
+}
+
+// TestBestPeer checks that the durable store is compared with durable peers
+// only, and that lower wins for a latency.
+func TestBestPeer(t *testing.T) {
+	r := newResults()
+	r.add(mInsert1, "river-full", 100)
+	r.add(mInsert1, "goqite-normal", 900)
+	lat := latencyMetric(false, 50)
+	r.add(lat, "river-full", 30)
+	r.add(lat, "goqite-full", 60)
+	rp := &report{r: r, systems: allSystems(), cfg: &config{Rounds: 1}}
+
+	v, name, ok := rp.bestPeer(mInsert1, true)
+	require.True(t, ok)
+	require.Equal(t, 100.0, v)
+	require.Equal(t, "River SQLite FULL", name)
+	v, _, _ = rp.bestPeer(mInsert1, false)
+	require.Equal(t, 900.0, v)
+	v, name, _ = rp.bestPeer(lat, true)
+	require.Equal(t, 30.0, v)
+	require.Equal(t, "River SQLite FULL", name)
+}
+
+// TestRunSmoke runs the command end to end on small figures: the in-process
+// store and one SQLite peer, in one and in two real processes, and checks
+// the files it writes.
+func TestRunSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real workloads for several seconds")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	err := Run(ctx, []string{
+		"-quick", "-systems", "memstore,goqite-normal", "-only", "insert,batch,workoff,floor",
+		"-jobs", "200", "-dir", t.TempDir(), "-out", out,
+	}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	require.NoError(t, err)
+	require.Equal(t, stdout.String(), string(md))
+	for _, want := range []string{"insert, 1 client", "work off, 10 worker(s) × 2 process(es)", "durable file creates, 4 writers", "jobdir memstore", "goqite SQLite NORMAL"} {
+		require.Contains(t, string(md), want)
+	}
+	require.NotContains(t, string(md), "failed for", "a workload failed:\n%s", md)
+
+	raw, err := os.ReadFile(filepath.Join(out, "results.json"))
+	require.NoError(t, err)
+	var res struct {
+		Series []series `json:"series"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &res))
+	found := map[string]bool{}
+	for _, s := range res.Series {
+		require.NotEmpty(t, s.Values, "%s/%s", s.Metric, s.System)
+		for _, v := range s.Values {
+			require.Positive(t, v, "%s/%s", s.Metric, s.System)
+		}
+		found[s.Metric+"/"+s.System] = true
+	}
+	require.True(t, found["workoff-2p-10w/goqite-normal"], "two-process work-off missing: %v", found)
+	require.True(t, found["workoff-1p-10w/memstore"])
+	require.False(t, found["workoff-2p-10w/memstore"], "memstore cannot be shared by processes")
+
+	svg, err := os.ReadFile(filepath.Join(out, "workoff.svg"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(svg), "<svg"))
+	require.Contains(t, string(svg), "<polyline")
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-only", "nonsense"},
+		{"-systems", "postgres"},
+		{"-workers", "0"},
+		{"-rounds", "0"},
+	} {
+		var stderr bytes.Buffer
+		err := Run(t.Context(), append(args, "-out", t.TempDir()), &bytes.Buffer{}, &stderr)
+		require.Error(t, err, "%v", args)
+	}
+}
