@@ -93,8 +93,14 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	// this claimant is alive, so it is held before the job is visible in
 	// claimed/.
 	h, ok, err := tryLease(s, lp)
-	if err != nil || !ok {
-		return jobstore.Job{}, false, err
+	if err != nil {
+		// A lease lock that cannot be opened (a link or a file of another
+		// owner planted there) must not stop every claim: skip this job.
+		s.log.Warn("filestore: skipping a job whose lease lock cannot be taken", "id", id, "err", err)
+		return jobstore.Job{}, false, nil
+	}
+	if !ok {
+		return jobstore.Job{}, false, nil
 	}
 	claimed := false
 	defer func() {
@@ -103,7 +109,7 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 		}
 	}()
 	unlock, err := s.lockJob(ctx, id, true)
-	if errors.Is(err, jobstore.ErrNotFound) {
+	if errors.Is(err, jobstore.ErrNotFound) || errors.Is(err, jobstore.ErrCorrupt) {
 		s.dropCand(id)
 		return jobstore.Job{}, false, nil
 	}

@@ -176,9 +176,19 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 func (s *Store) checkRecord(ctx context.Context, id string, repair bool, r *Report) error {
 	unlock, err := lockRecord(ctx, s.lockPath(id), repair, true, s.filePerm)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return err
+		}
+		// One lock file that cannot be opened (a planted link, a wrong
+		// owner) is reported; the check goes on with the other jobs.
+		r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: s.lockPath(id), ID: id, Detail: err.Error()})
+		return nil
 	}
 	defer unlock()
+	if fi, err := os.Lstat(s.leasePath(id)); err == nil && !fi.Mode().IsRegular() {
+		r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: s.leasePath(id), ID: id,
+			Detail: fmt.Sprintf("lease lock is not a regular file (%s): the job cannot be claimed", fi.Mode().Type())})
+	}
 	f, err := s.locate(id)
 	if err != nil {
 		return err

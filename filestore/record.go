@@ -72,14 +72,22 @@ type CorruptError struct {
 	Path string
 	// Reason says what is wrong with it.
 	Reason string
+	// Err is the underlying error, if one caused the problem (such as
+	// fs.ErrPermission for a file this process may not read).
+	Err error
 }
 
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("filestore: %s: %s: %s", e.Path, jobstore.ErrCorrupt, e.Reason)
 }
 
-// Unwrap returns jobstore.ErrCorrupt.
-func (e *CorruptError) Unwrap() error { return jobstore.ErrCorrupt }
+// Unwrap returns jobstore.ErrCorrupt, and Err if it is set.
+func (e *CorruptError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{jobstore.ErrCorrupt, e.Err}
+	}
+	return []error{jobstore.ErrCorrupt}
+}
 
 // idFromName returns the job ID of a record file name, or false if the name
 // is not <id>.json with a valid ID.
@@ -114,6 +122,12 @@ func (s *Store) readRecord(path, id string) (envelope, error) {
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return env, &CorruptError{Path: path, Reason: "is a symbolic link (not followed)"}
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			// One file with the wrong owner (say, written by root) must not
+			// stop List, Claim or Fsck: it is reported and skipped like any
+			// record that cannot be read.
+			return env, &CorruptError{Path: path, Reason: "cannot be read: permission denied (check its owner and mode)", Err: err}
 		}
 		return env, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -257,6 +258,11 @@ func (s *Store) lockJob(ctx context.Context, id string, exclusive bool) (func(),
 	unlock, err := lockRecord(ctx, s.lockPath(id), exclusive, false, s.filePerm)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		// A link planted as the lock file: reported like a corrupt record,
+		// so that List and Claim skip this one job and go on.
+		return nil, &CorruptError{Path: s.lockPath(id), Reason: "lock file is a symbolic link (not followed)", Err: err}
 	}
 	return unlock, err
 }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -205,14 +206,22 @@ func (s *Store) removeKeyFile(hash, id string) error {
 // readKeyFile reads a key file: the first record of the job that owns the
 // key (a hard link made at submit).
 func (s *Store) readKeyFile(p string) (envelope, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	// O_NONBLOCK: a FIFO planted here must not block the open.
+	f, err := os.OpenFile(p, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return envelope{}, err
 		}
-		return envelope{}, &CorruptError{Path: p, Reason: err.Error()}
+		return envelope{}, &CorruptError{Path: p, Reason: err.Error(), Err: err}
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return envelope{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return envelope{}, &CorruptError{Path: p, Reason: fmt.Sprintf("is not a regular file (%s)", fi.Mode().Type())}
+	}
 	data, err := io.ReadAll(io.LimitReader(f, s.maxRecord()+1))
 	if err != nil {
 		return envelope{}, err
