@@ -1,0 +1,854 @@
+package filestore
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Hostile inputs: what a careless or malicious caller, a confused operator
+// or a second program sharing the volume can do to a store. Each test works
+// on a real store in a temporary directory and checks that the store
+// refuses clearly, touches nothing outside its directory, follows no
+// symbolic link and keeps serving the jobs that are fine.
+
+// badIDs are strings passed where a job ID is expected.
+var badIDs = []string{
+	"",
+	".",
+	"..",
+	"../x",
+	"a/b",
+	"/etc/passwd",
+	"../../../../../../../../etc/passwd",
+	"\x00",
+	"01KB7Y3R6X8QJ0A7Z2M4N5P6Q\x00",
+	"01KB7Y3R6X8QJ0A7Z2M4N5P6Q7\x00",
+	"01KB7Y3R6X8QJ0A7Z2M4N5P6Q/",
+	"01KB7Y3R6X8QJ0A7Z2M4N5P6Q7/..",
+	"../queued/01KB7Y3R6X8QJ0A7Z2M4N5P6Q7",
+	"01KB7Y3R6X8QJ0A7Z2M4N5P6Q7.json",
+	"01KB7Y3R6X8QJ0A7Z2M4N5P6Q7\n",
+	"01kb7y3r6x8qj0a7z2m4n5p6q7", // lower case is not canonical
+	"81KB7Y3R6X8QJ0A7Z2M4N5P6Q7", // overflows the timestamp
+	"01KB7Y3R6X8QJ0A7Z2M4N5P6QI", // I is not Crockford base32
+	"О1KB7Y3R6X8QJ0A7Z2M4N5P6Q7", // Cyrillic capital O for 0
+	"０1KB7Y3R6X8QJ0A7Z2M4N5P6Q7", // fullwidth digit zero
+	"０１ＫＢ７Ｙ３Ｒ６Ｘ８ＱＪ０Ａ７Ｚ２Ｍ４Ｎ５Ｐ６Ｑ７", // all fullwidth
+	"01KB7Y3R6X8QJ0A7Z2M4N5P6Qⅶ", // Roman numeral seven
+	"01ΚΒ7Y3R6X8QJ0A7Z2M4N5P6Q7", // Greek Kappa and Beta
+	"%2e%2e%2fx",
+	"..\\..\\x",
+	strings.Repeat("0", 10000),
+}
+
+// TestHostileIDsTouchNothing passes bad IDs to every operation that takes
+// one: each is refused with ErrInvalidID, and no file in or around the
+// store appears, changes or disappears.
+func TestHostileIDsTouchNothing(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "store")
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	job, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "k"})
+	require.NoError(t, err)
+	before := snapshotTree(t, parent)
+	passwd, err := os.Stat("/etc/passwd")
+	passwdOK := err == nil
+
+	for _, id := range badIDs {
+		name := fmt.Sprintf("%.40q", id)
+		_, err := s.Get(ctx, id)
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, "get %s", name)
+		_, err = s.Cancel(ctx, id)
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, "cancel %s", name)
+		_, err = s.Retry(ctx, id)
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, "retry %s", name)
+		_, err = s.Wait(ctx, id)
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, "wait %s", name)
+		_, err = s.Complete(ctx, jobstore.Lease{ID: id, Worker: "w", Attempt: 1}, jobstore.Succeeded(nil))
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, "complete %s", name)
+		err = s.WatchCancel(ctx, jobstore.Lease{ID: id, Worker: "w", Attempt: 1})
+		require.ErrorIs(t, err, jobstore.ErrInvalidID, "watch cancel %s", name)
+		if id != "" {
+			_, err = s.List(ctx, jobstore.ListOptions{Cursor: id})
+			require.ErrorIs(t, err, jobstore.ErrInvalidID, "list cursor %s", name)
+		}
+		require.Less(t, len(err.Error()), 512, "the error quotes a bounded part of the ID")
+	}
+
+	// Other strings that end up near paths or logs.
+	for _, tc := range []struct {
+		name string
+		spec jobstore.Spec
+	}{
+		{"10,000-byte key", jobstore.Spec{Kind: "k", Key: strings.Repeat("k", 10000)}},
+		{"key one byte over", jobstore.Spec{Kind: "k", Key: strings.Repeat("k", jobstore.MaxKeyLen+1)}},
+		{"key with NUL", jobstore.Spec{Kind: "k", Key: "a\x00b"}},
+		{"key with newline", jobstore.Spec{Kind: "k", Key: "a\nb"}},
+		{"key not UTF-8", jobstore.Spec{Kind: "k", Key: "\xff\xfe"}},
+		{"kind with NUL", jobstore.Spec{Kind: "k\x00"}},
+		{"kind with a space", jobstore.Spec{Kind: "rm -rf"}},
+		{"10,000-byte kind", jobstore.Spec{Kind: strings.Repeat("k", 10000)}},
+	} {
+		_, _, err := s.Submit(ctx, tc.spec)
+		require.ErrorIs(t, err, jobstore.ErrInvalidInput, tc.name)
+		require.Less(t, len(err.Error()), 512, tc.name)
+	}
+	for _, w := range []string{"", "a b", "w\x00", "w\n", strings.Repeat("w", 10000), "wörker"} {
+		_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: w})
+		require.ErrorIs(t, err, jobstore.ErrInvalidInput, "worker %.40q", w)
+	}
+	// Kinds are never paths, so "/" and "." are allowed in them; spaces,
+	// NUL and other bytes are not.
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"k\x00"}})
+	require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+	_, err = s.List(ctx, jobstore.ListOptions{Kind: "a b"})
+	require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+	_, err = s.List(ctx, jobstore.ListOptions{States: []jobstore.State{"../queued"}})
+	require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+
+	require.Equal(t, before, snapshotTree(t, parent), "the tree around the store changed")
+	if passwdOK {
+		after, err := os.Stat("/etc/passwd")
+		require.NoError(t, err)
+		require.Equal(t, passwd.ModTime(), after.ModTime())
+		require.Equal(t, passwd.Size(), after.Size())
+	}
+	got, err := s.Get(ctx, job.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, got.State)
+}
+
+// TestHostileKeysStayInKeysDir submits keys that look like paths and keys
+// that look like each other: each gets its own job, every key file is
+// directly inside keys/, and nothing is created outside the store.
+func TestHostileKeysStayInKeysDir(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "store")
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	keys := []string{
+		"../../x", "/etc/passwd", "a/b", "..", ".", "keys/../../../x",
+		"order-0", "order-О", "order-０", "order-O", // digit zero, Cyrillic O, fullwidth zero, Latin O
+		"\u202egnp.exe", "ключ", strings.Repeat("k", jobstore.MaxKeyLen),
+	}
+	ids := map[string]string{}
+	for _, k := range keys {
+		j, created, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: k})
+		require.NoError(t, err, "%.40q", k)
+		require.True(t, created, "%.40q", k)
+		require.NotContains(t, slices.Collect(mapValues(ids)), j.ID, "look-alike keys must not share a job")
+		ids[k] = j.ID
+	}
+	for _, k := range keys {
+		j, created, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: k})
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, ids[k], j.ID, "%.40q", k)
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, dirKeys))
+	require.NoError(t, err)
+	require.Len(t, ents, len(keys))
+	for _, e := range ents {
+		require.True(t, e.Type().IsRegular(), e.Name())
+		require.Len(t, e.Name(), 64+len(recordExt))
+	}
+	top, err := os.ReadDir(parent)
+	require.NoError(t, err)
+	require.Len(t, top, 1, "only the store directory is in its parent")
+	var stray []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if strings.Contains(filepath.Base(p), "passwd") || filepath.Base(p) == "x" || filepath.Base(p) == "b" {
+			stray = append(stray, p)
+		}
+		return err
+	}))
+	require.Empty(t, stray)
+}
+
+func mapValues(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for _, v := range m {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
+
+// TestHostilePayloadAtLimit: a payload or result of exactly the limit is
+// accepted and returned byte for byte; one byte more is refused with
+// ErrPayloadTooLarge and leaves nothing behind. It checks a small limit and
+// the default one.
+func TestHostilePayloadAtLimit(t *testing.T) {
+	for _, limit := range []int{4096, 0} {
+		t.Run(fmt.Sprint("limit=", limit), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openAt(t, dir, &Options{NoSync: true, MaxPayload: limit})
+			ctx := t.Context()
+			n := limit
+			if n == 0 {
+				n = jobstore.DefaultMaxPayload
+			}
+			exact := jsonString(n)
+			over := jsonString(n + 1)
+			require.Len(t, exact, n)
+
+			j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Payload: exact})
+			require.NoError(t, err)
+			got, err := s.Get(ctx, j.ID)
+			require.NoError(t, err)
+			require.Equal(t, string(exact), string(got.Payload))
+
+			before := snapshotTree(t, dir)
+			_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "k", Payload: over})
+			require.ErrorIs(t, err, jobstore.ErrPayloadTooLarge)
+			_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "big", Payload: over})
+			require.ErrorIs(t, err, jobstore.ErrPayloadTooLarge)
+			require.Equal(t, before, snapshotTree(t, dir), "a refused submit leaves nothing behind")
+
+			c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+			require.NoError(t, err)
+			_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(over))
+			require.ErrorIs(t, err, jobstore.ErrPayloadTooLarge)
+			still, err := s.Get(ctx, c.ID)
+			require.NoError(t, err)
+			require.True(t, still.Holds(c.Lease()), "a refused result leaves the attempt running")
+			done, err := s.Complete(ctx, c.Lease(), jobstore.Succeeded(exact))
+			require.NoError(t, err)
+			require.Equal(t, jobstore.StateSucceeded, done.State)
+			got, err = s.Get(ctx, c.ID)
+			require.NoError(t, err)
+			require.Equal(t, string(exact), string(got.Result))
+		})
+	}
+}
+
+// jsonString returns a JSON string value of exactly n bytes.
+func jsonString(n int) json.RawMessage {
+	return json.RawMessage(`"` + strings.Repeat("x", n-2) + `"`)
+}
+
+// outsideFile is a file outside the store that a planted symbolic link
+// points to, and what it held.
+type outsideFile struct {
+	path string
+	data []byte
+	info os.FileInfo
+}
+
+func plantOutside(t *testing.T, dir, name string, data []byte) outsideFile {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(p, old, old))
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	return outsideFile{path: p, data: data, info: fi}
+}
+
+// requireUntouched checks that the file was not written, truncated,
+// renamed over, removed or re-moded through the link.
+func (o outsideFile) requireUntouched(t *testing.T) {
+	t.Helper()
+	data, err := os.ReadFile(o.path)
+	require.NoError(t, err, "the link's target is gone")
+	require.Equal(t, string(o.data), string(data), "the link's target was written")
+	fi, err := os.Stat(o.path)
+	require.NoError(t, err)
+	require.True(t, os.SameFile(o.info, fi), "the link's target was replaced")
+	require.Equal(t, o.info.Mode(), fi.Mode())
+	require.Equal(t, o.info.ModTime(), fi.ModTime())
+}
+
+// recordBytes returns the record file a store would write for j.
+func recordBytes(t *testing.T, j jobstore.Job, rev int64) []byte {
+	t.Helper()
+	data, err := encodeRecord(envelope{Rev: rev, Job: j})
+	require.NoError(t, err)
+	return data
+}
+
+// TestHostileSymlinks plants a symbolic link pointing outside the store in
+// each of its subdirectories, named as the store would name its own file,
+// with a target that would pass for the real thing. The store never
+// follows one and never writes through one: every operation that meets it
+// refuses clearly or skips it, Fsck reports it (and with repair leaves the
+// target alone), and the good jobs keep working.
+func TestHostileSymlinks(t *testing.T) {
+	now := time.Now().Add(-time.Hour).UTC()
+	newJob := func(st jobstore.State, key string) jobstore.Job {
+		j := jobstore.NewJob(jobstore.Spec{Kind: "k", Key: key}, now)
+		j.State = st
+		switch st {
+		case jobstore.StateRunning:
+			j.Attempt, j.Worker, j.StartedAt = 1, "gone", now
+		case jobstore.StateSucceeded:
+			j.Attempt, j.FinishedAt = 1, now
+		}
+		return j
+	}
+	type env struct {
+		s           *Store
+		dir         string
+		good, spare jobstore.Job
+		outside     string
+	}
+	cases := []struct {
+		name string
+		// plant creates the link and the file it points to, and returns
+		// the link's path and the target.
+		plant func(t *testing.T, e env) (string, outsideFile)
+		// use exercises the store on it.
+		use func(t *testing.T, e env, link string)
+		// fsck is the problem Fsck (with repair) must report at the link,
+		// and repaired whether it removes the link.
+		fsck     ProblemKind
+		repaired bool
+	}{
+		{
+			name: "queued",
+			plant: func(t *testing.T, e env) (string, outsideFile) {
+				j := newJob(jobstore.StateQueued, "")
+				o := plantOutside(t, e.outside, "queued.json", recordBytes(t, j, 1))
+				link := e.s.recordPath(dirQueued, j.ID)
+				require.NoError(t, os.Symlink(o.path, link))
+				require.NoError(t, os.WriteFile(e.s.lockPath(j.ID), nil, 0o600))
+				return link, o
+			},
+			use: func(t *testing.T, e env, link string) {
+				id := strings.TrimSuffix(filepath.Base(link), recordExt)
+				requireCorruptAt(t, link, func() error { _, err := e.s.Get(t.Context(), id); return err })
+				requireCorruptAt(t, link, func() error { _, err := e.s.Cancel(t.Context(), id); return err })
+				requireCorruptAt(t, link, func() error { _, err := e.s.Retry(t.Context(), id); return err })
+				requireClaimsOnly(t, e.s, e.good.ID)
+			},
+			fsck: ProblemCorrupt,
+		},
+		{
+			name: "claimed",
+			plant: func(t *testing.T, e env) (string, outsideFile) {
+				j := newJob(jobstore.StateRunning, "")
+				o := plantOutside(t, e.outside, "claimed.json", recordBytes(t, j, 2))
+				link := e.s.recordPath(dirClaimed, j.ID)
+				require.NoError(t, os.Symlink(o.path, link))
+				require.NoError(t, os.WriteFile(e.s.lockPath(j.ID), nil, 0o600))
+				return link, o
+			},
+			use: func(t *testing.T, e env, link string) {
+				id := strings.TrimSuffix(filepath.Base(link), recordExt)
+				// Its "worker" is dead: recovery must look at it and leave
+				// it alone rather than write the recovered job through it.
+				_, err := e.s.recoverDead(t.Context(), true)
+				require.NoError(t, err)
+				requireCorruptAt(t, link, func() error { _, err := e.s.Cancel(t.Context(), id); return err })
+				requireClaimsOnly(t, e.s, e.good.ID)
+			},
+			fsck: ProblemCorrupt,
+		},
+		{
+			name: "done",
+			plant: func(t *testing.T, e env) (string, outsideFile) {
+				j := newJob(jobstore.StateSucceeded, "")
+				o := plantOutside(t, e.outside, "done.json", recordBytes(t, j, 3))
+				link := e.s.recordPath(dirDone, j.ID)
+				require.NoError(t, os.Symlink(o.path, link))
+				require.NoError(t, os.WriteFile(e.s.lockPath(j.ID), nil, 0o600))
+				return link, o
+			},
+			use: func(t *testing.T, e env, link string) {
+				id := strings.TrimSuffix(filepath.Base(link), recordExt)
+				requireCorruptAt(t, link, func() error { _, err := e.s.Retry(t.Context(), id); return err })
+				// An old finished job: prune must not delete the target.
+				_, err := e.s.Prune(t.Context(), 0)
+				require.NoError(t, err)
+			},
+			fsck: ProblemCorrupt,
+		},
+		{
+			name: "keys",
+			plant: func(t *testing.T, e env) (string, outsideFile) {
+				j := newJob(jobstore.StateQueued, "planted")
+				o := plantOutside(t, e.outside, "key.json", recordBytes(t, j, 1))
+				link := e.s.keyPath(keyName("planted"))
+				require.NoError(t, os.Symlink(o.path, link))
+				return link, o
+			},
+			use: func(t *testing.T, e env, link string) {
+				requireCorruptAt(t, link, func() error {
+					_, _, err := e.s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "planted"})
+					return err
+				})
+			},
+			fsck: ProblemCorrupt,
+		},
+		{
+			name: "locks",
+			plant: func(t *testing.T, e env) (string, outsideFile) {
+				// The good job's record lock.
+				o := plantOutside(t, e.outside, "lock", []byte("not a lock\n"))
+				link := e.s.lockPath(e.good.ID)
+				require.NoError(t, os.Remove(link))
+				require.NoError(t, os.Symlink(o.path, link))
+				return link, o
+			},
+			use: func(t *testing.T, e env, link string) {
+				requireCorruptAt(t, link, func() error { _, err := e.s.Get(t.Context(), e.good.ID); return err })
+				requireCorruptAt(t, link, func() error { _, err := e.s.Cancel(t.Context(), e.good.ID); return err })
+				requireClaimsOnly(t, e.s, e.spare.ID)
+				page, err := e.s.List(t.Context(), jobstore.ListOptions{})
+				require.NoError(t, err)
+				require.Len(t, page.Errors, 1)
+				requireCorruptAt(t, link, func() error { return page.Errors[0] })
+			},
+			fsck: ProblemCorrupt,
+		},
+		{
+			name: "lease",
+			plant: func(t *testing.T, e env) (string, outsideFile) {
+				// The good job's lease lock.
+				o := plantOutside(t, e.outside, "lease", []byte("not a lease\n"))
+				link := e.s.leasePath(e.good.ID)
+				require.NoError(t, os.Symlink(o.path, link))
+				return link, o
+			},
+			use: func(t *testing.T, e env, link string) {
+				requireClaimsOnly(t, e.s, e.spare.ID)
+				_, err := e.s.recoverDead(t.Context(), true)
+				require.NoError(t, err)
+			},
+			fsck: ProblemCorrupt,
+		},
+		{
+			name: "tmp",
+			plant: func(t *testing.T, e env) (string, outsideFile) {
+				// The staging directory of a Store that is gone, except
+				// that it is a link to a directory outside with a file in
+				// it.
+				target := filepath.Join(e.outside, "stage")
+				require.NoError(t, os.Mkdir(target, 0o700))
+				o := plantOutside(t, target, "precious", []byte("keep me\n"))
+				link := filepath.Join(e.dir, dirTmp, jobstore.NewID(now))
+				require.NoError(t, os.Symlink(target, link))
+				require.NoError(t, os.WriteFile(link+recordLock, nil, 0o600))
+				// And a link to a file, as a stray temp file.
+				require.NoError(t, os.WriteFile(filepath.Join(e.outside, "stray"), []byte("keep me too\n"), 0o644))
+				require.NoError(t, os.Symlink(filepath.Join(e.outside, "stray"), filepath.Join(e.dir, dirTmp, ".new.1.2.3")))
+				return link, o
+			},
+			use: func(t *testing.T, e env, link string) {
+				stray := filepath.Join(e.dir, dirTmp, ".new.1.2.3")
+				r, err := e.s.Fsck(t.Context(), true)
+				require.NoError(t, err)
+				require.True(t, slices.ContainsFunc(r.Problems, func(p Problem) bool {
+					return p.Kind == ProblemTempFile && p.Path == stray && p.Repaired
+				}), "%v", r.Problems)
+				require.True(t, slices.ContainsFunc(r.Problems, func(p Problem) bool {
+					return p.Kind == ProblemTempFile && p.Path == link && p.Repaired
+				}), "%v", r.Problems)
+				_, err = os.Lstat(stray)
+				require.ErrorIs(t, err, fs.ErrNotExist)
+				data, err := os.ReadFile(filepath.Join(e.outside, "stray"))
+				require.NoError(t, err)
+				require.Equal(t, "keep me too\n", string(data))
+			},
+			fsck:     ProblemTempFile,
+			repaired: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "store")
+			outside := filepath.Join(parent, "outside")
+			require.NoError(t, os.Mkdir(outside, 0o755))
+			s, err := Open(t.Context(), dir, &Options{NoSync: true})
+			require.NoError(t, err)
+			defer s.Close()
+			good, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "good", Priority: 1})
+			require.NoError(t, err)
+			e := env{s: s, dir: dir, good: good, outside: outside}
+			if tc.name == "locks" || tc.name == "lease" {
+				// A second job, to show that claims go on past the bad one.
+				e.spare, _, err = s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+				require.NoError(t, err)
+			}
+			link, target := tc.plant(t, e)
+			outsideBefore := snapshotTree(t, outside)
+
+			tc.use(t, e, link)
+			_, err = s.List(t.Context(), jobstore.ListOptions{})
+			require.NoError(t, err)
+			r, err := s.Fsck(t.Context(), true)
+			require.NoError(t, err)
+			if tc.repaired {
+				// Reported by the Fsck in use above.
+				_, err := os.Lstat(link)
+				require.ErrorIs(t, err, fs.ErrNotExist, "the link is removed, not followed")
+			} else {
+				require.True(t, slices.ContainsFunc(r.Problems, func(p Problem) bool {
+					return p.Kind == tc.fsck && p.Path == link && !p.Repaired
+				}), "fsck does not report %s at %s: %v", tc.fsck, link, r.Problems)
+			}
+			target.requireUntouched(t)
+			require.Equal(t, outsideBefore, snapshotTree(t, outside))
+
+			// Once the link is gone the store is whole again.
+			require.NoError(t, s.Close())
+			_ = os.Remove(link)
+			if tc.name == "locks" {
+				require.NoError(t, os.WriteFile(link, nil, 0o600))
+			}
+			requireConsistent(t, dir)
+			target.requireUntouched(t)
+		})
+	}
+
+	// A state directory that is itself a link is refused at open.
+	t.Run("state directory", func(t *testing.T) {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "store")
+		s, err := Open(t.Context(), dir, &Options{NoSync: true})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		outside := filepath.Join(parent, "outside")
+		require.NoError(t, os.Mkdir(outside, 0o700))
+		for _, d := range []string{dirQueued, dirClaimed, dirDone, dirKeys, dirLocks, dirTmp} {
+			p := filepath.Join(dir, d)
+			require.NoError(t, os.Rename(p, p+".real"))
+			require.NoError(t, os.Symlink(outside, p))
+			_, err := Open(t.Context(), dir, &Options{NoSync: true})
+			require.Error(t, err, d)
+			require.Contains(t, err.Error(), p)
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, os.Rename(p+".real", p))
+		}
+		ents, err := os.ReadDir(outside)
+		require.NoError(t, err)
+		require.Empty(t, ents, "nothing was created through a linked state directory")
+		requireConsistent(t, dir)
+	})
+}
+
+// requireCorruptAt requires fn to fail with a *CorruptError naming path.
+func requireCorruptAt(t *testing.T, path string, fn func() error) {
+	t.Helper()
+	err := fn()
+	require.ErrorIs(t, err, jobstore.ErrCorrupt)
+	var ce *CorruptError
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.Equal(t, path, ce.Path)
+}
+
+// requireClaimsOnly claims until ErrNoJob and requires exactly job id to
+// have been claimed, then completes it.
+func requireClaimsOnly(t *testing.T, s *Store, id string) {
+	t.Helper()
+	j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.Equal(t, id, j.ID)
+	_, err = s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
+	_, err = s.Complete(t.Context(), j.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+}
+
+// TestHostileRecordIsDirectory replaces a queued record, a finished record
+// and a key file with directories holding a file. Every operation on them
+// reports a *CorruptError naming the path; nothing removes them, not even
+// Fsck with repair or Prune; the store opens and serves the other jobs.
+func TestHostileRecordIsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(t.Context(), dir, &Options{NoSync: true})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := t.Context()
+	queued, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "q"})
+	require.NoError(t, err)
+	finished, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	_, err = s.Cancel(ctx, finished.ID)
+	require.NoError(t, err)
+	good, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+
+	toDir := func(p string) {
+		require.NoError(t, os.Remove(p))
+		require.NoError(t, os.Mkdir(p, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(p, "inside"), []byte("x"), 0o600))
+	}
+	qp := s.recordPath(dirQueued, queued.ID)
+	dp := s.recordPath(dirDone, finished.ID)
+	kp := s.keyPath(keyName("q"))
+	toDir(qp)
+	toDir(dp)
+	toDir(kp)
+	// A FIFO, which blocks a reader that opens it without O_NONBLOCK, as
+	// a record and as a key file.
+	fifoJob, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "fifo"})
+	require.NoError(t, err)
+	fp := s.recordPath(dirQueued, fifoJob.ID)
+	fkp := s.keyPath(keyName("fifo"))
+	for _, p := range []string{fp, fkp} {
+		require.NoError(t, os.Remove(p))
+		require.NoError(t, syscall.Mkfifo(p, 0o600))
+	}
+	s.mu.Lock()
+	clear(s.keys) // as in another process, which has not seen this key yet
+	s.mu.Unlock()
+
+	requireCorruptAt(t, qp, func() error { _, err := s.Get(ctx, queued.ID); return err })
+	requireCorruptAt(t, qp, func() error { _, err := s.Cancel(ctx, queued.ID); return err })
+	requireCorruptAt(t, dp, func() error { _, err := s.Retry(ctx, finished.ID); return err })
+	requireCorruptAt(t, dp, func() error { _, err := s.Wait(ctx, finished.ID); return err })
+	requireCorruptAt(t, kp, func() error {
+		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "q"})
+		return err
+	})
+	requireCorruptAt(t, fp, func() error { _, err := s.Get(ctx, fifoJob.ID); return err })
+	requireCorruptAt(t, fkp, func() error {
+		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "fifo"})
+		return err
+	})
+	requireClaimsOnly(t, s, good.ID)
+
+	page, err := s.List(ctx, jobstore.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 1)
+	require.Len(t, page.Errors, 3)
+	n, err := s.Prune(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only the good job is pruned")
+
+	r, err := s.Fsck(ctx, true)
+	require.NoError(t, err)
+	for _, p := range []string{qp, dp, kp, fp, fkp} {
+		require.True(t, slices.ContainsFunc(r.Problems, func(pr Problem) bool {
+			return pr.Kind == ProblemCorrupt && pr.Path == p && !pr.Repaired
+		}), "fsck does not report %s: %v", p, r.Problems)
+	}
+	require.NoError(t, s.Close())
+
+	s2, err := Open(ctx, dir, &Options{NoSync: true})
+	require.NoError(t, err)
+	defer s2.Close()
+	for _, p := range []string{qp, dp, kp} {
+		data, err := os.ReadFile(filepath.Join(p, "inside"))
+		require.NoError(t, err, "%s was removed", p)
+		require.Equal(t, "x", string(data))
+	}
+	j, _, err := s2.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	_, err = s2.Get(ctx, j.ID)
+	require.NoError(t, err)
+}
+
+// Child processes of the hostile tests re-run this test binary with
+// -test.run selecting the test and hostileChildEnv set to the role; the
+// test then plays the child and prints "RESULT <json>" lines.
+const (
+	hostileChildEnv = "FILESTORE_HOSTILE_CHILD"
+	hostileDirEnv   = "FILESTORE_HOSTILE_DIR"
+	hostileIDEnv    = "FILESTORE_HOSTILE_ID"
+)
+
+// opResult is one operation's outcome as a child reports it.
+type opResult struct {
+	Op         string `json:"op"`
+	Err        string `json:"err,omitempty"`
+	Permission bool   `json:"permission,omitempty"`
+	Corrupt    bool   `json:"corrupt,omitempty"`
+	NotFound   bool   `json:"not_found,omitempty"`
+	NotExist   bool   `json:"not_exist,omitempty"`
+	ReadOnly   bool   `json:"read_only,omitempty"`
+	NoSpace    bool   `json:"no_space,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+}
+
+func report(op string, err error, detail string) {
+	r := opResult{Op: op, Detail: detail}
+	if err != nil {
+		r.Err = err.Error()
+		r.Permission = errors.Is(err, fs.ErrPermission)
+		r.Corrupt = errors.Is(err, jobstore.ErrCorrupt)
+		r.NotFound = errors.Is(err, jobstore.ErrNotFound)
+		r.NotExist = errors.Is(err, fs.ErrNotExist)
+		r.ReadOnly = errors.Is(err, syscall.EROFS)
+		r.NoSpace = errors.Is(err, syscall.ENOSPC)
+	}
+	data, _ := json.Marshal(r)
+	fmt.Printf("RESULT %s\n", data)
+}
+
+// childResults parses a child's output into its results by operation.
+func childResults(t *testing.T, out string) map[string]opResult {
+	t.Helper()
+	res := map[string]opResult{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "RESULT ")
+		if !ok {
+			continue
+		}
+		var r opResult
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		res[r.Op] = r
+	}
+	return res
+}
+
+// unprivileged prepares to run this test binary as uid and gid 65534
+// (nobody): it skips the test unless running as root, and returns a
+// directory that user can enter and a copy of the test binary it can run.
+func unprivileged(t *testing.T) (base, bin string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start a child process as another user")
+	}
+	base, err := os.MkdirTemp("", "filestore-hostile-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	require.NoError(t, os.Chmod(base, 0o755))
+	self, err := os.Executable()
+	require.NoError(t, err)
+	data, err := os.ReadFile(self)
+	require.NoError(t, err)
+	bin = filepath.Join(base, "filestore.test")
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	return base, bin
+}
+
+// runAsNobody runs the test named test in the binary bin as uid 65534 with
+// role and env, and returns its output. It skips the test if the system
+// does not let it switch users.
+func runAsNobody(t *testing.T, bin, test, role string, env ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, "-test.run=^"+test+"$", "-test.v")
+	cmd.Dir = filepath.Dir(bin)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", hostileChildEnv + "=" + role}, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Skipf("cannot start a child process as uid 65534: %v", err)
+	}
+	require.NoError(t, err, "child failed:\n%s", out)
+	require.NotContains(t, string(out), "panic:", "the child crashed:\n%s", out)
+	return string(out)
+}
+
+// TestHostileUnreadableRecord: a record owned by root with mode 0000, read
+// by a process that is not root. Open, Get, List, Claim, Cancel and Fsck
+// all keep running and say which file they cannot read; the other jobs
+// are served.
+func TestHostileUnreadableRecord(t *testing.T) {
+	if os.Getenv(hostileChildEnv) == "unreadable" {
+		unreadableChild(t)
+		return
+	}
+	base, bin := unprivileged(t)
+	dir := filepath.Join(base, "store")
+	s, err := Open(t.Context(), dir, &Options{NoSync: true})
+	require.NoError(t, err)
+	locked, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	good, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, chownTree(dir, 65534, 65534))
+	rp := s.recordPath(dirQueued, locked.ID)
+	require.NoError(t, os.Chown(rp, 0, 0))
+	require.NoError(t, os.Chmod(rp, 0))
+
+	out := runAsNobody(t, bin, "TestHostileUnreadableRecord", "unreadable",
+		hostileDirEnv+"="+dir, hostileIDEnv+"="+locked.ID)
+	res := childResults(t, out)
+	t.Logf("child:\n%s", out)
+
+	require.Empty(t, res["open"].Err, "open")
+	for _, op := range []string{"get", "cancel"} {
+		r := res[op]
+		require.True(t, r.Permission, "%s: %+v", op, r)
+		require.True(t, r.Corrupt, "%s: %+v", op, r)
+		require.Contains(t, r.Err, rp, "%s names the file", op)
+		require.Contains(t, r.Err, "permission denied")
+	}
+	require.Empty(t, res["list"].Err, "one unreadable record does not stop List")
+	require.Contains(t, res["list"].Detail, good.ID)
+	require.Contains(t, res["list"].Detail, rp, "list reports the file it skipped")
+	require.Empty(t, res["claim"].Err, "claim takes the readable job")
+	require.Equal(t, good.ID, res["claim"].Detail)
+	require.Empty(t, res["complete"].Err)
+	require.Empty(t, res["fsck"].Err, "one unreadable record does not stop Fsck")
+	require.Contains(t, res["fsck"].Detail, "corrupt: "+rp, "fsck names the file")
+
+	// The record is untouched.
+	fi, err := os.Stat(rp)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0), fi.Mode().Perm())
+}
+
+func unreadableChild(t *testing.T) {
+	ctx := t.Context()
+	dir, id := os.Getenv(hostileDirEnv), os.Getenv(hostileIDEnv)
+	s, err := Open(ctx, dir, &Options{NoSync: true})
+	report("open", err, "")
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	_, err = s.Get(ctx, id)
+	report("get", err, "")
+	_, err = s.Cancel(ctx, id)
+	report("cancel", err, "")
+	page, err := s.List(ctx, jobstore.ListOptions{})
+	var detail []string
+	for _, j := range page.Jobs {
+		detail = append(detail, j.ID)
+	}
+	for _, e := range page.Errors {
+		detail = append(detail, e.Error())
+	}
+	report("list", err, strings.Join(detail, "; "))
+	j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "nobody"})
+	report("claim", err, j.ID)
+	if err == nil {
+		_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+		report("complete", err, "")
+	}
+	r, err := s.Fsck(ctx, false)
+	var probs []string
+	for _, p := range r.Problems {
+		probs = append(probs, p.String())
+	}
+	report("fsck", err, strings.Join(probs, "; "))
+}
+
+func chownTree(root string, uid, gid int) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+var _ = context.Background
