@@ -81,7 +81,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Dir:           *dir,
 		InsertFor:     2 * time.Second,
 		WorkoffLimit:  *limit,
-		LatencyN:      200,
+		LatencyN:      100,
 		LoadRate:      *load,
 		CancelN:       30,
 		KillN:         5,
@@ -109,10 +109,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			c.Workers = []int{10}
 		}
 		if !set["workoff-limit"] {
-			c.WorkoffLimit = 10 * time.Second
+			c.WorkoffLimit = 5 * time.Second
 		}
 		if !set["scale"] {
-			c.ScaleSizes = []int{1000, 5000}
+			c.ScaleSizes = []int{300, 1500}
 		}
 	}
 	if c.Rounds < 1 || c.Jobs < 1 || len(c.Workers) == 0 || c.LoadRate < 1 {

@@ -272,15 +272,15 @@ func (rp *report) targets() []target {
 		} {
 			a, okA := rp.median(p.lo.ID, fs)
 			b, okB := rp.median(p.hi.ID, fs)
-			name := fmt.Sprintf("%s at %dk within 1.5× of %dk", p.name, hi/1000, lo/1000)
+			name := fmt.Sprintf("%s at %s jobs within 1.5× of %s", p.name, sizeLabel(hi), sizeLabel(lo))
 			if !okA || !okB || a == 0 {
 				add(name, "—", false, false)
 				continue
 			}
 			add(name, fmt.Sprintf("%s → %s %s = %.2f×", fmtNum(a), fmtNum(b), p.lo.Unit, b/a), b/a <= 1.5, true)
 		}
-		below(fmt.Sprintf("open at %dk jobs < 1 s", hi/1000), oh, fs, 1000, "ms")
-		below(fmt.Sprintf("peak RSS at %dk jobs < 100 MiB", hi/1000), rh, fs, 100, "MiB")
+		below(fmt.Sprintf("open at %s jobs < 1 s", sizeLabel(hi)), oh, fs, 1000, "ms")
+		below(fmt.Sprintf("peak RSS at %s jobs < 100 MiB", sizeLabel(hi)), rh, fs, 100, "MiB")
 	}
 	return ts
 }

@@ -38,14 +38,27 @@ type scaleResult struct {
 }
 
 func scaleMetrics(n int) (get, cc, list, open, rss metric) {
-	size := fmt.Sprintf("%dk", n/1000)
-	o := 200 + n/1000
-	get = metric{ID: "scale-get-" + size, Title: "get, " + size + " jobs in store", Unit: "µs", Group: "scale", Order: o}
-	cc = metric{ID: "scale-cc-" + size, Title: "claim+complete, " + size + " jobs in store", Unit: "ms", Group: "scale", Order: o}
-	list = metric{ID: "scale-list-" + size, Title: "list 100 queued, " + size + " jobs in store", Unit: "ms", Group: "scale", Order: o}
-	open = metric{ID: "scale-open-" + size, Title: "open, " + size + " jobs in store", Unit: "ms", Group: "scale", Order: o}
-	rss = metric{ID: "scale-rss-" + size, Title: "peak RSS, " + size + " jobs in store", Unit: "MiB", Group: "scale", Order: o}
-	return get, cc, list, open, rss
+	size := sizeLabel(n)
+	mk := func(kind int, id, title, unit string) metric {
+		return metric{ID: "scale-" + id + "-" + size, Title: title + ", " + size + " jobs in store", Unit: unit, Group: "scale", Order: kind*100_000_000 + n}
+	}
+	return mk(1, "get", "get", "µs"),
+		mk(2, "cc", "claim+complete", "ms"),
+		mk(3, "list", "list 100 queued", "ms"),
+		mk(4, "open", "open", "ms"),
+		mk(5, "rss", "peak RSS", "MiB")
+}
+
+// sizeLabel writes a store size briefly: 300, 1.5k, 100k.
+func sizeLabel(n int) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprint(n)
+	case n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	default:
+		return fmt.Sprintf("%.1fk", float64(n)/1000)
+	}
 }
 
 // seededStore is a store of n jobs, most of them finished, prepared once
