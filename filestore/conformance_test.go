@@ -49,20 +49,24 @@ func requireConsistent(t *testing.T, dir string) {
 	require.True(t, r.OK(), "fsck: %v", r.Problems)
 }
 
-// TestConformance runs the shared Store suite in NoSync mode (fast) and the
-// submit/claim/complete groups again durably.
+// TestConformance runs the shared Store suite on durable stores (every
+// fsync made, as in production). With JOBDIR_LONG=1 it also runs it in
+// NoSync mode, side by side; the package's other tests use NoSync stores
+// throughout, so that mode is exercised either way.
 func TestConformance(t *testing.T) {
-	t.Run("NoSync", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) jobstore.Store {
-			return openTest(t, &Options{NoSync: true})
-		})
-	})
-	if testing.Short() {
-		return
-	}
 	t.Run("Durable", func(t *testing.T) {
+		t.Parallel()
 		storetest.Run(t, func(t *testing.T) jobstore.Store {
 			return openTest(t, nil)
+		})
+	})
+	t.Run("NoSync", func(t *testing.T) {
+		if os.Getenv("JOBDIR_LONG") == "" {
+			t.Skip("set JOBDIR_LONG=1 to run the suite in NoSync mode too")
+		}
+		t.Parallel()
+		storetest.Run(t, func(t *testing.T) jobstore.Store {
+			return openTest(t, &Options{NoSync: true})
 		})
 	})
 }

@@ -345,6 +345,7 @@ func TestFaults(t *testing.T) {
 				mode, errv = "Crash", syscall.ENOSPC
 			}
 			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				t.Parallel()
 				steps := 0
 				for failAt := 1; ; failAt++ {
 					if !runFault(t, tc, failAt, crash, errv) {

@@ -16,12 +16,13 @@ import (
 // TestProcessesSubmitOneKey: N processes submitting one key at the same
 // instant get one job, and exactly one of them created it.
 func TestProcessesSubmitOneKey(t *testing.T) {
+	t.Parallel()
 	const n = 8
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
-	for round := range 3 {
+	for round := range 2 {
 		key := fmt.Sprintf("invoice-%d", round)
-		start := time.Now().Add(1500 * time.Millisecond).UnixNano()
+		start := time.Now().Add(time.Second).UnixNano()
 		var kids []*child
 		for range n {
 			kids = append(kids, startChild(t, dir, "submit-key",
@@ -50,6 +51,7 @@ func TestProcessesSubmitOneKey(t *testing.T) {
 // TestProcessesClaimEachOnce: M processes claiming K jobs hand out each
 // job exactly once.
 func TestProcessesClaimEachOnce(t *testing.T) {
+	t.Parallel()
 	const m, k = 4, 400
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
@@ -89,6 +91,7 @@ func TestProcessesClaimEachOnce(t *testing.T) {
 // job loses it; the job is queued again, attempt counted, and claimed by
 // another process within about a second.
 func TestProcessKilledJobRequeued(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	noBackoff := func(int) time.Duration { return 0 }
 	s := openAt(t, dir, &Options{NoSync: true, Backoff: noBackoff})
@@ -127,6 +130,7 @@ func TestProcessKilledJobRequeued(t *testing.T) {
 // TestProcessCancelReachesWorker: a cancel in one process reaches
 // WatchCancel in the process running the job.
 func TestProcessCancelReachesWorker(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
 	var lat []time.Duration
@@ -158,6 +162,7 @@ func TestProcessCancelReachesWorker(t *testing.T) {
 // TestProcessWaitSeesCompletion: Wait in one process returns when another
 // completes the job.
 func TestProcessWaitSeesCompletion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true, PollInterval: time.Minute})
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
