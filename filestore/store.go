@@ -257,6 +257,11 @@ func (s *Store) removeStale(f found) {
 func (s *Store) lockJob(ctx context.Context, id string, exclusive bool) (func(), error) {
 	unlock, err := lockRecord(ctx, s.lockPath(id), exclusive, false, s.filePerm)
 	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Lstat(filepath.Join(s.dir, dirLocks)); errors.Is(serr, fs.ErrNotExist) {
+			// Not just this job: say so, or a removed store reads as an
+			// empty one.
+			return nil, fmt.Errorf("job %s: %w: the store's %s/ directory is missing (was %s removed?)", id, jobstore.ErrNotFound, dirLocks, s.dir)
+		}
 		return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
 	}
 	if errors.Is(err, syscall.ELOOP) {
