@@ -9,9 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
 )
 
 // Hostile inputs: what a careless or malicious caller, a confused operator
@@ -851,4 +854,214 @@ func chownTree(root string, uid, gid int) error {
 	})
 }
 
-var _ = context.Background
+// countingStore counts the calls a runner makes, to tell a worker that
+// waits from one that spins.
+type countingStore struct {
+	jobstore.Store
+	calls atomic.Int64
+}
+
+func (c *countingStore) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
+	c.calls.Add(1)
+	return c.Store.Claim(ctx, req)
+}
+
+func (c *countingStore) AwaitWork(ctx context.Context) error {
+	c.calls.Add(1)
+	return c.Store.AwaitWork(ctx)
+}
+
+func (c *countingStore) Complete(ctx context.Context, l jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
+	c.calls.Add(1)
+	return c.Store.Complete(ctx, l, o)
+}
+
+func (c *countingStore) WatchCancel(ctx context.Context, l jobstore.Lease) error {
+	c.calls.Add(1)
+	return c.Store.WatchCancel(ctx, l)
+}
+
+// TestHostileStoreRemovedUnderRunner removes the whole store directory
+// while a worker process (runner.Runner on a filestore) is running a job.
+// The worker must neither crash nor spin: over the next seconds it makes
+// few store calls and uses little CPU; it stops cleanly on SIGTERM; and
+// every operation it tries afterwards fails with an error that says what
+// is missing.
+func TestHostileStoreRemovedUnderRunner(t *testing.T) {
+	if os.Getenv(hostileChildEnv) == "runner" {
+		removedRunnerChild(t)
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	s, err := Open(t.Context(), dir, &Options{NoSync: true})
+	require.NoError(t, err)
+	for range 3 {
+		_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "quick"})
+		require.NoError(t, err)
+	}
+	slow, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "slow", Priority: -1})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileStoreRemovedUnderRunner$", "-test.v")
+	cmd.Env = append(os.Environ(), hostileChildEnv+"=runner", hostileDirEnv+"="+dir, hostileIDEnv+"="+slow.ID)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	lines := make(chan string, 1024)
+	var all strings.Builder
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		for range lines {
+		}
+		t.Logf("child stderr:\n%s", stderr.String())
+	})
+	var calls int64
+	next := func(want string) {
+		t.Helper()
+		deadline := time.After(60 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				require.True(t, ok, "child exited before %q:\n%s", want, all.String())
+				all.WriteString(l + "\n")
+				if n, ok := strings.CutPrefix(l, "calls "); ok {
+					_, _ = fmt.Sscan(n, &calls)
+				}
+				if strings.HasPrefix(l, want) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no %q from the child:\n%s", want, all.String())
+			}
+		}
+	}
+	for range 3 {
+		next("done ")
+	}
+	next("started " + slow.ID)
+
+	require.NoError(t, os.RemoveAll(dir))
+	cpu0 := processCPU(t, cmd.Process.Pid)
+	next("calls ")
+	calls0, start := calls, time.Now()
+	time.Sleep(3 * time.Second) // a window in which to watch it idle
+	next("calls ")
+	calls1, elapsed := calls, time.Since(start)
+	cpu1 := processCPU(t, cmd.Process.Pid)
+	t.Logf("after removal: %d store calls and %s of CPU in %s", calls1-calls0, cpu1-cpu0, elapsed.Round(time.Millisecond))
+	require.Less(t, calls1-calls0, int64(100), "the worker spins on a store that is gone")
+	require.Less(t, cpu1-cpu0, elapsed/2, "the worker burns CPU on a store that is gone")
+	require.NotContains(t, stderr.String(), "panic:")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	for l := range lines {
+		all.WriteString(l + "\n")
+	}
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "the worker did not stop cleanly:\n%s", all.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker did not exit after SIGTERM")
+	}
+	res := childResults(t, all.String())
+	t.Logf("child:\n%s", all.String())
+	require.Contains(t, all.String(), "ended "+slow.ID, "the running job's handler was stopped")
+	require.Empty(t, res["run"].Err, "the runner stops cleanly on SIGTERM")
+	for _, op := range []string{"submit", "get", "cancel", "list", "stats", "claim", "prune", "fsck"} {
+		r, ok := res[op]
+		require.True(t, ok, "no result for %s", op)
+		require.NotEmpty(t, r.Err, "%s succeeded on a store that is gone", op)
+		require.True(t, r.NotExist || r.NotFound, "%s: %s", op, r.Err)
+		if r.NotFound {
+			require.Contains(t, r.Err, "directory is missing", "%s does not say the store is gone", op)
+		}
+	}
+}
+
+// processCPU returns the CPU time (user and system) process pid has used.
+func processCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	// Fields after the command name, which is in parentheses: state is
+	// field 3, utime 14 and stime 15, in clock ticks of 1/100 s.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	var utime, stime int64
+	_, err = fmt.Sscan(f[11], &utime)
+	require.NoError(t, err)
+	_, err = fmt.Sscan(f[12], &stime)
+	require.NoError(t, err)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+func removedRunnerChild(t *testing.T) {
+	dir, slowID := os.Getenv(hostileDirEnv), os.Getenv(hostileIDEnv)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	s, err := Open(ctx, dir, &Options{NoSync: true, RecoverInterval: 50 * time.Millisecond, PollInterval: 200 * time.Millisecond})
+	require.NoError(t, err)
+	defer s.Close()
+	cs := &countingStore{Store: s}
+	r := runner.New(cs, &runner.Options{
+		Concurrency: 2, PollInterval: 200 * time.Millisecond,
+		CompleteTimeout: 2 * time.Second, ShutdownGrace: -1,
+	})
+	r.Handle("quick", runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
+		fmt.Println("done", j.ID)
+		return nil, nil
+	}))
+	r.Handle("slow", runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
+		fmt.Println("started", j.ID)
+		<-ctx.Done()
+		fmt.Println("ended", j.ID, context.Cause(ctx))
+		return nil, ctx.Err()
+	}))
+	tick := make(chan struct{})
+	go func() {
+		defer close(tick)
+		for {
+			fmt.Println("calls", cs.calls.Load())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	err = r.Run(ctx)
+	report("run", err, "")
+	<-tick
+
+	op, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, err = s.Submit(op, jobstore.Spec{Kind: "quick"})
+	report("submit", err, "")
+	_, err = s.Get(op, slowID)
+	report("get", err, "")
+	_, err = s.Cancel(op, slowID)
+	report("cancel", err, "")
+	_, err = s.List(op, jobstore.ListOptions{})
+	report("list", err, "")
+	_, err = s.Stats(op)
+	report("stats", err, "")
+	_, err = s.Claim(op, jobstore.ClaimRequest{Worker: "w"})
+	report("claim", err, "")
+	_, err = s.Prune(op, 0)
+	report("prune", err, "")
+	_, err = s.Fsck(op, true)
+	report("fsck", err, "")
+}
