@@ -19,6 +19,26 @@ const (
 	magicOverlay = 0x794c7630
 )
 
+// fsKind names the filesystem of a statfs f_type and says whether the
+// store refuses it by default.
+func fsKind(fsType int64) (name string, unsafe bool) {
+	switch uint32(fsType) {
+	case magicNFS:
+		return "NFS", true
+	case magicSMB2:
+		return "SMB2", true
+	case magicCIFS:
+		return "CIFS", true
+	case magicFUSE:
+		return "FUSE", true
+	case magicCeph:
+		return "Ceph", true
+	case magicOverlay:
+		return "overlayfs", false
+	}
+	return "", false
+}
+
 // checkFilesystem refuses filesystems where flock, rename and inotify do
 // not hold across clients, and warns on overlayfs.
 func (s *Store) checkFilesystem(context.Context) error {
@@ -26,22 +46,11 @@ func (s *Store) checkFilesystem(context.Context) error {
 	if err := unix.Statfs(s.dir, &st); err != nil {
 		return fmt.Errorf("statfs: %w", err)
 	}
-	name := ""
-	switch uint32(st.Type) {
-	case magicNFS:
-		name = "NFS"
-	case magicSMB2:
-		name = "SMB2"
-	case magicCIFS:
-		name = "CIFS"
-	case magicFUSE:
-		name = "FUSE"
-	case magicCeph:
-		name = "Ceph"
-	case magicOverlay:
-		s.log.Warn("filestore: the store is on overlayfs (a container's writable layer?): inotify events may be missed and data is lost with the container; mount a volume instead", "dir", s.dir)
-		return nil
-	default:
+	name, unsafe := fsKind(int64(st.Type))
+	if !unsafe {
+		if name == "overlayfs" {
+			s.log.Warn("filestore: the store is on overlayfs (a container's writable layer?): inotify events may be missed and data is lost with the container; mount a volume instead", "dir", s.dir)
+		}
 		return nil
 	}
 	if s.opts.AllowUnsafeFilesystem {

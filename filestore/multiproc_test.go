@@ -178,3 +178,26 @@ func TestProcessWaitSeesCompletion(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("Wait returned %v after the other process's Complete returned", returned.Sub(time.Unix(0, at)))
 }
+
+// TestProcessStoppedWorkerKeepsJob: a stopped (SIGSTOP) worker is not a
+// dead one: flock has no expiry, so it keeps its job for as long as it is
+// stopped. This is the documented caveat, shown.
+func TestProcessStoppedWorkerKeepsJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: 50 * time.Millisecond})
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
+	require.NoError(t, err)
+	c := startChild(t, dir, "hold")
+	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+	time.Sleep(20 * 50 * time.Millisecond)
+	got, err := s.Get(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateRunning, got.State, "a stopped worker's job was taken from it")
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
+	require.Eventually(t, func() bool {
+		got, err := s.Get(t.Context(), j.ID)
+		return err == nil && got.State == jobstore.StateQueued
+	}, 10*time.Second, 10*time.Millisecond)
+}
