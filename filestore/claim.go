@@ -34,12 +34,22 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		return jobstore.Job{}, fmt.Errorf("filestore: claim: scan queue: %w", err)
 	}
 	tried := make(map[string]bool)
+	// A job that cannot be claimed (a link or another user's file planted
+	// as its lease lock, a full disk) must not stop the claims of every
+	// other job: up to maxClaimErrors such jobs are skipped, and the last
+	// error is returned only if no job could be claimed.
+	const maxClaimErrors = 8
+	var claimErr error
+	nerr := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return jobstore.Job{}, err
 		}
 		now := time.Now()
 		id, next := s.pick(req, now, tried)
+		if id == "" && claimErr != nil {
+			return jobstore.Job{}, claimErr
+		}
 		if id == "" {
 			s.mu.Lock()
 			if s.noJobSeq < seq {
@@ -51,7 +61,12 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		tried[id] = true
 		j, ok, err := s.claimOne(ctx, id, req, now)
 		if err != nil {
-			return jobstore.Job{}, fmt.Errorf("filestore: claim %s: %w", id, err)
+			claimErr = fmt.Errorf("filestore: claim %s: %w", id, err)
+			if nerr++; nerr >= maxClaimErrors || ctx.Err() != nil {
+				return jobstore.Job{}, claimErr
+			}
+			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
+			continue
 		}
 		if ok {
 			return j, nil
@@ -93,14 +108,8 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	// this claimant is alive, so it is held before the job is visible in
 	// claimed/.
 	h, ok, err := tryLease(s, lp)
-	if err != nil {
-		// A lease lock that cannot be opened (a link or a file of another
-		// owner planted there) must not stop every claim: skip this job.
-		s.log.Warn("filestore: skipping a job whose lease lock cannot be taken", "id", id, "err", err)
-		return jobstore.Job{}, false, nil
-	}
-	if !ok {
-		return jobstore.Job{}, false, nil
+	if err != nil || !ok {
+		return jobstore.Job{}, false, err
 	}
 	claimed := false
 	defer func() {
