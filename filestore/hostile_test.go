@@ -433,8 +433,17 @@ func TestHostileSymlinks(t *testing.T) {
 				return link, o
 			},
 			use: func(t *testing.T, e env, link string) {
-				requireClaimsOnly(t, e.s, e.spare.ID)
-				_, err := e.s.recoverDead(t.Context(), true)
+				// The bad job is skipped; once it is the only one left,
+				// Claim says why it cannot be claimed.
+				j, err := e.s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+				require.NoError(t, err)
+				require.Equal(t, e.spare.ID, j.ID)
+				_, err = e.s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+				require.Error(t, err)
+				require.Contains(t, err.Error(), link)
+				_, err = e.s.Complete(t.Context(), j.Lease(), jobstore.Succeeded(nil))
+				require.NoError(t, err)
+				_, err = e.s.recoverDead(t.Context(), true)
 				require.NoError(t, err)
 			},
 			fsck: ProblemCorrupt,
