@@ -55,6 +55,18 @@ func ago(t, now time.Time) string {
 	return roundDuration(d).String() + " ago"
 }
 
+// agoCoarse is ago in whole seconds or more, for tables.
+func agoCoarse(t, now time.Time) string {
+	d := now.Sub(t)
+	if d < time.Second && d > -time.Second {
+		return "just now"
+	}
+	if d < 0 {
+		return "in " + roundDuration(-d).Truncate(time.Second).String()
+	}
+	return roundDuration(d).Truncate(time.Second).String() + " ago"
+}
+
 func roundDuration(d time.Duration) time.Duration {
 	switch {
 	case d < time.Second:
@@ -140,7 +152,7 @@ func printTable(w io.Writer, jobs []jobstore.Job, now time.Time) error {
 	fmt.Fprintln(tw, "ID\tSTATE\tKIND\tATTEMPT\tCREATED\tCOMMAND")
 	for _, j := range jobs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, stateText(j), j.Kind, j.Attempt, j.MaxAttempts,
-			ago(j.CreatedAt, now), oneLine(describeWork(j), 60))
+			agoCoarse(j.CreatedAt, now), oneLine(describeWork(j), 60))
 	}
 	return tw.Flush()
 }

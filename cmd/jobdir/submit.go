@@ -36,6 +36,10 @@ retried with backoff up to --max-attempts.
 Flags go before PROGRAM; everything from PROGRAM on belongs to the job. Write
 -- before PROGRAM to make that explicit.
 
+--env adds variables to the program's environment on top of the worker's.
+They are stored in the job's record, readable by whoever can read the store:
+do not pass secrets this way.
+
 With --key, the job is submitted only if no job with that key exists. If one
 does (in any state, until it is pruned), its ID is printed instead, a note
 says so on stderr, and the exit status is still 0.`,
