@@ -59,7 +59,8 @@ type Report struct {
 	// handler saw the cancel (requested from another process).
 	CanceledQueued, CanceledRunning int
 	// MaxRecoveryWait is the longest time from the SIGKILL of a worker to
-	// the start of the next attempt of the job it was running.
+	// the start of the next attempt of the job it was running: detection
+	// of the dead worker, the backoff, and the wait for a free worker.
 	MaxRecoveryWait time.Duration
 	// TornLines counts record lines cut short by a SIGKILL (ignored).
 	TornLines int
@@ -107,7 +108,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	p("paused attempts", "%d (worker SIGSTOPped mid-attempt; finished after SIGCONT, not run elsewhere)", r.PausedAttempts)
 	p("lost claims", "%d (claimed, worker killed before the handler started)", r.LostClaims)
 	p("canceled", "%d while queued, %d while running (the handler saw it)", r.CanceledQueued, r.CanceledRunning)
-	p("max recovery wait", "%s (SIGKILL of a worker to the next attempt's start)", r.MaxRecoveryWait.Round(time.Millisecond))
+	p("max recovery wait", "%s (SIGKILL of a worker to the next attempt's start, busy workers included)", r.MaxRecoveryWait.Round(time.Millisecond))
 	p("torn record lines", "%d", r.TornLines)
 	p("repaired at reopen", "%d", len(r.RepairedAtOpen))
 	for i, m := range r.RepairedAtOpen {
