@@ -69,6 +69,9 @@ func ParsePayload(raw json.RawMessage) (Payload, error) {
 	if dec.More() {
 		return Payload{}, fmt.Errorf("%w: exec payload: trailing data after the JSON object", jobstore.ErrInvalidInput)
 	}
+	if len(p.Env) == 0 {
+		p.Env = nil
+	}
 	return p, p.Validate()
 }
 

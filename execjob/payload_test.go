@@ -71,3 +71,26 @@ func TestParsePayloadRejects(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParsePayload checks that any payload either is refused with
+// ErrInvalidInput or parses into a valid Payload that survives a round trip.
+func FuzzParsePayload(f *testing.F) {
+	f.Add([]byte(`{"argv":["echo","hi"],"dir":"/tmp","env":["A=1"]}`))
+	f.Add([]byte(`{"argv":[""],"dir":"/"}`))
+	f.Add([]byte(`{"argv":["x"],"dir":"rel"}`))
+	f.Add([]byte(`{"argv":["x"],"dir":"/","env":["=v"]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		p, err := execjob.ParsePayload(raw)
+		if err != nil {
+			require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+			return
+		}
+		require.NoError(t, p.Validate())
+		spec, err := execjob.NewSpec(p)
+		require.NoError(t, err)
+		back, err := execjob.ParsePayload(spec.Payload)
+		require.NoError(t, err)
+		require.Equal(t, p, back)
+	})
+}
