@@ -190,6 +190,8 @@ func TestListTableAndJSON(t *testing.T) {
 	require.Len(t, jobs, 1)
 	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--limit", "2").stdout), &jobs))
 	require.Len(t, jobs, 2)
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--limit", "0").stdout), &jobs))
+	require.Len(t, jobs, 3)
 	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--kind", "other").stdout), &jobs))
 	require.Empty(t, jobs)
 }

@@ -167,6 +167,29 @@ With --exit-when-idle, it exits once no job is due and none of its jobs runs.`,
 	return cmd
 }
 
+// hasDueJob reports whether st holds a queued job that is due. It reads
+// only queued jobs (Stats would read finished ones too) and stops at the
+// first due one.
+func hasDueJob(ctx context.Context, st jobstore.Store) (bool, error) {
+	opts := jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued}, Order: jobstore.OldestFirst, Limit: jobstore.MaxListLimit}
+	now := time.Now()
+	for {
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			return false, err
+		}
+		for _, j := range page.Jobs {
+			if j.Due(now) {
+				return true, nil
+			}
+		}
+		if page.Next == "" {
+			return false, nil
+		}
+		opts.Cursor = page.Next
+	}
+}
+
 // waitIdle returns nil once the store has no due job and this process runs
 // none, on two checks in a row with no claim between them (a claim is
 // reported just after the store records it).
@@ -186,8 +209,8 @@ func waitIdle(ctx context.Context, st jobstore.Store, active, claims *atomic.Int
 		}
 		idle := active.Load() == 0
 		if idle {
-			s, err := st.Stats(ctx)
-			idle = err == nil && s.OldestQueuedAt.IsZero()
+			due, err := hasDueJob(ctx, st)
+			idle = err == nil && !due
 		}
 		if !idle || claims.Load() != c || active.Load() != 0 {
 			quiet = 0
