@@ -136,12 +136,27 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 		return j, false, false, err
 	}
 	if hash != "" {
-		s.mu.Lock()
-		s.keys[hash] = j.ID
-		s.mu.Unlock()
+		s.cacheKey(hash, j.ID)
 	}
 	s.setCand(j)
 	return j, true, false, nil
+}
+
+// maxKeyCache bounds the key cache, so that memory does not grow with the
+// number of keys ever submitted.
+const maxKeyCache = 1 << 16
+
+// cacheKey remembers that the key with this hash belongs to job id.
+func (s *Store) cacheKey(hash, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.keys[hash]; !ok && len(s.keys) >= maxKeyCache {
+		for h := range s.keys { // evict an arbitrary entry: it is only a cache
+			delete(s.keys, h)
+			break
+		}
+	}
+	s.keys[hash] = id
 }
 
 // resolveKey returns the job that owns the key file keys/<hash>.json. If
@@ -169,9 +184,7 @@ func (s *Store) resolveKey(ctx context.Context, hash, key string) (jobstore.Job,
 	defer unlock()
 	rec, err := s.readJob(id, true)
 	if err == nil {
-		s.mu.Lock()
-		s.keys[hash] = id
-		s.mu.Unlock()
+		s.cacheKey(hash, id)
 		return rec.Job, false, false, nil
 	}
 	if !errors.Is(err, jobstore.ErrNotFound) {
