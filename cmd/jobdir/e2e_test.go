@@ -408,7 +408,7 @@ func TestE2EServeAuth(t *testing.T) {
 	dir, wd := newStoreDir(t), t.TempDir()
 	tokenFile := filepath.Join(t.TempDir(), "tokens")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("# rotate by adding a line\nold-token\nnew-token\n"), 0o600))
-	s := startServer(t, dir, wd, "", "--token-file", tokenFile)
+	s := startServer(t, dir, wd, "", "--token-file", tokenFile, "--verbose")
 
 	var errBody struct {
 		Error struct {
@@ -429,6 +429,7 @@ func TestE2EServeAuth(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, call(t, "POST", s.url+"/v1/jobs", "new-token", body, &errBody))
 	require.Equal(t, "kind_not_allowed", errBody.Error.Code)
 	s.stop(t)
+	require.Contains(t, s.errb.String(), "http request", "--verbose logs requests")
 
 	// No token at all: serve refuses to start.
 	r := runBin(t, dir, wd, "serve", "--addr", "127.0.0.1:0")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +30,7 @@ func (a *app) serveCommand() *cobra.Command {
 		tokenFile  string
 		noAuth     bool
 		allowKinds []string
+		verbose    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -71,7 +73,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 			}
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *filestore.Store) error {
-				return a.serve(ctx, st, serveConfig{addr: addr, workers: workers, tokens: tokens, noAuth: noAuth, kinds: allowKinds, wf: &wf})
+				return a.serve(ctx, st, serveConfig{addr: addr, workers: workers, tokens: tokens, noAuth: noAuth, kinds: allowKinds, verbose: verbose, wf: &wf})
 			})
 		},
 	}
@@ -81,6 +83,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 	f.StringVar(&tokenFile, "token-file", "", "`FILE` holding the accepted bearer tokens, one a line (default $JOBDIR_TOKEN)")
 	f.BoolVar(&noAuth, "insecure-no-auth", false, "serve without authentication")
 	f.StringArrayVar(&allowKinds, "allow-kind", nil, "`KIND` HTTP clients may submit (repeatable; default: every kind but exec, which must be named)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log every request on stderr (by default only warnings and server errors)")
 	wf.register(cmd)
 	return cmd
 }
@@ -91,12 +94,18 @@ type serveConfig struct {
 	tokens  []string
 	noAuth  bool
 	kinds   []string
+	verbose bool
 	wf      *workerFlags
 }
 
 func (a *app) serve(ctx context.Context, st *filestore.Store, cfg serveConfig) error {
 	// No --allow-kind leaves httpapi's default: any kind but exec.
-	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds})
+	level := slog.LevelWarn
+	if cfg.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Logger: logger})
 	if err != nil {
 		return usagef("%v", err)
 	}
