@@ -3,18 +3,21 @@ package filestore
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
 )
 
 // Multi-process tests re-execute the test binary as a child process: the
@@ -25,12 +28,13 @@ const (
 	childEnv   = "FILESTORE_TEST_CHILD"
 	childDir   = "FILESTORE_TEST_DIR"
 	childKey   = "FILESTORE_TEST_KEY"
-	childStart = "FILESTORE_TEST_START" // unix nanoseconds to wait for
+	childStart  = "FILESTORE_TEST_START" // unix nanoseconds to wait for
+	childNoSync = "FILESTORE_TEST_NOSYNC"
 )
 
 func runChild(role string) int {
 	ctx := context.Background()
-	s, err := Open(ctx, os.Getenv(childDir), &Options{RecoverInterval: 100 * time.Millisecond})
+	s, err := Open(ctx, os.Getenv(childDir), &Options{RecoverInterval: 100 * time.Millisecond, NoSync: os.Getenv(childNoSync) != ""})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -100,6 +104,8 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 			}
 			fmt.Printf("completed %d\n", time.Now().UnixNano())
 		}
+	case "runner":
+		return runDrain(ctx, s, worker)
 	default:
 		return fmt.Errorf("unknown role %q", role)
 	}
@@ -195,4 +201,32 @@ func (w *prefixWriter) Write(p []byte) (int, error) {
 		w.t.Logf("child %s: %s", w.prefix, l)
 	}
 	return len(p), nil
+}
+
+// runDrain runs a runner that prints each job it runs, until no job is
+// queued or running.
+func runDrain(ctx context.Context, s *Store, worker string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	r := runner.New(s, &runner.Options{Concurrency: 4, Worker: worker})
+	r.Handle("drain", runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
+		mu.Lock()
+		fmt.Printf("ran %s %d\n", j.ID, j.Attempt)
+		mu.Unlock()
+		return nil, nil
+	}))
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(300 * time.Millisecond)
+			page, err := s.List(ctx, jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued, jobstore.StateRunning}, Limit: 1})
+			if err == nil && len(page.Jobs) == 0 {
+				cancel()
+			}
+		}
+	}()
+	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }

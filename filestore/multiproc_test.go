@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,4 +201,43 @@ func TestProcessStoppedWorkerKeepsJob(t *testing.T) {
 		got, err := s.Get(t.Context(), j.ID)
 		return err == nil && got.State == jobstore.StateQueued
 	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestProcessesRunnersDrain: two processes running the runner drain a
+// backlog with no job run twice. 500 jobs by default; the 5,000 of the
+// issue with JOBDIR_LONG=1.
+func TestProcessesRunnersDrain(t *testing.T) {
+	t.Parallel()
+	n := 500
+	if os.Getenv("JOBDIR_LONG") != "" {
+		n = 5000
+	}
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	for range n {
+		_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "drain"})
+		require.NoError(t, err)
+	}
+	start := time.Now()
+	kids := []*child{startChild(t, dir, "runner", childNoSync+"=1"), startChild(t, dir, "runner", childNoSync+"=1")}
+	ran := map[string]int{}
+	var per []int
+	for _, c := range kids {
+		lines := c.all(t)
+		per = append(per, len(lines))
+		for _, l := range lines {
+			f := strings.Fields(l)
+			require.Equal(t, "ran", f[0])
+			require.Equal(t, "1", f[2], "job %s ran at attempt %s", f[1], f[2])
+			ran[f[1]]++
+		}
+	}
+	t.Logf("%d jobs drained by two runner processes in %v (%v each)", n, time.Since(start), per)
+	require.Len(t, ran, n)
+	for id, k := range ran {
+		require.Equal(t, 1, k, "job %s ran %d times", id, k)
+	}
+	st, err := s.Stats(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, n, st.Counts[jobstore.StateSucceeded])
 }
