@@ -25,9 +25,9 @@ import (
 // runs it instead of the tests. Children print one line per event on
 // stdout.
 const (
-	childEnv   = "FILESTORE_TEST_CHILD"
-	childDir   = "FILESTORE_TEST_DIR"
-	childKey   = "FILESTORE_TEST_KEY"
+	childEnv    = "FILESTORE_TEST_CHILD"
+	childDir    = "FILESTORE_TEST_DIR"
+	childKey    = "FILESTORE_TEST_KEY"
 	childStart  = "FILESTORE_TEST_START" // unix nanoseconds to wait for
 	childNoSync = "FILESTORE_TEST_NOSYNC"
 )
