@@ -20,15 +20,15 @@ import (
 // size-limited tmpfs mounted for the test. Both need root (or a user
 // namespace that allows mounts); elsewhere the tests skip and say why.
 
-// mountTmpfs mounts a tmpfs of the given size (such as "2m") on a fresh
-// directory and unmounts it when the test ends.
-func mountTmpfs(t *testing.T, size string) string {
+// mountTmpfs mounts a tmpfs with the given options (such as "size=2m")
+// on a fresh directory and unmounts it when the test ends.
+func mountTmpfs(t *testing.T, opts string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a size-limited tmpfs")
 	}
 	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size="+size+",mode=0755"); err != nil {
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts+",mode=0755"); err != nil {
 		t.Skipf("cannot mount a tmpfs on %s here: %v", mnt, err)
 	}
 	t.Cleanup(func() {
@@ -101,7 +101,7 @@ func requireExactly(t *testing.T, s *Store, want map[string]jobstore.Job) {
 // on the full disk; and once space is freed, by Prune or by deleting a
 // file, submits work again.
 func TestDiskFull(t *testing.T) {
-	mnt := mountTmpfs(t, "2m")
+	mnt := mountTmpfs(t, "size=2m")
 	dir := filepath.Join(mnt, "store")
 	ctx := t.Context()
 	s, err := Open(ctx, dir, nil) // durable: every fsync made
@@ -243,12 +243,63 @@ func TestDiskFull(t *testing.T) {
 	requireExactly(t, s, want)
 }
 
+// TestInodesFull: a filesystem that runs out of inodes rather than bytes.
+// Every job has a lock file, so that is what the failing submit cannot
+// create; the rest is as with a full disk.
+func TestInodesFull(t *testing.T) {
+	mnt := mountTmpfs(t, "size=8m,nr_inodes=96")
+	dir := filepath.Join(mnt, "store")
+	ctx := t.Context()
+	s, err := Open(ctx, dir, &Options{NoSync: true})
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	want := map[string]jobstore.Job{}
+	for i := range 4 {
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: fmt.Sprint("old-", i)})
+		require.NoError(t, err)
+		j, err = s.Cancel(ctx, j.ID)
+		require.NoError(t, err)
+		want[j.ID] = j
+	}
+	var full error
+	for i := 0; i < 1000; i++ {
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: fmt.Sprint("key-", i)})
+		if err != nil {
+			full = err
+			break
+		}
+		want[j.ID] = j
+	}
+	require.Error(t, full, "the inodes never ran out")
+	t.Logf("out of inodes after %d jobs: %v", len(want), full)
+	require.ErrorIs(t, full, syscall.ENOSPC)
+	requireExactly(t, s, want)
+
+	require.NoError(t, s.Close())
+	s, err = Open(ctx, dir, &Options{NoSync: true})
+	require.NoError(t, err, "reopen with no inode free")
+	requireExactly(t, s, want)
+	n, err := s.Prune(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	for id, j := range want {
+		if j.State.Terminal() {
+			delete(want, id)
+		}
+	}
+	j, created, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "after"})
+	require.NoError(t, err, "submit after prune")
+	require.True(t, created)
+	want[j.ID] = j
+	requireExactly(t, s, want)
+}
+
 // TestReadOnlyRemount turns the filesystem under an open store read-only.
 // Every write fails with an error wrapping syscall.EROFS and changes
 // nothing; reads go on working; Open on the read-only filesystem refuses
 // clearly; and once it is writable again the store is exactly as before.
 func TestReadOnlyRemount(t *testing.T) {
-	mnt := mountTmpfs(t, "4m")
+	mnt := mountTmpfs(t, "size=4m")
 	dir := filepath.Join(mnt, "store")
 	ctx := t.Context()
 	s, err := Open(ctx, dir, nil)
