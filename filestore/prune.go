@@ -76,6 +76,7 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time) (bool
 			return true, err
 		}
 	}
+	s.touched(id)
 	// Lock files go last, while the record lock is held; whoever opened
 	// them before finds, after locking, that the path names another inode
 	// (or none) and starts over.

@@ -239,7 +239,16 @@ func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) 
 			s.log.Warn("filestore: remove superseded record", "id", j.ID, "err", err)
 		}
 	}
+	s.touched(j.ID)
 	return next, nil
+}
+
+// touched wakes this Store's Wait and WatchCancel calls on job id at once,
+// without waiting for the filesystem event (which wakes other Stores).
+func (s *Store) touched(id string) {
+	s.mu.Lock()
+	s.notify(id)
+	s.mu.Unlock()
 }
 
 // removeStale removes the superseded copies locate found. The caller holds
