@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -246,4 +247,39 @@ func TestDanglingKeyRolledBack(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	require.NotEqual(t, j.ID, j2.ID)
+}
+
+// TestLostEventsClaimFindsJob: with no filesystem events at all (as on a
+// filesystem that sends none, or after lost events) a job another Store
+// submitted is still claimed, and AwaitWork still wakes within the poll.
+func TestLostEventsClaimFindsJob(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, PollInterval: 100 * time.Millisecond})
+	// Stop this Store's watcher and keep it stopped: every event is lost.
+	s.watchMu.Lock()
+	require.NoError(t, s.watcher.Close())
+	s.watcher = nil
+	s.watchMu.Unlock()
+	other := openAt(t, dir, &Options{NoSync: true})
+	j, _, err := other.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	got, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err, "an empty candidate set must be checked against queued/")
+	require.Equal(t, j.ID, got.ID)
+	_, err = s.Complete(t.Context(), got.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+
+	// Wait in the blind Store still sees the other's completion (poll).
+	j2, _, err := other.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	c, err := other.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w2"})
+	require.NoError(t, err)
+	require.Equal(t, j2.ID, c.ID)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = other.Complete(context.Background(), c.Lease(), jobstore.Succeeded(nil))
+	}()
+	done, err := s.Wait(t.Context(), j2.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateSucceeded, done.State)
 }

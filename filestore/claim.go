@@ -34,6 +34,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		return jobstore.Job{}, fmt.Errorf("filestore: claim: scan queue: %w", err)
 	}
 	tried := make(map[string]bool)
+	rescanned := false
 	// A job that cannot be claimed (a link or another user's file planted
 	// as its lease lock, a full disk) must not stop the claims of every
 	// other job: up to maxClaimErrors such jobs are skipped, and the last
@@ -47,6 +48,17 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		}
 		now := time.Now()
 		id, next := s.pick(req, now, tried)
+		if id == "" && !rescanned && s.noCands() {
+			// An empty set may only mean lost events: look at queued/
+			// itself once (cheap when it is empty too) before saying no.
+			rescanned = true
+			s.mu.Lock()
+			s.rescan = true
+			s.mu.Unlock()
+			if n, err := s.refreshCands(); err == nil && n > 0 {
+				continue
+			}
+		}
 		if id == "" && claimErr != nil {
 			return jobstore.Job{}, claimErr
 		}
@@ -170,6 +182,13 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	setLease(h, j.Lease())
 	claimed = true
 	return j, true, nil
+}
+
+// noCands reports whether the candidate set is empty.
+func (s *Store) noCands() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.cands) == 0
 }
 
 func (s *Store) dropCand(id string) {
