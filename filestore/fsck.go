@@ -63,6 +63,7 @@ type Problem struct {
 	Repaired bool
 }
 
+// String describes the problem in one line, for logs and the CLI.
 func (p Problem) String() string {
 	s := fmt.Sprintf("%s: %s: %s", p.Kind, p.Path, p.Detail)
 	if p.Repaired {

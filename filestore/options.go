@@ -47,8 +47,10 @@ type Options struct {
 
 // Defaults used for zero Options fields.
 const (
+	// DefaultRecoverInterval is the RecoverInterval used when it is zero.
 	DefaultRecoverInterval = 250 * time.Millisecond
-	DefaultPollInterval    = time.Second
+	// DefaultPollInterval is the PollInterval used when it is zero.
+	DefaultPollInterval = time.Second
 )
 
 // FormatVersion is the on-disk format this package reads and writes. It is

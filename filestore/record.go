@@ -77,6 +77,7 @@ type CorruptError struct {
 	Err error
 }
 
+// Error names the file and says what is wrong with it.
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("filestore: %s: %s: %s", e.Path, jobstore.ErrCorrupt, e.Reason)
 }
