@@ -104,8 +104,7 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, cfg serveConfig) e
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
-	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Logger: logger})
+	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Logger: a.logger(level)})
 	if err != nil {
 		return usagef("%v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/jobdir/jobdir/filestore"
@@ -22,7 +23,7 @@ func (a *app) openStore(ctx context.Context) (*filestore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := filestore.Open(ctx, dir, &filestore.Options{AllowUnsafeFilesystem: a.allowUnsafeFS})
+	st, err := filestore.Open(ctx, dir, &filestore.Options{AllowUnsafeFilesystem: a.allowUnsafeFS, Logger: a.logger(slog.LevelWarn)})
 	if err != nil {
 		return nil, explainOpen(dir, err)
 	}
@@ -57,6 +58,20 @@ func withHint(err error, hint string) error { return &hintError{err: err, hint: 
 
 func (e *hintError) Error() string { return e.err.Error() + "\n" + e.hint }
 func (e *hintError) Unwrap() error { return e.err }
+
+// logger returns a logger that writes records of level or above to stderr,
+// without timestamps: a person reads them as the command runs.
+func (a *app) logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, attr slog.Attr) slog.Attr {
+			if len(groups) == 0 && attr.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return attr
+		},
+	}))
+}
 
 // withStore opens the store, runs f, and closes the store.
 func (a *app) withStore(ctx context.Context, f func(st *filestore.Store) error) error {
