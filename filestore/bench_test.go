@@ -63,3 +63,21 @@ func BenchmarkClaimComplete(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSubmitParallel measures durable submits from several goroutines
+// of one process, whose fsyncs the disk may merge.
+func BenchmarkSubmitParallel(b *testing.B) {
+	s, err := Open(b.Context(), b.TempDir(), nil)
+	require.NoError(b, err)
+	defer s.Close()
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "bench"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+}
