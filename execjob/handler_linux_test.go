@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 
 // execJob returns a running exec job for argv in dir, as a runner would
 // hand it to the handler.
-func execJob(t *testing.T, dir string, attempt int, argv ...string) jobstore.Job {
+func execJob(t testing.TB, dir string, attempt int, argv ...string) jobstore.Job {
 	t.Helper()
 	spec, err := execjob.NewSpec(execjob.Payload{Argv: argv, Dir: dir})
 	require.NoError(t, err)
