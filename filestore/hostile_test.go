@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -156,7 +157,7 @@ func TestHostileKeysStayInKeysDir(t *testing.T) {
 		j, created, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: k})
 		require.NoError(t, err, "%.40q", k)
 		require.True(t, created, "%.40q", k)
-		require.NotContains(t, slices.Collect(mapValues(ids)), j.ID, "look-alike keys must not share a job")
+		require.NotContains(t, slices.Collect(maps.Values(ids)), j.ID, "look-alike keys must not share a job")
 		ids[k] = j.ID
 	}
 	for _, k := range keys {
@@ -183,16 +184,6 @@ func TestHostileKeysStayInKeysDir(t *testing.T) {
 		return err
 	}))
 	require.Empty(t, stray)
-}
-
-func mapValues(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
-	}
 }
 
 // TestHostilePayloadAtLimit: a payload or result of exactly the limit is
