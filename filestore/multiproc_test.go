@@ -204,11 +204,11 @@ func TestProcessStoppedWorkerKeepsJob(t *testing.T) {
 }
 
 // TestProcessesRunnersDrain: two processes running the runner drain a
-// backlog with no job run twice. 500 jobs by default; the 5,000 of the
+// backlog with no job run twice. 300 jobs by default; the 5,000 of the
 // issue with JOBDIR_LONG=1.
 func TestProcessesRunnersDrain(t *testing.T) {
 	t.Parallel()
-	n := 500
+	n := 300
 	if os.Getenv("JOBDIR_LONG") != "" {
 		n = 5000
 	}
