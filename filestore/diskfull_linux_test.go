@@ -109,8 +109,8 @@ func TestDiskFull(t *testing.T) {
 	defer func() { _ = s.Close() }()
 
 	want := map[string]jobstore.Job{}
-	// Three pages a record: the disk fills after about 150 jobs.
-	payload := jsonString(11000)
+	// Seven pages a record: the disk fills after about 60 jobs.
+	payload := jsonString(28000)
 	// Finished jobs, for Prune to free later.
 	for i := range 8 {
 		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: fmt.Sprint("old-", i), Payload: payload})
