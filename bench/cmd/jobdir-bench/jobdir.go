@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -118,29 +117,8 @@ func (q *jobdirQueue) InsertBatch(ctx context.Context, n int) error {
 
 // submitConcurrently submits specs from clients goroutines.
 func submitConcurrently(ctx context.Context, s jobstore.Store, specs []jobstore.Spec, clients int) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		next = make(chan jobstore.Spec)
-	)
-	for range clients {
-		wg.Go(func() {
-			for spec := range next {
-				if _, _, err := s.Submit(ctx, spec); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, spec := range specs {
-		next <- spec
-	}
-	close(next)
-	wg.Wait()
-	return errors.Join(errs...)
+	_, err := submitCollect(ctx, s, specs, clients)
+	return err
 }
 
 func (q *jobdirQueue) Pending(ctx context.Context) (bool, error) {

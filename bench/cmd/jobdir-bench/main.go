@@ -64,6 +64,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		limit   = fs.Duration("workoff-limit", 60*time.Second, "longest a work-off may run; a slower system reports its rate so far")
 		scale   = fs.String("scale", "1000,10000,100000", "comma-separated store sizes for the scaling figures")
 		load    = fs.Int("load-rate", 50, "background jobs/s submitted during the loaded latency figures")
+		keep    = fs.Bool("keep-scale", false, "keep the seeded scaling stores under -dir and reuse them in later runs")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: jobdir-bench [flags]\n\nRuns jobdir's stores, River and goqite side by side on one disk and prints a table of medians.\n\nFlags:\n")
@@ -83,6 +84,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		WorkoffLimit:  *limit,
 		LatencyN:      100,
 		LoadRate:      *load,
+		KeepScale:     *keep,
 		CancelN:       30,
 		KillN:         5,
 		FloorFor:      2 * time.Second,
@@ -178,7 +180,7 @@ func runAll(ctx context.Context, c *config, r *results) {
 		c.logf("%s", msg)
 	}
 	var seeded []*seededStore
-	defer func() { removeSeeded(seeded) }()
+	defer func() { removeSeeded(c, seeded) }()
 	if c.want("scale") && hasFileStore(c.Systems) {
 		for _, n := range c.ScaleSizes {
 			c.logf("seeding a store of %d jobs for the scaling figures", n)

@@ -69,11 +69,32 @@ type seededStore struct {
 	n   int
 }
 
-// seedScale builds a filestore of n jobs in dir without fsync (the format
-// is the same; only the build is faster), with finishedShare of them
-// succeeded, and returns sample IDs of both kinds.
+// seedMarker is the file in a seeded store's directory that lists sample
+// IDs; a store that has it is complete and may be reused (-keep-scale).
+const seedMarker = "bench-seed.json"
+
+// seedChunk is how many jobs seedScale submits before it finishes most of
+// them, so that the queue never holds more than a tenth of the store.
+const seedChunk = 1000
+
+// seedScale builds (or, with c.KeepScale, reuses) a filestore of n jobs
+// under c.Dir, finishedShare of them finished. It writes without fsync
+// (the format is the same; only the build is faster). Jobs are finished by
+// Cancel while queued, chunk by chunk as they are submitted: that leaves
+// them terminal in the store as completed ones are, at a cost that does
+// not depend on how claim picks a job.
 func seedScale(ctx context.Context, c *config, n int) (*seededStore, error) {
 	dir := c.scratch(fmt.Sprintf("jobdir-bench-scale-%d", n))
+	if c.KeepScale {
+		if b, err := os.ReadFile(filepath.Join(dir, seedMarker)); err == nil {
+			var st seededStore
+			if err := json.Unmarshal(b, &st.ids); err == nil && len(st.ids) > 0 {
+				c.logf("reusing the seeded store %s", dir)
+				st.dir, st.n = dir, n
+				return &st, nil
+			}
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -82,60 +103,90 @@ func seedScale(ctx context.Context, c *config, n int) (*seededStore, error) {
 		return nil, err
 	}
 	defer s.Close()
-	q := &jobdirQueue{store: s, close: s.Close}
-	if err := seed(ctx, q, n); err != nil {
-		return nil, fmt.Errorf("seed %d: %w", n, err)
+	var sample []string
+	for done := 0; done < n; {
+		k := min(seedChunk, n-done)
+		specs := make([]jobstore.Spec, k)
+		for i := range specs {
+			specs[i] = benchSpec(0)
+		}
+		jobs, err := submitCollect(ctx, s, specs, batchClients)
+		if err != nil {
+			return nil, fmt.Errorf("seed %d: %w", n, err)
+		}
+		finish := int(float64(k) * finishedShare)
+		if err := cancelAll(ctx, s, jobs[:finish], 8); err != nil {
+			return nil, fmt.Errorf("seed %d: finish jobs: %w", n, err)
+		}
+		// Sample IDs from every chunk, finished and queued alike.
+		for i := 0; i < len(jobs); i += max(1, n/500) {
+			sample = append(sample, jobs[i].ID)
+		}
+		done += k
+		if done%(20*seedChunk) == 0 {
+			c.logf("  %d of %d jobs", done, n)
+		}
 	}
-	finish := int(float64(n) * finishedShare)
+	rand.Shuffle(len(sample), func(i, j int) { sample[i], sample[j] = sample[j], sample[i] })
+	sample = sample[:min(len(sample), 500)]
+	if c.KeepScale {
+		b, err := json.Marshal(sample)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, seedMarker), b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return &seededStore{dir: dir, ids: sample, n: n}, nil
+}
+
+// submitCollect submits specs from clients goroutines and returns the jobs
+// in submit order.
+func submitCollect(ctx context.Context, s jobstore.Store, specs []jobstore.Spec, clients int) ([]jobstore.Job, error) {
+	jobs := make([]jobstore.Job, len(specs))
+	err := parallel(len(specs), clients, func(i int) error {
+		j, _, err := s.Submit(ctx, specs[i])
+		jobs[i] = j
+		return err
+	})
+	return jobs, err
+}
+
+// cancelAll cancels jobs from clients goroutines.
+func cancelAll(ctx context.Context, s jobstore.Store, jobs []jobstore.Job, clients int) error {
+	return parallel(len(jobs), clients, func(i int) error {
+		_, err := s.Cancel(ctx, jobs[i].ID)
+		return err
+	})
+}
+
+// parallel calls f(0) … f(n-1) from clients goroutines and returns the
+// errors joined.
+func parallel(n, clients int, f func(i int) error) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
-		left = make(chan struct{}, finish)
+		next = make(chan int)
 	)
-	for range finish {
-		left <- struct{}{}
-	}
-	close(left)
-	for w := range 8 {
+	for range clients {
 		wg.Go(func() {
-			req := jobstore.ClaimRequest{Worker: fmt.Sprintf("seed-%d", w)}
-			for range left {
-				j, err := s.Claim(ctx, req)
-				if err == nil {
-					_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
-				}
-				if err != nil {
+			for i := range next {
+				if err := f(i); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
-					return
 				}
 			}
 		})
 	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
-	}
-	// Sample IDs: page through the store once (not timed).
-	var all []string
-	opts := jobstore.ListOptions{Limit: jobstore.MaxListLimit}
-	for {
-		p, err := s.List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for _, j := range p.Jobs {
-			all = append(all, j.ID)
-		}
-		if p.Next == "" {
-			break
-		}
-		opts.Cursor = p.Next
-	}
-	rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	return &seededStore{dir: dir, ids: all[:min(len(all), 500)], n: n}, nil
+	return errors.Join(errs...)
 }
 
 // runScale times open, get, claim+complete and list of queued jobs on the
@@ -240,8 +291,11 @@ func runScaleChild(ctx context.Context, spec childSpec, o *out) error {
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) / 1e6 }
 
-// scaleDirs removes the seeded stores.
-func removeSeeded(stores []*seededStore) {
+// removeSeeded removes the seeded stores unless c.KeepScale.
+func removeSeeded(c *config, stores []*seededStore) {
+	if c.KeepScale {
+		return
+	}
 	for _, st := range stores {
 		os.RemoveAll(filepath.Clean(st.dir))
 	}

@@ -31,6 +31,7 @@ type config struct {
 	ScaleSizes    []int         // store sizes for the scaling figures
 	Log           io.Writer     // progress, one line per step
 	LatencyWorker int           // handlers in the latency child
+	KeepScale     bool          // keep and reuse the seeded scaling stores
 }
 
 // workload groups, as -only names them.
