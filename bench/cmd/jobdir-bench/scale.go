@@ -17,15 +17,19 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// finishedShare is the part of a scaling store's jobs that are finished.
-const finishedShare = 0.9
+// scaleQueued is how many jobs of a scaling store stay queued, whatever
+// its size: the rest are finished, so that a cost that grows from one
+// size to the next grows with finished jobs.
+const scaleQueued = 100
+
+// scaleOps is how many claim+complete operations a scale child times. It
+// first submits as many jobs, so the queued ones stay scaleQueued.
+const scaleOps = 200
 
 // scaleSpec configures a scale child.
 type scaleSpec struct {
 	// IDs are sample job IDs to Get.
 	IDs []string `json:"ids"`
-	// Ops is the number of claim+complete operations to time.
-	Ops int `json:"ops"`
 }
 
 // scaleResult is what a scale child measured.
@@ -78,11 +82,11 @@ const seedMarker = "bench-seed.json"
 const seedChunk = 1000
 
 // seedScale builds (or, with c.KeepScale, reuses) a filestore of n jobs
-// under c.Dir, finishedShare of them finished. It writes without fsync
-// (the format is the same; only the build is faster). Jobs are finished by
-// Cancel while queued, chunk by chunk as they are submitted: that leaves
-// them terminal in the store as completed ones are, at a cost that does
-// not depend on how claim picks a job.
+// under c.Dir, all finished but the oldest scaleQueued (or a tenth, if
+// fewer). It writes without fsync (the format is the same; only the build
+// is faster). Jobs are finished by Cancel while queued, chunk by chunk as
+// they are submitted: that leaves them terminal in the store as completed
+// ones are, at a cost that does not depend on how claim picks a job.
 func seedScale(ctx context.Context, c *config, n int) (*seededStore, error) {
 	dir := c.scratch(fmt.Sprintf("jobdir-bench-scale-%d", n))
 	if c.KeepScale {
@@ -104,6 +108,7 @@ func seedScale(ctx context.Context, c *config, n int) (*seededStore, error) {
 	}
 	defer s.Close()
 	var sample []string
+	keep := min(scaleQueued, n/10)
 	for done := 0; done < n; {
 		k := min(seedChunk, n-done)
 		specs := make([]jobstore.Spec, k)
@@ -114,8 +119,11 @@ func seedScale(ctx context.Context, c *config, n int) (*seededStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("seed %d: %w", n, err)
 		}
-		finish := int(float64(k) * finishedShare)
-		if err := cancelAll(ctx, s, jobs[:finish], 8); err != nil {
+		finish := jobs
+		if done == 0 {
+			finish = jobs[keep:]
+		}
+		if err := cancelAll(ctx, s, finish, 8); err != nil {
 			return nil, fmt.Errorf("seed %d: finish jobs: %w", n, err)
 		}
 		// Sample IDs from every chunk, finished and queued alike.
@@ -193,17 +201,7 @@ func parallel(n, clients int, f func(i int) error) error {
 // seeded store in a fresh child process, so that open time and peak RSS
 // are the child's alone.
 func runScale(ctx context.Context, c *config, r *results, s *system, st *seededStore) error {
-	// Every round of every file-store system claims from the same queued
-	// jobs; leave at least a third of them queued for the list figure.
-	users := 0
-	for _, sys := range c.Systems {
-		if sys.jobdir && !sys.inProcess {
-			users++
-		}
-	}
-	queued := int(float64(st.n) * (1 - finishedShare))
-	ops := min(200, queued*2/(3*c.Rounds*max(users, 1)))
-	k, err := startChild(ctx, childSpec{Role: "scale", System: s.name, Dir: st.dir, Scale: &scaleSpec{IDs: st.ids, Ops: max(ops, 1)}})
+	k, err := startChild(ctx, childSpec{Role: "scale", System: s.name, Dir: st.dir, Scale: &scaleSpec{IDs: st.ids}})
 	if err != nil {
 		return err
 	}
@@ -250,9 +248,14 @@ func runScaleChild(ctx context.Context, spec childSpec, o *out) error {
 	}
 	res.GetUs = float64(time.Since(t0).Microseconds()) / gets
 
+	for range scaleOps {
+		if _, _, err := s.Submit(ctx, benchSpec(0)); err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+	}
 	req := jobstore.ClaimRequest{Worker: fmt.Sprintf("scale-%d", os.Getpid())}
 	t0 = time.Now()
-	for range spec.Scale.Ops {
+	for range scaleOps {
 		j, err := s.Claim(ctx, req)
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
@@ -261,7 +264,7 @@ func runScaleChild(ctx context.Context, spec childSpec, o *out) error {
 			return fmt.Errorf("complete: %w", err)
 		}
 	}
-	res.ClaimCompleteMs = msSince(t0) / float64(spec.Scale.Ops)
+	res.ClaimCompleteMs = msSince(t0) / scaleOps
 
 	const lists = 50
 	t0 = time.Now()
