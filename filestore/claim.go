@@ -91,24 +91,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 func (s *Store) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]bool) (string, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var best jobstore.Job
-	var next time.Time
-	for id, c := range s.cands {
-		if tried[id] || !req.Accepts(c.kind) {
-			continue
-		}
-		if c.runAt.After(now) {
-			if next.IsZero() || c.runAt.Before(next) {
-				next = c.runAt
-			}
-			continue
-		}
-		j := jobstore.Job{ID: id, Priority: c.priority, RunAt: c.runAt}
-		if best.ID == "" || jobstore.ClaimOrder(j, best) {
-			best = j
-		}
-	}
-	return best.ID, next
+	return s.cands.pick(req, now, tried)
 }
 
 // claimOne tries to claim candidate id. It returns ok=false, with no
@@ -155,7 +138,7 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	}
 	if !rec.Job.Due(now) || !req.Accepts(rec.Job.Kind) {
 		s.mu.Lock()
-		s.cands[id] = candOf(rec.Job)
+		s.cands.set(id, candOf(rec.Job))
 		s.mu.Unlock()
 		return jobstore.Job{}, false, nil
 	}
@@ -188,12 +171,12 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 func (s *Store) noCands() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.cands) == 0
+	return s.cands.len() == 0
 }
 
 func (s *Store) dropCand(id string) {
 	s.mu.Lock()
-	delete(s.cands, id)
+	s.cands.del(id)
 	s.mu.Unlock()
 }
 
@@ -211,13 +194,7 @@ func (s *Store) AwaitWork(ctx context.Context) error {
 		return nil
 	}
 	work := s.work
-	now := time.Now()
-	var next time.Time
-	for _, c := range s.cands {
-		if c.runAt.After(now) && (next.IsZero() || c.runAt.Before(next)) {
-			next = c.runAt
-		}
-	}
+	next := s.cands.nextRunAt(time.Now())
 	s.mu.Unlock()
 	var due <-chan time.Time
 	if !next.IsZero() {

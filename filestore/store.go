@@ -49,7 +49,7 @@ type Store struct {
 	// cands is the claim candidate set: every job believed to be in
 	// queued/, without payloads. It is a hint: Claim re-reads the record
 	// under its lock before acting.
-	cands map[string]cand
+	cands *candIndex
 	// pending holds IDs whose queued/ entry changed since cands last saw
 	// them; rescan asks for a full rescan of queued/.
 	pending map[string]struct{}
@@ -65,12 +65,6 @@ type Store struct {
 	// keys caches idempotency key hash -> job ID. Only a cache: an entry is
 	// used only after the job's record is read and its key compared.
 	keys map[string]string
-}
-
-type cand struct {
-	kind     string
-	priority int
-	runAt    time.Time
 }
 
 type idWatch struct {
@@ -105,7 +99,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		filePerm: 0o600,
 		log:      o.Logger,
 		closed:   make(chan struct{}),
-		cands:    make(map[string]cand),
+		cands:    newCandIndex(),
 		pending:  make(map[string]struct{}),
 		work:     make(chan struct{}),
 		changed:  make(map[string]*idWatch),

@@ -158,10 +158,7 @@ func (s *Store) refreshCands() (int, error) {
 	s.pending = make(map[string]struct{})
 	var known map[string]bool
 	if full {
-		known = make(map[string]bool, len(s.cands))
-		for id := range s.cands {
-			known[id] = true
-		}
+		known = s.cands.ids()
 	}
 	s.mu.Unlock()
 
@@ -213,16 +210,16 @@ func (s *Store) refreshCands() (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range gone {
-		delete(s.cands, id)
+		s.cands.del(id)
 	}
 	for _, r := range results {
 		if r.ok {
-			if _, had := s.cands[r.id]; !had {
+			if !s.cands.has(r.id) {
 				added++
 			}
-			s.cands[r.id] = r.c
+			s.cands.set(r.id, r.c)
 		} else {
-			delete(s.cands, r.id)
+			s.cands.del(r.id)
 		}
 	}
 	return added, nil
@@ -238,10 +235,10 @@ func (s *Store) setCand(j jobstore.Job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if j.State != jobstore.StateQueued {
-		delete(s.cands, j.ID)
+		s.cands.del(j.ID)
 		return
 	}
-	s.cands[j.ID] = candOf(j)
+	s.cands.set(j.ID, candOf(j))
 	s.signalWork()
 }
 

@@ -1,0 +1,238 @@
+package filestore
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// candIndex is the claim candidate set: every job believed to be queued,
+// with only what picking needs (no payloads). Per kind it keeps a heap of
+// due jobs in claim order and a heap of not-yet-due jobs by RunAt, so that
+// a claim costs O(kinds · log n) rather than a pass over the backlog.
+// Removal is lazy: heap items carry the sequence number of the set that
+// made them, and items no longer current are dropped when they surface.
+// It is not safe for concurrent use; the Store guards it with s.mu.
+type candIndex struct {
+	byID  map[string]candEntry
+	kinds map[string]*kindQueue
+	seq   uint64
+	items int // heap items, current or not
+}
+
+type cand struct {
+	kind     string
+	priority int
+	runAt    time.Time
+}
+
+type candEntry struct {
+	cand
+	seq uint64
+}
+
+type candItem struct {
+	id  string
+	c   cand
+	seq uint64
+}
+
+type kindQueue struct {
+	due    dueHeap
+	future futureHeap
+}
+
+func newCandIndex() *candIndex {
+	return &candIndex{byID: make(map[string]candEntry), kinds: make(map[string]*kindQueue)}
+}
+
+func (x *candIndex) len() int { return len(x.byID) }
+
+func (x *candIndex) has(id string) bool {
+	_, ok := x.byID[id]
+	return ok
+}
+
+// ids returns the IDs of every candidate.
+func (x *candIndex) ids() map[string]bool {
+	m := make(map[string]bool, len(x.byID))
+	for id := range x.byID {
+		m[id] = true
+	}
+	return m
+}
+
+// set makes job id a candidate with c, replacing what was known of it.
+func (x *candIndex) set(id string, c cand) {
+	if e, ok := x.byID[id]; ok && e.cand == c {
+		return
+	}
+	x.seq++
+	x.byID[id] = candEntry{cand: c, seq: x.seq}
+	q := x.kinds[c.kind]
+	if q == nil {
+		q = &kindQueue{}
+		x.kinds[c.kind] = q
+	}
+	heap.Push(&q.future, candItem{id: id, c: c, seq: x.seq})
+	x.items++
+	if x.items > 2*len(x.byID)+1024 {
+		x.compact()
+	}
+}
+
+// del removes job id from the candidates.
+func (x *candIndex) del(id string) { delete(x.byID, id) }
+
+func (x *candIndex) live(it candItem) bool {
+	e, ok := x.byID[it.id]
+	return ok && e.seq == it.seq
+}
+
+// compact rebuilds the heaps from the current candidates, dropping the
+// items that lazy removal left behind.
+func (x *candIndex) compact() {
+	x.kinds = make(map[string]*kindQueue)
+	x.items = 0
+	for id, e := range x.byID {
+		q := x.kinds[e.kind]
+		if q == nil {
+			q = &kindQueue{}
+			x.kinds[e.kind] = q
+		}
+		q.future = append(q.future, candItem{id: id, c: e.cand, seq: e.seq})
+		x.items++
+	}
+	for _, q := range x.kinds {
+		heap.Init(&q.future)
+	}
+}
+
+// settle moves the kind's jobs that are due at now from the future heap to
+// the due heap and drops items that are no longer current from both tops.
+func (x *candIndex) settle(kind string, now time.Time) *kindQueue {
+	q := x.kinds[kind]
+	if q == nil {
+		return nil
+	}
+	for len(q.future) > 0 {
+		top := q.future[0]
+		if !x.live(top) {
+			heap.Pop(&q.future)
+			x.items--
+			continue
+		}
+		if top.c.runAt.After(now) {
+			break
+		}
+		heap.Pop(&q.future)
+		heap.Push(&q.due, top)
+	}
+	for len(q.due) > 0 && !x.live(q.due[0]) {
+		heap.Pop(&q.due)
+		x.items--
+	}
+	if len(q.due) == 0 && len(q.future) == 0 {
+		delete(x.kinds, kind)
+		return nil
+	}
+	return q
+}
+
+// pick returns the best due candidate of a kind req accepts that is not in
+// tried, or "" and the earliest RunAt among the accepted candidates not yet
+// due.
+func (x *candIndex) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]bool) (string, time.Time) {
+	kinds := req.Kinds
+	if len(kinds) == 0 {
+		kinds = make([]string, 0, len(x.kinds))
+		for k := range x.kinds {
+			kinds = append(kinds, k)
+		}
+	}
+	var best candItem
+	var next time.Time
+	for _, k := range kinds {
+		q := x.settle(k, now)
+		if q == nil {
+			continue
+		}
+		if len(q.future) > 0 && (next.IsZero() || q.future[0].c.runAt.Before(next)) {
+			next = q.future[0].c.runAt
+		}
+		// Set aside the candidates this claim already tried, then put
+		// them back.
+		var skipped []candItem
+		for len(q.due) > 0 && (tried[q.due[0].id] || !x.live(q.due[0])) {
+			it := heap.Pop(&q.due).(candItem)
+			if x.live(it) {
+				skipped = append(skipped, it)
+			} else {
+				x.items--
+			}
+		}
+		if len(q.due) > 0 {
+			top := q.due[0]
+			if best.id == "" || claimsBefore(top, best) {
+				best = top
+			}
+		}
+		for _, it := range skipped {
+			heap.Push(&q.due, it)
+		}
+	}
+	return best.id, next
+}
+
+// nextRunAt returns the earliest RunAt after now among all candidates, or
+// zero.
+func (x *candIndex) nextRunAt(now time.Time) time.Time {
+	var next time.Time
+	for k := range x.kinds {
+		q := x.settle(k, now)
+		if q != nil && len(q.future) > 0 && (next.IsZero() || q.future[0].c.runAt.Before(next)) {
+			next = q.future[0].c.runAt
+		}
+	}
+	return next
+}
+
+func claimsBefore(a, b candItem) bool {
+	return jobstore.ClaimOrder(
+		jobstore.Job{ID: a.id, Priority: a.c.priority, RunAt: a.c.runAt},
+		jobstore.Job{ID: b.id, Priority: b.c.priority, RunAt: b.c.runAt})
+}
+
+// dueHeap orders due candidates by claim order.
+type dueHeap []candItem
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return claimsBefore(h[i], h[j]) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(candItem)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+// futureHeap orders candidates not yet due by RunAt.
+type futureHeap []candItem
+
+func (h futureHeap) Len() int { return len(h) }
+func (h futureHeap) Less(i, j int) bool {
+	if !h[i].c.runAt.Equal(h[j].c.runAt) {
+		return h[i].c.runAt.Before(h[j].c.runAt)
+	}
+	return h[i].id < h[j].id
+}
+func (h futureHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *futureHeap) Push(x any)   { *h = append(*h, x.(candItem)) }
+func (h *futureHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}

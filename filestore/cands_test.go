@@ -1,0 +1,86 @@
+package filestore
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// TestCandIndexMatchesBruteForce checks the heaps against a plain scan of
+// the candidates after random sets, deletes and claims, with kind filters,
+// tried sets and time passing.
+func TestCandIndexMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := newCandIndex()
+	ref := map[string]cand{}
+	base := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	kinds := []string{"a", "b", "c"}
+	var ids []string
+	for range 300 {
+		ids = append(ids, jobstore.NewID(base))
+	}
+	brute := func(req jobstore.ClaimRequest, now time.Time, tried map[string]bool) (string, time.Time) {
+		var best jobstore.Job
+		var next time.Time
+		for id, c := range ref {
+			if !req.Accepts(c.kind) {
+				continue
+			}
+			if c.runAt.After(now) {
+				if next.IsZero() || c.runAt.Before(next) {
+					next = c.runAt
+				}
+				continue
+			}
+			if tried[id] {
+				continue
+			}
+			j := jobstore.Job{ID: id, Priority: c.priority, RunAt: c.runAt}
+			if best.ID == "" || jobstore.ClaimOrder(j, best) {
+				best = j
+			}
+		}
+		return best.ID, next
+	}
+	now := base
+	for step := range 20000 {
+		id := ids[rng.IntN(len(ids))]
+		switch op := rng.IntN(10); {
+		case op < 5:
+			c := cand{kind: kinds[rng.IntN(len(kinds))], priority: rng.IntN(3), runAt: base.Add(time.Duration(rng.IntN(600)) * time.Second)}
+			if k, ok := ref[id]; ok {
+				c.kind = k.kind // a job's kind never changes
+			}
+			x.set(id, c)
+			ref[id] = c
+		case op < 7:
+			x.del(id)
+			delete(ref, id)
+		case op < 8:
+			now = now.Add(time.Duration(rng.IntN(20)) * time.Second)
+		default:
+			req := jobstore.ClaimRequest{Worker: "w"}
+			if rng.IntN(2) == 0 {
+				req.Kinds = kinds[:1+rng.IntN(2)]
+			}
+			tried := map[string]bool{}
+			for range rng.IntN(3) {
+				tried[ids[rng.IntN(len(ids))]] = true
+			}
+			gotID, gotNext := x.pick(req, now, tried)
+			wantID, wantNext := brute(req, now, tried)
+			require.Equal(t, wantID, gotID, "step %d", step)
+			require.True(t, wantNext.Equal(gotNext), "step %d: next %v, want %v", step, gotNext, wantNext)
+			if gotID != "" && rng.IntN(2) == 0 { // claimed
+				x.del(gotID)
+				delete(ref, gotID)
+			}
+		}
+		require.Equal(t, len(ref), x.len())
+	}
+	require.LessOrEqual(t, x.items, 2*x.len()+1024+1, "lazy deletions are compacted")
+}
