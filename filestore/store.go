@@ -38,6 +38,10 @@ type Store struct {
 	// would; tests of crash recovery set it.
 	crashed bool
 
+	// syncers share directory fsyncs between concurrent operations.
+	syncMu  sync.Mutex
+	syncers map[string]*groupSync
+
 	closed    chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -104,6 +108,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		work:     make(chan struct{}),
 		changed:  make(map[string]*idWatch),
 		keys:     make(map[string]string),
+		syncers:  make(map[string]*groupSync),
 	}
 	if o.GroupAccess {
 		s.dirPerm, s.filePerm = 0o770, 0o660
@@ -192,7 +197,15 @@ func (s *Store) syncDir(name string) error {
 	if !s.sync() {
 		return nil
 	}
-	if err := s.fs.SyncDir(filepath.Join(s.dir, name)); err != nil {
+	s.syncMu.Lock()
+	g := s.syncers[name]
+	if g == nil {
+		g = newGroupSync()
+		s.syncers[name] = g
+	}
+	s.syncMu.Unlock()
+	p := filepath.Join(s.dir, name)
+	if err := g.sync(func() error { return s.fs.SyncDir(p) }); err != nil {
 		return fmt.Errorf("fsync %s/: %w", name, err)
 	}
 	return nil
