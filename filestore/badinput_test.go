@@ -283,3 +283,63 @@ func TestLostEventsClaimFindsJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateSucceeded, done.State)
 }
+
+// TestStatsRereadsOnlyChanges: Stats, which rereads only records whose
+// file changed, is right after every kind of change, including a record
+// replaced in done/ by a retried job that finished again, and forgets
+// pruned records.
+func TestStatsRereadsOnlyChanges(t *testing.T) {
+	s := openTest(t, &Options{NoSync: true})
+	ctx := t.Context()
+	var ids []string
+	for range 5 {
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", MaxAttempts: 1})
+		require.NoError(t, err)
+		ids = append(ids, j.ID)
+	}
+	counts := func() map[jobstore.State]int {
+		st, err := s.Stats(ctx)
+		require.NoError(t, err)
+		return st.Counts
+	}
+	require.Equal(t, 5, counts()[jobstore.StateQueued])
+	run := func(o jobstore.Outcome) {
+		c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+		require.NoError(t, err)
+		_, err = s.Complete(ctx, c.Lease(), o)
+		require.NoError(t, err)
+	}
+	run(jobstore.Outcome{Error: "no"})
+	run(jobstore.Succeeded(nil))
+	_, err := s.Cancel(ctx, ids[4])
+	require.NoError(t, err)
+	c := counts()
+	require.Equal(t, 1, c[jobstore.StateFailed])
+	require.Equal(t, 1, c[jobstore.StateSucceeded])
+	require.Equal(t, 1, c[jobstore.StateCanceled])
+	require.Equal(t, 2, c[jobstore.StateQueued])
+	for _, id := range ids[2:4] {
+		_, err = s.Cancel(ctx, id)
+		require.NoError(t, err)
+	}
+	// The failed job runs again and succeeds: its done/ record is replaced.
+	_, err = s.Retry(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, 1, counts()[jobstore.StateQueued])
+	c2, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.Equal(t, ids[0], c2.ID)
+	require.Equal(t, 1, counts()[jobstore.StateRunning])
+	_, err = s.Complete(ctx, c2.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+	c = counts()
+	require.Equal(t, 0, c[jobstore.StateFailed])
+	require.Equal(t, 2, c[jobstore.StateSucceeded])
+	_, err = s.Prune(ctx, 0)
+	require.NoError(t, err)
+	c = counts()
+	require.Equal(t, 0, c[jobstore.StateSucceeded]+c[jobstore.StateCanceled])
+	s.stats.mu.Lock()
+	require.Empty(t, s.stats.m, "the cache forgets pruned records")
+	s.stats.mu.Unlock()
+}

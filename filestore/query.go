@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -140,47 +138,6 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 		page.Jobs = append(page.Jobs, j)
 	}
 	return page, nil
-}
-
-// Stats counts jobs by state. It reads every finished record, so its cost
-// grows with history; it is not on any hot path.
-func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
-	if err := s.enter(ctx, "stats"); err != nil {
-		return jobstore.Stats{}, err
-	}
-	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
-	for _, state := range jobstore.States() {
-		st.Counts[state] = 0
-	}
-	now := time.Now()
-	seen := make(map[string]bool)
-	for _, d := range stateDirs {
-		ids, _, err := s.listDir(d)
-		if err != nil {
-			return jobstore.Stats{}, fmt.Errorf("filestore: stats: %w", err)
-		}
-		for _, id := range ids {
-			if seen[id] {
-				continue
-			}
-			env, err := s.readRecord(s.recordPath(d, id), id)
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) || errors.Is(err, jobstore.ErrCorrupt) {
-					continue
-				}
-				return jobstore.Stats{}, fmt.Errorf("filestore: stats: %w", err)
-			}
-			if dirOf(env.Job.State) != d {
-				continue // a leftover of an interrupted move; counted where it went
-			}
-			seen[id] = true
-			st.Counts[env.Job.State]++
-			if env.Job.Due(now) && (st.OldestQueuedAt.IsZero() || env.Job.RunAt.Before(st.OldestQueuedAt)) {
-				st.OldestQueuedAt = env.Job.RunAt
-			}
-		}
-	}
-	return st, nil
 }
 
 // Wait blocks until job id is terminal and returns it. It re-reads the

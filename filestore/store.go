@@ -38,6 +38,9 @@ type Store struct {
 	// would; tests of crash recovery set it.
 	crashed bool
 
+	// stats caches what Stats read, per record file.
+	stats statsCache
+
 	// syncers share directory fsyncs between concurrent operations.
 	syncMu  sync.Mutex
 	syncers map[string]*groupSync

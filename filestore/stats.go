@@ -1,0 +1,115 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// statsCache remembers, per record file, its state and run_at along with
+// the file's identity (inode, size, modification time), so that Stats
+// reads only the records that changed since the last call instead of the
+// whole history. Records are replaced, never modified in place, so a
+// rewrite always changes the identity. It holds no payloads or results.
+type statsCache struct {
+	mu sync.Mutex
+	m  map[string]statsEntry // by "<dir>/<id>"
+}
+
+type statsEntry struct {
+	ino   uint64
+	size  int64
+	mtime int64
+	state jobstore.State
+	runAt time.Time
+}
+
+// Stats counts jobs by state. It lists every state directory, so its cost
+// grows with history; but it reads only the records that changed since its
+// last call (the others are known by their inode, size and mtime), so a
+// metrics scrape of a large store stays cheap. It is not on any hot path.
+func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
+	if err := s.enter(ctx, "stats"); err != nil {
+		return jobstore.Stats{}, err
+	}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
+	for _, state := range jobstore.States() {
+		st.Counts[state] = 0
+	}
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	if s.stats.m == nil {
+		s.stats.m = make(map[string]statsEntry)
+	}
+	now := time.Now()
+	seen := make(map[string]bool)
+	present := make(map[string]bool)
+	for _, d := range stateDirs {
+		ents, err := os.ReadDir(filepath.Join(s.dir, d))
+		if err != nil {
+			return jobstore.Stats{}, fmt.Errorf("filestore: stats: %w", err)
+		}
+		for _, e := range ents {
+			if err := ctx.Err(); err != nil {
+				return jobstore.Stats{}, err
+			}
+			id, ok := idFromName(e.Name())
+			if !ok || seen[id] {
+				continue
+			}
+			key := d + "/" + id
+			ent, ok := s.statEntry(d, id, key, e)
+			if !ok {
+				continue
+			}
+			present[key] = true
+			if dirOf(ent.state) != d {
+				continue // a leftover of an interrupted move; counted where it went
+			}
+			seen[id] = true
+			st.Counts[ent.state]++
+			if ent.state == jobstore.StateQueued && !ent.runAt.After(now) &&
+				(st.OldestQueuedAt.IsZero() || ent.runAt.Before(st.OldestQueuedAt)) {
+				st.OldestQueuedAt = ent.runAt
+			}
+		}
+	}
+	for key := range s.stats.m {
+		if !present[key] {
+			delete(s.stats.m, key)
+		}
+	}
+	return st, nil
+}
+
+// statEntry returns the cached state of record dir/id, reading the record
+// only if its file changed. The caller holds s.stats.mu.
+func (s *Store) statEntry(dir, id, key string, e fs.DirEntry) (statsEntry, bool) {
+	fi, err := e.Info()
+	if err != nil || !fi.Mode().IsRegular() {
+		return statsEntry{}, false
+	}
+	ino := inode(fi)
+	ent, ok := s.stats.m[key]
+	if ok && ino != 0 && ent.ino == ino && ent.size == fi.Size() && ent.mtime == fi.ModTime().UnixNano() {
+		return ent, true
+	}
+	env, err := s.readRecord(s.recordPath(dir, id), id)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, jobstore.ErrCorrupt) {
+			s.log.Debug("filestore: stats: unreadable record", "err", err)
+		}
+		delete(s.stats.m, key)
+		return statsEntry{}, false
+	}
+	ent = statsEntry{ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), state: env.Job.State, runAt: env.Job.RunAt}
+	s.stats.m[key] = ent
+	return ent, true
+}
