@@ -55,5 +55,7 @@
 //   - Only the process that claimed a job can complete it (it holds the
 //     lease lock); Close releases the leases of the jobs a Store still
 //     holds, which are then recovered like a dead worker's.
-//   - Stats and Prune read done/, whose size grows with history.
+//   - Stats, List without a state filter, Prune and Fsck list done/, whose
+//     size grows with history (Stats reads only the records that changed
+//     since its last call). Prune steadily to keep done/ small.
 package filestore
