@@ -2,6 +2,7 @@ package torture
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -105,6 +106,12 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 	for _, id := range sortedKeys(rec.attempts) {
 		checkAttempts(r, id, jobs[id], rec.attempts[id], kills)
 	}
+	if w := r.recoveryWaits; len(w) > 0 {
+		slices.Sort(w)
+		r.MedianRecoveryWait = w[len(w)/2]
+		r.P99RecoveryWait = w[(len(w)*99)/100]
+		r.MaxRecoveryWait = w[len(w)-1]
+	}
 
 	// A paused worker is alive: its attempt must simply finish later.
 	for _, as := range rec.attempts {
@@ -184,7 +191,7 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 				id, a.Attempt, time.Duration(pKilledAt-a.Start), p.Attempt)
 		default:
 			r.Reruns++
-			r.MaxRecoveryWait = max(r.MaxRecoveryWait, time.Duration(a.Start-pKilledAt))
+			r.recoveryWaits = append(r.recoveryWaits, time.Duration(a.Start-pKilledAt))
 		}
 	}
 	last := as[len(as)-1]

@@ -62,6 +62,10 @@ type Report struct {
 	// the start of the next attempt of the job it was running: detection
 	// of the dead worker, the backoff, and the wait for a free worker.
 	MaxRecoveryWait time.Duration
+	// MedianRecoveryWait and P99RecoveryWait are the median and the 99th
+	// percentile of the same wait over all re-runs.
+	MedianRecoveryWait, P99RecoveryWait time.Duration
+	recoveryWaits                       []time.Duration
 	// TornLines counts record lines cut short by a SIGKILL (ignored).
 	TornLines int
 	// Fsck is "clean", "skipped", or the number of problems found.
@@ -108,7 +112,8 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	p("paused attempts", "%d (worker SIGSTOPped mid-attempt; finished after SIGCONT, not run elsewhere)", r.PausedAttempts)
 	p("lost claims", "%d (claimed, worker killed before the handler started)", r.LostClaims)
 	p("canceled", "%d while queued, %d while running (the handler saw it)", r.CanceledQueued, r.CanceledRunning)
-	p("max recovery wait", "%s (SIGKILL of a worker to the next attempt's start, busy workers included)", r.MaxRecoveryWait.Round(time.Millisecond))
+	p("recovery wait", "median %s, p99 %s, max %s (SIGKILL of a worker to the next attempt's start, busy workers included)",
+		r.MedianRecoveryWait.Round(time.Millisecond), r.P99RecoveryWait.Round(time.Millisecond), r.MaxRecoveryWait.Round(time.Millisecond))
 	p("torn record lines", "%d", r.TornLines)
 	p("repaired at reopen", "%d", len(r.RepairedAtOpen))
 	for i, m := range r.RepairedAtOpen {
