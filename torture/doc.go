@@ -26,10 +26,13 @@
 //
 // A Report with no violations means that, for this run, each property above
 // held for every job the run created. Attempt start and end records are
-// O_EXCL marker files written by the worker before the handler runs and
-// after it returns (before Complete), so they survive the worker's death;
-// submit and cancel records are appended and fsynced before the submitter
-// proceeds.
+// marker files that a worker publishes with link(2), which never replaces
+// an existing name, before the handler runs and after it returns (before
+// Complete), so they survive the worker's death and a second start of one
+// attempt cannot go unnoticed; submit and cancel records are appended and
+// fsynced before the submitter proceeds. Some workers run runner.Runner and
+// the others a minimal claim loop, so that both the store alone and the
+// production worker stack are attacked. FileBackend wires in filestore.
 //
 // # Caveats
 //
@@ -38,5 +41,9 @@
 // not run elsewhere until it is continued. A run therefore checks that a
 // paused worker's job was not re-run while it was paused, not that it was
 // rescued. A torture run proves properties of the interleavings it happened
-// to produce, not of all interleavings; run it long and often.
+// to produce, not of all interleavings; run it long and often. The
+// linearizability check drops Claim calls that found no job (they name no
+// job to partition by), so it does not check that "no job" was true, and it
+// does not check List or Stats. The package needs Linux or another Unix
+// with CLOCK_MONOTONIC, flock and signals.
 package torture
