@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -63,6 +64,12 @@ type Options struct {
 	// only when listed by name. Empty means []string{AnyKind}: any kind but
 	// exec. So {"exec"} allows only exec jobs and {"*", "exec"} allows all.
 	AllowedKinds []string
+	// Validators check the payload of a kind before a job of that kind is
+	// submitted; an error (which should wrap jobstore.ErrInvalidInput) is
+	// answered with 422 invalid_spec, so a bad payload is refused at the
+	// door rather than failing when a worker runs it. Nil or a missing kind
+	// means no check beyond the store's.
+	Validators map[string]func(payload json.RawMessage) error
 	// MaxBodyBytes limits request bodies; a larger one gets 413. Zero means
 	// jobstore.DefaultMaxPayload + BodyOverhead.
 	MaxBodyBytes int64
@@ -88,6 +95,7 @@ type Server struct {
 	noAuth   bool
 	anyKind  bool
 	kinds    map[string]bool
+	validate map[string]func(json.RawMessage) error
 	maxBody  int64
 	maxWait  time.Duration
 	log      *slog.Logger
@@ -124,12 +132,13 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 		o = *opts
 	}
 	s := &Server{
-		store:   store,
-		noAuth:  o.InsecureNoAuth,
-		kinds:   make(map[string]bool),
-		maxBody: o.MaxBodyBytes,
-		maxWait: o.MaxWait,
-		log:     o.Logger,
+		store:    store,
+		noAuth:   o.InsecureNoAuth,
+		kinds:    make(map[string]bool),
+		validate: maps.Clone(o.Validators),
+		maxBody:  o.MaxBodyBytes,
+		maxWait:  o.MaxWait,
+		log:      o.Logger,
 	}
 	switch {
 	case len(o.Tokens) == 0 && !o.InsecureNoAuth:
@@ -316,6 +325,12 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		s.writeError(w, r, newError(http.StatusForbidden, CodeKindNotAllowed, msg, spec.Kind))
 		return
+	}
+	if v := s.validate[spec.Kind]; v != nil {
+		if err := v(spec.Payload); err != nil {
+			s.writeError(w, r, newError(http.StatusUnprocessableEntity, CodeInvalidSpec, "invalid payload for kind %q: %v", spec.Kind, err))
+			return
+		}
 	}
 	job, created, err := s.store.Submit(r.Context(), spec)
 	if err != nil {

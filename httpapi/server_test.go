@@ -378,3 +378,23 @@ func TestMuxErrorsAreJSON(t *testing.T) {
 	e.do("GET", "/v2/jobs", "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	e.do("GET", "/", "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
 }
+
+func TestSubmitValidators(t *testing.T) {
+	mustHaveTo := func(p json.RawMessage) error {
+		var v struct{ To string }
+		if err := json.Unmarshal(p, &v); err != nil || v.To == "" {
+			return fmt.Errorf("%w: payload needs a \"to\"", jobstore.ErrInvalidInput)
+		}
+		return nil
+	}
+	e := newEnv(t, &httpapi.Options{Tokens: []string{testToken},
+		Validators: map[string]func(json.RawMessage) error{"email.send": mustHaveTo}}, nil)
+	r := e.do("POST", "/v1/jobs", `{"kind":"email.send","payload":{"subject":"hi"}}`)
+	apiErr := r.apiError(t, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec)
+	require.Contains(t, apiErr.Message, `needs a "to"`)
+	require.Equal(t, http.StatusCreated, e.do("POST", "/v1/jobs", `{"kind":"email.send","payload":{"to":"a@example.com"}}`).status)
+	require.Equal(t, http.StatusCreated, e.do("POST", "/v1/jobs", `{"kind":"other","payload":{}}`).status, "kinds without a validator are not checked")
+	st, err := e.store.Stats(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Counts[jobstore.StateQueued], "the refused request created no job")
+}

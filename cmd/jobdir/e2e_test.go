@@ -344,6 +344,10 @@ func TestE2ETwoServersOneStore(t *testing.T) {
 		return map[string]any{"kind": "exec", "key": key, "payload": map[string]any{"argv": argv, "dir": wd}}
 	}
 
+	// An exec payload no worker could run is refused at submit.
+	require.Equal(t, http.StatusUnprocessableEntity, call(t, "POST", a.url+"/v1/jobs", token,
+		map[string]any{"kind": "exec", "payload": map[string]any{"argv": []string{"true"}, "dir": "relative/dir"}}, nil))
+
 	// Submit through A; read and wait through B; A agrees.
 	var sub, got, waited, again jobstore.Job
 	require.Equal(t, http.StatusCreated, call(t, "POST", a.url+"/v1/jobs", token, execBody("", "sh", "-c", "echo via http"), &sub))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
 )
@@ -104,7 +106,7 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, cfg serveConfig) e
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Logger: a.logger(level)})
+	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators, Logger: a.logger(level)})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -186,4 +188,14 @@ func loadTokens(file string) ([]string, error) {
 		return nil, fmt.Errorf("token file %s holds no token", file)
 	}
 	return tokens, nil
+}
+
+// execValidators makes the HTTP API refuse an exec job whose payload a
+// worker could never run (no argv, a relative directory, unknown fields)
+// when it is submitted, not when it runs.
+var execValidators = map[string]func(json.RawMessage) error{
+	execjob.Kind: func(p json.RawMessage) error {
+		_, err := execjob.ParsePayload(p)
+		return err
+	},
 }
