@@ -51,9 +51,13 @@ const waitDelay = 2 * time.Second
 // Handler is safe for concurrent use: it holds no state between calls.
 type Handler struct {
 	// LogDir is the directory that holds one log file per job,
-	// <LogDir>/<job ID>.log, created (mode 0700) when needed. Empty means
-	// output is discarded, except the tail kept for error messages.
+	// <LogDir>/<job ID>.log, created (mode 0700, files 0600; see
+	// GroupAccess) when needed. Empty means output is discarded, except the
+	// tail kept for error messages.
 	LogDir string
+	// GroupAccess creates the log directory 0770 and log files 0660, for a
+	// store shared by the users of one group (filestore.Options.GroupAccess).
+	GroupAccess bool
 	// MaxLogBytes bounds each log file; zero means DefaultMaxLogBytes.
 	MaxLogBytes int64
 	// KillGrace is how long the program's process group has between
@@ -265,12 +269,21 @@ func (h Handler) openLog(id string) (*logWriter, error) {
 	if err != nil {
 		return nil, runner.Permanent(fmt.Errorf("execjob: %w", err))
 	}
-	if err := os.MkdirAll(h.LogDir, 0o700); err != nil {
+	dirPerm, filePerm := os.FileMode(0o700), os.FileMode(0o600)
+	if h.GroupAccess {
+		dirPerm, filePerm = 0o770, 0o660
+	}
+	if err := os.MkdirAll(h.LogDir, dirPerm); err != nil {
 		return nil, fmt.Errorf("execjob: log directory: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("execjob: open log: %w", err)
+	}
+	if h.GroupAccess {
+		// The umask would take the group's write bit away.
+		_ = os.Chmod(h.LogDir, dirPerm)
+		_ = f.Chmod(filePerm)
 	}
 	fi, err := f.Stat()
 	if err != nil {

@@ -61,6 +61,7 @@ type app struct {
 
 	dir           string // --dir
 	allowUnsafeFS bool   // --allow-unsafe-filesystem
+	groupAccess   bool   // --group-access
 	started       bool   // a command's RunE was reached: later errors are not usage errors
 }
 
@@ -143,6 +144,8 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "use the store in `DIR` (default $JOBDIR_DIR, else ./.jobdir)")
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
 		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
+	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
+		"create the store's directories 0770 and files 0660, for users of one group (default 0700 and 0600)")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &usageError{err}
 	})

@@ -438,3 +438,21 @@ func TestExplainOpen(t *testing.T) {
 		require.Contains(t, err.Error(), tt.hint)
 	}
 }
+
+func TestGroupAccess(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "shared")
+	t.Chdir(t.TempDir())
+	id := submit(t, dir, "--group-access", "--", "true")
+	jdOK(t, dir, "--group-access", "work", "--exit-when-idle")
+	for path, want := range map[string]os.FileMode{
+		dir:                                    0o770,
+		filepath.Join(dir, "done"):             0o770,
+		filepath.Join(dir, "done", id+".json"): 0o660,
+		filepath.Join(dir, "logs"):             0o770,
+		filepath.Join(dir, "logs", id+".log"):  0o660,
+	} {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		require.Equal(t, want, fi.Mode().Perm(), path)
+	}
+}

@@ -128,6 +128,7 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, cfg serveConfig) e
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	if cfg.workers > 0 {
+		cfg.wf.groupAccess = a.groupAccess
 		r := cfg.wf.newRunner(st, cfg.workers, a.stderr, srv.ObserveRunner)
 		wg.Go(func() {
 			runErr = r.Run(runCtx)

@@ -27,6 +27,9 @@ type workerFlags struct {
 	maxLogBytes   int64
 	jobTimeout    time.Duration
 	quiet         bool
+	// groupAccess is the global --group-access, which also sets the
+	// permissions of the job logs.
+	groupAccess bool
 }
 
 func (wf *workerFlags) register(cmd *cobra.Command) {
@@ -62,7 +65,7 @@ func (wf *workerFlags) newRunner(st *filestore.Store, concurrency int, w io.Writ
 			}
 		},
 	})
-	r.Handle(execjob.Kind, execjob.Handler{LogDir: logDir(st), MaxLogBytes: wf.maxLogBytes, KillGrace: wf.killGrace})
+	r.Handle(execjob.Kind, execjob.Handler{LogDir: logDir(st), GroupAccess: wf.groupAccess, MaxLogBytes: wf.maxLogBytes, KillGrace: wf.killGrace})
 	return r
 }
 
@@ -126,6 +129,7 @@ With --exit-when-idle, it exits once no job is due and none of its jobs runs.`,
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *filestore.Store) error {
 				var active, claims atomic.Int64
+				wf.groupAccess = a.groupAccess
 				r := wf.newRunner(st, concurrency, a.stderr, func(ev runner.Event) {
 					switch ev.Type {
 					case runner.EventClaimed:
