@@ -14,6 +14,7 @@ import (
 // the candidates after random sets, deletes and claims, with kind filters,
 // tried sets and time passing.
 func TestCandIndexMatchesBruteForce(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := newCandIndex()
 	ref := map[string]cand{}
@@ -47,7 +48,7 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 		return best.ID, next
 	}
 	now := base
-	for step := range 20000 {
+	for step := range 8000 {
 		id := ids[rng.IntN(len(ids))]
 		switch op := rng.IntN(10); {
 		case op < 5:
