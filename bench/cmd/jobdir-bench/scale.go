@@ -8,9 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jobdir/jobdir/filestore"
@@ -279,11 +279,9 @@ func runScaleChild(ctx context.Context, spec childSpec, o *out) error {
 	}
 	res.ListQueuedMs = msSince(t0) / lists
 
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	if res.MaxRSSMiB, err = peakRSS(); err != nil {
 		return err
 	}
-	res.MaxRSSMiB = float64(ru.Maxrss) / 1024 // Linux reports KiB
 	b, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -302,4 +300,25 @@ func removeSeeded(c *config, stores []*seededStore) {
 	for _, st := range stores {
 		os.RemoveAll(filepath.Clean(st.dir))
 	}
+}
+
+// peakRSS returns this process's peak resident set size in MiB: VmHWM
+// from /proc/self/status. (getrusage's maxrss would not do: Linux carries
+// it across execve, so a child would report its parent's peak.)
+func peakRSS() (float64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(v) // "12345 kB"
+			kb, err := strconv.ParseFloat(f[0], 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmHWM: %w", err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
 }
