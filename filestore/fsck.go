@@ -110,8 +110,8 @@ func (s *Store) Fsck(ctx context.Context, repair bool) (Report, error) {
 
 // repairAtOpen is the Open step that repairs what crashes left: temp files
 // are already swept; it removes stale copies, rolls back dangling key files
-// and recovers dead workers' jobs. It reads only records that appear in
-// two directories, so its cost is a listing of each directory.
+// and recovers dead workers' jobs. It reads every key file but only the
+// records that appear in two directories.
 func (s *Store) repairAtOpen(ctx context.Context) error {
 	r, err := s.check(ctx, true, false)
 	for _, p := range r.Problems {
