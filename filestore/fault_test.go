@@ -337,6 +337,7 @@ func injected(err error) bool {
 // Fsck finds nothing, no job is running without a worker, at most one job
 // holds the key, and what the operation reported done is done.
 func TestFaults(t *testing.T) {
+	t.Parallel() // no timing assertions; it overlaps the process tests
 	for _, tc := range faultCases {
 		for _, crash := range []bool{false, true} {
 			mode := "EIO"
