@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,27 +43,39 @@ func testClaimNoJob(t *testing.T, s jobstore.Store) {
 }
 
 func testClaimOrder(t *testing.T, s jobstore.Store) {
-	t0 := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)
-	later := t0.Add(100 * time.Millisecond)
-	spec := func(prio int, runAt time.Time) jobstore.Spec {
-		return jobstore.Spec{Kind: "k", Priority: prio, RunAt: runAt}
-	}
-	// Submitted oldest first; the claim order below differs from it.
-	a := submit(t, s, spec(0, later)) // older but due later
-	b := submit(t, s, spec(0, t0))    // same RunAt as c: FIFO
-	c := submit(t, s, spec(0, t0))
-	d := submit(t, s, spec(5, later)) // newest, but highest priority
-	e := submit(t, s, spec(-1, t0))   // earliest, but lowest priority
-	f := submit(t, s, spec(5, t0))    // highest priority and earlier than d
+	// The RunAts must still lie in the future once all six submits have
+	// returned (a past RunAt is clamped to the submit time, which would
+	// change the order). On a slow machine, try again with a wider margin
+	// and a kind of its own, so the earlier round's jobs do not interfere.
+	for round, margin := 0, 300*time.Millisecond; ; round, margin = round+1, margin*3 {
+		kind := fmt.Sprintf("order-%d", round)
+		t0 := time.Now().Add(margin).Truncate(time.Millisecond)
+		later := t0.Add(100 * time.Millisecond)
+		spec := func(prio int, runAt time.Time) jobstore.Spec {
+			return jobstore.Spec{Kind: kind, Priority: prio, RunAt: runAt}
+		}
+		// Submitted oldest first; the claim order below differs from it.
+		a := submit(t, s, spec(0, later)) // older but due later
+		b := submit(t, s, spec(0, t0))    // same RunAt as c: FIFO
+		c := submit(t, s, spec(0, t0))
+		d := submit(t, s, spec(5, later)) // newest, but highest priority
+		e := submit(t, s, spec(-1, t0))   // earliest, but lowest priority
+		f := submit(t, s, spec(5, t0))    // highest priority and earlier than d
+		if !time.Now().Before(t0) {
+			require.Less(t, round, 3, "six submits took longer than %s", margin)
+			continue
+		}
 
-	time.Sleep(time.Until(later) + 5*time.Millisecond)
-	want := []jobstore.Job{f, d, b, c, a, e}
-	for i, w := range want {
-		got := claim(t, s, "w")
-		require.Equal(t, w.ID, got.ID, "claim %d: want priority %d run_at %s, got priority %d run_at %s",
-			i, w.Priority, w.RunAt.Format(time.StampMilli), got.Priority, got.RunAt.Format(time.StampMilli))
+		time.Sleep(time.Until(later) + 5*time.Millisecond)
+		want := []jobstore.Job{f, d, b, c, a, e}
+		for i, w := range want {
+			got := claim(t, s, "w", kind)
+			require.Equal(t, w.ID, got.ID, "claim %d: want priority %d run_at %s, got priority %d run_at %s",
+				i, w.Priority, w.RunAt.Format(time.StampMilli), got.Priority, got.RunAt.Format(time.StampMilli))
+		}
+		requireNoJob(t, s, kind)
+		return
 	}
-	requireNoJob(t, s)
 }
 
 func testClaimDelayed(t *testing.T, s jobstore.Store) {
