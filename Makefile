@@ -6,7 +6,7 @@ PKGS    ?= ./...
 # Extra flags for go test, e.g. make test TESTFLAGS='-run Conformance -v'.
 TESTFLAGS ?=
 
-.PHONY: help demo build test race vet fmt fmt-check lint cover clean
+.PHONY: help demo build test race vet fmt fmt-check lint cover bench bench-peers bench-build torture clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -25,7 +25,7 @@ build: ## Build every package and the jobdir command into ./bin.
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/jobdir ./cmd/jobdir
 
-test: vet fmt-check ## What CI runs: vet, a gofmt check, and the race-enabled tests.
+test: vet fmt-check bench-build ## What CI runs: vet, a gofmt check, the bench module's build, and the race-enabled tests (with the short torture run).
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
 
 race: test ## Alias of test (the tests always run with -race).
@@ -44,6 +44,24 @@ lint: vet ## staticcheck (pinned as a tool in go.mod).
 
 cover: ## Coverage per package.
 	$(GO) test -count=1 -cover $(PKGS)
+
+# Benchmarks. BENCH selects benchmarks, COUNT repeats them for benchstat:
+#   make bench COUNT=10 > old.txt; (change); make bench COUNT=10 > new.txt; go tool benchstat old.txt new.txt
+BENCH ?= .
+COUNT ?= 6
+bench: ## Go benchmarks of the hot paths (benchstat-friendly output).
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) ./filestore ./memstore ./runner ./httpapi ./execjob
+
+bench-build: ## Build and vet the side-by-side benchmark module (bench/, its own go.mod).
+	cd bench && $(GO) vet ./... && $(GO) build -o /dev/null ./cmd/jobdir-bench
+
+BENCHFLAGS ?=
+bench-peers: ## Side-by-side benchmark against River and goqite on SQLite (several minutes); writes bench/results/.
+	cd bench && $(GO) run ./cmd/jobdir-bench -out results $(BENCHFLAGS)
+
+TORTURE_DURATION ?= 20m
+torture: ## The long multi-process torture run (kills, pauses, restarts), then its checks.
+	$(GO) run ./torture/cmd/jobdir-torture -long -duration $(TORTURE_DURATION)
 
 clean: ## Remove build output.
 	rm -rf bin
