@@ -6,7 +6,7 @@ PKGS    ?= ./...
 # Extra flags for go test, e.g. make test TESTFLAGS='-run Conformance -v'.
 TESTFLAGS ?=
 
-.PHONY: help demo build test race vet fmt fmt-check lint cover bench bench-peers bench-build torture clean
+.PHONY: help demo build test race vet fmt fmt-check lint staticcheck cover bench bench-peers bench-build torture clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -25,7 +25,7 @@ build: ## Build every package and the jobdir command into ./bin.
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/jobdir ./cmd/jobdir
 
-test: vet fmt-check bench-build ## What CI runs: vet, a gofmt check, the bench module's build, and the race-enabled tests (with the short torture run).
+test: vet fmt-check staticcheck bench-build ## What CI runs: vet, gofmt and staticcheck checks, the bench module's build, and the race-enabled tests (with the short torture run).
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
 
 race: test ## Alias of test (the tests always run with -race).
@@ -39,7 +39,9 @@ fmt: ## Rewrite files with gofmt.
 fmt-check: ## Fail if a file is not gofmt-formatted.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-lint: vet ## staticcheck (pinned as a tool in go.mod).
+lint: vet staticcheck ## go vet and staticcheck.
+
+staticcheck: ## staticcheck (pinned as a tool in go.mod).
 	$(GO) tool staticcheck $(PKGS)
 
 cover: ## Coverage per package.
