@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		limit   = fs.Duration("workoff-limit", 60*time.Second, "longest a work-off may run; a slower system reports its rate so far")
 		scale   = fs.String("scale", "1000,10000,100000", "comma-separated store sizes for the scaling figures")
 		load    = fs.Int("load-rate", 50, "background jobs/s submitted during the loaded latency figures")
+		from    = fs.String("from", "", "write the report of an earlier run again from its results.json, without running anything")
 		keep    = fs.Bool("keep-scale", false, "keep the seeded scaling stores under -dir and reuse them in later runs")
 	)
 	fs.Usage = func() {
@@ -72,6 +74,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *from != "" {
+		return rerender(*from, *outDir, stdout)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -136,9 +141,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.Dir, err = filepath.Abs(c.Dir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		return err
-	}
 
 	r := newResults()
 	started := time.Now()
@@ -149,22 +151,142 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	r.remark(fmt.Sprintf("total run time %s", time.Since(started).Round(time.Second)))
 
 	rp := &report{r: r, systems: c.Systems, cfg: c, Machine: describeMachine(c.Dir), Command: "jobdir-bench " + strings.Join(args, " ")}
+	return rp.render(*outDir, stdout)
+}
+
+// render writes the table to stdout and -out/results.md, the chart to
+// -out/workoff.svg and the raw figures to -out/results.json.
+func (rp *report) render(outDir string, stdout io.Writer) error {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
 	var md strings.Builder
 	rp.writeMarkdown(&md)
 	fmt.Fprint(stdout, md.String())
-	if err := os.WriteFile(filepath.Join(*outDir, "results.md"), []byte(md.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(outDir, "results.md"), []byte(md.String()), 0o644); err != nil {
 		return err
 	}
 	var svg strings.Builder
 	rp.writeSVG(&svg)
-	if err := os.WriteFile(filepath.Join(*outDir, "workoff.svg"), []byte(svg.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(outDir, "workoff.svg"), []byte(svg.String()), 0o644); err != nil {
 		return err
 	}
 	raw, err := rp.json()
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(*outDir, "results.json"), raw, 0o644)
+	return os.WriteFile(filepath.Join(outDir, "results.json"), raw, 0o644)
+}
+
+// rerender reads the raw figures of an earlier run and writes its report
+// again, with this version's tables and chart.
+func rerender(path, outDir string, stdout io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var in rawResults
+	if err := json.Unmarshal(b, &in); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	r := newResults()
+	byID := map[string]metric{}
+	for _, m := range in.Metrics {
+		if known, ok := metricByID(m.ID); ok {
+			m.Order = known.Order
+		}
+		byID[m.ID] = m
+	}
+	for _, se := range in.Series {
+		m, ok := byID[se.Metric]
+		if !ok {
+			return fmt.Errorf("%s: series of unknown metric %q", path, se.Metric)
+		}
+		for _, v := range se.Values {
+			r.add(m, se.System, v)
+		}
+		for _, n := range se.Notes {
+			r.note(m, se.System, n)
+		}
+	}
+	for _, n := range in.Notes {
+		r.remark(n)
+	}
+	c := &config{Rounds: in.Rounds, Jobs: in.Jobs, Workers: in.Workers, ScaleSizes: in.ScaleSizes}
+	if len(c.ScaleSizes) == 0 {
+		c.ScaleSizes = scaleSizesOf(in.Metrics)
+	}
+	var systems []*system
+	for _, name := range in.Systems {
+		s, err := findSystem(name)
+		if err != nil {
+			return err
+		}
+		systems = append(systems, s)
+	}
+	rp := &report{r: r, systems: systems, cfg: c, Machine: in.Machine, Command: in.Command}
+	return rp.render(outDir, stdout)
+}
+
+// scaleSizesOf returns the store sizes the scale metrics of ms measured,
+// smallest first.
+func scaleSizesOf(ms []metric) []int {
+	var sizes []int
+	for _, m := range ms {
+		if rest, ok := strings.CutPrefix(m.ID, "scale-get-"); ok {
+			if n, ok := parseSize(rest); ok {
+				sizes = append(sizes, n)
+			}
+		}
+	}
+	slices.Sort(sizes)
+	return sizes
+}
+
+// parseSize reads a sizeLabel.
+func parseSize(s string) (int, bool) {
+	mult := 1.0
+	if t, ok := strings.CutSuffix(s, "k"); ok {
+		s, mult = t, 1000
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, false
+	}
+	return int(f * mult), true
+}
+
+// metricByID returns the definition of a metric from its ID.
+func metricByID(id string) (metric, bool) {
+	for _, m := range []metric{mInsert1, mInsert16, mBatch, mFloor1, mFloor4, mCancel50, mCancel99, mKill} {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	var procs, workers int
+	if _, err := fmt.Sscanf(id, "workoff-%dp-%dw", &procs, &workers); err == nil {
+		return workoffMetric(procs, workers), true
+	}
+	for _, loaded := range []bool{false, true} {
+		for _, p := range []int{50, 99} {
+			if m := latencyMetric(loaded, p); m.ID == id {
+				return m, true
+			}
+		}
+	}
+	if rest, ok := strings.CutPrefix(id, "scale-"); ok {
+		if _, size, ok := strings.Cut(rest, "-"); ok {
+			if n, ok := parseSize(size); ok {
+				get, cc, list, open, rss := scaleMetrics(n)
+				for _, m := range []metric{get, cc, list, open, rss} {
+					if m.ID == id {
+						return m, true
+					}
+				}
+			}
+		}
+	}
+	return metric{}, false
 }
 
 // runAll runs every selected workload for every selected system, round
@@ -261,22 +383,25 @@ func hasFileStore(ss []*system) bool {
 	return false
 }
 
+// rawResults is the JSON form of a run's figures.
+type rawResults struct {
+	Machine    string    `json:"machine"`
+	Command    string    `json:"command"`
+	Rounds     int       `json:"rounds"`
+	Jobs       int       `json:"jobs"`
+	Workers    []int     `json:"workers"`
+	ScaleSizes []int     `json:"scale_sizes,omitempty"`
+	Systems    []string  `json:"systems"`
+	Metrics    []metric  `json:"metrics"`
+	Series     []*series `json:"series"`
+	Targets    []target  `json:"targets"`
+	Notes      []string  `json:"notes,omitempty"`
+	Finished   time.Time `json:"finished"`
+}
+
 // json returns the raw figures.
 func (rp *report) json() ([]byte, error) {
-	type out struct {
-		Machine  string    `json:"machine"`
-		Command  string    `json:"command"`
-		Rounds   int       `json:"rounds"`
-		Jobs     int       `json:"jobs"`
-		Workers  []int     `json:"workers"`
-		Systems  []string  `json:"systems"`
-		Metrics  []metric  `json:"metrics"`
-		Series   []*series `json:"series"`
-		Targets  []target  `json:"targets"`
-		Notes    []string  `json:"notes,omitempty"`
-		Finished time.Time `json:"finished"`
-	}
-	o := out{Machine: rp.Machine, Command: rp.Command, Rounds: rp.cfg.Rounds, Jobs: rp.cfg.Jobs, Workers: rp.cfg.Workers, Targets: rp.targets(), Finished: time.Now().UTC()}
+	o := rawResults{Machine: rp.Machine, Command: rp.Command, Rounds: rp.cfg.Rounds, Jobs: rp.cfg.Jobs, Workers: rp.cfg.Workers, ScaleSizes: rp.cfg.ScaleSizes, Targets: rp.targets(), Finished: time.Now().UTC()}
 	for _, s := range rp.systems {
 		o.Systems = append(o.Systems, s.name)
 	}

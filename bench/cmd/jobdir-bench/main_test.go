@@ -148,6 +148,23 @@ func TestRunSmoke(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(svg), "<svg"))
 	require.Contains(t, string(svg), "<polyline")
+
+	// -from writes the same report again from the raw figures.
+	again := t.TempDir()
+	var md2 bytes.Buffer
+	require.NoError(t, Run(ctx, []string{"-from", filepath.Join(out, "results.json"), "-out", again}, &md2, &stderr))
+	require.Equal(t, string(md), md2.String())
+}
+
+func TestMetricByID(t *testing.T) {
+	get, _, _, _, rss := scaleMetrics(1500)
+	for _, m := range []metric{mInsert1, mKill, workoffMetric(2, 100), latencyMetric(true, 99), get, rss} {
+		got, ok := metricByID(m.ID)
+		require.True(t, ok, m.ID)
+		require.Equal(t, m, got)
+	}
+	_, ok := metricByID("nonsense")
+	require.False(t, ok)
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {

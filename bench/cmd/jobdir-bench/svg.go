@@ -22,43 +22,57 @@ func (rp *report) writeSVG(w io.Writer) {
 	workers := rp.cfg.Workers
 	plotW := float64(width - left - right)
 	plotH := float64(height - top - bottom)
-	maxY := 0.0
+	// A logarithmic y axis: the in-memory store is tens of times faster
+	// than the rest, which would otherwise lie flat along the bottom.
+	minY, maxY := math.Inf(1), 0.0
 	for _, s := range rp.systems {
 		for _, p := range []int{1, 2} {
 			for _, wk := range workers {
-				if v, ok := rp.median(workoffMetric(p, wk).ID, s.name); ok {
+				if v, ok := rp.median(workoffMetric(p, wk).ID, s.name); ok && v > 0 {
 					maxY = math.Max(maxY, v)
+					minY = math.Min(minY, v)
 				}
 			}
 		}
 	}
 	if maxY == 0 {
-		maxY = 1
+		minY, maxY = 1, 10
 	}
-	maxY = niceCeil(maxY)
+	lo := math.Floor(math.Log10(minY))
+	hi := math.Max(math.Ceil(math.Log10(maxY)), lo+1)
 	x := func(i int) float64 {
 		if len(workers) == 1 {
 			return float64(left) + plotW/2
 		}
 		return float64(left) + plotW*float64(i)/float64(len(workers)-1)
 	}
-	y := func(v float64) float64 { return float64(top) + plotH*(1-v/maxY) }
+	y := func(v float64) float64 { return float64(top) + plotH*(1-(math.Log10(v)-lo)/(hi-lo)) }
 
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">Work-off throughput of %s no-op jobs (median of %d rounds)</text>`+"\n", left, thousands(int64(rp.cfg.Jobs)), rp.cfg.Rounds)
-	// Axes and grid.
-	for i := 0; i <= 5; i++ {
-		v := maxY * float64(i) / 5
-		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", left, float64(left)+plotW, y(v), y(v))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, y(v)+4, thousands(int64(v)))
+	// Axes and grid: a labelled line at each power of ten, faint ones at
+	// 2 and 5 times it.
+	for e := lo; e <= hi; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if e == hi && m > 1 {
+				break
+			}
+			colour := "#eee"
+			if m == 1 {
+				colour = "#ccc"
+			}
+			fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`+"\n", left, float64(left)+plotW, y(v), y(v), colour)
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, y(v)+4, fmtNum(v))
+		}
 	}
 	for i, wk := range workers {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", x(i), height-bottom+18, wk)
 	}
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">workers per process</text>`+"\n", float64(left)+plotW/2, height-bottom+40)
-	fmt.Fprintf(&b, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">jobs/s</text>`+"\n", float64(top)+plotH/2)
+	fmt.Fprintf(&b, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">jobs/s (log scale)</text>`+"\n", float64(top)+plotH/2)
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%.1f" stroke="black"/>`+"\n", left, left, top, float64(top)+plotH)
 	fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black"/>`+"\n", left, float64(left)+plotW, float64(top)+plotH, float64(top)+plotH)
 	// Lines.
@@ -92,15 +106,4 @@ func (rp *report) writeSVG(w io.Writer) {
 	}
 	b.WriteString("</svg>\n")
 	io.WriteString(w, b.String())
-}
-
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
-func niceCeil(v float64) float64 {
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
 }
