@@ -2,7 +2,6 @@ package filestore
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -205,13 +204,12 @@ func TestProcessStoppedWorkerKeepsJob(t *testing.T) {
 }
 
 // TestProcessesRunnersDrain: two processes running the runner drain a
-// backlog with no job run twice. 300 jobs by default; the 5,000 of the
-// issue with JOBDIR_LONG=1.
+// backlog of 5,000 jobs with no job run twice.
 func TestProcessesRunnersDrain(t *testing.T) {
 	t.Parallel()
-	n := 300
-	if os.Getenv("JOBDIR_LONG") != "" {
-		n = 5000
+	n := 5000
+	if testing.Short() {
+		n = 300
 	}
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
