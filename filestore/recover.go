@@ -67,7 +67,7 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool) (*Proble
 		if !repair {
 			return prob, nil
 		}
-		j, err := jobstore.ApplyRecover(rec.Job, time.Now(), s.opts.Backoff)
+		j, err := jobstore.ApplyRecover(rec.Job, time.Now())
 		if err != nil {
 			return nil, err
 		}

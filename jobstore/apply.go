@@ -86,16 +86,25 @@ func ApplyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffF
 }
 
 // ApplyRecover returns j after its worker was found dead during the running
-// attempt: failed with an error that says so, and then queued or failed by
-// the same rules as ApplyOutcome.
-func ApplyRecover(j Job, now time.Time, backoff BackoffFunc) (Job, error) {
+// attempt: failed with an error that says so, and then, by the rules of
+// ApplyOutcome, failed for good if its attempts are used up (canceled if
+// cancel was requested), or else queued again due at once. A worker's death
+// is rarely the job's fault (a deploy, an OOM kill of the whole process, a
+// drained node), and the job has already waited for the death to be
+// noticed, so no backoff is added; the attempt still counts, so a job that
+// kills every worker that runs it ends failed after MaxAttempts.
+func ApplyRecover(j Job, now time.Time) (Job, error) {
 	if j.State != StateRunning {
 		// Not CheckTransition: failed and canceled may move to queued (by
 		// Retry), but recovery applies only to a running job.
 		return j, &TransitionError{ID: j.ID, From: j.State, To: StateQueued}
 	}
 	msg := fmt.Sprintf("worker %q died during attempt %d", j.Worker, j.Attempt)
-	return ApplyOutcome(j, j.Lease(), Outcome{Error: msg}, now, backoff)
+	j, err := ApplyOutcome(j, j.Lease(), Outcome{Error: msg, RetryAfter: time.Nanosecond}, now, nil)
+	if err == nil && j.State == StateQueued {
+		j.RunAt = now.UTC()
+	}
+	return j, err
 }
 
 // ApplyCancel returns j canceled at now and whether anything changed: a

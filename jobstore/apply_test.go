@@ -205,20 +205,21 @@ func TestApplyOutcomeNotHeld(t *testing.T) {
 
 func TestApplyRecover(t *testing.T) {
 	now := t0.Add(time.Hour)
-	got, err := jobstore.ApplyRecover(running(1), now, fixedBO)
+	got, err := jobstore.ApplyRecover(running(1), now)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, got.State)
-	require.Equal(t, now.Add(time.Minute), got.RunAt)
+	require.Equal(t, now, got.RunAt, "a dead worker's job is due again at once, without backoff")
+	require.Equal(t, 1, got.Attempt, "the attempt counts")
 	require.Equal(t, `worker "w" died during attempt 1`, got.LastError)
 
-	got, err = jobstore.ApplyRecover(running(3), now, fixedBO)
+	got, err = jobstore.ApplyRecover(running(3), now)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateFailed, got.State, "the last attempt's death is final")
 
 	for _, st := range []jobstore.State{jobstore.StateQueued, jobstore.StateSucceeded, jobstore.StateFailed, jobstore.StateCanceled} {
 		j := queued()
 		j.State = st
-		got, err := jobstore.ApplyRecover(j, now, nil)
+		got, err := jobstore.ApplyRecover(j, now)
 		require.ErrorIs(t, err, jobstore.ErrInvalidTransition, st)
 		require.Equal(t, j, got)
 	}
