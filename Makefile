@@ -59,8 +59,8 @@ bench-build: ## Build and vet the side-by-side benchmark module (bench/, its own
 	cd bench && $(GO) vet ./... && $(GO) build -o /dev/null ./cmd/jobdir-bench
 
 BENCHFLAGS ?=
-bench-peers: ## Side-by-side benchmark against River and goqite on SQLite (several minutes); writes bench/results/.
-	cd bench && $(GO) run ./cmd/jobdir-bench -out results $(BENCHFLAGS)
+bench-peers: ## Side-by-side benchmark against River and goqite on SQLite (about 25 minutes); writes docs/benchmarks/.
+	cd bench && $(GO) run ./cmd/jobdir-bench -out ../docs/benchmarks $(BENCHFLAGS)
 
 TORTURE_DURATION ?= 20m
 torture: ## The long multi-process torture run (kills, pauses, restarts), then its checks.
