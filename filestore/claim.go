@@ -42,6 +42,11 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	const maxClaimErrors = 8
 	var claimErr error
 	nerr := 0
+	// busy is set when a due job's lease was held by someone else: another
+	// claimant, or a Complete or a recovery that is putting it back in the
+	// queue. That holder's release makes no event, so ask to be called
+	// again shortly rather than at the next poll.
+	busy := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return jobstore.Job{}, err
@@ -68,10 +73,19 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 				s.noJobSeq = seq
 			}
 			s.mu.Unlock()
+			if busy {
+				if soon := time.Now().Add(leaseRetry); next.IsZero() || soon.Before(next) {
+					next = soon
+				}
+			}
 			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", &jobstore.NoJobError{NextRunAt: next})
 		}
 		tried[id] = true
 		j, ok, err := s.claimOne(ctx, id, req, now)
+		if errors.Is(err, errLeaseBusy) {
+			busy = true
+			continue
+		}
 		if err != nil {
 			claimErr = fmt.Errorf("filestore: claim %s: %w", id, err)
 			if nerr++; nerr >= maxClaimErrors || ctx.Err() != nil {
@@ -85,6 +99,14 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		}
 	}
 }
+
+// errLeaseBusy is claimOne's answer when another holder has the job's
+// lease: the job may become claimable the moment that holder lets go.
+var errLeaseBusy = errors.New("lease held elsewhere")
+
+// leaseRetry is how soon Claim asks to be called again (through
+// NoJobError.NextRunAt) after it skipped a due job whose lease was held.
+const leaseRetry = 5 * time.Millisecond
 
 // pick returns the best due candidate req accepts that is not in tried,
 // or "" and the earliest RunAt among accepted candidates not yet due.
@@ -103,8 +125,11 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	// this claimant is alive, so it is held before the job is visible in
 	// claimed/.
 	h, ok, err := tryLease(s, lp)
-	if err != nil || !ok {
+	if err != nil {
 		return jobstore.Job{}, false, err
+	}
+	if !ok {
+		return jobstore.Job{}, false, errLeaseBusy
 	}
 	claimed := false
 	defer func() {

@@ -56,8 +56,10 @@ func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
 // NoJobError is the ErrNoJob a store returns when it knows when the next
 // queued job becomes due. It unwraps to ErrNoJob.
 type NoJobError struct {
-	// NextRunAt is the earliest RunAt among queued jobs that are not yet due,
-	// or the zero time if the store has no queued jobs.
+	// NextRunAt is when to try again: the earliest RunAt among queued jobs
+	// that are not yet due, or, when a due job was momentarily held by
+	// someone else, a moment from now. It is the zero time if the store has
+	// no queued jobs.
 	NextRunAt time.Time
 }
 
