@@ -131,7 +131,9 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"none", nil},
 		{"double-claim", []string{"Claim/RunningNotClaimedAgain", "Concurrent/ClaimersNeverShare"}},
 		{"ignore-keys", []string{"Submit/KeyReturnsExistingInEveryState", "Concurrent/SubmitSameKey"}},
-		{"cancel-leaves-claimable", []string{"Cancel/QueuedNeverClaimed", "Concurrent/CancelRacingClaim"}},
+		// Concurrent/CancelRacingClaim catches this store too in most runs,
+		// but a race can always fall one way only, so it is not required.
+		{"cancel-leaves-claimable", []string{"Cancel/QueuedNeverClaimed", "Cancel/DelayedNeverClaimed"}},
 		{"no-fencing", []string{"Complete/StaleLeaseNotHeld"}},
 	}
 	for _, tc := range cases {
