@@ -100,12 +100,11 @@ func ApplyRecover(j Job, now time.Time) (Job, error) {
 		return j, &TransitionError{ID: j.ID, From: j.State, To: StateQueued}
 	}
 	msg := fmt.Sprintf("worker %q died during attempt %d", j.Worker, j.Attempt)
-	j, err := ApplyOutcome(j, j.Lease(), Outcome{Error: msg, RetryAfter: time.Nanosecond}, now, nil)
-	if err == nil && j.State == StateQueued {
-		j.RunAt = now.UTC()
-	}
-	return j, err
+	return ApplyOutcome(j, j.Lease(), Outcome{Error: msg}, now, noBackoff)
 }
+
+// noBackoff makes a recovered job due at once.
+func noBackoff(int) time.Duration { return 0 }
 
 // ApplyCancel returns j canceled at now and whether anything changed: a
 // queued job becomes canceled, a running one gets CancelRequested, and a
