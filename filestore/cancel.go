@@ -36,7 +36,7 @@ func (s *Store) update(ctx context.Context, op, id string, fn func(jobstore.Job)
 	if err := jobstore.ValidateID(id); err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: %s: %w", op, err)
 	}
-	unlock, err := s.lockJob(ctx, id, true)
+	unlock, err := s.lockJob(ctx, id)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: %s: %w", op, err)
 	}

@@ -137,7 +137,7 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 			releaseLease(lp, h)
 		}
 	}()
-	unlock, err := s.lockJob(ctx, id, true)
+	unlock, err := s.lockJob(ctx, id)
 	if errors.Is(err, jobstore.ErrNotFound) || errors.Is(err, jobstore.ErrCorrupt) {
 		s.dropCand(id)
 		return jobstore.Job{}, false, nil

@@ -32,7 +32,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	if !held || h.lease != lease {
 		return jobstore.Job{}, s.notHeld(ctx, "complete", lease)
 	}
-	unlock, err := s.lockJob(ctx, lease.ID, true)
+	unlock, err := s.lockJob(ctx, lease.ID)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)
 	}

@@ -175,7 +175,7 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 
 // checkRecord checks the copies of one job's record and its key file.
 func (s *Store) checkRecord(ctx context.Context, id string, repair bool, r *Report) error {
-	unlock, err := lockRecord(ctx, s.lockPath(id), repair, true, s.filePerm)
+	unlock, err := s.lockFor(ctx, id, repair)
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
@@ -347,7 +347,6 @@ func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool,
 		if err := s.removeKeyFile(hash, id); err != nil {
 			return err
 		}
-		_ = s.fs.Remove(s.lockPath(id))
 		p.Repaired = true
 	}
 	r.Problems = append(r.Problems, p)

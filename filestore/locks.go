@@ -32,10 +32,10 @@ type recordLockEntry struct {
 
 // lockRecord takes the record lock at path: exclusive for a
 // read-modify-write, shared for a read. If create is false and the lock
-// file does not exist, it returns an error matching fs.ErrNotExist (a job
-// without a lock file does not exist: Submit creates the lock file before
-// the record, and Prune deletes the record before the lock file). The
-// returned function releases the lock.
+// file does not exist, it returns an error matching fs.ErrNotExist. The
+// returned function releases the lock. A goroutine must not hold two record
+// locks at once: two jobs may share a lock file (see lockStripes), and the
+// second wait would never end.
 func lockRecord(ctx context.Context, path string, exclusive, create bool, perm os.FileMode) (func(), error) {
 	recordLocks.Lock()
 	e := recordLocks.m[path]
@@ -72,9 +72,9 @@ func lockRecord(ctx context.Context, path string, exclusive, create bool, perm o
 }
 
 // flockPath opens and locks path (blocking), and makes sure the lock is on
-// the inode the path names now: Prune deletes lock files, and a process
-// that opened the file just before that would otherwise lock an orphan
-// inode (gofrs/flock #8, #41).
+// the inode the path names now: Prune deletes lease lock files, and a lock
+// file removed by hand or by a tool would leave a process that opened it
+// just before holding a lock on an orphan inode (gofrs/flock #8, #41).
 func flockPath(path string, exclusive, create bool, perm os.FileMode) (*flock.Flock, error) {
 	flag := os.O_RDONLY
 	if create {

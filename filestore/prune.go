@@ -45,7 +45,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error)
 }
 
 func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time) (bool, error) {
-	unlock, err := s.lockJob(ctx, id, true)
+	unlock, err := s.lockJob(ctx, id)
 	if errors.Is(err, jobstore.ErrNotFound) {
 		return false, nil
 	}
@@ -77,13 +77,12 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time) (bool
 		}
 	}
 	s.touched(id)
-	// Lock files go last, while the record lock is held; whoever opened
-	// them before finds, after locking, that the path names another inode
-	// (or none) and starts over.
-	for _, p := range []string{s.leasePath(id), s.lockPath(id)} {
-		if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return true, err
-		}
+	// The lease lock file goes last, while the record lock is held;
+	// whoever opened it before finds, after locking, that the path names
+	// another inode (or none) and lets go. The record lock file is shared
+	// with other jobs and stays.
+	if err := s.fs.Remove(s.leasePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return true, err
 	}
 	return true, nil
 }

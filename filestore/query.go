@@ -29,16 +29,34 @@ func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
 
 // get reads a valid job ID's record under its shared lock.
 func (s *Store) get(ctx context.Context, id string) (jobstore.Job, error) {
-	unlock, err := s.lockJob(ctx, id, false)
-	if err != nil {
-		return jobstore.Job{}, err
-	}
-	defer unlock()
-	rec, err := s.readJob(id, false)
+	rec, err := s.readShared(ctx, id)
 	if err != nil {
 		return jobstore.Job{}, err
 	}
 	return rec.Job, nil
+}
+
+// readShared reads job id's current record under its shared record lock,
+// or unlocked if that lock file does not exist yet (see rlockJob). An
+// unlocked read can miss a record only if it moved back (claimed/ to
+// queued/) during the read, which takes the lock and so makes its file:
+// then the read is repeated under the lock.
+func (s *Store) readShared(ctx context.Context, id string) (record, error) {
+	unlock, held, err := s.rlockJob(ctx, id)
+	if err != nil {
+		return record{}, err
+	}
+	rec, err := s.readJob(id, false)
+	unlock()
+	if !held && errors.Is(err, jobstore.ErrNotFound) && s.stripeExists(id) {
+		unlock, _, err := s.rlockJob(ctx, id)
+		if err != nil {
+			return record{}, err
+		}
+		defer unlock()
+		return s.readJob(id, false)
+	}
+	return rec, err
 }
 
 // dirsFor returns the state directories that can hold jobs in states (all

@@ -41,7 +41,7 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool) (*Proble
 		return nil, err // held: its worker is alive
 	}
 	defer releaseLease(lp, h)
-	unlock, err := lockRecord(ctx, s.lockPath(id), repair, true, s.filePerm)
+	unlock, err := s.lockFor(ctx, id, repair)
 	if err != nil {
 		return nil, err
 	}

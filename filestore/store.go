@@ -271,24 +271,62 @@ func (s *Store) removeStale(f found) {
 	}
 }
 
-// lockJob takes job id's record lock. For a job that does not exist it
-// returns an error wrapping jobstore.ErrNotFound.
-func (s *Store) lockJob(ctx context.Context, id string, exclusive bool) (func(), error) {
-	unlock, err := lockRecord(ctx, s.lockPath(id), exclusive, false, s.filePerm)
+// lockJob takes job id's exclusive record lock (see lockStripes), creating
+// the lock file if need be. It does not say whether the job exists: the
+// caller reads the record.
+func (s *Store) lockJob(ctx context.Context, id string) (func(), error) {
+	unlock, err := lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
+	return unlock, s.lockErr(id, err)
+}
+
+// rlockJob takes job id's shared record lock for a read. If the lock file
+// does not exist it takes nothing and returns held=false: no change was
+// ever made under that lock, so the records it guards are as submitted.
+// The read goes on unlocked (a read-only store stays readable) and must be
+// repeated under the lock if it found nothing and the lock file appeared
+// meanwhile (see get).
+func (s *Store) rlockJob(ctx context.Context, id string) (unlock func(), held bool, err error) {
+	unlock, err = lockRecord(ctx, s.lockPath(id), false, false, s.filePerm)
 	if errors.Is(err, fs.ErrNotExist) {
-		if _, serr := os.Lstat(filepath.Join(s.dir, dirLocks)); errors.Is(serr, fs.ErrNotExist) {
-			// Not just this job: say so, or a removed store reads as an
-			// empty one.
-			return nil, fmt.Errorf("job %s: %w: the store's %s/ directory is missing (was %s removed?)", id, jobstore.ErrNotFound, dirLocks, s.dir)
+		if _, serr := os.Lstat(filepath.Join(s.dir, dirLocks)); serr == nil {
+			return func() {}, false, nil
 		}
-		return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, false, s.lockErr(id, err)
+	}
+	return unlock, true, nil
+}
+
+// lockFor takes job id's record lock exclusively to change the job, or
+// shared (if its file exists, see rlockJob) only to look at it.
+func (s *Store) lockFor(ctx context.Context, id string, change bool) (func(), error) {
+	if change {
+		return s.lockJob(ctx, id)
+	}
+	unlock, _, err := s.rlockJob(ctx, id)
+	return unlock, err
+}
+
+// lockErr explains an error from taking job id's record lock.
+func (s *Store) lockErr(id string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		// Not just this job: say so, or a removed store reads as an empty
+		// one.
+		return fmt.Errorf("job %s: %w: the store's %s/ directory is missing (was %s removed?)", id, jobstore.ErrNotFound, dirLocks, s.dir)
 	}
 	if errors.Is(err, syscall.ELOOP) {
 		// A link planted as the lock file: reported like a corrupt record,
-		// so that List and Claim skip this one job and go on.
-		return nil, &CorruptError{Path: s.lockPath(id), Reason: "lock file is a symbolic link (not followed)", Err: err}
+		// so that List and Claim skip the jobs it guards and go on.
+		return &CorruptError{Path: s.lockPath(id), Reason: "lock file is a symbolic link (not followed)", Err: err}
 	}
-	return unlock, err
+	return err
+}
+
+// stripeExists reports whether job id's record lock file exists.
+func (s *Store) stripeExists(id string) bool {
+	_, err := os.Lstat(s.lockPath(id))
+	return err == nil
 }
 
 // readJob returns job id's current record; the caller holds its lock. With

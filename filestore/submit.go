@@ -73,9 +73,17 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 // of its steps and what a crash after each leaves.
 func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string) (jobstore.Job, bool, bool, error) {
 	j := jobstore.NewJob(spec, time.Now())
-	unlock, err := lockRecord(ctx, s.lockPath(j.ID), true, true, s.filePerm)
-	if err != nil {
-		return j, false, false, err
+	unlock := func() {}
+	if hash != "" {
+		// Held from before the key file is linked until the record is
+		// published, so that a process that finds the key file waits for
+		// the record instead of taking it for an abandoned submit. A job
+		// without a key needs no lock: nobody knows its ID until the rename
+		// publishes it.
+		var err error
+		if unlock, err = lockRecord(ctx, s.lockPath(j.ID), true, true, s.filePerm); err != nil {
+			return j, false, false, err
+		}
 	}
 	locked := true
 	defer func() {
@@ -89,57 +97,70 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	}
 	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.sync())
 	if err != nil {
-		_ = s.fs.Remove(s.lockPath(j.ID))
 		return j, false, false, fmt.Errorf("write job %s: %w", j.ID, err)
 	}
-	abandon := func() {
-		_ = s.fs.Remove(tmp)
-		_ = s.fs.Remove(s.lockPath(j.ID)) // nobody else knows this ID yet
-	}
 	if hash != "" {
-		kp := s.keyPath(hash)
-		err := s.fs.Link(tmp, kp)
+		err := s.fs.Link(tmp, s.keyPath(hash))
 		if errors.Is(err, fs.ErrExist) {
-			abandon()
+			_ = s.fs.Remove(tmp)
+			// resolveKey takes the owner's record lock, which may be the
+			// same lock file as this job's.
 			unlock()
 			locked = false
 			return s.resolveKey(ctx, hash, spec.Key)
 		}
 		if err != nil {
-			abandon()
+			_ = s.fs.Remove(tmp)
 			return j, false, false, fmt.Errorf("publish key of job %s: %w", j.ID, err)
 		}
 		// The key file must be durable before the record: a record
 		// without its key file would let a second job take the key.
 		if err := s.syncDir(dirKeys); err != nil {
-			_ = s.fs.Remove(kp)
-			abandon()
+			_ = s.fs.Remove(s.keyPath(hash))
+			_ = s.fs.Remove(tmp)
 			return j, false, false, err
 		}
 	}
-	qp := s.recordPath(dirQueued, j.ID)
-	if err := s.fs.Rename(tmp, qp); err != nil {
-		if hash != "" {
-			_ = s.fs.Remove(s.keyPath(hash))
-		}
-		abandon()
-		return j, false, false, fmt.Errorf("publish job %s: %w", j.ID, err)
-	}
-	if err := s.syncDir(dirQueued); err != nil {
-		// The record may or may not survive a power cut; the caller is told
-		// it failed, so take it back rather than leave a job nobody expects.
-		_ = s.fs.Remove(qp)
-		if hash != "" {
-			_ = s.fs.Remove(s.keyPath(hash))
-		}
-		abandon()
+	if err := s.publish(j, tmp, hash); err != nil {
 		return j, false, false, err
 	}
+	if err := s.syncDir(dirQueued); err != nil {
+		s.unpublish(j, hash)
+		return j, false, false, err
+	}
+	s.published(j, hash)
+	return j, true, false, nil
+}
+
+// publish renames the new job's temp file into queued/, taking back its key
+// file if that fails.
+func (s *Store) publish(j jobstore.Job, tmp, hash string) error {
+	if err := s.fs.Rename(tmp, s.recordPath(dirQueued, j.ID)); err != nil {
+		if hash != "" {
+			_ = s.fs.Remove(s.keyPath(hash))
+		}
+		_ = s.fs.Remove(tmp)
+		return fmt.Errorf("publish job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// unpublish takes back a published job whose directory fsync failed: the
+// record may or may not survive a power cut, and the caller is told the
+// submit failed, so it must not stay as a job nobody expects.
+func (s *Store) unpublish(j jobstore.Job, hash string) {
+	_ = s.fs.Remove(s.recordPath(dirQueued, j.ID))
+	if hash != "" {
+		_ = s.fs.Remove(s.keyPath(hash))
+	}
+}
+
+// published tells this process's caches about a new durable job.
+func (s *Store) published(j jobstore.Job, hash string) {
 	if hash != "" {
 		s.cacheKey(hash, j.ID)
 	}
 	s.setCand(j)
-	return j, true, false, nil
 }
 
 // maxKeyCache bounds the key cache, so that memory does not grow with the
@@ -244,12 +265,7 @@ func (s *Store) readKeyFile(p string) (envelope, error) {
 
 // jobWithKey returns job id if it exists and has key.
 func (s *Store) jobWithKey(ctx context.Context, id, key string) (jobstore.Job, error) {
-	unlock, err := s.lockJob(ctx, id, false)
-	if err != nil {
-		return jobstore.Job{}, err
-	}
-	defer unlock()
-	rec, err := s.readJob(id, false)
+	rec, err := s.readShared(ctx, id)
 	if err != nil {
 		return jobstore.Job{}, err
 	}
