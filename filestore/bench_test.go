@@ -29,6 +29,24 @@ func BenchmarkSubmit(b *testing.B) {
 	}
 }
 
+// BenchmarkSubmitBatch measures durable batch submits of 1,000 jobs, in
+// jobs per second.
+func BenchmarkSubmitBatch(b *testing.B) {
+	s, err := Open(b.Context(), b.TempDir(), nil)
+	require.NoError(b, err)
+	defer s.Close()
+	specs := make([]jobstore.Spec, 1000)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "bench", Payload: []byte(`{"n":1}`)}
+	}
+	for b.Loop() {
+		if _, err := s.SubmitBatch(b.Context(), specs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(specs))/b.Elapsed().Seconds(), "jobs/s")
+}
+
 // BenchmarkClaimComplete measures a durable claim followed by a
 // successful Complete, from one goroutine, over a backlog.
 func BenchmarkClaimComplete(b *testing.B) {

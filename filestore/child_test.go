@@ -59,6 +59,24 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 			return err
 		}
 		fmt.Printf("submitted %s %v\n", j.ID, created)
+	case "submit-batch":
+		// batchKeys keyed specs, in an order this child's number picks, and
+		// as many without keys.
+		n, err := strconv.Atoi(os.Getenv(childKey))
+		if err != nil {
+			return err
+		}
+		var specs []jobstore.Spec
+		for i := range batchKeys {
+			specs = append(specs, jobstore.Spec{Kind: "batch", Key: fmt.Sprintf("batch-%d", (i*(2*n+1))%batchKeys)}, jobstore.Spec{Kind: "batch"})
+		}
+		out, err := s.SubmitBatch(ctx, specs)
+		if err != nil {
+			return err
+		}
+		for _, r := range out {
+			fmt.Printf("submitted %s %v %s\n", r.Job.ID, r.Created, r.Job.Key)
+		}
 	case "claim-all":
 		// Claim and complete until no job has appeared for a while.
 		idle := 0

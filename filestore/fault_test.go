@@ -119,6 +119,7 @@ type faultState struct {
 	id    string
 	key   string
 	lease jobstore.Lease
+	crash bool // the fault is a crash, not an I/O error
 }
 
 const faultKey = "order-7"
@@ -188,6 +189,33 @@ var faultCases = []faultCase{
 		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
 			require.True(t, opErr == nil || injected(opErr), "%v", opErr)
 			mustState(t, s, st.id, jobstore.StateQueued)
+		},
+	},
+	{
+		name:  "SubmitBatch",
+		setup: func(t *testing.T, s *Store) *faultState { return &faultState{key: faultKey} },
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.SubmitBatch(ctx, []jobstore.Spec{
+				{Kind: "batch", Key: st.key}, {Kind: "batch"}, {Kind: "batch", Key: st.key + "b"}, {Kind: "batch"},
+			})
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			page, err := s.List(t.Context(), jobstore.ListOptions{Kind: "batch"})
+			require.NoError(t, err)
+			require.Empty(t, page.Errors)
+			switch {
+			case opErr == nil:
+				require.Len(t, page.Jobs, 4, "an acknowledged batch lost jobs")
+			case !st.crash:
+				require.Empty(t, page.Jobs, "a batch that reported an error left jobs")
+			default:
+				// A crash may leave part of the batch, each job whole
+				// (Fsck is clean) and queued.
+				for _, j := range page.Jobs {
+					require.Equal(t, jobstore.StateQueued, j.State)
+				}
+			}
 		},
 	},
 	{
@@ -372,6 +400,7 @@ func runFault(t *testing.T, tc faultCase, failAt int, crash bool, errv error) bo
 	s, err := Open(t.Context(), dir, opts)
 	require.NoError(t, err)
 	st := tc.setup(t, s)
+	st.crash = crash
 	ffs.arm(failAt, crash, errv)
 	opErr := tc.op(t.Context(), s, st)
 	ffs.mu.Lock()

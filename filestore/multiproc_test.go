@@ -48,6 +48,57 @@ func TestProcessesSubmitOneKey(t *testing.T) {
 	}
 }
 
+// batchKeys is how many keys each submit-batch child uses.
+const batchKeys = 30
+
+// TestProcessesSubmitBatchKeys: processes submitting batches over one set
+// of keys, in different orders, at the same moment, get one job per key,
+// created by exactly one of them.
+func TestProcessesSubmitBatchKeys(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	start := time.Now().Add(time.Second).UnixNano()
+	var kids []*child
+	for i := range n {
+		kids = append(kids, startChild(t, dir, "submit-batch",
+			childKey+"="+strconv.Itoa(i), childStart+"="+strconv.FormatInt(start, 10)))
+	}
+	owner := map[string]string{}
+	created := map[string]int{}
+	unkeyed := map[string]bool{}
+	for _, c := range kids {
+		out := c.all(t)
+		require.Len(t, out, 2*batchKeys)
+		for _, line := range out {
+			f := strings.Fields(line)
+			require.Equal(t, "submitted", f[0])
+			if len(f) == 3 {
+				require.Equal(t, "true", f[2])
+				unkeyed[f[1]] = true
+				continue
+			}
+			key := f[3]
+			if id, ok := owner[key]; ok {
+				require.Equal(t, id, f[1], "processes got different jobs for key %s", key)
+			}
+			owner[key] = f[1]
+			if f[2] == "true" {
+				created[key]++
+			}
+		}
+	}
+	require.Len(t, owner, batchKeys)
+	for key := range owner {
+		require.Equal(t, 1, created[key], "key %s created by %d processes", key, created[key])
+	}
+	require.Len(t, unkeyed, n*batchKeys)
+	st, err := s.Stats(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, batchKeys+n*batchKeys, st.Counts[jobstore.StateQueued])
+}
+
 // TestProcessesClaimEachOnce: M processes claiming K jobs hand out each
 // job exactly once.
 func TestProcessesClaimEachOnce(t *testing.T) {

@@ -3,6 +3,7 @@ package jobstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -19,6 +20,19 @@ type Store interface {
 	// Returns an error wrapping ErrInvalidInput (or ErrPayloadTooLarge) if
 	// spec is invalid.
 	Submit(ctx context.Context, spec Spec) (job Job, created bool, err error)
+
+	// SubmitBatch submits every spec as Submit would and returns one result
+	// per spec, in the order of specs; specs that share a key get one job,
+	// created by the first of them. Jobs of one batch are claimed in the
+	// order of specs, other things equal. If any spec is invalid, or there
+	// are more than MaxBatch, it submits none and returns an error wrapping
+	// ErrInvalidInput (or ErrPayloadTooLarge) that names the first bad
+	// index. A durable store makes the whole batch durable at once, which
+	// is much cheaper than a Submit per spec. On any other error none of
+	// the batch's jobs is acknowledged; a store takes back what it created
+	// where it can, and a crash may leave some of them queued, each whole:
+	// use keys to submit again safely.
+	SubmitBatch(ctx context.Context, specs []Spec) ([]Submitted, error)
 
 	// Get returns the job with the given ID, or ErrNotFound. Returns
 	// ErrInvalidID for a string that is not an ID.
@@ -81,6 +95,32 @@ type Store interface {
 	// return ErrClosed; blocked calls return ErrClosed promptly. Close is
 	// idempotent.
 	Close() error
+}
+
+// Submitted is SubmitBatch's result for one spec.
+type Submitted struct {
+	// Job is the new job, or the job that already had the spec's key.
+	Job Job
+	// Created is false when the spec's key already had a job (or an
+	// earlier spec of the batch has the same key).
+	Created bool
+}
+
+// MaxBatch is the most specs one SubmitBatch takes.
+const MaxBatch = 10000
+
+// ValidateBatch checks a SubmitBatch's specs: at most MaxBatch, each valid
+// for Spec.Validate(maxPayload). Its error names the first bad index.
+func ValidateBatch(specs []Spec, maxPayload int) error {
+	if len(specs) > MaxBatch {
+		return fmt.Errorf("%w: batch of %d specs, more than %d", ErrInvalidInput, len(specs), MaxBatch)
+	}
+	for i, spec := range specs {
+		if err := spec.Validate(maxPayload); err != nil {
+			return fmt.Errorf("spec %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // ClaimRequest says who claims and what it can run.

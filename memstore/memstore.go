@@ -142,12 +142,40 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 		return jobstore.Job{}, false, err
 	}
 	defer s.mu.Unlock()
+	j, created := s.submit(spec, time.Now())
+	return j, created, nil
+}
+
+// SubmitBatch submits every spec as Submit would, all under one lock, and
+// returns one result per spec in order. Returns an error wrapping
+// jobstore.ErrInvalidInput (or jobstore.ErrPayloadTooLarge), naming the
+// index, and submits nothing if any spec is invalid.
+func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
+	if err := jobstore.ValidateBatch(specs, s.maxPayload); err != nil {
+		return nil, fmt.Errorf("memstore: submit batch: %w", err)
+	}
+	if err := s.lock(ctx, "submit batch"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := make([]jobstore.Submitted, len(specs))
+	now := time.Now()
+	for i, spec := range specs {
+		j, created := s.submit(spec, now)
+		out[i] = jobstore.Submitted{Job: j, Created: created}
+	}
+	return out, nil
+}
+
+// submit adds the job spec makes, or finds the one with its key. The caller
+// holds s.mu and has validated spec.
+func (s *Store) submit(spec jobstore.Spec, now time.Time) (jobstore.Job, bool) {
 	if spec.Key != "" {
 		if id, ok := s.keys[spec.Key]; ok {
-			return clone(s.jobs[id].job), false, nil
+			return clone(s.jobs[id].job), false
 		}
 	}
-	j := jobstore.NewJob(spec, time.Now())
+	j := jobstore.NewJob(spec, now)
 	s.jobs[j.ID] = &entry{job: clone(j), changed: make(chan struct{})}
 	if n := len(s.ids); n > 0 && s.ids[n-1] > j.ID {
 		// Not reached with IDs from jobstore.NewID, which increase; kept so
@@ -161,7 +189,7 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 		s.keys[spec.Key] = j.ID
 	}
 	s.signalWork()
-	return j, true, nil
+	return j, true
 }
 
 // Get returns the job with the given ID. Returns an error wrapping

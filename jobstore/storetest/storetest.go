@@ -37,6 +37,7 @@ type group struct {
 // groups lists every subtest of Run, in the order they run.
 var groups = []group{
 	{"Submit", submitTests},
+	{"SubmitBatch", batchTests},
 	{"Validation", validationTests},
 	{"Get", getTests},
 	{"List", listTests},

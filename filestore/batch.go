@@ -1,0 +1,238 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// batchWriters is how many goroutines of one SubmitBatch write and fsync
+// records at once. The disk merges concurrent flushes, so N new records
+// cost far less than N sequential fsyncs.
+const batchWriters = 16
+
+// batchJob is one job SubmitBatch creates.
+type batchJob struct {
+	i      int // index in the specs
+	job    jobstore.Job
+	hash   string // key file name, "" without a key
+	tmp    string // its temp file, "" once published or removed
+	linked bool   // its key file is published
+	queued bool   // its record is in queued/
+}
+
+// SubmitBatch submits every spec as Submit would and returns one result per
+// spec, in order. It makes the whole batch durable with a bounded number of
+// flushes: the records are written and fsynced by batchWriters goroutines
+// at once, then the key files are linked and keys/ fsynced once, then the
+// records renamed into queued/ and queued/ fsynced once (docs/format.md).
+// A crash during a batch may leave some of its jobs queued, each whole;
+// on an error it reports, it takes back every job it created.
+func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
+	if err := s.enter(ctx, "submit batch"); err != nil {
+		return nil, err
+	}
+	if err := jobstore.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
+		return nil, fmt.Errorf("filestore: submit batch: %w", err)
+	}
+	out := make([]jobstore.Submitted, len(specs))
+	// first maps a key to the index of its first spec; later specs with
+	// that key get the same result.
+	first := make(map[string]int)
+	var news []*batchJob
+	now := time.Now()
+	for i, spec := range specs {
+		if spec.Key == "" {
+			news = append(news, &batchJob{i: i, job: jobstore.NewJob(spec, now)})
+			continue
+		}
+		if _, dup := first[spec.Key]; dup {
+			continue
+		}
+		first[spec.Key] = i
+		hash := keyName(spec.Key)
+		s.mu.Lock()
+		id, ok := s.keys[hash]
+		s.mu.Unlock()
+		if ok {
+			if j, err := s.jobWithKey(ctx, id, spec.Key); err == nil {
+				out[i] = jobstore.Submitted{Job: j}
+				continue
+			}
+		}
+		news = append(news, &batchJob{i: i, job: jobstore.NewJob(spec, now), hash: hash})
+	}
+	taken, err := s.submitBatch(ctx, news)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: submit batch: %w", err)
+	}
+	for _, b := range news {
+		if !taken[b.i] {
+			out[b.i] = jobstore.Submitted{Job: b.job, Created: true}
+		}
+	}
+	// A key another process took meanwhile: that job is the answer, found
+	// (or a stale key file cleared) as Submit does.
+	for _, b := range news {
+		if taken[b.i] {
+			j, created, err := s.Submit(ctx, specs[b.i])
+			if err != nil {
+				return nil, fmt.Errorf("filestore: submit batch: spec %d: %w", b.i, err)
+			}
+			out[b.i] = jobstore.Submitted{Job: j, Created: created}
+		}
+	}
+	for i, spec := range specs {
+		if spec.Key != "" && first[spec.Key] != i {
+			out[i] = jobstore.Submitted{Job: out[first[spec.Key]].Job}
+		}
+	}
+	return out, nil
+}
+
+// submitBatch writes and publishes news. It returns the indexes of the
+// jobs whose key file another job owned: those were not created. On error
+// nothing of the batch is left.
+func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool, error) {
+	taken := make(map[int]bool)
+	if len(news) == 0 {
+		return taken, nil
+	}
+	// fail takes back what the batch made, while its locks are still held
+	// (the deferred unlocks run after it).
+	fail := func(err error) (map[int]bool, error) {
+		s.takeBack(news)
+		return nil, err
+	}
+	if err := s.writeBatch(ctx, news); err != nil {
+		return fail(err)
+	}
+	// The record locks of the keyed jobs are held from before their key
+	// files are linked until their records are published, as in Submit.
+	// They are taken in one order, so two batches cannot deadlock, and no
+	// one else holds more than one.
+	var paths []string
+	for _, b := range news {
+		if b.hash != "" {
+			paths = append(paths, s.lockPath(b.job.ID))
+		}
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
+	for _, p := range paths {
+		unlock, err := lockRecord(ctx, p, true, true, s.filePerm)
+		if err != nil {
+			return fail(err)
+		}
+		defer unlock()
+	}
+	linked := false
+	for _, b := range news {
+		if b.hash == "" {
+			continue
+		}
+		err := s.fs.Link(b.tmp, s.keyPath(b.hash))
+		if errors.Is(err, fs.ErrExist) {
+			taken[b.i] = true
+			_ = s.fs.Remove(b.tmp)
+			b.tmp = ""
+			continue
+		}
+		if err != nil {
+			return fail(fmt.Errorf("publish key of job %s: %w", b.job.ID, err))
+		}
+		b.linked, linked = true, true
+	}
+	if linked {
+		if err := s.syncDir(dirKeys); err != nil {
+			return fail(err)
+		}
+	}
+	for _, b := range news {
+		if b.tmp == "" {
+			continue
+		}
+		if err := s.fs.Rename(b.tmp, s.recordPath(dirQueued, b.job.ID)); err != nil {
+			return fail(fmt.Errorf("publish job %s: %w", b.job.ID, err))
+		}
+		b.tmp, b.queued = "", true
+	}
+	if err := s.syncDir(dirQueued); err != nil {
+		return fail(err)
+	}
+	for _, b := range news {
+		if b.queued {
+			s.published(b.job, b.hash)
+		}
+	}
+	return taken, nil
+}
+
+// writeBatch writes the temp file of every job in news, batchWriters at a
+// time, each fsynced unless Options.NoSync.
+func (s *Store) writeBatch(ctx context.Context, news []*batchJob) error {
+	work := make(chan *batchJob)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range min(batchWriters, len(news)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range work {
+				data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: b.job})
+				if err == nil {
+					b.tmp, err = s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.sync())
+				}
+				if err != nil {
+					select {
+					case errs <- fmt.Errorf("write job %s: %w", b.job.ID, err):
+					default:
+					}
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for _, b := range news {
+		select {
+		case work <- b:
+		case err = <-errs:
+			break feed
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+// takeBack removes whatever a failed batch made: temp files, records in
+// queued/ and key files. A record goes before its key file, as in Prune.
+func (s *Store) takeBack(news []*batchJob) {
+	for _, b := range news {
+		if b.tmp != "" {
+			_ = s.fs.Remove(b.tmp)
+		}
+		if b.queued {
+			_ = s.fs.Remove(s.recordPath(dirQueued, b.job.ID))
+		}
+		if b.linked {
+			_ = s.fs.Remove(s.keyPath(b.hash))
+		}
+	}
+}
