@@ -20,8 +20,11 @@ const floorRecord = 300
 // how many new files per second writers goroutines make durable, each by
 // writing a temporary file, fsyncing it, renaming it into place and
 // fsyncing the directory. It runs for d and returns files per second.
-func measureFloor(ctx context.Context, dir string, writers int, d time.Duration) (float64, error) {
-	root := filepath.Join(dir, "floor")
+func measureFloor(ctx context.Context, c *config, writers int, d time.Duration) (float64, error) {
+	root, err := os.MkdirTemp(c.Dir, "jobdir-bench-floor-")
+	if err != nil {
+		return 0, err
+	}
 	tmp := filepath.Join(root, "tmp")
 	data := filepath.Join(root, "data")
 	for _, p := range []string{tmp, data} {
@@ -29,7 +32,7 @@ func measureFloor(ctx context.Context, dir string, writers int, d time.Duration)
 			return 0, err
 		}
 	}
-	defer os.RemoveAll(root)
+	defer c.discard(root)
 	payload := make([]byte, floorRecord)
 	for i := range payload {
 		payload[i] = 'x'

@@ -17,10 +17,6 @@ import (
 // benchKind is the kind of every bench job.
 const benchKind = "bench"
 
-// batchClients is how many goroutines submit at once when a store has no
-// batch submit of its own.
-const batchClients = 16
-
 func fileSystem(name, label string, noSync bool) *system {
 	return &system{
 		name:    name,
@@ -89,11 +85,6 @@ type jobdirQueue struct {
 	close func() error
 }
 
-// batchSubmitter is the batch submit a store may offer beside Submit.
-type batchSubmitter interface {
-	SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Job, error)
-}
-
 func benchSpec(t int64) jobstore.Spec {
 	return jobstore.Spec{Kind: benchKind, Payload: json.RawMessage(`{"t":` + strconv.FormatInt(t, 10) + `}`)}
 }
@@ -108,16 +99,7 @@ func (q *jobdirQueue) InsertBatch(ctx context.Context, n int) error {
 	for i := range specs {
 		specs[i] = benchSpec(0)
 	}
-	if b, ok := q.store.(batchSubmitter); ok {
-		_, err := b.SubmitBatch(ctx, specs)
-		return err
-	}
-	return submitConcurrently(ctx, q.store, specs, batchClients)
-}
-
-// submitConcurrently submits specs from clients goroutines.
-func submitConcurrently(ctx context.Context, s jobstore.Store, specs []jobstore.Spec, clients int) error {
-	_, err := submitCollect(ctx, s, specs, clients)
+	_, err := q.store.SubmitBatch(ctx, specs)
 	return err
 }
 

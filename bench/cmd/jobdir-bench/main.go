@@ -145,6 +145,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	r := newResults()
 	started := time.Now()
 	runAll(ctx, c, r)
+	c.emptyTrash()
 	if ctx.Err() != nil {
 		r.remark("interrupted: the figures are partial")
 	}

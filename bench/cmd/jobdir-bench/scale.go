@@ -115,9 +115,13 @@ func seedScale(ctx context.Context, c *config, n int) (*seededStore, error) {
 		for i := range specs {
 			specs[i] = benchSpec(0)
 		}
-		jobs, err := submitCollect(ctx, s, specs, batchClients)
+		out, err := s.SubmitBatch(ctx, specs)
 		if err != nil {
 			return nil, fmt.Errorf("seed %d: %w", n, err)
+		}
+		jobs := make([]jobstore.Job, len(out))
+		for i, r := range out {
+			jobs[i] = r.Job
 		}
 		finish := jobs
 		if done == 0 {
@@ -147,18 +151,6 @@ func seedScale(ctx context.Context, c *config, n int) (*seededStore, error) {
 		}
 	}
 	return &seededStore{dir: dir, ids: sample, n: n}, nil
-}
-
-// submitCollect submits specs from clients goroutines and returns the jobs
-// in submit order.
-func submitCollect(ctx context.Context, s jobstore.Store, specs []jobstore.Spec, clients int) ([]jobstore.Job, error) {
-	jobs := make([]jobstore.Job, len(specs))
-	err := parallel(len(specs), clients, func(i int) error {
-		j, _, err := s.Submit(ctx, specs[i])
-		jobs[i] = j
-		return err
-	})
-	return jobs, err
 }
 
 // cancelAll cancels jobs from clients goroutines.
@@ -298,7 +290,7 @@ func removeSeeded(c *config, stores []*seededStore) {
 		return
 	}
 	for _, st := range stores {
-		os.RemoveAll(filepath.Clean(st.dir))
+		c.discard(filepath.Clean(st.dir))
 	}
 }
 

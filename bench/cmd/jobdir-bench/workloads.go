@@ -32,6 +32,41 @@ type config struct {
 	Log           io.Writer     // progress, one line per step
 	LatencyWorker int           // handlers in the latency child
 	KeepScale     bool          // keep and reuse the seeded scaling stores
+
+	trashMu sync.Mutex
+	trash   string // where discard moves finished stores; emptied at the end
+}
+
+// discard moves a finished store out of the way, into a trash directory
+// that Run empties at the very end. Deleting thousands of files at once
+// slows every file create on the same file system for minutes on ext4
+// without a journal (it skips recently freed inodes, see
+// docs/benchmarks.md), which would charge one system's cleanup to the
+// next system measured.
+func (c *config) discard(path string) {
+	c.trashMu.Lock()
+	defer c.trashMu.Unlock()
+	if c.trash == "" {
+		t, err := os.MkdirTemp(c.Dir, "jobdir-bench-trash-")
+		if err != nil {
+			os.RemoveAll(path)
+			return
+		}
+		c.trash = t
+	}
+	if err := os.Rename(path, filepath.Join(c.trash, filepath.Base(path))); err != nil {
+		os.RemoveAll(path)
+	}
+}
+
+// emptyTrash deletes what discard kept.
+func (c *config) emptyTrash() {
+	c.trashMu.Lock()
+	defer c.trashMu.Unlock()
+	if c.trash != "" {
+		os.RemoveAll(c.trash)
+		c.trash = ""
+	}
 }
 
 // workload groups, as -only names them.
@@ -51,7 +86,7 @@ func (c *config) freshDir(ctx context.Context, s *system) (string, func(), error
 	if err != nil {
 		return "", nil, err
 	}
-	cleanup := func() { os.RemoveAll(d) }
+	cleanup := func() { c.discard(d) }
 	if err := s.setup(ctx, d); err != nil {
 		cleanup()
 		return "", nil, fmt.Errorf("%s setup: %w", s.name, err)
@@ -117,11 +152,6 @@ func runInsert(ctx context.Context, c *config, r *results, s *system) error {
 
 func runBatch(ctx context.Context, c *config, r *results, s *system) error {
 	rate, err := withQueue(ctx, c, s, func(q queue) (float64, error) {
-		if jq, ok := q.(*jobdirQueue); ok {
-			if _, ok := jq.store.(batchSubmitter); !ok {
-				r.note(mBatch, s.name, fmt.Sprintf("the store has no batch submit: %d concurrent Submit calls", batchClients))
-			}
-		}
 		return hammer(ctx, 1, c.InsertFor, func() (int, error) { return 1000, q.InsertBatch(ctx, 1000) })
 	})
 	if err != nil {
@@ -525,7 +555,7 @@ func runFloor(ctx context.Context, c *config, r *results) error {
 		if w == 4 {
 			m = mFloor4
 		}
-		rate, err := measureFloor(ctx, c.Dir, w, c.FloorFor)
+		rate, err := measureFloor(ctx, c, w, c.FloorFor)
 		if err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
