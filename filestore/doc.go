@@ -6,15 +6,17 @@
 // Each job is one JSON record file in the directory of its state group:
 // queued/, claimed/ (running) or done/ (succeeded, failed, canceled). A
 // claim is rename(2) from queued/ into claimed/; an idempotency key is a
-// file in keys/ published with link(2); every record has its own lock file
-// in locks/. docs/format.md describes the layout and, for every operation,
+// file in keys/ published with link(2); records are guarded by 1,024 shared
+// lock files in locks/, picked by a hash of the job ID, and a running job by
+// its own lease lock file. SubmitBatch makes many jobs durable with a bounded
+// number of flushes. docs/format.md describes the layout and, for every operation,
 // the order of its locks, writes, renames and fsyncs; docs/claim-semantics.md
 // explains why claiming is safe.
 //
 // # Guarantees
 //
-//   - Every read goes to disk under a shared flock of the job's lock file;
-//     every change holds it exclusively. Nothing is served from memory.
+//   - Every read goes to disk under a shared flock of the job's record lock
+//     file; every change holds it exclusively. Nothing is served from memory.
 //   - Of any number of goroutines and processes claiming at once, exactly
 //     one gets each attempt of each job.
 //   - Of any number of processes submitting one key at once, exactly one
@@ -28,7 +30,7 @@
 //     worker's WatchCancel, and Wait returns when another process finishes
 //     the job, both driven by inotify events within milliseconds, with a
 //     poll (Options.PollInterval) as the fallback.
-//   - Submit, Complete, Cancel, Retry and Prune are durable when they
+//   - Submit, SubmitBatch, Complete, Cancel, Retry and Prune are durable when they
 //     return (files and directories fsynced) unless Options.NoSync.
 //   - A process killed at any instant leaves a store that opens cleanly,
 //     has lost no job whose Submit returned, holds at most one job per key
