@@ -35,18 +35,77 @@ type submitRequest struct {
 // body over the limit. It leaves the rules on the values themselves (kind
 // syntax, ranges, payload size) to jobstore.Spec.Validate.
 func decodeSubmit(r io.Reader) (jobstore.Spec, error) {
+	var req submitRequest
+	if err := decodeBody(r, &req); err != nil {
+		return jobstore.Spec{}, err
+	}
+	return req.spec()
+}
+
+// batchRequest is the JSON body of POST /v1/jobs/batch. Jobs is a pointer
+// so that a body without the field is told apart from an empty list; its
+// elements stay raw until each is decoded as a submitRequest, so that an
+// error can name its index.
+type batchRequest struct {
+	Jobs *[]json.RawMessage `json:"jobs"`
+}
+
+// decodeBatch reads a batch submit request from r and returns the specs it
+// describes, in order. Each element of "jobs" is decoded by the rules of
+// decodeSubmit, and an error about one names its index ("jobs[3]: ...").
+// Errors wrap jobstore.ErrInvalidInput, or are the *http.MaxBytesError of
+// a body over the limit; more than jobstore.MaxBatch elements get the
+// *Error of an invalid spec (422), since the JSON itself is well-formed.
+func decodeBatch(r io.Reader) ([]jobstore.Spec, error) {
+	var req batchRequest
+	if err := decodeBody(r, &req); err != nil {
+		return nil, err
+	}
+	if req.Jobs == nil {
+		return nil, fmt.Errorf(`%w: request body has no "jobs" array; want {"jobs": [{"kind": ...}, ...]}`, jobstore.ErrInvalidInput)
+	}
+	raws := *req.Jobs
+	if len(raws) > jobstore.MaxBatch {
+		return nil, newError(http.StatusUnprocessableEntity, CodeInvalidSpec,
+			"batch of %d jobs is over the limit of %d: split it into several requests", len(raws), jobstore.MaxBatch)
+	}
+	specs := make([]jobstore.Spec, len(raws))
+	for i, raw := range raws {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		var sr submitRequest
+		if err := dec.Decode(&sr); err != nil {
+			return nil, fmt.Errorf("jobs[%d]: %w: %s", i, jobstore.ErrInvalidInput, err.Error())
+		}
+		spec, err := sr.spec()
+		if err != nil {
+			return nil, fmt.Errorf("jobs[%d]: %w", i, err)
+		}
+		specs[i] = spec
+	}
+	return specs, nil
+}
+
+// decodeBody decodes the one JSON value r holds into v, refusing unknown
+// fields and anything after the value. Errors are decodeError's.
+func decodeBody(r io.Reader, v any) error {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
-	var req submitRequest
-	if err := dec.Decode(&req); err != nil {
-		return jobstore.Spec{}, decodeError(err)
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return jobstore.Spec{}, decodeError(err)
+			return decodeError(err)
 		}
-		return jobstore.Spec{}, fmt.Errorf("%w: request body holds more than one JSON value", jobstore.ErrInvalidInput)
+		return fmt.Errorf("%w: request body holds more than one JSON value", jobstore.ErrInvalidInput)
 	}
+	return nil
+}
+
+// spec returns the spec req describes, or an error wrapping
+// jobstore.ErrInvalidInput if its run_at or timeout does not parse.
+func (req submitRequest) spec() (jobstore.Spec, error) {
 	spec := jobstore.Spec{
 		Kind:        req.Kind,
 		Key:         req.Key,

@@ -123,3 +123,73 @@ func TestToErrorMapsByType(t *testing.T) {
 }
 
 func wrap(err error) error { return errors.Join(errors.New("context"), err) }
+
+// FuzzDecodeBatch checks that decoding a batch never panics, that every
+// refusal wraps jobstore.ErrInvalidInput (or is the 422 of too many specs),
+// that an error about one element names its index, and that each accepted
+// element decodes to the spec decodeSubmit makes of it alone.
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add([]byte(`{"jobs":[]}`))
+	f.Add([]byte(`{"jobs":[{"kind":"a","key":"k","payload":{"x":[1]},"priority":-5,"run_at":"2026-01-02T15:04:05+02:00","timeout":"1m"},{"kind":"b","payload":null}]}`))
+	f.Add([]byte(`{"jobs":[{"kind":"a"},{"kind":"a","kinds":"x"}]}`))
+	f.Add([]byte(`{"jobs":[{"kind":"a"},{"kind":"a","timeout":"30"}]}`))
+	f.Add([]byte(`{"jobs":[null,1,"x",[]]}`))
+	f.Add([]byte(`{"jobs":null}`))
+	f.Add([]byte(`{"jobs":[]}{"jobs":[]}`))
+	f.Add([]byte(`{"job":[]}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		specs, err := decodeBatch(bytes.NewReader(body))
+		if err != nil {
+			var apiErr *Error
+			if errors.As(err, &apiErr) {
+				require.Equal(t, http.StatusUnprocessableEntity, apiErr.Status)
+				return
+			}
+			require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+			return
+		}
+		var req struct{ Jobs []json.RawMessage }
+		require.NoError(t, json.Unmarshal(body, &req))
+		require.Len(t, specs, len(req.Jobs))
+		for i, raw := range req.Jobs {
+			want, err := decodeSubmit(bytes.NewReader(raw))
+			require.NoError(t, err, "jobs[%d] %s", i, raw)
+			require.Equal(t, want, specs[i], "jobs[%d] %s", i, raw)
+		}
+	})
+}
+
+func TestDecodeBatchNamesTheIndex(t *testing.T) {
+	for body, index := range map[string]string{
+		`{"jobs":[{"kind":"a"},{"kind":"a","kinds":"x"}]}`:             "jobs[1]: ",
+		`{"jobs":[{"kind":"a"},{"kind":"a"},{"kind":1}]}`:              "jobs[2]: ",
+		`{"jobs":[{"kind":"a","run_at":"soon"}]}`:                      "jobs[0]: ",
+		`{"jobs":[{"kind":"a"},{"kind":"a"},{"kind":"a"},"a string"]}`: "jobs[3]: ",
+	} {
+		_, err := decodeBatch(strings.NewReader(body))
+		require.ErrorIs(t, err, jobstore.ErrInvalidInput, body)
+		require.True(t, strings.HasPrefix(err.Error(), index), "%s: %v", body, err)
+	}
+}
+
+func TestDecodeBatchKeepsMaxBytesError(t *testing.T) {
+	body := http.MaxBytesReader(httptest.NewRecorder(), bodyOf(`{"jobs":[{"kind":"k","payload":"`+strings.Repeat("x", 100)+`"}]}`), 32)
+	_, err := decodeBatch(body)
+	var maxErr *http.MaxBytesError
+	require.ErrorAs(t, err, &maxErr)
+	require.Equal(t, http.StatusRequestEntityTooLarge, toError(err, 400, CodeInvalidInput).Status)
+}
+
+func TestDefaultBatchBody(t *testing.T) {
+	for _, tc := range []struct{ single, want int64 }{
+		{4096, 4096 * jobstore.MaxBatch},
+		{jobstore.DefaultMaxPayload + BodyOverhead, DefaultMaxBatchBodyBytes},
+		{DefaultMaxBatchBodyBytes / jobstore.MaxBatch, DefaultMaxBatchBodyBytes},
+		{200 << 20, 200 << 20},
+		{1<<63 - 1, 1<<63 - 1},
+	} {
+		require.Equal(t, tc.want, defaultBatchBody(tc.single), "single limit %d", tc.single)
+	}
+}

@@ -1,8 +1,9 @@
-// Package httpapi serves a jobstore.Store over HTTP as JSON: submit, get,
-// list, cancel, retry and wait on jobs, store statistics, a health check and
-// Prometheus metrics. A *Server is an http.Handler, so a harness can mount it
-// on its own mux, and NewHTTPServer wraps it in an *http.Server with the
-// timeouts a server exposed to a network needs.
+// Package httpapi serves a jobstore.Store over HTTP as JSON: submit (one
+// job or a batch), get, list, cancel, retry and wait on jobs, store
+// statistics, a health check and Prometheus metrics. A *Server is an
+// http.Handler, so a harness can mount it on its own mux, and NewHTTPServer
+// wraps it in an *http.Server with the timeouts a server exposed to a
+// network needs.
 //
 // docs/http-api.md describes every route with examples, the error codes and
 // the limits.
@@ -12,8 +13,10 @@
 // Every route except GET /healthz requires an Authorization: Bearer token
 // that matches one of Options.Tokens (compared in constant time), unless the
 // server was built with Options.InsecureNoAuth. Request bodies are limited
-// to Options.MaxBodyBytes and unknown JSON fields are rejected. Every error
-// is a JSON object {"error":{"code":...,"message":...}} whose code is one of
+// to Options.MaxBodyBytes (a batch submit's to Options.MaxBatchBodyBytes)
+// and unknown JSON fields are rejected. A batch submit checks every spec
+// before it submits any, so a refused batch creates no job. Every error is
+// a JSON object {"error":{"code":...,"message":...}} whose code is one of
 // the Code constants, with the HTTP status that code documents. A job's
 // JSON form is jobstore.Job's, unchanged.
 //

@@ -38,7 +38,8 @@ const (
 	CodePayloadTooLarge = "payload_too_large"
 	// CodeInvalidSpec (422): the submit body is well-formed JSON but the job
 	// it describes is invalid, for example an empty kind or a priority out
-	// of range.
+	// of range; for a batch, one of its jobs is, or it holds more than
+	// jobstore.MaxBatch.
 	CodeInvalidSpec = "invalid_spec"
 	// CodeInternal (500): an unexpected server or store error.
 	CodeInternal = "internal"

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +101,42 @@ func TestWaitSeesAnotherProcessFinishTheJob(t *testing.T) {
 	// Errors from the production store map like memstore's.
 	e.do("POST", "/v1/jobs/"+job.ID+"/retry", "").apiError(t, http.StatusConflict, httpapi.CodeInvalidTransition)
 	e.do("GET", "/v1/jobs/"+jobstore.NewID(time.Now()), "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+}
+
+// The batch submit on the production store: order, created flags and keys
+// as on memstore, and a refused batch leaves nothing on disk.
+func TestSubmitBatchOnFilestore(t *testing.T) {
+	st, err := filestore.Open(t.Context(), t.TempDir(), &filestore.Options{MaxPayload: 1024})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	api, err := httpapi.New(st, &httpapi.Options{Tokens: []string{testToken}, Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, api: api, srv: srv, client: srv.Client(), token: testToken}
+
+	existing := e.submit("report", "nightly")
+	res := e.batch(batchOf(
+		`{"kind":"a","key":"k1"}`,
+		`{"kind":"report","key":"nightly"}`,
+		`{"kind":"b","payload":{"n":1}}`,
+		`{"kind":"a","key":"k1"}`,
+	))
+	require.Len(t, res, 4)
+	for i, want := range []bool{true, false, true, false} {
+		require.Equal(t, want, res[i].Created, "results[%d]", i)
+	}
+	require.Equal(t, existing.ID, res[1].Job.ID)
+	require.Equal(t, res[0].Job.ID, res[3].Job.ID)
+	require.Less(t, res[0].Job.ID, res[2].Job.ID)
+	got := e.do("GET", "/v1/jobs/"+res[2].Job.ID, "").job(t, http.StatusOK)
+	require.JSONEq(t, `{"n":1}`, string(got.Payload))
+	requireQueued(t, st, 3)
+
+	ae := e.do("POST", "/v1/jobs/batch", batchOf(`{"kind":"c"}`, `{"kind":"c","max_attempts":-1}`)).
+		apiError(t, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec)
+	require.Contains(t, ae.Message, "jobs[1]: ")
+	e.do("POST", "/v1/jobs/batch", batchOf(`{"kind":"c"}`, `{"kind":"c","payload":"`+strings.Repeat("x", 2000)+`"}`)).
+		apiError(t, http.StatusRequestEntityTooLarge, httpapi.CodePayloadTooLarge)
+	requireQueued(t, st, 3)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,6 +32,9 @@ const (
 	// BodyOverhead is added to jobstore.DefaultMaxPayload to make the
 	// default request body limit: room for the fields around the payload.
 	BodyOverhead = 64 << 10
+	// DefaultMaxBatchBodyBytes caps the default body limit of a batch
+	// submit (see Options.MaxBatchBodyBytes).
+	DefaultMaxBatchBodyBytes = 64 << 20
 )
 
 // AnyKind, in Options.AllowedKinds, allows every kind except ExecKind.
@@ -59,10 +63,11 @@ type Options struct {
 	// an IP address or "localhost", which defeats DNS rebinding from a web
 	// page in a local browser.
 	InsecureNoAuth bool
-	// AllowedKinds lists the kinds POST /v1/jobs accepts. The entry AnyKind
-	// ("*") allows every kind except ExecKind ("exec"); ExecKind is allowed
-	// only when listed by name. Empty means []string{AnyKind}: any kind but
-	// exec. So {"exec"} allows only exec jobs and {"*", "exec"} allows all.
+	// AllowedKinds lists the kinds POST /v1/jobs and POST /v1/jobs/batch
+	// accept. The entry AnyKind ("*") allows every kind except ExecKind
+	// ("exec"); ExecKind is allowed only when listed by name. Empty means
+	// []string{AnyKind}: any kind but exec. So {"exec"} allows only exec
+	// jobs and {"*", "exec"} allows all.
 	AllowedKinds []string
 	// Validators check the payload of a kind before a job of that kind is
 	// submitted; an error (which should wrap jobstore.ErrInvalidInput) is
@@ -73,6 +78,13 @@ type Options struct {
 	// MaxBodyBytes limits request bodies; a larger one gets 413. Zero means
 	// jobstore.DefaultMaxPayload + BodyOverhead.
 	MaxBodyBytes int64
+	// MaxBatchBodyBytes limits the body of POST /v1/jobs/batch, which holds
+	// up to jobstore.MaxBatch specs; a larger one gets 413. Zero means
+	// MaxBodyBytes times jobstore.MaxBatch, capped at
+	// DefaultMaxBatchBodyBytes (64 MiB), and never less than MaxBodyBytes.
+	// The server holds a batch's body and its decoded specs in memory at
+	// once, so this bounds the memory one request can take.
+	MaxBatchBodyBytes int64
 	// MaxWait caps the timeout of the wait long-poll. Zero means
 	// DefaultMaxWait.
 	MaxWait time.Duration
@@ -97,16 +109,19 @@ type Server struct {
 	kinds    map[string]bool
 	validate map[string]func(json.RawMessage) error
 	maxBody  int64
-	maxWait  time.Duration
-	log      *slog.Logger
-	registry *prometheus.Registry
-	metrics  *metrics
+	// maxBatchBody is the body limit of the batch submit.
+	maxBatchBody int64
+	maxWait      time.Duration
+	log          *slog.Logger
+	registry     *prometheus.Registry
+	metrics      *metrics
 }
 
 // The routes, as net/http patterns. They are also the route label of the
 // HTTP metrics.
 const (
 	routeSubmit  = "POST /v1/jobs"
+	routeBatch   = "POST /v1/jobs/batch"
 	routeList    = "GET /v1/jobs"
 	routeGet     = "GET /v1/jobs/{id}"
 	routeCancel  = "POST /v1/jobs/{id}/cancel"
@@ -132,13 +147,14 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 		o = *opts
 	}
 	s := &Server{
-		store:    store,
-		noAuth:   o.InsecureNoAuth,
-		kinds:    make(map[string]bool),
-		validate: maps.Clone(o.Validators),
-		maxBody:  o.MaxBodyBytes,
-		maxWait:  o.MaxWait,
-		log:      o.Logger,
+		store:        store,
+		noAuth:       o.InsecureNoAuth,
+		kinds:        make(map[string]bool),
+		validate:     maps.Clone(o.Validators),
+		maxBody:      o.MaxBodyBytes,
+		maxBatchBody: o.MaxBatchBodyBytes,
+		maxWait:      o.MaxWait,
+		log:          o.Logger,
 	}
 	switch {
 	case len(o.Tokens) == 0 && !o.InsecureNoAuth:
@@ -168,6 +184,9 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 	if s.maxBody <= 0 {
 		s.maxBody = jobstore.DefaultMaxPayload + BodyOverhead
 	}
+	if s.maxBatchBody <= 0 {
+		s.maxBatchBody = defaultBatchBody(s.maxBody)
+	}
 	if s.maxWait <= 0 {
 		s.maxWait = DefaultMaxWait
 	}
@@ -186,6 +205,7 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc(routeSubmit, s.handleSubmit)
+	s.mux.HandleFunc(routeBatch, s.handleBatch)
 	s.mux.HandleFunc(routeList, s.handleList)
 	s.mux.HandleFunc(routeGet, s.handleGet)
 	s.mux.HandleFunc(routeCancel, s.handleCancel)
@@ -307,6 +327,39 @@ func (s *Server) kindAllowed(kind string) bool {
 	return s.anyKind && kind != ExecKind
 }
 
+// defaultBatchBody returns the default body limit of the batch submit for
+// a single-submit limit of maxBody: room for jobstore.MaxBatch bodies,
+// capped at DefaultMaxBatchBodyBytes, and never less than maxBody.
+func defaultBatchBody(maxBody int64) int64 {
+	limit := int64(DefaultMaxBatchBodyBytes)
+	if maxBody < limit/jobstore.MaxBatch {
+		limit = maxBody * jobstore.MaxBatch
+	}
+	return max(limit, maxBody)
+}
+
+// checkSpec applies the server's own rules to a decoded spec: a valid kind,
+// allowed by the allow-list, and a payload that kind's validator accepts.
+// It returns nil, or the error to answer with. The store checks the rest.
+func (s *Server) checkSpec(spec jobstore.Spec) *Error {
+	if err := jobstore.ValidateKind(spec.Kind); err != nil {
+		return toError(err, http.StatusUnprocessableEntity, CodeInvalidSpec)
+	}
+	if !s.kindAllowed(spec.Kind) {
+		msg := "this server does not accept jobs of kind %q"
+		if spec.Kind == ExecKind {
+			msg += " (exec jobs run programs, so they must be allowed explicitly)"
+		}
+		return newError(http.StatusForbidden, CodeKindNotAllowed, msg, spec.Kind)
+	}
+	if v := s.validate[spec.Kind]; v != nil {
+		if err := v(spec.Payload); err != nil {
+			return newError(http.StatusUnprocessableEntity, CodeInvalidSpec, "invalid payload for kind %q: %v", spec.Kind, err)
+		}
+	}
+	return nil
+}
+
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 	spec, err := decodeSubmit(r.Body)
@@ -314,23 +367,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	if err := jobstore.ValidateKind(spec.Kind); err != nil {
-		s.fail(w, r, err, http.StatusUnprocessableEntity, CodeInvalidSpec)
+	if e := s.checkSpec(spec); e != nil {
+		s.writeError(w, r, e)
 		return
-	}
-	if !s.kindAllowed(spec.Kind) {
-		msg := "this server does not accept jobs of kind %q"
-		if spec.Kind == ExecKind {
-			msg += " (exec jobs run programs, so they must be allowed explicitly)"
-		}
-		s.writeError(w, r, newError(http.StatusForbidden, CodeKindNotAllowed, msg, spec.Kind))
-		return
-	}
-	if v := s.validate[spec.Kind]; v != nil {
-		if err := v(spec.Payload); err != nil {
-			s.writeError(w, r, newError(http.StatusUnprocessableEntity, CodeInvalidSpec, "invalid payload for kind %q: %v", spec.Kind, err))
-			return
-		}
 	}
 	job, created, err := s.store.Submit(r.Context(), spec)
 	if err != nil {
@@ -346,6 +385,75 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "jobs/"+job.ID)
 	}
 	s.writeJSON(w, status, job)
+}
+
+// batchResult is one element of the batch submit's answer.
+type batchResult struct {
+	Job     jobstore.Job `json:"job"`
+	Created bool         `json:"created"`
+}
+
+// batchResponse is the body of POST /v1/jobs/batch.
+type batchResponse struct {
+	Results []batchResult `json:"results"`
+}
+
+// noPayloadLimit stands for the payload limit when the server checks a
+// spec: the store, which knows its limit, checks the size.
+const noPayloadLimit = math.MaxInt
+
+// handleBatch submits several jobs at once. Every spec is checked as the
+// single submit checks it before any is submitted, so that a refused batch
+// creates nothing; the first bad spec is answered as the single submit
+// would answer it, with its index in the message.
+func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.maxBatchBody)
+	specs, err := decodeBatch(r.Body)
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	for i, spec := range specs {
+		e := s.checkSpec(spec)
+		if e == nil {
+			// What the store would refuse in the single submit, refused
+			// here so that the message names the index.
+			if err := spec.Validate(noPayloadLimit); err != nil {
+				e = toError(err, http.StatusUnprocessableEntity, CodeInvalidSpec)
+			}
+		}
+		if e != nil {
+			e.Message = fmt.Sprintf("jobs[%d]: %s", i, e.Message)
+			s.writeError(w, r, e)
+			return
+		}
+	}
+	resp := batchResponse{Results: make([]batchResult, len(specs))}
+	if len(specs) == 0 {
+		s.writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	subs, err := s.store.SubmitBatch(r.Context(), specs)
+	if err != nil {
+		s.fail(w, r, err, http.StatusUnprocessableEntity, CodeInvalidSpec)
+		return
+	}
+	if len(subs) != len(specs) {
+		s.writeError(w, r, newError(http.StatusInternalServerError, CodeInternal,
+			"store returned %d results for %d specs", len(subs), len(specs)))
+		return
+	}
+	created := make(map[string]float64)
+	for i, sub := range subs {
+		resp.Results[i] = batchResult{Job: sub.Job, Created: sub.Created}
+		if sub.Created {
+			created[sub.Job.Kind]++
+		}
+	}
+	for kind, n := range created {
+		s.metrics.submitted.WithLabelValues(s.metrics.kind(kind)).Add(n)
+	}
+	s.writeJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
