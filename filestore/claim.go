@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -171,22 +172,25 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	if err != nil {
 		return jobstore.Job{}, false, err
 	}
-	qp, cp := s.recordPath(dirQueued, id), s.recordPath(dirClaimed, id)
-	if err := s.fs.Rename(qp, cp); err != nil {
+	// The claim is a note in the lease file, then the rename: the record
+	// itself is not rewritten, so a claim creates no file and makes no
+	// fsync. Readers (all under the record lock) see a record in claimed/
+	// that still says queued as running, as the note says. Nothing here is
+	// fsynced: a claim lost in a power cut only lets the job run again, and
+	// its worker did not survive the power cut either; a note lost without
+	// its rename makes the record an interrupted claim, which recovery
+	// moves back unchanged.
+	note, err := json.Marshal(claimNote{Rev: rec.Rev, Worker: req.Worker, ClaimedAt: now.UTC()})
+	if err != nil {
+		return jobstore.Job{}, false, err
+	}
+	if err := s.fs.Overwrite(lp, note); err != nil {
+		return jobstore.Job{}, false, fmt.Errorf("write claim note: %w", err)
+	}
+	if err := s.fs.Rename(s.recordPath(dirQueued, id), s.recordPath(dirClaimed, id)); err != nil {
 		return jobstore.Job{}, false, fmt.Errorf("move to claimed/: %w", err)
 	}
 	s.dropCand(id)
-	// No directory fsync: a claim lost in a power cut only lets the job run
-	// again, and its worker did not survive the power cut either. The file
-	// itself is fsynced, so the claimed/ entry is never an empty file.
-	if err := s.writeRecord(dirClaimed, envelope{Format: FormatVersion, Rev: rec.Rev + 1, Job: j}); err != nil {
-		// Put it back as it was; if even that fails, the queued-state record
-		// in claimed/ is moved back by recovery once this lease is released.
-		if rerr := s.fs.Rename(cp, qp); rerr == nil {
-			s.setCand(rec.Job)
-		}
-		return jobstore.Job{}, false, err
-	}
 	setLease(h, j.Lease())
 	claimed = true
 	return j, true, nil

@@ -69,6 +69,13 @@ func (f *faultFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync b
 	return f.inner.WriteTemp(tmpDir, data, perm, sync)
 }
 
+func (f *faultFS) Overwrite(p string, data []byte) error {
+	if err := f.step("overwrite " + p); err != nil {
+		return err
+	}
+	return f.inner.Overwrite(p, data)
+}
+
 func (f *faultFS) Link(o, n string) error {
 	if err := f.step("link " + n); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // ProblemKind classifies a Problem.
@@ -116,6 +117,13 @@ func (s *Store) repairAtOpen(ctx context.Context) error {
 	r, err := s.check(ctx, true, false)
 	for _, p := range r.Problems {
 		s.log.Warn("filestore: open: "+p.String(), "id", p.ID)
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// A full disk must not keep the store from opening: what is there
+		// stays readable, and the repairs left (a dead worker's job to
+		// queue again) are retried by recovery every RecoverInterval.
+		s.log.Warn("filestore: open: repair postponed, the disk is full", "err", err)
+		return nil
 	}
 	return err
 }

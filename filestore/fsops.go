@@ -2,10 +2,12 @@ package filestore
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -31,6 +33,10 @@ type fileOps interface {
 	Rename(oldname, newname string) error
 	// Remove removes the file at path.
 	Remove(path string) error
+	// Overwrite replaces the contents of the existing regular file at path
+	// with data, in place (the same inode), without fsync. It never
+	// follows a symbolic link.
+	Overwrite(path string, data []byte) error
 	// SyncDir fsyncs the directory dir so that its entries are durable.
 	SyncDir(dir string) error
 	// Mkdir creates dir with perm; an existing directory is not an error.
@@ -101,6 +107,28 @@ func writeTemp(dir, base string, data []byte, perm os.FileMode, sync bool) (stri
 		return "", err
 	}
 	return name, nil
+}
+
+func (osFS) Overwrite(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|noFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		_ = f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
+		}
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (osFS) Link(oldname, newname string) error   { return os.Link(oldname, newname) }

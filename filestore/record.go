@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -211,6 +212,64 @@ func encodeRecord(env envelope) ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
+// claimNote is what a claim writes into the job's lease lock file, in
+// place and without fsync, just before it renames the record from queued/
+// into claimed/: the record itself is not rewritten (docs/format.md, Claim).
+// A record in claimed/ that still says queued is running as the note says
+// if the note names its revision; otherwise its claim was interrupted.
+type claimNote struct {
+	// Rev is the revision of the record the claim moved.
+	Rev int64 `json:"rev"`
+	// Worker is the claimant.
+	Worker string `json:"worker"`
+	// ClaimedAt is when the claim was made.
+	ClaimedAt time.Time `json:"claimed_at"`
+}
+
+// maxClaimNote bounds how much of a lease file is read as a claim note.
+const maxClaimNote = 4 << 10
+
+// readClaimNote reads the claim note in job id's lease file. It returns
+// false if there is none that can be read: an empty or missing file, a
+// link, garbage.
+func (s *Store) readClaimNote(id string) (claimNote, bool) {
+	f, err := os.OpenFile(s.leasePath(id), os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return claimNote{}, false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return claimNote{}, false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxClaimNote))
+	if err != nil || len(data) == 0 {
+		return claimNote{}, false
+	}
+	var n claimNote
+	if err := json.Unmarshal(data, &n); err != nil || n.Rev < 1 || jobstore.ValidateWorker(n.Worker) != nil {
+		return claimNote{}, false
+	}
+	return n, true
+}
+
+// applyClaimNote makes rec, a record in claimed/ that still says queued,
+// the running job its claim note describes, if the note is for this
+// revision. It reports whether it did.
+func (s *Store) applyClaimNote(rec *record) bool {
+	n, ok := s.readClaimNote(rec.Job.ID)
+	if !ok || n.Rev != rec.Rev {
+		return false
+	}
+	// The job was due when it was claimed; ApplyClaim checks that against
+	// the claim's own time.
+	j, err := jobstore.ApplyClaim(rec.Job, n.Worker, n.ClaimedAt)
+	if err != nil {
+		return false
+	}
+	rec.Job = j
+	return true
+}
+
 // found is what locate finds for one job ID.
 type found struct {
 	// rec is the current record (highest rev); ok is false if none.
@@ -248,6 +307,9 @@ func (s *Store) locate(id string) (found, error) {
 		}
 		f.rec = record{envelope: env, dir: dir}
 		f.ok = true
+	}
+	if f.ok && f.rec.dir == dirClaimed && f.rec.Job.State == jobstore.StateQueued {
+		s.applyClaimNote(&f.rec)
 	}
 	return f, nil
 }

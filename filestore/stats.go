@@ -109,7 +109,14 @@ func (s *Store) statEntry(dir, id, key string, e fs.DirEntry) (statsEntry, bool)
 		delete(s.stats.m, key)
 		return statsEntry{}, false
 	}
-	ent = statsEntry{ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), state: env.Job.State, runAt: env.Job.RunAt}
+	state := env.Job.State
+	if dir == dirClaimed && state == jobstore.StateQueued {
+		// Claimed: running as its claim note says, or an interrupted claim
+		// that recovery is about to move back. Counted as running either
+		// way, as claimed/ is the running set.
+		state = jobstore.StateRunning
+	}
+	ent = statsEntry{ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), state: state, runAt: env.Job.RunAt}
 	s.stats.m[key] = ent
 	return ent, true
 }
