@@ -57,6 +57,47 @@ func ExampleOpen() {
 	// completed: succeeded {"sent":true}
 }
 
+// SubmitBatch makes many jobs durable at once: specs with a key that
+// already has a job (or that an earlier spec of the batch took) get that
+// job, with Created false.
+func ExampleStore_SubmitBatch() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "jobdir-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+
+	s, err := filestore.Open(ctx, dir, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	if _, _, err := s.Submit(ctx, jobstore.Spec{Kind: "thumbnail", Key: "img-1"}); err != nil {
+		panic(err)
+	}
+	results, err := s.SubmitBatch(ctx, []jobstore.Spec{
+		{Kind: "thumbnail", Key: "img-1"},
+		{Kind: "thumbnail", Key: "img-2"},
+		{Kind: "thumbnail", Key: "img-2"},
+		{Kind: "thumbnail"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i, r := range results {
+		fmt.Println(i, r.Job.Key, r.Created)
+	}
+	fmt.Println("same job:", results[1].Job.ID == results[2].Job.ID)
+	// Output:
+	// 0 img-1 false
+	// 1 img-2 true
+	// 2 img-2 false
+	// 3  true
+	// same job: true
+}
+
 // Fsck checks every record and key file, and with repair fixes what a
 // crash can leave behind.
 func ExampleStore_Fsck() {
