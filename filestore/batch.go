@@ -12,10 +12,16 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// batchWriters is how many goroutines of one SubmitBatch write and fsync
-// records at once. The disk merges concurrent flushes, so N new records
-// cost far less than N sequential fsyncs.
+// batchWriters is how many goroutines of one SubmitBatch write records at
+// once (and fsync them, for a small batch). The disk merges concurrent
+// flushes, so N new records cost far less than N sequential fsyncs.
 const batchWriters = 16
+
+// syncFSBatch is the smallest batch whose records are made durable with
+// one syncfs(2) rather than an fsync each. A syncfs writes back everything
+// dirty on the file system, so it also waits for other writers' data: it
+// pays only for a batch large enough that one flush beats many.
+const syncFSBatch = 32
 
 // batchJob is one job SubmitBatch creates.
 type batchJob struct {
@@ -110,7 +116,7 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 		s.takeBack(news)
 		return nil, err
 	}
-	if err := s.writeBatch(ctx, news); err != nil {
+	if err := s.writeDurably(ctx, news); err != nil {
 		return fail(err)
 	}
 	// The record locks of the keyed jobs are held from before their key
@@ -174,9 +180,33 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 	return taken, nil
 }
 
+// writeDurably writes the temp file of every job in news and, unless
+// Options.NoSync, makes them durable: with one syncfs for a large batch,
+// else (or where there is no syncfs) with an fsync each.
+func (s *Store) writeDurably(ctx context.Context, news []*batchJob) error {
+	if !s.sync() || len(news) < s.syncFSMin {
+		return s.writeBatch(ctx, news, s.sync())
+	}
+	sy, err := s.fs.SyncFS(s.tmpDir)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return s.writeBatch(ctx, news, true)
+	}
+	if err != nil {
+		return fmt.Errorf("open for syncfs: %w", err)
+	}
+	defer sy.Close()
+	if err := s.writeBatch(ctx, news, false); err != nil {
+		return err
+	}
+	if err := sy.Sync(); err != nil {
+		return fmt.Errorf("syncfs: %w", err)
+	}
+	return nil
+}
+
 // writeBatch writes the temp file of every job in news, batchWriters at a
-// time, each fsynced unless Options.NoSync.
-func (s *Store) writeBatch(ctx context.Context, news []*batchJob) error {
+// time, each fsynced if fsync is set.
+func (s *Store) writeBatch(ctx context.Context, news []*batchJob, fsync bool) error {
 	work := make(chan *batchJob)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -187,7 +217,7 @@ func (s *Store) writeBatch(ctx context.Context, news []*batchJob) error {
 			for b := range work {
 				data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: b.job})
 				if err == nil {
-					b.tmp, err = s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.sync())
+					b.tmp, err = s.fs.WriteTemp(s.tmpDir, data, s.filePerm, fsync)
 				}
 				if err != nil {
 					select {

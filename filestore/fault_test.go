@@ -69,6 +69,33 @@ func (f *faultFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync b
 	return f.inner.WriteTemp(tmpDir, data, perm, sync)
 }
 
+func (f *faultFS) SyncFS(d string) (syncer, error) {
+	if err := f.step("open syncfs " + d); err != nil {
+		return nil, err
+	}
+	inner, err := f.inner.SyncFS(d)
+	if err != nil {
+		return nil, err
+	}
+	return faultSyncer{f: f, inner: inner, dir: d}, nil
+}
+
+// faultSyncer makes a syncfs one more step that can fail.
+type faultSyncer struct {
+	f     *faultFS
+	inner syncer
+	dir   string
+}
+
+func (s faultSyncer) Sync() error {
+	if err := s.f.step("syncfs " + s.dir); err != nil {
+		return err
+	}
+	return s.inner.Sync()
+}
+
+func (s faultSyncer) Close() error { return s.inner.Close() }
+
 func (f *faultFS) Overwrite(p string, data []byte) error {
 	if err := f.step("overwrite " + p); err != nil {
 		return err
@@ -161,6 +188,34 @@ func mustState(t *testing.T, s *Store, id string, states ...jobstore.State) jobs
 	return j
 }
 
+// batchFaultOp submits a batch of four, two with keys.
+func batchFaultOp(ctx context.Context, s *Store, st *faultState) error {
+	_, err := s.SubmitBatch(ctx, []jobstore.Spec{
+		{Kind: "batch", Key: st.key}, {Kind: "batch"}, {Kind: "batch", Key: st.key + "b"}, {Kind: "batch"},
+	})
+	return err
+}
+
+// batchFaultCheck: an acknowledged batch is all there, one that reported
+// an I/O error left nothing, and a crash left only whole queued jobs.
+func batchFaultCheck(t *testing.T, s *Store, st *faultState, opErr error) {
+	page, err := s.List(t.Context(), jobstore.ListOptions{Kind: "batch"})
+	require.NoError(t, err)
+	require.Empty(t, page.Errors)
+	switch {
+	case opErr == nil:
+		require.Len(t, page.Jobs, 4, "an acknowledged batch lost jobs")
+	case !st.crash:
+		require.Empty(t, page.Jobs, "a batch that reported an error left jobs")
+	default:
+		// A crash may leave part of the batch, each job whole
+		// (Fsck is clean) and queued.
+		for _, j := range page.Jobs {
+			require.Equal(t, jobstore.StateQueued, j.State)
+		}
+	}
+}
+
 var faultCases = []faultCase{
 	{
 		name:  "Submit",
@@ -201,29 +256,17 @@ var faultCases = []faultCase{
 	{
 		name:  "SubmitBatch",
 		setup: func(t *testing.T, s *Store) *faultState { return &faultState{key: faultKey} },
-		op: func(ctx context.Context, s *Store, st *faultState) error {
-			_, err := s.SubmitBatch(ctx, []jobstore.Spec{
-				{Kind: "batch", Key: st.key}, {Kind: "batch"}, {Kind: "batch", Key: st.key + "b"}, {Kind: "batch"},
-			})
-			return err
+		op:    batchFaultOp,
+		check: batchFaultCheck,
+	},
+	{
+		name: "SubmitBatchSyncFS",
+		setup: func(t *testing.T, s *Store) *faultState {
+			s.syncFSMin = 2 // this small batch takes the large batches' path
+			return &faultState{key: faultKey}
 		},
-		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
-			page, err := s.List(t.Context(), jobstore.ListOptions{Kind: "batch"})
-			require.NoError(t, err)
-			require.Empty(t, page.Errors)
-			switch {
-			case opErr == nil:
-				require.Len(t, page.Jobs, 4, "an acknowledged batch lost jobs")
-			case !st.crash:
-				require.Empty(t, page.Jobs, "a batch that reported an error left jobs")
-			default:
-				// A crash may leave part of the batch, each job whole
-				// (Fsck is clean) and queued.
-				for _, j := range page.Jobs {
-					require.Equal(t, jobstore.StateQueued, j.State)
-				}
-			}
-		},
+		op:    batchFaultOp,
+		check: batchFaultCheck,
 	},
 	{
 		name:  "Claim",

@@ -37,14 +37,27 @@ type fileOps interface {
 	// with data, in place (the same inode), without fsync. It never
 	// follows a symbolic link.
 	Overwrite(path string, data []byte) error
+	// SyncFS opens the file system that holds dir for one syncfs(2): its
+	// Sync makes every file written on it durable at once. Open it before
+	// writing the files. Returns an error matching errors.ErrUnsupported
+	// where there is no syncfs.
+	SyncFS(dir string) (syncer, error)
 	// SyncDir fsyncs the directory dir so that its entries are durable.
 	SyncDir(dir string) error
 	// Mkdir creates dir with perm; an existing directory is not an error.
 	Mkdir(dir string, perm os.FileMode) error
 }
 
+// syncer is a pending syncfs(2), see fileOps.SyncFS.
+type syncer interface {
+	Sync() error
+	Close() error
+}
+
 // osFS is the real fileOps.
 type osFS struct{}
+
+func (osFS) SyncFS(dir string) (syncer, error) { return openSyncFS(dir) }
 
 func (osFS) WriteFile(path, tmpDir string, data []byte, perm os.FileMode, sync bool) error {
 	if !sync {

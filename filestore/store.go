@@ -44,6 +44,9 @@ type Store struct {
 	// syncers share directory fsyncs between concurrent operations.
 	syncMu  sync.Mutex
 	syncers map[string]*groupSync
+	// syncFSMin is the smallest SubmitBatch made durable with one syncfs
+	// (syncFSBatch; tests lower it).
+	syncFSMin int
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -99,19 +102,20 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
 	s := &Store{
-		dir:      abs,
-		opts:     o,
-		fs:       o.fs,
-		dirPerm:  0o700,
-		filePerm: 0o600,
-		log:      o.Logger,
-		closed:   make(chan struct{}),
-		cands:    newCandIndex(),
-		pending:  make(map[string]struct{}),
-		work:     make(chan struct{}),
-		changed:  make(map[string]*idWatch),
-		keys:     make(map[string]string),
-		syncers:  make(map[string]*groupSync),
+		dir:       abs,
+		opts:      o,
+		fs:        o.fs,
+		dirPerm:   0o700,
+		filePerm:  0o600,
+		log:       o.Logger,
+		closed:    make(chan struct{}),
+		cands:     newCandIndex(),
+		pending:   make(map[string]struct{}),
+		work:      make(chan struct{}),
+		changed:   make(map[string]*idWatch),
+		keys:      make(map[string]string),
+		syncers:   make(map[string]*groupSync),
+		syncFSMin: syncFSBatch,
 	}
 	if o.GroupAccess {
 		s.dirPerm, s.filePerm = 0o770, 0o660
