@@ -145,11 +145,51 @@ func TestFormatVersion(t *testing.T) {
 		s := openTest(t, &Options{NoSync: true})
 		data, err := os.ReadFile(filepath.Join(s.Dir(), formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":1}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":2}`, string(data))
+	})
+	t.Run("UpgradedFrom1", func(t *testing.T) {
+		// A format-1 store: its records (format 1, rewritten at claim)
+		// read as they are, and FORMAT now says 2, so that programs of
+		// format 1 refuse it.
+		s := openTest(t, &Options{NoSync: true})
+		queued, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "one"})
+		require.NoError(t, err)
+		dir := s.Dir()
+		require.NoError(t, s.Close())
+		old := func(j jobstore.Job, rev int64) []byte {
+			data, err := json.Marshal(envelope{Format: 1, Rev: rev, Job: j})
+			require.NoError(t, err)
+			return append(data, '\n')
+		}
+		require.NoError(t, os.WriteFile(s.recordPath(dirQueued, queued.ID), old(queued, 1), 0o600))
+		running := jobstore.NewJob(jobstore.Spec{Kind: "k"}, time.Now().Add(-time.Minute))
+		running.State, running.Attempt, running.Worker, running.StartedAt = jobstore.StateRunning, 1, "gone", running.CreatedAt
+		require.NoError(t, os.WriteFile(s.recordPath(dirClaimed, running.ID), old(running, 2), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":1}`+"\n"), 0o600))
+
+		s2, err := Open(t.Context(), dir, &Options{NoSync: true})
+		require.NoError(t, err)
+		defer s2.Close()
+		data, err := os.ReadFile(filepath.Join(dir, formatFile))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"store":"jobdir","format":2}`, string(data))
+		j, err := s2.Get(t.Context(), queued.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, j.State)
+		again, created, err := s2.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "one"})
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, queued.ID, again.ID)
+		// The format-1 running job's worker is gone: queued again, the
+		// attempt counted.
+		j, err = s2.Get(t.Context(), running.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, j.State)
+		require.Equal(t, 1, j.Attempt)
 	})
 	t.Run("TooNew", func(t *testing.T) {
 		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":2}`), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":3}`), 0o600))
 		_, err := Open(t.Context(), dir, nil)
 		require.ErrorIs(t, err, ErrFormatTooNew)
 		ents, err := os.ReadDir(dir)

@@ -56,16 +56,7 @@ func (s *Store) checkFormat(context.Context) error {
 	p := filepath.Join(s.dir, formatFile)
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		doc, _ := json.Marshal(formatDoc{Store: storeName, Format: FormatVersion})
-		// Staged in the root, not in tmp/, which another process may be
-		// sweeping while this one creates the store.
-		if err := s.fs.WriteFile(p, s.dir, append(doc, '\n'), s.filePerm, s.sync()); err != nil {
-			return err
-		}
-		if s.sync() {
-			return s.fs.SyncDir(s.dir)
-		}
-		return nil
+		return s.writeFormat(p)
 	}
 	if err != nil {
 		return err
@@ -77,6 +68,31 @@ func (s *Store) checkFormat(context.Context) error {
 	if doc.Format > FormatVersion {
 		return fmt.Errorf("%w: %s has format %d, this program reads format %d; upgrade jobdir to open it",
 			ErrFormatTooNew, s.dir, doc.Format, FormatVersion)
+	}
+	if doc.Format < FormatVersion {
+		// Every file of an older format is valid in this one; only the
+		// protocol between live processes changed. Recording the new
+		// format makes programs of the old one refuse the store from now
+		// on.
+		if err := s.writeFormat(p); err != nil {
+			return fmt.Errorf("upgrade %s from format %d: %w", formatFile, doc.Format, err)
+		}
+		s.log.Info("filestore: upgraded the store's format; programs of the older version must not use it any more",
+			"dir", s.dir, "from", doc.Format, "to", FormatVersion)
+	}
+	return nil
+}
+
+// writeFormat writes the FORMAT file at p with this format, atomically.
+func (s *Store) writeFormat(p string) error {
+	doc, _ := json.Marshal(formatDoc{Store: storeName, Format: FormatVersion})
+	// Staged in the root, not in tmp/, which another process may be
+	// sweeping while this one creates the store.
+	if err := s.fs.WriteFile(p, s.dir, append(doc, '\n'), s.filePerm, s.sync()); err != nil {
+		return err
+	}
+	if s.sync() {
+		return s.fs.SyncDir(s.dir)
 	}
 	return nil
 }

@@ -54,8 +54,14 @@ const (
 )
 
 // FormatVersion is the on-disk format this package reads and writes. It is
-// recorded in the FORMAT file of every store directory.
-const FormatVersion = 1
+// recorded in the FORMAT file of every store directory and in every record
+// it writes. Format 2 guards records with 1,024 shared lock files and
+// claims jobs with a note in the lease file instead of a rewritten record;
+// format 1 had a lock file per job and rewrote the record at each claim.
+// Open upgrades a format-1 store in place (its files are all valid in
+// format 2): every process sharing it must be upgraded together, as the
+// two lock protocols do not exclude each other (docs/operations.md).
+const FormatVersion = 2
 
 // Errors returned by Open. Test for them with errors.Is.
 var (
