@@ -184,8 +184,10 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 // Options.NoSync, makes them durable: with one syncfs for a large batch,
 // else (or where there is no syncfs) with an fsync each.
 func (s *Store) writeDurably(ctx context.Context, news []*batchJob) error {
-	if !s.sync() || len(news) < s.syncFSMin {
-		return s.writeBatch(ctx, news, s.sync())
+	if !s.fileSync() || len(news) < s.syncFSMin {
+		// Without fsync, or with Options.SyncFS, whose syncDir after the
+		// renames makes the records durable with their entries.
+		return s.writeBatch(ctx, news, s.fileSync())
 	}
 	sy, err := s.fs.SyncFS(s.tmpDir)
 	if errors.Is(err, errors.ErrUnsupported) {

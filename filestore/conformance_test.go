@@ -63,13 +63,18 @@ func TestConformance(t *testing.T) {
 		n := 0
 		storetest.Run(t, func(t *testing.T) jobstore.Store {
 			n++
-			return openTest(t, &Options{NoSync: n%2 == 0})
+			return openTest(t, &Options{NoSync: n%3 == 0, SyncFS: n%3 == 1})
 		})
 		return
 	}
 	t.Run("Durable", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) jobstore.Store {
 			return openTest(t, nil)
+		})
+	})
+	t.Run("SyncFS", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) jobstore.Store {
+			return openTest(t, &Options{SyncFS: true})
 		})
 	})
 	t.Run("NoSync", func(t *testing.T) {

@@ -416,37 +416,42 @@ func injected(err error) bool {
 // holds the key, and what the operation reported done is done.
 func TestFaults(t *testing.T) {
 	t.Parallel() // no timing assertions; it overlaps the process tests
-	for _, tc := range faultCases {
-		for _, crash := range []bool{false, true} {
-			mode := "EIO"
-			errv := error(syscall.EIO)
-			if crash {
-				mode, errv = "Crash", syscall.ENOSPC
-			}
-			t.Run(tc.name+"/"+mode, func(t *testing.T) {
-				t.Parallel()
-				steps := 0
-				for failAt := 1; ; failAt++ {
-					if !runFault(t, tc, failAt, crash, errv) {
-						break
-					}
-					steps++
-					require.Less(t, failAt, 50, "operation never finishes")
+	for _, syncFS := range []bool{false, true} {
+		for _, tc := range faultCases {
+			for _, crash := range []bool{false, true} {
+				mode := "EIO"
+				errv := error(syscall.EIO)
+				if crash {
+					mode, errv = "Crash", syscall.ENOSPC
 				}
-				t.Logf("%d steps", steps)
-				require.Positive(t, steps, "the operation made no file operation")
-			})
+				if syncFS {
+					mode += "/SyncFS"
+				}
+				t.Run(tc.name+"/"+mode, func(t *testing.T) {
+					t.Parallel()
+					steps := 0
+					for failAt := 1; ; failAt++ {
+						if !runFault(t, tc, failAt, crash, syncFS, errv) {
+							break
+						}
+						steps++
+						require.Less(t, failAt, 50, "operation never finishes")
+					}
+					t.Logf("%d steps", steps)
+					require.Positive(t, steps, "the operation made no file operation")
+				})
+			}
 		}
 	}
 }
 
 // runFault runs tc with a fault at step failAt and reports whether the
 // fault was hit (false: the operation has fewer steps).
-func runFault(t *testing.T, tc faultCase, failAt int, crash bool, errv error) bool {
+func runFault(t *testing.T, tc faultCase, failAt int, crash, syncFS bool, errv error) bool {
 	t.Helper()
 	dir := t.TempDir()
 	ffs := &faultFS{inner: osFS{}}
-	opts := &Options{NoSync: false, RecoverInterval: time.Hour, PollInterval: time.Hour, fs: ffs}
+	opts := &Options{SyncFS: syncFS, RecoverInterval: time.Hour, PollInterval: time.Hour, fs: ffs}
 	s, err := Open(t.Context(), dir, opts)
 	require.NoError(t, err)
 	st := tc.setup(t, s)

@@ -268,7 +268,7 @@ func (s *Store) relinkKey(rec record, kp string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.sync())
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.fileSync())
 	if err != nil {
 		return err
 	}

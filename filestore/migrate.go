@@ -136,7 +136,7 @@ func (s *Store) migrateJob(ctx context.Context, j jobstore.Job) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.sync())
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.fileSync())
 	if err != nil {
 		return "", err
 	}

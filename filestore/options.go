@@ -15,6 +15,16 @@ type Options struct {
 	// may then lose or resurrect jobs. Zero: durable, every Submit and
 	// Complete is on disk before it returns.
 	NoSync bool
+	// SyncFS makes changes durable with syncfs(2), one shared by every
+	// operation of this Store waiting at that moment, instead of an fsync
+	// of each new file and of its directory. Under concurrency that is far
+	// fewer disk flushes (docs/benchmarks.md), and the guarantees are the
+	// same. But a syncfs writes back every dirty file of the whole file
+	// system, other programs' too: use it when the store has its file
+	// system (its volume) to itself, never beside a program that writes a
+	// lot. Linux only; elsewhere Open logs a warning and fsyncs as usual.
+	// Ignored with NoSync. Zero: fsync each file and directory.
+	SyncFS bool
 	// MaxPayload limits the size in bytes of a payload and of a result.
 	// Zero means jobstore.DefaultMaxPayload.
 	MaxPayload int

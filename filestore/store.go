@@ -44,6 +44,15 @@ type Store struct {
 	// syncers share directory fsyncs between concurrent operations.
 	syncMu  sync.Mutex
 	syncers map[string]*groupSync
+	// fsSync, with Options.SyncFS, is the syncfs(2) every durable change
+	// waits for, shared through fsSyncGroup; nil otherwise.
+	fsSync      syncer
+	fsSyncGroup *groupSync
+	// fsSyncMu is held shared while fsSync is in use, and exclusively by
+	// Close to close it.
+	fsSyncMu sync.RWMutex
+	// fsSyncClosed is set by Close under fsSyncMu.
+	fsSyncClosed bool
 	// syncFSMin is the smallest SubmitBatch made durable with one syncfs
 	// (syncFSBatch; tests lower it).
 	syncFSMin int
@@ -128,6 +137,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		{"check filesystem", s.checkFilesystem},
 		{"check format", s.checkFormat},
 		{"create layout", s.createLayout},
+		{"open syncfs", s.openSyncFS},
 		{"migrate legacy records", s.migrateLegacy},
 		{"sweep temporary files", s.sweepTmp},
 		{"start watcher", s.startWatcher},
@@ -169,6 +179,12 @@ func (s *Store) Close() error {
 		s.watchMu.Unlock()
 		s.wg.Wait()
 		releaseOwned(s)
+		if s.fsSync != nil {
+			s.fsSyncMu.Lock()
+			s.fsSyncClosed = true
+			_ = s.fsSync.Close()
+			s.fsSyncMu.Unlock()
+		}
 		if s.tmpLock != nil && !s.crashed {
 			_ = os.RemoveAll(s.tmpDir)
 			_ = os.Remove(s.tmpLock.Path())
@@ -199,9 +215,48 @@ func (s *Store) enter(ctx context.Context, op string) error {
 
 func (s *Store) sync() bool { return !s.opts.NoSync }
 
-// syncDir fsyncs the state directory name unless NoSync is set.
+// fileSync reports whether a new file is fsynced before it is renamed or
+// linked into place: durable, and not Options.SyncFS, whose syncDir covers
+// the file's data too.
+func (s *Store) fileSync() bool { return s.sync() && s.fsSync == nil }
+
+// openSyncFS opens the file system for Options.SyncFS.
+func (s *Store) openSyncFS(context.Context) error {
+	if !s.opts.SyncFS || !s.sync() {
+		return nil
+	}
+	sy, err := s.fs.SyncFS(s.dir)
+	if errors.Is(err, errors.ErrUnsupported) {
+		s.log.Warn("filestore: SyncFS needs syncfs(2), which this system lacks; fsyncing each file")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.fsSync, s.fsSyncGroup = sy, newGroupSync()
+	return nil
+}
+
+// syncDir makes the entries of the state directory name durable, and with
+// Options.SyncFS every file written before the call too, unless NoSync is
+// set. Concurrent callers share the flush (group commit).
 func (s *Store) syncDir(name string) error {
 	if !s.sync() {
+		return nil
+	}
+	if s.fsSync != nil {
+		// One syncfs for every waiting operation, whatever directory they
+		// changed. The descriptor was opened at Open, so the writeback
+		// errors since then are reported (Linux 5.8 and later), each to
+		// the syncfs that follows it and so to every caller it covers.
+		s.fsSyncMu.RLock()
+		defer s.fsSyncMu.RUnlock()
+		if s.fsSyncClosed {
+			return fmt.Errorf("filestore: syncfs: %w", jobstore.ErrClosed)
+		}
+		if err := s.fsSyncGroup.sync(s.fsSync.Sync); err != nil {
+			return fmt.Errorf("syncfs (%s/): %w", name, err)
+		}
 		return nil
 	}
 	s.syncMu.Lock()
@@ -225,7 +280,7 @@ func (s *Store) writeRecord(dir string, env envelope) error {
 		return err
 	}
 	p := s.recordPath(dir, env.Job.ID)
-	if err := s.fs.WriteFile(p, s.tmpDir, data, s.filePerm, s.sync()); err != nil {
+	if err := s.fs.WriteFile(p, s.tmpDir, data, s.filePerm, s.fileSync()); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil

@@ -95,7 +95,7 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	if err != nil {
 		return j, false, false, err
 	}
-	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.sync())
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.fileSync())
 	if err != nil {
 		return j, false, false, fmt.Errorf("write job %s: %w", j.ID, err)
 	}

@@ -3,6 +3,7 @@ package torture
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -12,13 +13,17 @@ import (
 )
 
 // FileBackend returns the Backend of filestore with the options a torture
-// run uses: durable writes (the default), and a short backoff after a dead
-// worker's attempt (50ms times the attempt), so that the time a dead
-// worker's job waits measures recovery rather than the backoff.
+// run uses: durable writes (the default; processes with an odd PID make
+// them with Options.SyncFS, so that both ways share one store), and a short
+// backoff after a dead worker's attempt (50ms times the attempt), so that
+// the time a dead worker's job waits measures recovery rather than the
+// backoff.
 func FileBackend() Backend {
 	return Backend{
 		Open: func(ctx context.Context, dir string) (jobstore.Store, error) {
-			return filestore.Open(ctx, dir, fileOptions(nil))
+			o := fileOptions(nil)
+			o.SyncFS = os.Getpid()%2 == 1
+			return filestore.Open(ctx, dir, o)
 		},
 		Fsck: fileFsck,
 	}
