@@ -62,6 +62,7 @@ type app struct {
 	dir           string // --dir
 	allowUnsafeFS bool   // --allow-unsafe-filesystem
 	groupAccess   bool   // --group-access
+	syncFS        bool   // --syncfs
 	started       bool   // a command's RunE was reached: later errors are not usage errors
 }
 
@@ -146,6 +147,8 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
 		"create the store's directories 0770 and files 0660, for users of one group (default 0700 and 0600)")
+	root.PersistentFlags().BoolVar(&a.syncFS, "syncfs", false,
+		"make changes durable with one syncfs(2) shared by concurrent operations: faster with many workers, but it also flushes every other program's writes on the file system; for a store on a volume of its own")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &usageError{err}
 	})

@@ -439,6 +439,20 @@ func TestExplainOpen(t *testing.T) {
 	}
 }
 
+// TestSyncFS: with --syncfs a submit and a worker work as without it,
+// side by side on one store.
+func TestSyncFS(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	t.Chdir(t.TempDir())
+	a := submit(t, dir, "--syncfs", "--", "true")
+	b := submit(t, dir, "--", "true")
+	jdOK(t, dir, "--syncfs", "work", "--exit-when-idle")
+	for _, id := range []string{a, b} {
+		out := jdOK(t, dir, "get", "--json", id).stdout
+		require.Contains(t, out, `"state": "succeeded"`, out)
+	}
+}
+
 func TestGroupAccess(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "shared")
 	t.Chdir(t.TempDir())

@@ -23,7 +23,7 @@ func (a *app) openStore(ctx context.Context) (*filestore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := filestore.Open(ctx, dir, &filestore.Options{AllowUnsafeFilesystem: a.allowUnsafeFS, GroupAccess: a.groupAccess, Logger: a.logger(slog.LevelWarn)})
+	st, err := filestore.Open(ctx, dir, &filestore.Options{AllowUnsafeFilesystem: a.allowUnsafeFS, GroupAccess: a.groupAccess, SyncFS: a.syncFS, Logger: a.logger(slog.LevelWarn)})
 	if err != nil {
 		return nil, explainOpen(dir, err)
 	}
