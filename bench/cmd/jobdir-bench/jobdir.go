@@ -17,7 +17,7 @@ import (
 // benchKind is the kind of every bench job.
 const benchKind = "bench"
 
-func fileSystem(name, label string, noSync bool) *system {
+func fileSystem(name, label string, noSync, syncFS bool) *system {
 	return &system{
 		name:    name,
 		label:   label,
@@ -25,7 +25,7 @@ func fileSystem(name, label string, noSync bool) *system {
 		durable: !noSync,
 		setup:   func(context.Context, string) error { return nil },
 		open: func(ctx context.Context, dir string) (queue, error) {
-			s, err := filestore.Open(ctx, dir, &filestore.Options{NoSync: noSync})
+			s, err := filestore.Open(ctx, dir, &filestore.Options{NoSync: noSync, SyncFS: syncFS})
 			if err != nil {
 				return nil, err
 			}

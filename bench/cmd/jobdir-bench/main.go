@@ -364,7 +364,9 @@ func runAll(ctx context.Context, c *config, r *results) {
 					fail("kill", s, err)
 				}
 			}
-			if c.want("scale") && fileStore {
+			// The scaling figures read and claim; SyncFS changes only how
+			// writes are flushed, so its store is not scaled again.
+			if c.want("scale") && fileStore && s.name != syncFSSystem {
 				for _, st := range seeded {
 					if err := runScale(ctx, c, r, s, st); err != nil {
 						fail(fmt.Sprintf("scale (%d jobs)", st.n), s, err)
@@ -396,13 +398,16 @@ type rawResults struct {
 	Metrics    []metric  `json:"metrics"`
 	Series     []*series `json:"series"`
 	Targets    []target  `json:"targets"`
-	Notes      []string  `json:"notes,omitempty"`
-	Finished   time.Time `json:"finished"`
+	// TargetsSyncFS are the same targets for the durable file store with
+	// Options.SyncFS (the scaling ones use the default store's figures).
+	TargetsSyncFS []target  `json:"targets_syncfs,omitempty"`
+	Notes         []string  `json:"notes,omitempty"`
+	Finished      time.Time `json:"finished"`
 }
 
 // json returns the raw figures.
 func (rp *report) json() ([]byte, error) {
-	o := rawResults{Machine: rp.Machine, Command: rp.Command, Rounds: rp.cfg.Rounds, Jobs: rp.cfg.Jobs, Workers: rp.cfg.Workers, ScaleSizes: rp.cfg.ScaleSizes, Targets: rp.targets(), Finished: time.Now().UTC()}
+	o := rawResults{Machine: rp.Machine, Command: rp.Command, Rounds: rp.cfg.Rounds, Jobs: rp.cfg.Jobs, Workers: rp.cfg.Workers, ScaleSizes: rp.cfg.ScaleSizes, Targets: rp.targets(defaultFileSystem), TargetsSyncFS: rp.targets(syncFSSystem), Finished: time.Now().UTC()}
 	for _, s := range rp.systems {
 		o.Systems = append(o.Systems, s.name)
 	}

@@ -71,7 +71,7 @@ func TestTargets(t *testing.T) {
 	r.add(mFloor1, "floor", 1000)
 	rp := &report{r: r, systems: allSystems(), cfg: cfg}
 	got := map[string]string{}
-	for _, tg := range rp.targets() {
+	for _, tg := range rp.targets(defaultFileSystem) {
 		got[tg.Name] = tg.Met
 	}
 	require.Equal(t, "**met**", got["durable inserts, 16 clients ≥ 1.5× goqite FULL"])

@@ -56,8 +56,9 @@ type system struct {
 // allSystems lists every contender in table order.
 func allSystems() []*system {
 	return []*system{
-		fileSystem("jobdir-file", "jobdir file (durable)", false),
-		fileSystem("jobdir-file-nosync", "jobdir file (no fsync)", true),
+		fileSystem("jobdir-file", "jobdir file (durable)", false, false),
+		fileSystem(syncFSSystem, "jobdir file (durable, SyncFS)", false, true),
+		fileSystem("jobdir-file-nosync", "jobdir file (no fsync)", true, false),
 		memSystem(),
 		riverSystem("river-full", "River SQLite FULL", "FULL"),
 		riverSystem("river-normal", "River SQLite NORMAL", "NORMAL"),
