@@ -15,7 +15,7 @@
 //
 // Usage:
 //
-//	jobdir-bench [-quick] [-rounds 3] [-jobs 10000] [-workers 1,10,100]
+//	jobdir-bench [-quick] [-rounds 3] [-jobs 2000] [-workers 1,10,100] [-workoff-limit 15s]
 //	             [-only insert,batch,workoff,latency,cancel,kill,scale,floor]
 //	             [-systems jobdir-file,river-full,...] [-dir /tmp] [-out bench-results]
 //
@@ -30,5 +30,5 @@
 // The figures measure one machine at one time; only figures from the same
 // run are comparable, which is why the floor is measured in that run. The
 // benchmark needs a local file system for jobdir's file store (Linux), and
-// several minutes without -quick.
+// about 20-25 minutes on 2 cores without -quick.
 package main
