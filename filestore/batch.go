@@ -35,11 +35,14 @@ type batchJob struct {
 
 // SubmitBatch submits every spec as Submit would and returns one result per
 // spec, in order. It makes the whole batch durable with a bounded number of
-// flushes: the records are written and fsynced by batchWriters goroutines
-// at once, then the key files are linked and keys/ fsynced once, then the
-// records renamed into queued/ and queued/ fsynced once (docs/format.md).
-// A crash during a batch may leave some of its jobs queued, each whole;
-// on an error it reports, it takes back every job it created.
+// flushes: the records are written by batchWriters goroutines at once and
+// made durable with one syncfs (or, for a small batch, an fsync each), then
+// the key files are linked and keys/ fsynced once, then the records renamed
+// into queued/ and queued/ fsynced once (docs/format.md). A crash during a
+// batch may leave some of its jobs queued, each whole. On an error in
+// writing or publishing it takes back every job it created; a key that
+// another process took meanwhile is then resolved as Submit does, and if
+// that fails the error says that the rest of the batch was submitted.
 func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
 	if err := s.enter(ctx, "submit batch"); err != nil {
 		return nil, err
@@ -89,7 +92,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 		if taken[b.i] {
 			j, created, err := s.Submit(ctx, specs[b.i])
 			if err != nil {
-				return nil, fmt.Errorf("filestore: submit batch: spec %d: %w", b.i, err)
+				return nil, fmt.Errorf("filestore: submit batch: spec %d (the batch's other jobs were submitted): %w", b.i, err)
 			}
 			out[b.i] = jobstore.Submitted{Job: j, Created: created}
 		}
