@@ -118,3 +118,24 @@ func mustJSON(t *testing.T, v any) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// TestReadNeedsNoLockFile: a job nobody has changed since its submit has no
+// record lock file yet (a submit without a key takes no lock), and reading
+// it does not make one, so a store on a read-only mount stays readable
+// (docs/format.md, Locks). The first change makes the file.
+func TestReadNeedsNoLockFile(t *testing.T) {
+	s := openTest(t, &Options{NoSync: true})
+	sub, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	require.False(t, s.stripeExists(sub.ID), "a submit without a key made a lock file")
+	got, err := s.Get(t.Context(), sub.ID)
+	require.NoError(t, err)
+	require.Equal(t, sub, got)
+	page, err := s.List(t.Context(), jobstore.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 1)
+	require.False(t, s.stripeExists(sub.ID), "a read made a lock file")
+	_, err = s.Cancel(t.Context(), sub.ID)
+	require.NoError(t, err)
+	require.True(t, s.stripeExists(sub.ID), "a change took no lock")
+}

@@ -254,20 +254,17 @@ func (s *Store) readClaimNote(id string) (claimNote, bool) {
 
 // applyClaimNote makes rec, a record in claimed/ that still says queued,
 // the running job its claim note describes, if the note is for this
-// revision. It reports whether it did.
-func (s *Store) applyClaimNote(rec *record) bool {
+// revision; otherwise rec stays an interrupted claim.
+func (s *Store) applyClaimNote(rec *record) {
 	n, ok := s.readClaimNote(rec.Job.ID)
 	if !ok || n.Rev != rec.Rev {
-		return false
+		return
 	}
 	// The job was due when it was claimed; ApplyClaim checks that against
 	// the claim's own time.
-	j, err := jobstore.ApplyClaim(rec.Job, n.Worker, n.ClaimedAt)
-	if err != nil {
-		return false
+	if j, err := jobstore.ApplyClaim(rec.Job, n.Worker, n.ClaimedAt); err == nil {
+		rec.Job = j
 	}
-	rec.Job = j
-	return true
 }
 
 // found is what locate finds for one job ID.
