@@ -932,10 +932,16 @@ func TestHostileStoreRemovedUnderRunner(t *testing.T) {
 		t.Logf("child stderr:\n%s", stderr.String())
 	})
 	var calls int64
-	next := func(want string) {
+	// seen counts the lines read so far by prefix, so that lines the child
+	// prints in another order than awaited are not lost.
+	seen := map[string]int{}
+	prefixes := []string{"done ", "started " + slow.ID, "calls "}
+	// await reads lines until n lines beginning with want have been read
+	// in all, counting those read by earlier calls.
+	await := func(want string, n int) {
 		t.Helper()
 		deadline := time.After(60 * time.Second)
-		for {
+		for seen[want] < n {
 			select {
 			case l, ok := <-lines:
 				require.True(t, ok, "child exited before %q:\n%s", want, all.String())
@@ -943,18 +949,19 @@ func TestHostileStoreRemovedUnderRunner(t *testing.T) {
 				if n, ok := strings.CutPrefix(l, "calls "); ok {
 					_, _ = fmt.Sscan(n, &calls)
 				}
-				if strings.HasPrefix(l, want) {
-					return
+				for _, p := range prefixes {
+					if strings.HasPrefix(l, p) {
+						seen[p]++
+					}
 				}
 			case <-deadline:
 				t.Fatalf("no %q from the child:\n%s", want, all.String())
 			}
 		}
 	}
-	for range 3 {
-		next("done ")
-	}
-	next("started " + slow.ID)
+	next := func(want string) { t.Helper(); await(want, seen[want]+1) }
+	await("done ", 3)
+	await("started "+slow.ID, 1)
 
 	require.NoError(t, os.RemoveAll(dir))
 	cpu0 := processCPU(t, cmd.Process.Pid)
