@@ -201,6 +201,9 @@ func (opts ListOptions) Normalize() (ListOptions, error) {
 	if opts.Order != NewestFirst && opts.Order != OldestFirst {
 		return opts, fmt.Errorf("%w: unknown order %d", ErrInvalidInput, opts.Order)
 	}
+	if opts.MaxBytes < 0 {
+		return opts, fmt.Errorf("%w: negative byte limit", ErrInvalidInput)
+	}
 	return opts, nil
 }
 

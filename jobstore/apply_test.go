@@ -359,6 +359,8 @@ func TestListOptionsNormalize(t *testing.T) {
 		{"bad kind", jobstore.ListOptions{Kind: "a b"}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
 		{"bad cursor", jobstore.ListOptions{Cursor: "../x"}, jobstore.ListOptions{}, jobstore.ErrInvalidID},
 		{"unknown order", jobstore.ListOptions{Order: 2}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
+		{"byte limit kept", jobstore.ListOptions{MaxBytes: 4096}, jobstore.ListOptions{Limit: jobstore.DefaultListLimit, MaxBytes: 4096}, nil},
+		{"negative byte limit", jobstore.ListOptions{MaxBytes: -1}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

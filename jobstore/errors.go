@@ -36,6 +36,13 @@ var (
 	// ErrCorrupt is returned when a stored record cannot be decoded. The
 	// message names the record; the store keeps running.
 	ErrCorrupt = errors.New("corrupt job record")
+	// ErrUntrusted is returned by Claim of a store that users other than
+	// the caller's own (and root) can write, such as a store directory
+	// writable by others: running its jobs would run programs they chose
+	// as the caller's user. Reading, submitting and canceling are not
+	// refused. A store that cannot tell whose its data is never returns
+	// it.
+	ErrUntrusted = errors.New("store writable by other users")
 )
 
 // TransitionError reports an operation that the state machine does not allow.

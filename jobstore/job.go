@@ -92,6 +92,17 @@ func (j Job) Holds(l Lease) bool {
 	return j.State == StateRunning && j.ID == l.ID && j.Worker == l.Worker && j.Attempt == l.Attempt
 }
 
+// jobOverhead is what Size counts for the fields of a job's JSON form
+// whose size is bounded: names, times, numbers, ID, state and kind.
+const jobOverhead = 512
+
+// Size approximates the bytes of j's JSON form: its payload, result, last
+// error, key and worker name, plus a fixed 512 bytes for the other fields.
+// ListOptions.MaxBytes counts it.
+func (j Job) Size() int {
+	return jobOverhead + len(j.Payload) + len(j.Result) + len(j.LastError) + len(j.Key) + len(j.Worker)
+}
+
 // Spec describes a job to submit.
 type Spec struct {
 	// Kind selects the handler. Required: 1 to MaxKindLen bytes of letters,

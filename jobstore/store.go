@@ -97,6 +97,15 @@ type Store interface {
 	Close() error
 }
 
+// Pinger is implemented by stores that can say cheaply whether they can
+// serve requests, without reading any job: a health check calls it. Ping
+// returns nil if the store is open and usable (for a file store: its
+// directory is there and writable), and an error saying what is wrong
+// otherwise. Its cost does not grow with the number of jobs.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // Submitted is SubmitBatch's result for one spec.
 type Submitted struct {
 	// Job is the new job, or the job that already had the spec's key.
@@ -176,6 +185,15 @@ type ListOptions struct {
 	Cursor string
 	// Order is NewestFirst (zero) or OldestFirst.
 	Order Order
+	// MaxBytes, when positive, bounds the page by size as well as by
+	// Limit: the store stops before a job whose Size would bring the
+	// page's total over MaxBytes, sets Page.Next to continue after the
+	// last job it kept, and sets Page.ByteLimited. The first matching job
+	// is always returned, whatever its size, so a page is never empty
+	// while jobs remain. Zero means no bound but Limit. A server sets it
+	// so that one request cannot make it hold Limit times the largest
+	// payload in memory.
+	MaxBytes int
 }
 
 // Page is one page of List results.
@@ -184,6 +202,9 @@ type Page struct {
 	Jobs []Job `json:"jobs"`
 	// Next is the cursor for the following page, or empty at the end.
 	Next string `json:"next,omitempty"`
+	// ByteLimited reports that the page holds fewer than Limit jobs
+	// because ListOptions.MaxBytes was reached; Next continues it.
+	ByteLimited bool `json:"byte_limited,omitempty"`
 	// Errors reports records the store could not read and skipped; each
 	// wraps ErrCorrupt and names the record.
 	Errors []error `json:"-"`

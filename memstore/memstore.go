@@ -222,7 +222,7 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 		return jobstore.Page{}, err
 	}
 	defer s.mu.Unlock()
-	page := jobstore.Page{Jobs: []jobstore.Job{}}
+	page := jobstore.NewPageBuilder(opts)
 	n := len(s.ids)
 	for k := range n {
 		i := k
@@ -237,13 +237,17 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 		if !j.MatchesList(opts) {
 			continue
 		}
-		if len(page.Jobs) == opts.Limit {
-			page.Next = page.Jobs[len(page.Jobs)-1].ID
+		// Size does not depend on the copy, so only jobs that go on the
+		// page are cloned.
+		if !page.Add(j) {
 			break
 		}
-		page.Jobs = append(page.Jobs, clone(j))
 	}
-	return page, nil
+	p := page.Page()
+	for i := range p.Jobs {
+		p.Jobs[i] = clone(p.Jobs[i])
+	}
+	return p, nil
 }
 
 // Claim moves the most urgent due queued job that req accepts to running for

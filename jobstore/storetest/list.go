@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,6 +19,7 @@ var listTests = []test{
 	{"PaginationOldestFirst", func(t *testing.T, s jobstore.Store) { testListPagination(t, s, jobstore.OldestFirst) }},
 	{"PaginationWithFilter", testListPaginationFilter},
 	{"Limits", testListLimits},
+	{"ByteBudget", testListByteBudget},
 }
 
 func testListEmpty(t *testing.T, s jobstore.Store) {
@@ -145,4 +148,58 @@ func testListLimits(t *testing.T, s jobstore.Store) {
 	require.NoError(t, err)
 	require.Len(t, p.Jobs, n)
 	require.Empty(t, p.Next, "a page that ends exactly at the last job has no cursor")
+}
+
+// testListByteBudget: MaxBytes cuts a page before the job that would bring
+// it over the budget, says so, and the cursor continues without gaps; a
+// job larger than the budget still comes alone on its page.
+func testListByteBudget(t *testing.T, s jobstore.Store) {
+	payload := func(n int) json.RawMessage { return json.RawMessage(`"` + strings.Repeat("p", n-2) + `"`) }
+	var want []string
+	for i := range 7 {
+		spec := jobstore.Spec{Kind: fmt.Sprintf("b%d", i%2), Payload: payload(10_000)}
+		if i == 3 {
+			spec.Payload = payload(60_000) // over the budget on its own
+		}
+		want = append(want, submit(t, s, spec).ID)
+	}
+	opts := jobstore.ListOptions{Limit: 100, MaxBytes: 25_000, Order: jobstore.OldestFirst}
+	var got []string
+	var pages [][]string
+	for {
+		require.Less(t, len(pages), 20, "List pagination does not end")
+		p, err := s.List(t.Context(), opts)
+		require.NoError(t, err)
+		require.NotEmpty(t, p.Jobs, "a page is never empty while jobs remain")
+		size := 0
+		for _, j := range p.Jobs {
+			size += j.Size()
+		}
+		if len(p.Jobs) > 1 {
+			require.LessOrEqual(t, size, opts.MaxBytes, "a page of several jobs over the budget")
+		}
+		pages = append(pages, ids(p.Jobs))
+		got = append(got, ids(p.Jobs)...)
+		if p.Next == "" {
+			require.False(t, p.ByteLimited, "the last page is not cut")
+			break
+		}
+		require.True(t, p.ByteLimited, "a page of fewer than Limit jobs with a cursor must say the budget cut it")
+		require.Equal(t, p.Jobs[len(p.Jobs)-1].ID, p.Next)
+		opts.Cursor = p.Next
+	}
+	require.Equal(t, want, got, "pages cut by bytes: duplicates, gaps or wrong order")
+	require.Equal(t, [][]string{want[0:2], want[2:3], want[3:4], want[4:6], want[6:7]}, pages)
+
+	// With a filter, the budget counts only the jobs on the page.
+	p, err := s.List(t.Context(), jobstore.ListOptions{Kind: "b0", MaxBytes: 25_000, Order: jobstore.OldestFirst})
+	require.NoError(t, err)
+	require.Equal(t, []string{want[0], want[2]}, ids(p.Jobs))
+	require.True(t, p.ByteLimited)
+
+	// Without MaxBytes, only Limit cuts.
+	p, err = s.List(t.Context(), jobstore.ListOptions{Order: jobstore.OldestFirst})
+	require.NoError(t, err)
+	require.Equal(t, want, ids(p.Jobs))
+	require.False(t, p.ByteLimited)
 }
