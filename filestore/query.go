@@ -101,8 +101,9 @@ func (s *Store) listDir(dir string) ([]string, []error, error) {
 
 // List returns one page of jobs. It lists only the state directories the
 // filter needs (listing queued or running jobs never reads finished ones)
-// and reads each job under its shared lock. Records that cannot be read
-// are skipped and reported in Page.Errors.
+// and reads each job under its shared lock. With a kind filter it skips
+// the records of other kinds without reading their payloads (see kindOf).
+// Records that cannot be read are skipped and reported in Page.Errors.
 func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.Page, error) {
 	if err := s.enter(ctx, "list"); err != nil {
 		return jobstore.Page{}, err
@@ -111,18 +112,18 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	if err != nil {
 		return jobstore.Page{}, fmt.Errorf("filestore: list: %w", err)
 	}
-	var page jobstore.Page
-	seen := make(map[string]bool)
+	var skipped []error
+	where := make(map[string]string) // ID -> the first state directory listing it
 	var ids []string
 	for _, d := range dirsFor(opts.States) {
 		dirIDs, bad, err := s.listDir(d)
 		if err != nil {
 			return jobstore.Page{}, fmt.Errorf("filestore: list: %w", err)
 		}
-		page.Errors = append(page.Errors, bad...)
+		skipped = append(skipped, bad...)
 		for _, id := range dirIDs {
-			if !seen[id] && opts.AfterCursor(id) {
-				seen[id] = true
+			if _, seen := where[id]; !seen && opts.AfterCursor(id) {
+				where[id] = d
 				ids = append(ids, id)
 			}
 		}
@@ -131,9 +132,15 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	if opts.Order == jobstore.NewestFirst {
 		slices.Reverse(ids)
 	}
+	page := jobstore.NewPageBuilder(opts)
 	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
 			return jobstore.Page{}, err
+		}
+		if opts.Kind != "" {
+			if kind, ok := s.kindOf(where[id], id); ok && kind != opts.Kind {
+				continue
+			}
 		}
 		j, err := s.get(ctx, id)
 		if err != nil {
@@ -141,21 +148,22 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 				continue // pruned meanwhile
 			}
 			if errors.Is(err, jobstore.ErrCorrupt) {
-				page.Errors = append(page.Errors, err)
+				skipped = append(skipped, err)
 				continue
 			}
 			return jobstore.Page{}, err
 		}
+		s.kinds.put(j.ID, j.Kind)
 		if !j.MatchesList(opts) {
 			continue
 		}
-		if len(page.Jobs) == opts.Limit {
-			page.Next = page.Jobs[len(page.Jobs)-1].ID
+		if !page.Add(j) {
 			break
 		}
-		page.Jobs = append(page.Jobs, j)
 	}
-	return page, nil
+	p := page.Page()
+	p.Errors = skipped
+	return p, nil
 }
 
 // Wait blocks until job id is terminal and returns it. It re-reads the

@@ -40,6 +40,8 @@ type Store struct {
 
 	// stats caches what Stats read, per record file.
 	stats statsCache
+	// kinds remembers the kinds of jobs seen, for List's kind filter.
+	kinds kindIndex
 
 	// syncers share directory fsyncs between concurrent operations.
 	syncMu  sync.Mutex
