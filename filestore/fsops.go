@@ -162,7 +162,19 @@ func (osFS) Mkdir(dir string, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	return os.Chmod(dir, perm) // not subject to the umask
+	return chmodKeepSetgid(dir, perm)
+}
+
+// chmodKeepSetgid sets the permissions of a new directory to perm, which
+// the umask does not limit, keeping the setgid bit it inherited from its
+// parent: a store shared by a group keeps its files in that group, whoever
+// creates them.
+func chmodKeepSetgid(dir string, perm os.FileMode) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	return os.Chmod(dir, perm|fi.Mode()&os.ModeSetgid)
 }
 
 func (osFS) SyncDir(dir string) error {

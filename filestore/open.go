@@ -32,7 +32,7 @@ func (s *Store) createRoot(context.Context) error {
 		if err := os.MkdirAll(s.dir, s.dirPerm); err != nil {
 			return err
 		}
-		return os.Chmod(s.dir, s.dirPerm)
+		return chmodKeepSetgid(s.dir, s.dirPerm)
 	}
 	if err != nil {
 		return err
