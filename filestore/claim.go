@@ -20,6 +20,9 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	if err := s.enter(ctx, "claim"); err != nil {
 		return jobstore.Job{}, err
 	}
+	if s.trustErr != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", s.trustErr)
+	}
 	if err := jobstore.ValidateWorker(req.Worker); err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", err)
 	}

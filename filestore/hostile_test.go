@@ -748,14 +748,22 @@ func unprivileged(t *testing.T) (base, bin string) {
 // does not let it switch users.
 func runAsNobody(t *testing.T, bin, test, role string, env ...string) string {
 	t.Helper()
+	return runAs(t, &syscall.Credential{Uid: 65534, Gid: 65534}, bin, test, role, env...)
+}
+
+// runAs runs the test named test in the binary bin with the credentials
+// cred, role and env, and returns its output. It skips the test if the
+// system does not let it switch users.
+func runAs(t *testing.T, cred *syscall.Credential, bin, test, role string, env ...string) string {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), bin, "-test.run=^"+test+"$", "-test.v")
 	cmd.Dir = filepath.Dir(bin)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", hostileChildEnv + "=" + role}, env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		t.Skipf("cannot start a child process as uid 65534: %v", err)
+		t.Skipf("cannot start a child process as uid %d: %v", cred.Uid, err)
 	}
 	require.NoError(t, err, "child failed:\n%s", out)
 	require.NotContains(t, string(out), "panic:", "the child crashed:\n%s", out)

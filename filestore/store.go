@@ -42,6 +42,9 @@ type Store struct {
 	stats statsCache
 	// kinds remembers the kinds of jobs seen, for List's kind filter.
 	kinds kindIndex
+	// trustErr, set at Open, is why the store is not trusted with running
+	// jobs, or nil (see CheckTrust).
+	trustErr error
 
 	// syncers share directory fsyncs between concurrent operations.
 	syncMu  sync.Mutex
@@ -139,6 +142,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		{"check filesystem", s.checkFilesystem},
 		{"check format", s.checkFormat},
 		{"create layout", s.createLayout},
+		{"check trust", func(context.Context) error { return s.checkTrust() }},
 		{"open syncfs", s.openSyncFS},
 		{"migrate legacy records", s.migrateLegacy},
 		{"sweep temporary files", s.sweepTmp},

@@ -95,6 +95,18 @@ func (s *Store) lock(ctx context.Context, op string) error {
 	return nil
 }
 
+// Ping returns nil while the store is open, and an error wrapping
+// jobstore.ErrClosed after Close. It implements jobstore.Pinger.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.lock(ctx, "ping"); err != nil {
+		return err
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+var _ jobstore.Pinger = (*Store)(nil)
+
 // set stores j as the new state of e and wakes whoever waits on e. The
 // caller holds s.mu.
 func (s *Store) set(e *entry, j jobstore.Job) {

@@ -74,9 +74,12 @@ func (r *Runner) Kinds() []string {
 // returns once every handler has returned and its outcome has been recorded.
 // It returns nil after such a shutdown.
 //
-// Errors from the store other than ErrClosed are logged and retried after a
-// short backoff. If the store is closed, Run cancels the running handlers at
-// once, waits for them, and returns an error wrapping jobstore.ErrClosed.
+// Errors from the store other than ErrClosed and ErrUntrusted are logged
+// and retried after a short backoff. If the store is closed, Run cancels
+// the running handlers at once, waits for them, and returns an error
+// wrapping jobstore.ErrClosed. If the store refuses to hand out jobs
+// because other users can write it, Run returns that error, wrapping
+// jobstore.ErrUntrusted, before running anything.
 // Run returns ErrNoHandlers if no handler is registered, ErrRunning if it is
 // already running, and an error wrapping jobstore.ErrInvalidInput if the
 // worker name is invalid. A Runner may Run again after Run returns.
@@ -218,7 +221,7 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, jobstore.ErrClosed):
+		case errors.Is(err, jobstore.ErrClosed), errors.Is(err, jobstore.ErrUntrusted):
 			return fmt.Errorf("runner: claim: %w", err)
 		case errors.Is(err, jobstore.ErrNoJob):
 			l.failures = 0

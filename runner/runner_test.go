@@ -582,6 +582,40 @@ func TestStoreClosedEndsRun(t *testing.T) {
 	})
 }
 
+// untrustedStore refuses every claim as a store others can write does.
+type untrustedStore struct {
+	jobstore.Store
+	claims atomic.Int32
+}
+
+func (u *untrustedStore) Claim(context.Context, jobstore.ClaimRequest) (jobstore.Job, error) {
+	u.claims.Add(1)
+	return jobstore.Job{}, fmt.Errorf("store: claim: %w: /srv/jobs is writable by every user", jobstore.ErrUntrusted)
+}
+
+// TestUntrustedStoreEndsRun: a store that refuses to hand out jobs
+// because other users can write it ends Run at once with that error,
+// instead of being retried as a transient failure; nothing runs.
+func TestUntrustedStoreEndsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &untrustedStore{Store: newStore(t, nil)}
+		ev := &events{}
+		r := runner.New(s, &runner.Options{OnEvent: ev.add})
+		ran := false
+		r.Handle("work", runner.HandlerFunc(func(context.Context, jobstore.Job) (json.RawMessage, error) {
+			ran = true
+			return nil, nil
+		}))
+		submit(t, s, jobstore.Spec{Kind: "work"})
+		err := r.Run(t.Context())
+		require.ErrorIs(t, err, jobstore.ErrUntrusted)
+		require.Contains(t, err.Error(), "/srv/jobs is writable by every user")
+		require.Equal(t, int32(1), s.claims.Load(), "an untrusted store is not retried")
+		require.False(t, ran)
+		require.Empty(t, ev.of(runner.EventStoreError))
+	})
+}
+
 // flakyStore fails some calls with a transient error.
 type flakyStore struct {
 	jobstore.Store
