@@ -18,7 +18,7 @@ func benchServer(b *testing.B) (*httpapi.Server, *memstore.Store) {
 	b.Helper()
 	store := memstore.New(nil)
 	b.Cleanup(func() { _ = store.Close() })
-	api, err := httpapi.New(store, &httpapi.Options{Tokens: []string{"t1", "t2", testToken}})
+	api, err := httpapi.New(store, &httpapi.Options{Tokens: []string{"first-benchmark-token", "second-benchmark-token", testToken}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -18,14 +19,124 @@ import (
 // submitRequest is the JSON body of POST /v1/jobs. Times and durations are
 // strings so that a client writes them as people do: run_at in RFC 3339,
 // timeout as a Go duration such as "30s" or "1h30m".
+//
+// Its strings are strictString: encoding/json would silently turn an
+// escaped lone surrogate into U+FFFD, so two different keys would name one
+// job.
 type submitRequest struct {
-	Kind        string          `json:"kind"`
-	Key         string          `json:"key"`
+	Kind        strictString    `json:"kind"`
+	Key         strictString    `json:"key"`
 	Payload     json.RawMessage `json:"payload"`
 	MaxAttempts int             `json:"max_attempts"`
 	Priority    int             `json:"priority"`
-	RunAt       string          `json:"run_at"`
-	Timeout     string          `json:"timeout"`
+	RunAt       strictString    `json:"run_at"`
+	Timeout     strictString    `json:"timeout"`
+}
+
+// strictString is a JSON string that must decode to exactly the
+// characters it spells: it refuses the escape of half a UTF-16 surrogate
+// pair (such as "\ud800" alone), which encoding/json replaces by U+FFFD.
+// Raw invalid UTF-8 is refused before decoding, by utf8Reader.
+type strictString string
+
+// UnmarshalJSON decodes a JSON string, refusing lone surrogate escapes.
+func (s *strictString) UnmarshalJSON(data []byte) error {
+	if err := checkSurrogates(data); err != nil {
+		return err
+	}
+	var v string
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*s = strictString(v)
+	return nil
+}
+
+// checkSurrogates returns an error if the JSON string data holds a \u
+// escape of a surrogate that is not half of a high-low pair.
+func checkSurrogates(data []byte) error {
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		if i+1 < len(data) && data[i+1] != 'u' {
+			i++ // a two-byte escape such as \\ or \"
+			continue
+		}
+		r, ok := hex4(data, i+2)
+		if !ok {
+			return nil // json.Unmarshal reports the malformed escape
+		}
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return fmt.Errorf("%w: the string %s holds \\u%04x, the second half of a UTF-16 surrogate pair without its first: not a character", jobstore.ErrInvalidInput, truncate(string(data), 64), r)
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+7 < len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+				if low, ok := hex4(data, i+8); ok && low >= 0xdc00 && low <= 0xdfff {
+					i += 11
+					continue
+				}
+			}
+			return fmt.Errorf("%w: the string %s holds \\u%04x, the first half of a UTF-16 surrogate pair without its second: not a character", jobstore.ErrInvalidInput, truncate(string(data), 64), r)
+		}
+		i += 5
+	}
+	return nil
+}
+
+// hex4 decodes the four hex digits at data[i:i+4].
+func hex4(data []byte, i int) (rune, bool) {
+	if i+4 > len(data) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(data[i:i+4]), 16, 16)
+	return rune(n), err == nil
+}
+
+// utf8Reader passes a request body through, failing with an error that
+// wraps jobstore.ErrInvalidInput at the first byte that is not valid
+// UTF-8: JSON text is UTF-8 (RFC 8259), and encoding/json would silently
+// replace invalid bytes in strings by U+FFFD.
+type utf8Reader struct {
+	r       io.Reader
+	pending []byte // the start of a character split across reads
+	off     int64  // offset of the byte after pending
+}
+
+func (u *utf8Reader) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	if verr := u.check(p[:n], err == io.EOF); verr != nil {
+		return 0, verr
+	}
+	return n, err
+}
+
+// check validates b, which follows what was read so far; eof says no more
+// comes.
+func (u *utf8Reader) check(b []byte, eof bool) error {
+	start := u.off - int64(len(u.pending))
+	buf := b
+	if len(u.pending) > 0 {
+		buf = append(u.pending, b...)
+		u.pending = nil
+	}
+	u.off += int64(len(b))
+	for i := 0; i < len(buf); {
+		if buf[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if !utf8.FullRune(buf[i:]) && !eof {
+			u.pending = append([]byte(nil), buf[i:]...)
+			return nil
+		}
+		r, size := utf8.DecodeRune(buf[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return fmt.Errorf("%w: request body is not valid UTF-8 (byte %d); JSON text must be UTF-8", jobstore.ErrInvalidInput, start+int64(i))
+		}
+		i += size
+	}
+	return nil
 }
 
 // decodeSubmit reads one submit request from r and returns the spec it
@@ -36,7 +147,7 @@ type submitRequest struct {
 // syntax, ranges, payload size) to jobstore.Spec.Validate.
 func decodeSubmit(r io.Reader) (jobstore.Spec, error) {
 	var req submitRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := decodeBody(&utf8Reader{r: r}, &req); err != nil {
 		return jobstore.Spec{}, err
 	}
 	return req.spec()
@@ -58,7 +169,7 @@ type batchRequest struct {
 // *Error of an invalid spec (422), since the JSON itself is well-formed.
 func decodeBatch(r io.Reader) ([]jobstore.Spec, error) {
 	var req batchRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := decodeBody(&utf8Reader{r: r}, &req); err != nil {
 		return nil, err
 	}
 	if req.Jobs == nil {
@@ -107,8 +218,8 @@ func decodeBody(r io.Reader, v any) error {
 // jobstore.ErrInvalidInput if its run_at or timeout does not parse.
 func (req submitRequest) spec() (jobstore.Spec, error) {
 	spec := jobstore.Spec{
-		Kind:        req.Kind,
-		Key:         req.Key,
+		Kind:        string(req.Kind),
+		Key:         string(req.Key),
 		MaxAttempts: req.MaxAttempts,
 		Priority:    req.Priority,
 	}
@@ -116,21 +227,21 @@ func (req submitRequest) spec() (jobstore.Spec, error) {
 		spec.Payload = req.Payload
 	}
 	if req.RunAt != "" {
-		t, err := time.Parse(time.RFC3339Nano, req.RunAt)
+		t, err := time.Parse(time.RFC3339Nano, string(req.RunAt))
 		if err != nil {
-			return jobstore.Spec{}, fmt.Errorf("%w: run_at %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", jobstore.ErrInvalidInput, truncate(req.RunAt, 64))
+			return jobstore.Spec{}, fmt.Errorf("%w: run_at %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", jobstore.ErrInvalidInput, truncate(string(req.RunAt), 64))
 		}
 		// A time that JSON cannot encode once in UTC could be neither
 		// stored nor returned.
 		if y := t.UTC().Year(); y < 1 || y > 9999 {
-			return jobstore.Spec{}, fmt.Errorf("%w: run_at %q is outside the years 1 to 9999", jobstore.ErrInvalidInput, truncate(req.RunAt, 64))
+			return jobstore.Spec{}, fmt.Errorf("%w: run_at %q is outside the years 1 to 9999", jobstore.ErrInvalidInput, truncate(string(req.RunAt), 64))
 		}
 		spec.RunAt = t.UTC()
 	}
 	if req.Timeout != "" {
-		d, err := time.ParseDuration(req.Timeout)
+		d, err := time.ParseDuration(string(req.Timeout))
 		if err != nil {
-			return jobstore.Spec{}, fmt.Errorf("%w: timeout %q is not a duration such as 30s or 1h30m", jobstore.ErrInvalidInput, truncate(req.Timeout, 64))
+			return jobstore.Spec{}, fmt.Errorf("%w: timeout %q is not a duration such as 30s or 1h30m", jobstore.ErrInvalidInput, truncate(string(req.Timeout), 64))
 		}
 		spec.Timeout = d
 	}
@@ -147,6 +258,9 @@ func decodeError(err error) error {
 	if errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: request body is empty; want a JSON object", jobstore.ErrInvalidInput)
 	}
+	if errors.Is(err, jobstore.ErrInvalidInput) {
+		return err // from utf8Reader or strictString, which say what is wrong
+	}
 	return fmt.Errorf("%w: request body: %s", jobstore.ErrInvalidInput, err.Error())
 }
 
@@ -159,9 +273,14 @@ var listQueryKeys = map[string]bool{"state": true, "kind": true, "limit": true, 
 // does not silently list everything.
 func parseListQuery(q url.Values) (jobstore.ListOptions, error) {
 	var opts jobstore.ListOptions
-	for k := range q {
+	for k, vs := range q {
 		if !listQueryKeys[k] {
 			return opts, fmt.Errorf("%w: unknown query parameter %q (want state, kind, limit, cursor or order)", jobstore.ErrInvalidInput, truncate(k, 64))
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return opts, fmt.Errorf("%w: query parameter %s is not valid UTF-8", jobstore.ErrInvalidInput, k)
+			}
 		}
 	}
 	for _, v := range q["state"] {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -27,22 +28,32 @@ func FuzzDecodeSubmit(f *testing.F) {
 	f.Add([]byte(`{"kind":"x"}{"kind":"y"}`))
 	f.Add([]byte(`{"kind":1}`))
 	f.Add([]byte(``))
+	f.Add([]byte("{\"kind\":\"x\",\"key\":\"a\xffb\"}"))
+	f.Add([]byte(`{"kind":"x","key":"a\ud800b"}`))
+	f.Add([]byte(`{"kind":"x","key":"a\ud83d\ude00b\ufffd"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		spec, err := decodeSubmit(bytes.NewReader(body))
 		if err != nil {
 			require.ErrorIs(t, err, jobstore.ErrInvalidInput)
 			return
 		}
+		// Nothing was silently replaced: a U+FFFD in the key was in the
+		// body, as such or escaped.
+		if strings.ContainsRune(spec.Key, utf8.RuneError) {
+			require.True(t, bytes.Contains(body, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)),
+				"key %q holds U+FFFD that the body %q does not", spec.Key, body)
+		}
+		require.True(t, utf8.ValidString(spec.Key), "key %q", spec.Key)
 		req := submitRequest{
-			Kind: spec.Kind, Key: spec.Key, Payload: spec.Payload,
+			Kind: strictString(spec.Kind), Key: strictString(spec.Key), Payload: spec.Payload,
 			MaxAttempts: spec.MaxAttempts, Priority: spec.Priority,
 		}
 		if !spec.RunAt.IsZero() {
 			require.Equal(t, time.UTC, spec.RunAt.Location())
-			req.RunAt = spec.RunAt.Format(time.RFC3339Nano)
+			req.RunAt = strictString(spec.RunAt.Format(time.RFC3339Nano))
 		}
 		if spec.Timeout != 0 {
-			req.Timeout = spec.Timeout.String()
+			req.Timeout = strictString(spec.Timeout.String())
 		}
 		again, err := json.Marshal(req)
 		require.NoError(t, err)
@@ -191,5 +202,22 @@ func TestDefaultBatchBody(t *testing.T) {
 		{1<<63 - 1, 1<<63 - 1},
 	} {
 		require.Equal(t, tc.want, defaultBatchBody(tc.single), "single limit %d", tc.single)
+	}
+}
+
+func TestScrubPaths(t *testing.T) {
+	for in, want := range map[string]string{
+		"open /srv/jobs/done/X.json: permission denied":               "open .../X.json: permission denied",
+		"filestore: /srv/jobs/queued/X.json: corrupt job record: bad": "filestore: .../X.json: corrupt job record: bad",
+		"/abs/at/start: gone":                                                     ".../start: gone",
+		`path "/a/b/c" (quoted), (/x/y), [/p/q]`:                                  `path ".../c" (quoted), (.../y), [.../q]`,
+		"only letters, digits and ._:/- are allowed":                              "only letters, digits and ._:/- are allowed",
+		`kind "report/daily": not allowed`:                                        `kind "report/daily": not allowed`,
+		"the root / itself":                                                       "the root / itself",
+		"rename /a/tmp/x /a/done/x: no space left on device":                      "rename .../x .../x: no space left on device",
+		"no slash here":                                                           "no slash here",
+		"lstat /srv/jobs/locks/rec-1.lock, then /srv/jobs/locks/rec-2.lock; done": "lstat .../rec-1.lock, then .../rec-2.lock; done",
+	} {
+		require.Equal(t, want, scrubPaths(in), in)
 	}
 }

@@ -11,10 +11,21 @@
 // # Guarantees
 //
 // Every route except GET /healthz requires an Authorization: Bearer token
-// that matches one of Options.Tokens (compared in constant time), unless the
-// server was built with Options.InsecureNoAuth. Request bodies are limited
-// to Options.MaxBodyBytes (a batch submit's to Options.MaxBatchBodyBytes)
-// and unknown JSON fields are rejected. A batch submit checks every spec
+// that matches one of Options.Tokens (compared in constant time; at least
+// MinTokenLen bytes), unless the server was built with
+// Options.InsecureNoAuth. A request refused before its handler (no token,
+// over a limit) is answered without reading its body, and its connection
+// closed. Request bodies are limited to Options.MaxBodyBytes (a batch
+// submit's to Options.MaxBatchBodyBytes), must be UTF-8, and unknown JSON
+// fields are rejected.
+//
+// The cost of requests is bounded per request and in total: at most
+// Options.MaxConcurrent requests are served at once (Options.MaxWaits wait
+// long-polls), at most Options.MaxBodyBytesInFlight bytes of bodies are
+// read at once, and a list page holds at most Options.MaxListBytes of jobs;
+// past a limit the answer is 503 busy with Retry-After. GET /healthz reads
+// no job (jobstore.Pinger). Error messages carry no absolute paths: the
+// server logs them. A batch submit checks every spec
 // before it submits any, so a refused batch creates no job. Every error is
 // a JSON object {"error":{"code":...,"message":...}} whose code is one of
 // the Code constants, with the HTTP status that code documents. A job's
@@ -28,7 +39,8 @@
 // Accepting jobs of kind "exec" over HTTP is remote command execution: whoever
 // holds a token can run any program as the worker's user. The kind
 // allow-list (Options.AllowedKinds) therefore refuses "exec" unless it is
-// listed by name. Serve on loopback, or behind TLS, and keep tokens secret.
+// listed by name. Serve on loopback or a Unix socket, or behind TLS, and
+// keep tokens secret. docs/http-api.md has the whole security model.
 //
 // The server also refuses browsers' cross-origin requests that change
 // state (http.CrossOriginProtection), so a web page cannot act through a

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -50,6 +53,10 @@ const (
 	// CodeUnavailable (503): the store did not answer (a health check
 	// failed, or the request was canceled before the store answered).
 	CodeUnavailable = "unavailable"
+	// CodeBusy (503): the server is serving as many requests (or wait
+	// long-polls, or bytes of request bodies) as its limits allow; the
+	// Retry-After header says when to try again. Nothing was done.
+	CodeBusy = "busy"
 )
 
 // Error is the body of every error response, under the key "error". Its
@@ -70,7 +77,9 @@ type Error struct {
 	// To is the state the operation would have moved it to.
 	To jobstore.State `json:"to,omitempty"`
 
-	challenge string // WWW-Authenticate value of a 401
+	challenge  string        // WWW-Authenticate value of a 401
+	retryAfter time.Duration // Retry-After of a 503 busy
+	logged     bool          // the error behind it was logged with its details
 }
 
 // Error returns the code and the message.
@@ -90,13 +99,15 @@ func newError(status int, code, format string, args ...any) *Error {
 // toError maps a store or decoding error to the Error sent to the client.
 // invalidStatus and invalidCode apply to ErrInvalidInput that is not more
 // specific: 400 invalid_input for a bad query or ID, 422 invalid_spec for a
-// submitted spec the store refused.
+// submitted spec the store refused. The message is err's with every
+// absolute path shortened to its last element (see scrubPaths): where a
+// store keeps its files is for the server's log, not for its clients.
 func toError(err error, invalidStatus int, invalidCode string) *Error {
 	var (
 		apiErr  *Error
 		te      *jobstore.TransitionError
 		maxErr  *http.MaxBytesError
-		message = err.Error()
+		message = scrubPaths(err.Error())
 	)
 	switch {
 	case errors.As(err, &apiErr):
@@ -126,4 +137,35 @@ func toError(err error, invalidStatus int, invalidCode string) *Error {
 		return newError(http.StatusServiceUnavailable, CodeUnavailable, "%s", message)
 	}
 	return newError(http.StatusInternalServerError, CodeInternal, "%s", message)
+}
+
+// scrubPaths shortens every absolute file path in msg to ".../" and its
+// last element, so that "open /srv/jobs/done/X.json: permission denied"
+// becomes "open .../X.json: permission denied". A path starts with "/" at
+// the start of msg or after a space, quote, parenthesis or bracket, and
+// ends before a space, quote, parenthesis, bracket, comma, semicolon or
+// colon.
+func scrubPaths(msg string) string {
+	if !strings.Contains(msg, "/") {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		if msg[i] != '/' || i > 0 && !strings.ContainsRune(" \t\n\"'`([{", rune(msg[i-1])) {
+			b.WriteByte(msg[i])
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(msg) && !strings.ContainsRune(" \t\n\"'`)]},;:", rune(msg[j])) {
+			j++
+		}
+		if path := msg[i:j]; path == "/" {
+			b.WriteString(path)
+		} else {
+			b.WriteString(".../" + filepath.Base(path))
+		}
+		i = j
+	}
+	return b.String()
 }

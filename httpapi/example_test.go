@@ -22,7 +22,7 @@ import (
 func ExampleNew() {
 	store := memstore.New(nil)
 	defer store.Close()
-	api, err := httpapi.New(store, &httpapi.Options{Tokens: []string{"s3cret"}})
+	api, err := httpapi.New(store, &httpapi.Options{Tokens: []string{"s3cret-example-token"}})
 	if err != nil {
 		panic(err)
 	}
@@ -33,7 +33,7 @@ func ExampleNew() {
 
 	call := func(method, path, body string) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer s3cret")
+		req.Header.Set("Authorization", "Bearer s3cret-example-token")
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -70,7 +70,7 @@ func ExampleNewHTTPServer() {
 	ctx, stop := context.WithCancel(context.Background())
 	store := memstore.New(nil)
 	defer store.Close()
-	api, err := httpapi.New(store, &httpapi.Options{Tokens: []string{"s3cret"}})
+	api, err := httpapi.New(store, &httpapi.Options{Tokens: []string{"s3cret-example-token"}})
 	if err != nil {
 		panic(err)
 	}
@@ -92,7 +92,7 @@ func ExampleNewHTTPServer() {
 
 	call := func(method, path, body string) jobstore.Job {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer s3cret")
+		req.Header.Set("Authorization", "Bearer s3cret-example-token")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			panic(err)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -37,6 +38,10 @@ const (
 	DefaultMaxBatchBodyBytes = 64 << 20
 )
 
+// MinTokenLen is the shortest bearer token New accepts, in bytes: a short
+// token can be guessed.
+const MinTokenLen = 16
+
 // AnyKind, in Options.AllowedKinds, allows every kind except ExecKind.
 const AnyKind = "*"
 
@@ -55,7 +60,8 @@ const TerminalHeader = "Jobdir-Terminal"
 type Options struct {
 	// Tokens are the accepted bearer tokens; a request must send one of them
 	// as "Authorization: Bearer <token>". Several tokens allow rotation.
-	// Empty tokens are refused. Empty Tokens requires InsecureNoAuth.
+	// Each must be at least MinTokenLen bytes of printable ASCII (as the
+	// header carries them). Empty Tokens requires InsecureNoAuth.
 	Tokens []string
 	// InsecureNoAuth serves every route without authentication. It is an
 	// explicit opt-out for local development; it may not be combined with
@@ -88,6 +94,30 @@ type Options struct {
 	// MaxWait caps the timeout of the wait long-poll. Zero means
 	// DefaultMaxWait.
 	MaxWait time.Duration
+	// MaxConcurrent bounds the requests the server serves at once, the
+	// wait long-polls and GET /healthz apart; a request past it is
+	// answered at once with 503 busy and Retry-After, and nothing is done.
+	// Requests without a valid token are refused before they count. Zero
+	// means DefaultMaxConcurrent.
+	MaxConcurrent int
+	// MaxWaits bounds the wait long-polls in progress at once (503 busy
+	// past it). A waiting request holds no job in memory, so this is far
+	// above MaxConcurrent. Zero means DefaultMaxWaits.
+	MaxWaits int
+	// MaxBodyBytesInFlight bounds the bytes of request bodies the server
+	// reads and decodes at once: a submit or batch submit takes its
+	// declared Content-Length (or its route's body limit when no length
+	// is declared) from this budget before it reads a byte, and is
+	// answered 503 busy if it does not fit. Zero means
+	// DefaultMaxBodyBytesInFlight (128 MiB), which lets two of the
+	// largest batches in at once.
+	MaxBodyBytesInFlight int64
+	// MaxListBytes bounds a page of GET /v1/jobs by the size of its jobs
+	// (jobstore.Job.Size: their payloads, results and errors): past it the
+	// page ends early with "byte_limited": true and a cursor. So a page
+	// of 1,000 jobs of 1 MiB each is never held in memory at once. Zero
+	// means DefaultMaxListBytes (4 MiB).
+	MaxListBytes int
 	// Registry receives the server's metrics and is what GET /metrics
 	// serves. Nil means a private registry that also holds the Go runtime
 	// and process collectors.
@@ -112,9 +142,14 @@ type Server struct {
 	// maxBatchBody is the body limit of the batch submit.
 	maxBatchBody int64
 	maxWait      time.Duration
+	maxListBytes int
 	log          *slog.Logger
 	registry     *prometheus.Registry
 	metrics      *metrics
+
+	// requests, waits and bodies are the budgets of Options.MaxConcurrent,
+	// MaxWaits and MaxBodyBytesInFlight (see admit).
+	requests, waits, bodies budget
 }
 
 // The routes, as net/http patterns. They are also the route label of the
@@ -135,7 +170,8 @@ const (
 
 // New returns a Server for store configured by opts (nil means the zero
 // Options). It returns an error if opts has no tokens and not
-// InsecureNoAuth, has both, holds an empty token or an invalid kind, or if
+// InsecureNoAuth, has both, holds a token shorter than MinTokenLen or with
+// bytes a header cannot carry, an invalid kind or a negative limit, or if
 // the metrics cannot be registered with opts.Registry (for example because
 // another Server already registered them there).
 func New(store jobstore.Store, opts *Options) (*Server, error) {
@@ -163,10 +199,21 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 		return nil, errors.New("httpapi: tokens and InsecureNoAuth given together: choose one")
 	}
 	for i, t := range o.Tokens {
-		if t == "" {
-			return nil, fmt.Errorf("httpapi: token %d is empty", i)
+		if err := checkToken(t); err != nil {
+			return nil, fmt.Errorf("httpapi: token %d: %w", i+1, err)
 		}
 		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+	}
+	for _, l := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxBodyBytes", o.MaxBodyBytes}, {"MaxBatchBodyBytes", o.MaxBatchBodyBytes}, {"MaxConcurrent", int64(o.MaxConcurrent)},
+		{"MaxWaits", int64(o.MaxWaits)}, {"MaxBodyBytesInFlight", o.MaxBodyBytesInFlight}, {"MaxListBytes", int64(o.MaxListBytes)},
+	} {
+		if l.v < 0 {
+			return nil, fmt.Errorf("httpapi: %s is negative", l.name)
+		}
 	}
 	if len(o.AllowedKinds) == 0 {
 		s.anyKind = true
@@ -189,6 +236,14 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 	}
 	if s.maxWait <= 0 {
 		s.maxWait = DefaultMaxWait
+	}
+	s.requests.max = int64(cmp.Or(o.MaxConcurrent, DefaultMaxConcurrent))
+	s.waits.max = int64(cmp.Or(o.MaxWaits, DefaultMaxWaits))
+	s.bodies.max = cmp.Or(o.MaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight)
+	s.maxListBytes = cmp.Or(o.MaxListBytes, DefaultMaxListBytes)
+	if s.bodies.max < s.maxBody {
+		// Else a single submit could never be admitted.
+		s.bodies.max = s.maxBody
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -253,11 +308,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := rec.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	if pattern != routeHealth {
-		if e := s.authenticate(r); e != nil {
-			s.writeError(rec, r, e)
-			return
-		}
+	if pattern == routeHealth {
+		// No token and no limit: it costs a few system calls.
+		s.handler.ServeHTTP(rec, r)
+		return
+	}
+	if e := s.authenticate(r); e != nil {
+		s.reject(rec, r, e)
+		return
 	}
 	if pattern == "" {
 		// The mux answers by itself (404, 405, or a redirect to a clean
@@ -265,7 +323,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.handler.ServeHTTP(&muxErrorWriter{statusRecorder: rec, s: s, r: r}, r)
 		return
 	}
+	release, e := s.admit(r, pattern)
+	if e != nil {
+		s.reject(rec, r, e)
+		return
+	}
+	defer release()
 	s.handler.ServeHTTP(rec, r)
+}
+
+// checkToken returns an error if t cannot serve as a bearer token: shorter
+// than MinTokenLen, or holding bytes other than printable ASCII.
+func checkToken(t string) error {
+	if len(t) < MinTokenLen {
+		return fmt.Errorf("%d bytes, shorter than the %d bytes a token needs to be hard to guess (make one with: openssl rand -hex 32)", len(t), MinTokenLen)
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] > '~' {
+			return fmt.Errorf("byte %d is not printable ASCII, which an Authorization header cannot carry as it is", i+1)
+		}
+	}
+	return nil
 }
 
 // authenticate returns nil if r may proceed, or the error to answer with.
@@ -469,6 +547,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 type listResponse struct {
 	Jobs []jobstore.Job `json:"jobs"`
 	Next string         `json:"next,omitempty"`
+	// ByteLimited says the page holds fewer jobs than the limit because
+	// their size reached the server's byte budget (Options.MaxListBytes);
+	// Next continues it.
+	ByteLimited bool `json:"byte_limited,omitempty"`
 	// Skipped names records the store could not read (corrupt) and left
 	// out of the page.
 	Skipped []string `json:"skipped,omitempty"`
@@ -485,20 +567,37 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
+	opts.MaxBytes = s.maxListBytes
 	page, err := s.store.List(r.Context(), opts)
 	if err != nil {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	resp := listResponse{Jobs: page.Jobs, Next: page.Next}
+	page = enforceByteBudget(page, opts)
+	resp := listResponse{Jobs: page.Jobs, Next: page.Next, ByteLimited: page.ByteLimited}
 	if resp.Jobs == nil {
 		resp.Jobs = []jobstore.Job{}
 	}
 	for _, e := range page.Errors {
-		resp.Skipped = append(resp.Skipped, e.Error())
+		resp.Skipped = append(resp.Skipped, scrubPaths(e.Error()))
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "list skipped a record", slog.String("error", e.Error()))
 	}
 	s.writeJSON(w, http.StatusOK, resp)
+}
+
+// enforceByteBudget cuts page as opts.MaxBytes says, in case the store
+// does not: the budget then bounds the response, if not the store's own
+// memory.
+func enforceByteBudget(page jobstore.Page, opts jobstore.ListOptions) jobstore.Page {
+	b := jobstore.NewPageBuilder(jobstore.ListOptions{MaxBytes: opts.MaxBytes})
+	for _, j := range page.Jobs {
+		if !b.Add(j) {
+			cut := b.Page()
+			cut.Errors = page.Errors
+			return cut
+		}
+	}
+	return page
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
@@ -581,18 +680,33 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 // healthTimeout bounds the store call of the health check.
 const healthTimeout = 5 * time.Second
 
-// handleHealth answers 200 {"status":"ok"} when the store answers a
-// one-job List within healthTimeout, and 503 otherwise. It needs no token
-// and says nothing about the jobs.
+// healthProbeID is the job the health check of a store that is not a
+// jobstore.Pinger asks for: a valid ID that no job has, whose lookup costs
+// the same whatever the store holds.
+const healthProbeID = "00000000000000000000000000"
+
+// handleHealth answers 200 {"status":"ok"} when the store says, within
+// healthTimeout, that it can serve (jobstore.Pinger, or else a Get of an ID
+// no job has), and 503 otherwise. It needs no token, says nothing about
+// the jobs, and its cost does not grow with the store: the counts are at
+// the authenticated GET /v1/stats.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
-	if _, err := s.store.List(ctx, jobstore.ListOptions{Limit: 1}); err != nil {
-		e := toError(err, http.StatusServiceUnavailable, CodeUnavailable)
-		if e.Status < 500 || errors.Is(err, jobstore.ErrCorrupt) {
-			e = newError(http.StatusServiceUnavailable, CodeUnavailable, "store: %s", err.Error())
+	var err error
+	if p, ok := s.store.(jobstore.Pinger); ok {
+		err = p.Ping(ctx)
+	} else if _, err = s.store.Get(ctx, healthProbeID); errors.Is(err, jobstore.ErrNotFound) {
+		err = nil
+	}
+	if err != nil {
+		// The details are for the log: this route answers anyone.
+		s.log.LogAttrs(r.Context(), slog.LevelError, "health check failed", slog.String("error", err.Error()))
+		e := newError(http.StatusServiceUnavailable, CodeUnavailable, "the store is not available; the server log says why")
+		if errors.Is(err, jobstore.ErrClosed) {
+			e = newError(http.StatusServiceUnavailable, CodeClosed, "the store is closed: the server is shutting down")
 		}
-		e.Status = http.StatusServiceUnavailable
+		e.logged = true
 		s.writeError(w, r, e)
 		return
 	}
@@ -600,19 +714,35 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail answers with the Error that err maps to; invalidStatus and
-// invalidCode apply to jobstore.ErrInvalidInput (see toError).
+// invalidCode apply to jobstore.ErrInvalidInput (see toError). A server
+// error is logged with err in full; the client gets its message without
+// paths.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error, invalidStatus int, invalidCode string) {
-	s.writeError(w, r, toError(err, invalidStatus, invalidCode))
+	e := toError(err, invalidStatus, invalidCode)
+	if e.Status >= 500 && !e.logged {
+		s.logError(r, e, err.Error())
+		e.logged = true
+	}
+	s.writeError(w, r, e)
+}
+
+// logError logs a server error answered with e; detail is the error in
+// full.
+func (s *Server) logError(r *http.Request, e *Error, detail string) {
+	s.log.LogAttrs(r.Context(), slog.LevelError, "request failed",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", e.Status), slog.String("code", e.Code), slog.String("error", detail))
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *Error) {
-	if e.Status >= 500 {
-		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", e.Status), slog.String("code", e.Code), slog.String("error", e.Message))
+	if e.Status >= 500 && !e.logged && e.Code != CodeBusy {
+		s.logError(r, e, e.Message)
 	}
 	if e.challenge != "" {
 		w.Header().Set("WWW-Authenticate", e.challenge)
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", retryAfterValue(e.retryAfter))
 	}
 	s.writeJSON(w, e.Status, errorResponse{Error: e})
 }

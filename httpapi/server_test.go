@@ -22,31 +22,39 @@ func TestNewRefusesUnsafeOptions(t *testing.T) {
 	for name, opts := range map[string]*httpapi.Options{
 		"nil options":              nil,
 		"no tokens":                {},
-		"tokens and no-auth":       {Tokens: []string{"a"}, InsecureNoAuth: true},
-		"empty token":              {Tokens: []string{"a", ""}},
-		"invalid kind in allow":    {Tokens: []string{"a"}, AllowedKinds: []string{"bad kind"}},
-		"empty kind in allow-list": {Tokens: []string{"a"}, AllowedKinds: []string{""}},
+		"tokens and no-auth":       {Tokens: []string{testToken}, InsecureNoAuth: true},
+		"empty token":              {Tokens: []string{testToken, ""}},
+		"short token":              {Tokens: []string{testToken, "fifteen-bytes.."}},
+		"token with a space":       {Tokens: []string{"a token with spaces in it"}},
+		"token not ASCII":          {Tokens: []string{"tökenwithumlauts-and-more"}},
+		"invalid kind in allow":    {Tokens: []string{testToken}, AllowedKinds: []string{"bad kind"}},
+		"empty kind in allow-list": {Tokens: []string{testToken}, AllowedKinds: []string{""}},
+		"negative limit":           {Tokens: []string{testToken}, MaxConcurrent: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := httpapi.New(store, opts)
 			require.Error(t, err)
 		})
 	}
+	t.Run("a token of the minimum length", func(t *testing.T) {
+		_, err := httpapi.New(store, &httpapi.Options{Tokens: []string{strings.Repeat("x", httpapi.MinTokenLen)}, Registry: prometheus.NewRegistry()})
+		require.NoError(t, err)
+	})
 	t.Run("nil store", func(t *testing.T) {
 		_, err := httpapi.New(nil, &httpapi.Options{InsecureNoAuth: true})
 		require.Error(t, err)
 	})
 	t.Run("metrics registered twice", func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		_, err := httpapi.New(store, &httpapi.Options{Tokens: []string{"a"}, Registry: reg})
+		_, err := httpapi.New(store, &httpapi.Options{Tokens: []string{testToken}, Registry: reg})
 		require.NoError(t, err)
-		_, err = httpapi.New(store, &httpapi.Options{Tokens: []string{"a"}, Registry: reg})
+		_, err = httpapi.New(store, &httpapi.Options{Tokens: []string{testToken}, Registry: reg})
 		require.Error(t, err)
 	})
 }
 
 func TestAuth(t *testing.T) {
-	e := newEnv(t, &httpapi.Options{Tokens: []string{"first-token", "second-token"}}, nil)
+	e := newEnv(t, &httpapi.Options{Tokens: []string{"the-first-token-0001", "the-second-token-002"}}, nil)
 	bearer := func(v string) func(*http.Request) {
 		return func(r *http.Request) { r.Header.Set("Authorization", v) }
 	}
@@ -60,16 +68,16 @@ func TestAuth(t *testing.T) {
 			r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
 			require.Contains(t, r.header.Get("WWW-Authenticate"), `error="invalid_token"`)
 
-			r = e.doWith("GET", path, "", bearer("Basic Zmlyc3QtdG9rZW4="))
+			r = e.doWith("GET", path, "", bearer("Basic dGhlLWZpcnN0LXRva2VuLTAwMDE="))
 			r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
 			r = e.doWith("GET", path, "", bearer("Bearer "))
 			r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
-			r = e.doWith("GET", path, "", bearer("Bearer first-token-and-more"))
+			r = e.doWith("GET", path, "", bearer("Bearer the-first-token-0001-and-more"))
 			r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
 		})
 	}
 	t.Run("right tokens", func(t *testing.T) {
-		for _, h := range []string{"Bearer first-token", "Bearer second-token", "bearer first-token"} {
+		for _, h := range []string{"Bearer the-first-token-0001", "Bearer the-second-token-002", "bearer the-first-token-0001"} {
 			r := e.doWith("GET", "/v1/stats", "", bearer(h))
 			require.Equal(t, http.StatusOK, r.status, "%s: %s", h, r.body)
 		}
