@@ -402,21 +402,68 @@ func TestStoreLocation(t *testing.T) {
 	require.FileExists(t, filepath.Join(flag, "queued", id+".json"))
 }
 
+// TestServeTokenChecks: serve starts only with tokens that are hard to
+// guess, from a file only this user can read and change, of a bounded
+// size; each refusal says what is wrong and how to fix it.
 func TestServeTokenChecks(t *testing.T) {
 	dir := newStoreDir(t)
 	t.Setenv("JOBDIR_TOKEN", "")
-	empty := filepath.Join(t.TempDir(), "empty")
-	require.NoError(t, os.WriteFile(empty, []byte("# no token here\n\n"), 0o600))
-	r := jd(t, dir, "serve", "--token-file", empty)
-	require.Equal(t, exitError, r.code)
-	require.Contains(t, r.stderr, "holds no token")
+	tokenFile := func(content string, mode os.FileMode) string {
+		p := filepath.Join(t.TempDir(), "tokens")
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		require.NoError(t, os.Chmod(p, mode))
+		return p
+	}
+	const good = "a-good-token-0123456789"
+	big := tokenFile(good+"\n"+strings.Repeat("#", 64<<10), 0o600)
+	tests := []struct {
+		name string
+		file string
+		want string
+	}{
+		{"empty", tokenFile("# no token here\n\n", 0o600), "holds no token"},
+		{"missing", filepath.Join(t.TempDir(), "missing"), "token file"},
+		{"short token", tokenFile(good+"\nshort\n", 0o600), "line 2: the token is 5 bytes; a token must be at least 16 bytes"},
+		{"token with a space", tokenFile("a token with spaces in it\n", 0o600), "the token holds a space"},
+		{"readable by the group", tokenFile(good, 0o640), "may be read or written by other users (mode -rw-r-----); make it private: chmod 600"},
+		{"readable by all", tokenFile(good, 0o604), "may be read or written by other users"},
+		{"a device that never ends", "/dev/zero", "is not a regular file"},
+		{"a directory", t.TempDir(), "is not a regular file"},
+		{"larger than 64 KiB", big, "more than the 64 KiB a token file may hold"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jd(t, dir, "serve", "--addr", "127.0.0.1:0", "--token-file", tt.file)
+			require.Equal(t, exitError, r.code, "%s", r)
+			require.Contains(t, r.stderr, tt.want)
+			require.NotContains(t, r.stderr, "listening on")
+		})
+	}
+	t.Run("read-only file", func(t *testing.T) {
+		// 0400 is as private as 0600: serve gets past the token check.
+		r := jd(t, dir, "serve", "--addr", "unix:", "--token-file", tokenFile(good, 0o400))
+		require.Equal(t, exitUsage, r.code, "%s", r)
+		require.Contains(t, r.stderr, "--addr unix:PATH needs a PATH")
+	})
+	t.Run("owned by another user", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to give a file to another user")
+		}
+		p := tokenFile(good, 0o600)
+		require.NoError(t, os.Chown(p, 65534, 65534))
+		r := jd(t, dir, "serve", "--addr", "127.0.0.1:0", "--token-file", p)
+		require.Equal(t, exitError, r.code, "%s", r)
+		require.Contains(t, r.stderr, "belongs to another user (uid 65534)")
+	})
+	t.Run("short token in the environment", func(t *testing.T) {
+		t.Setenv("JOBDIR_TOKEN", "secret")
+		r := jd(t, dir, "serve", "--addr", "127.0.0.1:0")
+		require.Equal(t, exitError, r.code, "%s", r)
+		require.Contains(t, r.stderr, "$JOBDIR_TOKEN: the token is 6 bytes")
+	})
 
-	r = jd(t, dir, "serve", "--token-file", filepath.Join(t.TempDir(), "missing"))
-	require.Equal(t, exitError, r.code)
-	require.Contains(t, r.stderr, "token file")
-
-	t.Setenv("JOBDIR_TOKEN", "secret")
-	r = jd(t, dir, "serve", "--insecure-no-auth")
+	t.Setenv("JOBDIR_TOKEN", good)
+	r := jd(t, dir, "serve", "--insecure-no-auth")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "cannot be combined")
 }

@@ -336,7 +336,7 @@ func call(t *testing.T, method, url, token string, body any, out any) int {
 
 func TestE2ETwoServersOneStore(t *testing.T) {
 	dir, wd := newStoreDir(t), t.TempDir()
-	const token = "e2e-token"
+	const token = "e2e-token-0123456789"
 	a := startServer(t, dir, wd, token, "--allow-kind", "exec")
 	b := startServer(t, dir, wd, token, "--allow-kind", "exec", "--work", "2")
 
@@ -411,7 +411,7 @@ func TestE2ETwoServersOneStore(t *testing.T) {
 func TestE2EServeAuth(t *testing.T) {
 	dir, wd := newStoreDir(t), t.TempDir()
 	tokenFile := filepath.Join(t.TempDir(), "tokens")
-	require.NoError(t, os.WriteFile(tokenFile, []byte("# rotate by adding a line\nold-token\nnew-token\n"), 0o600))
+	require.NoError(t, os.WriteFile(tokenFile, []byte("# rotate by adding a line\nold-token-0123456789\nnew-token-0123456789\n"), 0o600))
 	s := startServer(t, dir, wd, "", "--token-file", tokenFile, "--verbose")
 
 	var errBody struct {
@@ -421,16 +421,16 @@ func TestE2EServeAuth(t *testing.T) {
 	}
 	require.Equal(t, http.StatusUnauthorized, call(t, "GET", s.url+"/v1/stats", "", nil, &errBody))
 	require.Equal(t, "unauthorized", errBody.Error.Code)
-	require.Equal(t, http.StatusUnauthorized, call(t, "GET", s.url+"/v1/stats", "wrong-token", nil, &errBody))
+	require.Equal(t, http.StatusUnauthorized, call(t, "GET", s.url+"/v1/stats", "wrong-token-0123456789", nil, &errBody))
 	require.Equal(t, "unauthorized", errBody.Error.Code)
 	var stats jobstore.Stats
-	require.Equal(t, http.StatusOK, call(t, "GET", s.url+"/v1/stats", "new-token", nil, &stats))
-	require.Equal(t, http.StatusOK, call(t, "GET", s.url+"/v1/stats", "old-token", nil, &stats))
+	require.Equal(t, http.StatusOK, call(t, "GET", s.url+"/v1/stats", "new-token-0123456789", nil, &stats))
+	require.Equal(t, http.StatusOK, call(t, "GET", s.url+"/v1/stats", "old-token-0123456789", nil, &stats))
 	require.Equal(t, http.StatusOK, call(t, "GET", s.url+"/healthz", "", nil, nil))
 
 	// Exec is off unless allowed by name.
 	body := map[string]any{"kind": "exec", "payload": map[string]any{"argv": []string{"true"}, "dir": wd}}
-	require.Equal(t, http.StatusForbidden, call(t, "POST", s.url+"/v1/jobs", "new-token", body, &errBody))
+	require.Equal(t, http.StatusForbidden, call(t, "POST", s.url+"/v1/jobs", "new-token-0123456789", body, &errBody))
 	require.Equal(t, "kind_not_allowed", errBody.Error.Code)
 	s.stop(t)
 	require.Contains(t, s.errb.String(), "http request", "--verbose logs requests")

@@ -5,12 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,13 +32,16 @@ const httpShutdownTimeout = 10 * time.Second
 
 func (a *app) serveCommand() *cobra.Command {
 	var (
-		wf         workerFlags
-		addr       string
-		workers    int
-		tokenFile  string
-		noAuth     bool
-		allowKinds []string
-		verbose    bool
+		wf           workerFlags
+		addr         string
+		workers      int
+		tokenFile    string
+		noAuth       bool
+		anyLocalUser bool
+		allowKinds   []string
+		maxRequests  int
+		maxWaits     int
+		verbose      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -42,25 +51,41 @@ N exec jobs at once in the same process. Several servers may serve one store
 directory: each answers for every job, whichever server it was submitted to.
 
 It prints "listening on http://ADDR" with the real address, so --addr
-127.0.0.1:0 picks a free port that scripts can read.
+127.0.0.1:0 picks a free port that scripts can read. With --addr unix:PATH it
+listens on a Unix socket instead, created 0600 so that only this user (and
+root) can connect, and prints "listening on unix:PATH".
 
 Every request except GET /healthz needs "Authorization: Bearer TOKEN". The
-tokens come from --token-file (one a line) or $JOBDIR_TOKEN; without one,
-serve refuses to start unless --insecure-no-auth is given. HTTP clients may
-submit jobs only of the kinds --allow-kind lists; "exec" jobs run programs,
-so they are refused unless --allow-kind exec is given: whoever holds a token
-can then run any program as this user. The default address is on loopback
-for the same reason.
+tokens come from --token-file (one a line; the file must be private to this
+user, mode 0600 or 0400, and at most 64 KiB) or $JOBDIR_TOKEN; each must be
+at least 16 bytes. Without one, serve refuses to start unless
+--insecure-no-auth is given. HTTP clients may submit jobs only of the kinds
+--allow-kind lists; "exec" jobs run programs, so they are refused unless
+--allow-kind exec is given: whoever holds a token can then run any program as
+this user. Without authentication, exec is refused except on a Unix socket,
+since any local user can reach a loopback port, unless
+--insecure-any-local-user-runs-programs says that is meant. The default
+address is on loopback.
+
+With --work, the store must be private to this user (see "jobdir work").
+
+At most --max-requests requests are served at once (and --max-waits wait
+long-polls); past that the server answers 503 with Retry-After.
 
 On SIGINT or SIGTERM it stops accepting requests, finishes the ones in
 flight, stops its workers as jobdir work does, and exits.`,
 		Example: `  JOBDIR_TOKEN=$(cat ~/.jobdir-token) jobdir serve
   jobdir serve --addr 127.0.0.1:0 --token-file /run/secrets/jobdir --work 4 --allow-kind exec
+  jobdir serve --addr unix:$XDG_RUNTIME_DIR/jobdir.sock --insecure-no-auth --allow-kind exec --work 2
+  curl --unix-socket $XDG_RUNTIME_DIR/jobdir.sock http://localhost/v1/stats
   jobdir serve --insecure-no-auth --allow-kind '*'   # local development only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 0 {
 				return usagef("--work must not be negative")
+			}
+			if maxRequests < 0 || maxWaits < 0 {
+				return usagef("--max-requests and --max-waits must not be negative")
 			}
 			tokens, err := loadTokens(tokenFile)
 			if err != nil {
@@ -73,52 +98,100 @@ flight, stops its workers as jobdir work does, and exits.`,
 				return usagef("serve needs a bearer token: put it in a file and pass --token-file FILE, or set $JOBDIR_TOKEN; " +
 					"or pass --insecure-no-auth to serve without authentication (local development only)")
 			}
+			socket, isUnix := strings.CutPrefix(addr, "unix:")
+			allowExec := slices.Contains(allowKinds, httpapi.ExecKind)
+			if noAuth && allowExec && !isUnix && !anyLocalUser {
+				return usagef("--insecure-no-auth with --allow-kind exec would let every user of this machine, and every program that can reach %s, run programs as you: "+
+					"listen on a Unix socket only you can open (--addr unix:PATH), or use a token; "+
+					"--insecure-any-local-user-runs-programs accepts the risk", addr)
+			}
+			if anyLocalUser && !(noAuth && allowExec) {
+				return usagef("--insecure-any-local-user-runs-programs is only for --insecure-no-auth with --allow-kind exec")
+			}
+			ln, shown, err := listen(addr, socket, isUnix)
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *filestore.Store) error {
-				return a.serve(ctx, st, serveConfig{addr: addr, workers: workers, tokens: tokens, noAuth: noAuth, kinds: allowKinds, verbose: verbose, wf: &wf})
+				if workers > 0 {
+					if err := checkTrust(st); err != nil {
+						return err
+					}
+				}
+				warnings(a.stderr, ln, shown, noAuth, allowExec)
+				return a.serve(ctx, st, ln, shown, serveConfig{workers: workers, tokens: tokens, noAuth: noAuth, kinds: allowKinds,
+					maxRequests: maxRequests, maxWaits: maxWaits, verbose: verbose, wf: &wf})
 			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (port 0 picks a free one)")
+	f.StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR`: HOST:PORT (port 0 picks a free one), or unix:PATH for a Unix socket")
 	f.IntVar(&workers, "work", 0, "run `N` exec jobs at once in this process (0: none)")
 	f.StringVar(&tokenFile, "token-file", "", "`FILE` holding the accepted bearer tokens, one a line (default $JOBDIR_TOKEN)")
 	f.BoolVar(&noAuth, "insecure-no-auth", false, "serve without authentication")
+	f.BoolVar(&anyLocalUser, "insecure-any-local-user-runs-programs", false,
+		"with --insecure-no-auth and --allow-kind exec on a TCP address: accept that every local user can run programs as you")
 	f.StringArrayVar(&allowKinds, "allow-kind", nil, "`KIND` HTTP clients may submit (repeatable; default: every kind but exec, which must be named)")
+	f.IntVar(&maxRequests, "max-requests", httpapi.DefaultMaxConcurrent, "serve at most `N` requests at once (wait long-polls apart); past that, 503")
+	f.IntVar(&maxWaits, "max-waits", httpapi.DefaultMaxWaits, "serve at most `N` wait long-polls at once; past that, 503")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request on stderr (by default only warnings and server errors)")
 	wf.register(cmd)
 	return cmd
 }
 
-type serveConfig struct {
-	addr    string
-	workers int
-	tokens  []string
-	noAuth  bool
-	kinds   []string
-	verbose bool
-	wf      *workerFlags
+// warnings prints what serving without authentication exposes.
+func warnings(w io.Writer, ln net.Listener, shown string, noAuth, exec bool) {
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		fmt.Fprintf(w, "jobdir: warning: serving on %s, which is not loopback; use TLS in front of it and keep the tokens secret\n", ln.Addr())
+	}
+	if !noAuth {
+		return
+	}
+	who := "every user of this machine, and every program that can reach " + shown + ","
+	if _, ok := ln.Addr().(*net.UnixAddr); ok {
+		who = "every process that can open the socket " + strings.TrimPrefix(shown, "unix:") + " (mode 0600: yours and root's)"
+	}
+	if exec {
+		fmt.Fprintf(w, "jobdir: warning: serving exec jobs without authentication: %s can run any program as %s\n", who, currentUser())
+		return
+	}
+	fmt.Fprintf(w, "jobdir: warning: serving without authentication: %s can submit, read and cancel jobs\n", who)
 }
 
-func (a *app) serve(ctx context.Context, st *filestore.Store, cfg serveConfig) error {
+// currentUser names this process's user for a person.
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return "user " + u.Username
+	}
+	return fmt.Sprintf("uid %d", os.Geteuid())
+}
+
+type serveConfig struct {
+	workers     int
+	tokens      []string
+	noAuth      bool
+	kinds       []string
+	maxRequests int
+	maxWaits    int
+	verbose     bool
+	wf          *workerFlags
+}
+
+func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, shown string, cfg serveConfig) error {
 	// No --allow-kind leaves httpapi's default: any kind but exec.
 	level := slog.LevelWarn
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators, Logger: a.logger(level)})
+	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
+		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level)})
 	if err != nil {
 		return usagef("%v", err)
 	}
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
-	}
-	hs := httpapi.NewHTTPServer(cfg.addr, srv)
-	fmt.Fprintf(a.stdout, "listening on http://%s\n", ln.Addr())
-	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
-		fmt.Fprintf(a.stderr, "jobdir: warning: serving on %s, which is not loopback; use TLS in front of it and keep the tokens secret\n", ln.Addr())
-	}
+	hs := httpapi.NewHTTPServer(ln.Addr().String(), srv)
+	fmt.Fprintf(a.stdout, "listening on %s\n", shown)
 
 	var (
 		wg      sync.WaitGroup
@@ -164,24 +237,36 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, cfg serveConfig) e
 	return nil
 }
 
+// maxTokenFile is the largest token file serve reads.
+const maxTokenFile = 64 << 10
+
 // loadTokens reads the bearer tokens from file, one a line (blank lines and
-// lines starting with # are skipped), or else from $JOBDIR_TOKEN.
+// lines starting with # are skipped), or else from $JOBDIR_TOKEN. The file
+// must be a private regular file of this user (or root) of at most 64 KiB,
+// and every token at least httpapi.MinTokenLen bytes of printable ASCII.
 func loadTokens(file string) ([]string, error) {
 	if file == "" {
-		if t := strings.TrimSpace(os.Getenv("JOBDIR_TOKEN")); t != "" {
-			return []string{t}, nil
+		t := strings.TrimSpace(os.Getenv("JOBDIR_TOKEN"))
+		if t == "" {
+			return nil, nil
 		}
-		return nil, nil
+		if err := checkToken(t); err != nil {
+			return nil, fmt.Errorf("$JOBDIR_TOKEN: %w", err)
+		}
+		return []string{t}, nil
 	}
-	data, err := os.ReadFile(file)
+	data, err := readPrivateFile(file, maxTokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
 	var tokens []string
-	for _, line := range strings.Split(string(data), "\n") {
+	for i, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
+		}
+		if err := checkToken(line); err != nil {
+			return nil, fmt.Errorf("token file %s, line %d: %w", file, i+1, err)
 		}
 		tokens = append(tokens, line)
 	}
@@ -189,6 +274,147 @@ func loadTokens(file string) ([]string, error) {
 		return nil, fmt.Errorf("token file %s holds no token", file)
 	}
 	return tokens, nil
+}
+
+// checkToken says what is wrong with a bearer token, in the words of a
+// person who has to make a better one.
+func checkToken(t string) error {
+	if len(t) < httpapi.MinTokenLen {
+		return fmt.Errorf("the token is %d bytes; a token must be at least %d bytes, to be hard to guess (make one with: openssl rand -hex 32)",
+			len(t), httpapi.MinTokenLen)
+	}
+	for _, c := range []byte(t) {
+		if c <= ' ' || c > '~' {
+			return errors.New("the token holds a space, a control character or a character that is not ASCII; use letters, digits and punctuation (make one with: openssl rand -hex 32)")
+		}
+	}
+	return nil
+}
+
+// readPrivateFile reads a secret file of at most limit bytes, refusing one
+// that is not a regular file (a device such as /dev/zero, a pipe), that
+// another user owns, or that its group or others may read or write.
+func readPrivateFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file (%s); put the tokens in a plain file", path, fi.Mode().Type())
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("%s may be read or written by other users (mode %s); make it private: chmod 600 %s", path, fi.Mode().Perm(), path)
+	case fi.Size() > limit:
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d KiB a token file may hold", path, fi.Size(), limit>>10)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() && st.Uid != 0 {
+		return nil, fmt.Errorf("%s belongs to another user (uid %d), who could change the tokens; it must be yours or root's", path, st.Uid)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is more than the %d KiB a token file may hold", path, limit>>10)
+	}
+	return data, nil
+}
+
+// listen opens the listener of serve: TCP on addr, or with isUnix a Unix
+// socket at path that only this user (and root) can connect to. It
+// returns the address to show as well.
+func listen(addr, path string, isUnix bool) (net.Listener, string, error) {
+	if !isUnix {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		return ln, "http://" + ln.Addr().String(), nil
+	}
+	if path == "" {
+		return nil, "", usagef("--addr unix:PATH needs a PATH")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on unix:%s: %w", path, err)
+	}
+	ln, err := listenUnix(abs)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on unix:%s: %w", abs, err)
+	}
+	return ln, "unix:" + abs, nil
+}
+
+// listenUnix listens on a Unix socket at path with mode 0600. The socket
+// is made in a private directory beside path, given its mode there and
+// then renamed into place, so that it is never open to others, whatever
+// the umask. A socket left at path by a server that is gone is replaced;
+// one that a live server listens on, or any other file, is not.
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket; choose another path", path)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("another server listens on %s", path)
+		}
+	}
+	dir, err := os.MkdirTemp(filepath.Dir(path), ".jobdir-sock-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, err
+	}
+	ul := ln.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		_ = ul.Close()
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = ul.Close()
+		return nil, err
+	}
+	return &unixListener{UnixListener: ul, path: path}, nil
+}
+
+// unixListener removes its socket file when closed.
+type unixListener struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { _ = os.Remove(l.path) })
+	return err
+}
+
+// checkTrust refuses to run jobs from a store that other users can
+// write, explaining why and what to do.
+func checkTrust(st *filestore.Store) error {
+	err := st.CheckTrust()
+	if err == nil {
+		return nil
+	}
+	hint := "Whoever can write a store chooses the programs its workers run. Make the store and the directories above it " +
+		"yours and writable only by you (for example: chmod -R go-w " + st.Dir() + "), or run the worker as the user who owns them."
+	var ue *filestore.UntrustedError
+	if errors.As(err, &ue) && ue.GroupWritable {
+		hint += "\nIf every member of its group may run programs as you, pass --group-access: with it, the members of the group share the store."
+	}
+	return withHint(fmt.Errorf("refusing to run jobs from %s: %w", st.Dir(), err), hint)
 }
 
 // execValidators makes the HTTP API refuse an exec job whose payload a

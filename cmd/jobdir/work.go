@@ -117,7 +117,15 @@ On SIGINT or SIGTERM the worker stops claiming, lets running jobs finish for
 signal exits at once. If the worker dies, its programs are killed with it and
 another worker runs its jobs again.
 
-With --exit-when-idle, it exits once no job is due and none of its jobs runs.`,
+With --exit-when-idle, it exits once no job is due and none of its jobs runs.
+
+Whoever can write a store chooses the programs its workers run, so work
+refuses a store that is not private to this user, like ssh's StrictModes: the
+store directory, each directory in it and each directory above it must be
+owned by this user or root and writable by no one else (a directory above it
+may be writable by all if it has the sticky bit, as /tmp has). With
+--group-access, the store's group may write it too, if this user is a member:
+then every member of the group can run programs as every worker's user.`,
 		Example: `  jobdir work
   jobdir work --concurrency 8
   jobdir work --exit-when-idle   # drain the queue, then exit`,
@@ -128,6 +136,9 @@ With --exit-when-idle, it exits once no job is due and none of its jobs runs.`,
 			}
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *filestore.Store) error {
+				if err := checkTrust(st); err != nil {
+					return err
+				}
 				var active, claims atomic.Int64
 				wf.groupAccess = a.groupAccess
 				r := wf.newRunner(st, concurrency, a.stderr, func(ev runner.Event) {

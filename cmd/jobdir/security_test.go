@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// dialEnv, set to a socket path, makes the test binary a child that
+// connects to that Unix socket and prints the outcome (see TestMain).
+const dialEnv = "JOBDIR_TEST_DIAL"
+
+// dialChild connects to the socket at path and prints "connected" or the
+// error.
+func dialChild(path string) int {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Println("dial:", err)
+		return 0
+	}
+	_ = c.Close()
+	fmt.Println("connected")
+	return 0
+}
+
+// foreignBase returns a directory every user can enter, holding a copy of
+// the jobdir binary and of this test binary they can run. It skips the
+// test unless running as root.
+func foreignBase(t *testing.T) (base, bin, testBin string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run commands as other users")
+	}
+	base, err := os.MkdirTemp("", "jobdir-users-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	require.NoError(t, os.Chmod(base, 0o755))
+	copyExe := func(from, name string) string {
+		data, err := os.ReadFile(from)
+		require.NoError(t, err)
+		p := filepath.Join(base, name)
+		require.NoError(t, os.WriteFile(p, data, 0o755))
+		return p
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	return base, copyExe(jobdirBin, "jobdir"), copyExe(self, "jobdir.test")
+}
+
+// runAs runs bin with args as user and group uid, in wd, and returns what
+// it did. It skips the test if the system does not let it switch users.
+func runAs(t *testing.T, uid uint32, wd, bin string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), liveness)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = wd
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "JOBDIR_TOKEN="}, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Skipf("cannot run a command as uid %d: %v", uid, err)
+	}
+	return r
+}
+
+// TestWorkRefusesAStoreOthersCanWrite is the first attack of issue 12,
+// with real users: mallory makes a store in a shared directory, submits a
+// program and opens the store to everyone; victim runs "jobdir work"
+// there. The worker refuses, naming the directory, its owner and its
+// mode, and the program never runs. victim can still read the store.
+func TestWorkRefusesAStoreOthersCanWrite(t *testing.T) {
+	const mallory, victim = 65533, 65534
+	base, bin, _ := foreignBase(t)
+	shared := filepath.Join(base, "shared")
+	require.NoError(t, os.Mkdir(shared, 0o700))
+	require.NoError(t, os.Chmod(shared, os.ModeSticky|0o777)) // like /tmp
+	store := filepath.Join(shared, ".jobdir")
+	owned := filepath.Join(shared, "owned")
+
+	r := runAs(t, mallory, shared, bin, nil, "--dir", store, "submit", "--", "sh", "-c", "id > "+owned)
+	require.Equal(t, 0, r.code, "%s", r)
+	id := strings.TrimSpace(r.stdout)
+	require.NoError(t, filepath.Walk(store, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return os.Chmod(p, 0o777)
+		}
+		return os.Chmod(p, 0o666)
+	}))
+
+	r = runAs(t, victim, shared, bin, nil, "--dir", store, "work", "--exit-when-idle")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "refusing to run jobs from "+store)
+	require.Contains(t, r.stderr, "owner 65533")
+	require.Contains(t, r.stderr, "mode drwxrwxrwx")
+	require.Contains(t, r.stderr, "chmod -R go-w "+store, "it says what to do")
+	require.NoFileExists(t, owned, "mallory's program ran as victim")
+
+	for _, args := range [][]string{{"serve", "--work", "1", "--addr", "127.0.0.1:0", "--insecure-no-auth"}} {
+		r = runAs(t, victim, shared, bin, nil, append([]string{"--dir", store}, args...)...)
+		require.Equal(t, exitError, r.code, "%s", r)
+		require.Contains(t, r.stderr, "refusing to run jobs from "+store)
+	}
+	r = runAs(t, victim, shared, bin, nil, "--dir", store, "list")
+	require.Equal(t, 0, r.code, "reading a foreign store is allowed: %s", r)
+	require.Contains(t, r.stdout, id)
+	require.Contains(t, r.stdout, "queued")
+}
+
+// TestWorkTrustsOnlyPrivateStores: work and serve --work refuse a store
+// writable by its group unless --group-access is given, and one writable
+// by all in any case; reading commands and serve without --work do not
+// care.
+func TestWorkTrustsOnlyPrivateStores(t *testing.T) {
+	dir := newStoreDir(t)
+	t.Chdir(t.TempDir())
+	id := submit(t, dir, "--", "true")
+	require.NoError(t, os.Chmod(dir, 0o770))
+	if os.Geteuid() == 0 {
+		// Root's group is its private group; give the store a group root
+		// is not in.
+		require.NoError(t, os.Chown(dir, 0, 65534))
+	}
+
+	r := jd(t, dir, "work", "--exit-when-idle")
+	if r.code == 0 {
+		t.Skip("this user's primary group is its private group: a store writable by it is private")
+	}
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "writable by its group")
+	require.Contains(t, r.stderr, "pass --group-access")
+	r = jd(t, dir, "serve", "--work", "1", "--addr", "127.0.0.1:0", "--insecure-no-auth")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "refusing to run jobs from")
+	if os.Geteuid() == 0 {
+		r = jd(t, dir, "--group-access", "work", "--exit-when-idle")
+		require.Equal(t, exitError, r.code, "%s", r)
+		require.Contains(t, r.stderr, "writable by a group you are not a member of")
+	} else {
+		jdOK(t, dir, "--group-access", "work", "--exit-when-idle")
+		require.Contains(t, jdOK(t, dir, "get", id).stdout, "succeeded")
+	}
+
+	require.NoError(t, os.Chmod(dir, 0o777))
+	r = jd(t, dir, "--group-access", "work", "--exit-when-idle")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "writable by every user")
+	require.Contains(t, jdOK(t, dir, "list").stdout, id, "reading needs no trust")
+}
+
+// TestServeNoAuthExec: serve refuses to run exec jobs for anyone without
+// a token on a TCP port, which every local user can reach; a Unix socket
+// or the loud flag allow it, with a warning naming the risk.
+func TestServeNoAuthExec(t *testing.T) {
+	dir, wd := newStoreDir(t), t.TempDir()
+	r := jd(t, dir, "serve", "--insecure-no-auth", "--allow-kind", "exec", "--addr", "127.0.0.1:0")
+	require.Equal(t, exitUsage, r.code, "%s", r)
+	require.Contains(t, r.stderr, "would let every user of this machine")
+	require.Contains(t, r.stderr, "--addr unix:PATH")
+	require.NotContains(t, r.stdout, "listening")
+
+	r = jd(t, dir, "serve", "--insecure-any-local-user-runs-programs", "--token-file", "/nonexistent")
+	require.NotEqual(t, 0, r.code)
+	t.Setenv("JOBDIR_TOKEN", "a-good-token-0123456789")
+	r = jd(t, dir, "serve", "--insecure-any-local-user-runs-programs", "--allow-kind", "exec")
+	require.Equal(t, exitUsage, r.code, "%s", r)
+	require.Contains(t, r.stderr, "only for --insecure-no-auth with --allow-kind exec")
+
+	for _, tc := range []struct {
+		args []string
+		warn string
+	}{
+		{[]string{"--insecure-no-auth", "--allow-kind", "exec", "--insecure-any-local-user-runs-programs"}, "warning: serving exec jobs without authentication: every user of this machine"},
+		{[]string{"--insecure-no-auth"}, "warning: serving without authentication: every user of this machine"},
+	} {
+		cmd := jobdirCmd(dir, wd, append([]string{"serve", "--addr", "127.0.0.1:0"}, tc.args...)...)
+		p := start(t, cmd)
+		line := firstLine(t, p)
+		require.True(t, strings.HasPrefix(line, "listening on http://127.0.0.1:"), line)
+		p.stop(t)
+		require.Contains(t, p.errb.String(), tc.warn)
+	}
+}
+
+// firstLine waits for the first line p prints on stdout.
+func firstLine(t *testing.T, p *proc) string {
+	t.Helper()
+	deadline := time.Now().Add(liveness)
+	for !strings.Contains(p.out.String(), "\n") {
+		require.True(t, time.Now().Before(deadline) && !p.exited(), "no line: %s", p.errb.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	line, _, _ := strings.Cut(p.out.String(), "\n")
+	return line
+}
+
+// unixClient returns an HTTP client that reaches the server on the Unix
+// socket at path.
+func unixClient(path string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}}
+}
+
+// TestServeUnixSocket: serve --addr unix:PATH listens on a socket of mode
+// 0600 that another user cannot connect to, serves exec jobs without a
+// token there (with a warning), refuses a path a live server or another
+// file holds, replaces a stale socket, and removes its socket when it
+// stops.
+func TestServeUnixSocket(t *testing.T) {
+	dir, wd := newStoreDir(t), t.TempDir()
+	base := t.TempDir()
+	if os.Geteuid() == 0 {
+		// A directory another user can reach, so that only the socket's
+		// mode keeps that user out.
+		base, _, _ = foreignBase(t)
+	}
+	sock := filepath.Join(base, "jobdir.sock")
+	serve := func() *proc {
+		return start(t, jobdirCmd(dir, wd, "serve", "--addr", "unix:"+sock, "--insecure-no-auth", "--allow-kind", "exec", "--work", "1", "-q"))
+	}
+	p := serve()
+	require.Equal(t, "listening on unix:"+sock, firstLine(t, p))
+	fi, err := os.Lstat(sock)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSocket|0o600, fi.Mode())
+	require.Contains(t, p.errb.String(), "warning: serving exec jobs without authentication: every process that can open the socket "+sock)
+
+	client := unixClient(sock)
+	body := fmt.Sprintf(`{"kind":"exec","payload":{"argv":["sh","-c","echo hi > out"],"dir":%q}}`, wd)
+	resp, err := client.Post("http://localhost/v1/jobs", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", data)
+	waitForFile(t, filepath.Join(wd, "out"))
+
+	if os.Geteuid() == 0 {
+		self := filepath.Join(base, "jobdir.test")
+		r := runAs(t, 65534, base, self, []string{dialEnv + "=" + sock}, "-test.run=^$")
+		require.Contains(t, r.stdout, "permission denied", "another user connected: %s", r)
+	}
+
+	r := jd(t, dir, "serve", "--addr", "unix:"+sock, "--insecure-no-auth")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "another server listens on "+sock)
+
+	p.stop(t)
+	require.NoFileExists(t, sock, "the socket outlived its server")
+
+	// A stale socket is replaced; any other file is kept.
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, ln.Close())
+	p = serve()
+	require.Equal(t, "listening on unix:"+sock, firstLine(t, p))
+	p.stop(t)
+	require.NoError(t, os.WriteFile(sock, []byte("keep me"), 0o600))
+	r = jd(t, dir, "serve", "--addr", "unix:"+sock, "--insecure-no-auth")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "exists and is not a socket")
+	data, err = os.ReadFile(sock)
+	require.NoError(t, err)
+	require.Equal(t, "keep me", string(data))
+}
