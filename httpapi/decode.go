@@ -153,48 +153,117 @@ func decodeSubmit(r io.Reader) (jobstore.Spec, error) {
 	return req.spec()
 }
 
-// batchRequest is the JSON body of POST /v1/jobs/batch. Jobs is a pointer
-// so that a body without the field is told apart from an empty list; its
-// elements stay raw until each is decoded as a submitRequest, so that an
-// error can name its index.
-type batchRequest struct {
-	Jobs *[]json.RawMessage `json:"jobs"`
-}
-
-// decodeBatch reads a batch submit request from r and returns the specs it
-// describes, in order. Each element of "jobs" is decoded by the rules of
-// decodeSubmit, and an error about one names its index ("jobs[3]: ...").
-// Errors wrap jobstore.ErrInvalidInput, or are the *http.MaxBytesError of
-// a body over the limit; more than jobstore.MaxBatch elements get the
-// *Error of an invalid spec (422), since the JSON itself is well-formed.
+// decodeBatch reads a batch submit request, {"jobs": [...]}, from r and
+// returns the specs it describes, in order. Each element of "jobs" is
+// decoded by the rules of decodeSubmit, and an error about one names its
+// index ("jobs[3]: ..."). Errors wrap jobstore.ErrInvalidInput, or are the
+// *http.MaxBytesError of a body over the limit; more than jobstore.MaxBatch
+// elements get the *Error of an invalid spec (422), since the JSON itself
+// is well-formed.
+//
+// It decodes one element at a time, so that it holds the specs but never
+// the whole body as well: a batch of 60 MiB costs 60 MiB of specs, not
+// three copies.
 func decodeBatch(r io.Reader) ([]jobstore.Spec, error) {
-	var req batchRequest
-	if err := decodeBody(&utf8Reader{r: r}, &req); err != nil {
+	dec := json.NewDecoder(&utf8Reader{r: r})
+	dec.DisallowUnknownFields()
+	noJobs := fmt.Errorf(`%w: request body has no "jobs" array; want {"jobs": [{"kind": ...}, ...]}`, jobstore.ErrInvalidInput)
+	if err := expectDelim(dec, '{'); err != nil {
+		if errors.Is(err, errNotDelim) {
+			return nil, noJobs
+		}
 		return nil, err
 	}
-	if req.Jobs == nil {
-		return nil, fmt.Errorf(`%w: request body has no "jobs" array; want {"jobs": [{"kind": ...}, ...]}`, jobstore.ErrInvalidInput)
+	var specs []jobstore.Spec
+	seen := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, decodeError(err)
+		}
+		// Keys match as encoding/json matches field names.
+		if key, _ := tok.(string); !strings.EqualFold(key, "jobs") {
+			return nil, fmt.Errorf("%w: request body: unknown field %q", jobstore.ErrInvalidInput, truncate(key, 64))
+		}
+		if seen {
+			return nil, fmt.Errorf(`%w: request body: "jobs" given twice`, jobstore.ErrInvalidInput)
+		}
+		seen = true
+		if specs, err = decodeJobs(dec); err != nil {
+			return nil, err
+		}
 	}
-	raws := *req.Jobs
-	if len(raws) > jobstore.MaxBatch {
-		return nil, newError(http.StatusUnprocessableEntity, CodeInvalidSpec,
-			"batch of %d jobs is over the limit of %d: split it into several requests", len(raws), jobstore.MaxBatch)
+	if err := expectDelim(dec, '}'); err != nil {
+		return nil, err
 	}
-	specs := make([]jobstore.Spec, len(raws))
-	for i, raw := range raws {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
+	if specs == nil {
+		return nil, noJobs
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, decodeError(err)
+		}
+		return nil, fmt.Errorf("%w: request body holds more than one JSON value", jobstore.ErrInvalidInput)
+	}
+	return specs, nil
+}
+
+// decodeJobs decodes the value of "jobs": an array of submit requests, or
+// null (nil specs, as if absent).
+func decodeJobs(dec *json.Decoder) ([]jobstore.Spec, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	if tok == nil {
+		return nil, nil
+	}
+	if tok != json.Delim('[') {
+		return nil, fmt.Errorf(`%w: request body: "jobs" is not an array; want {"jobs": [{"kind": ...}, ...]}`, jobstore.ErrInvalidInput)
+	}
+	specs := []jobstore.Spec{}
+	for i := 0; dec.More(); i++ {
+		if i == jobstore.MaxBatch {
+			return nil, newError(http.StatusUnprocessableEntity, CodeInvalidSpec,
+				"batch of more than %d jobs is over the limit: split it into several requests", jobstore.MaxBatch)
+		}
 		var sr submitRequest
 		if err := dec.Decode(&sr); err != nil {
+			var maxErr *http.MaxBytesError
+			switch {
+			case errors.As(err, &maxErr):
+				return nil, err
+			case errors.Is(err, jobstore.ErrInvalidInput):
+				return nil, fmt.Errorf("jobs[%d]: %w", i, err)
+			}
 			return nil, fmt.Errorf("jobs[%d]: %w: %s", i, jobstore.ErrInvalidInput, err.Error())
 		}
 		spec, err := sr.spec()
 		if err != nil {
 			return nil, fmt.Errorf("jobs[%d]: %w", i, err)
 		}
-		specs[i] = spec
+		specs = append(specs, spec)
+	}
+	if err := expectDelim(dec, ']'); err != nil {
+		return nil, err
 	}
 	return specs, nil
+}
+
+// errNotDelim is expectDelim's error for a token other than the one
+// expected.
+var errNotDelim = fmt.Errorf("%w: request body: unexpected JSON", jobstore.ErrInvalidInput)
+
+// expectDelim reads the next token, which must be d.
+func expectDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return decodeError(err)
+	}
+	if tok != d {
+		return errNotDelim
+	}
+	return nil
 }
 
 // decodeBody decodes the one JSON value r holds into v, refusing unknown

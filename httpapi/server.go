@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -531,7 +532,39 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	for kind, n := range created {
 		s.metrics.submitted.WithLabelValues(s.metrics.kind(kind)).Add(n)
 	}
-	s.writeJSON(w, http.StatusOK, resp)
+	s.writeBatch(w, resp.Results)
+}
+
+// writeBatch writes the answer of a batch submit a result at a time: it
+// echoes every job with its payload, so buffering it whole would hold the
+// batch in memory once more. Each result written is let go.
+func (s *Server) writeBatch(w http.ResponseWriter, results []batchResult) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_, _ = bw.WriteString(`{"results":[`)
+	for i := range results {
+		buf.Reset()
+		if err := enc.Encode(results[i]); err != nil {
+			// Only a bug gets here; the client sees a truncated body.
+			s.log.Error("encode response", slog.String("error", err.Error()))
+			return
+		}
+		results[i] = batchResult{}
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		if _, err := bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); err != nil {
+			return // the client went away
+		}
+	}
+	_, _ = bw.WriteString("]}\n")
+	_ = bw.Flush()
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
