@@ -351,6 +351,7 @@ func TestReadOnlyRemount(t *testing.T) {
 		"retry":            func() error { _, err := s.Retry(ctx, canceled.ID); return err },
 		"claim":            func() error { _, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"}); return err },
 		"open another one": func() error { s2, err := Open(ctx, dir, nil); closeIf(s2); return err },
+		"ping":             func() error { return s.Ping(ctx) },
 	} {
 		err := op()
 		require.ErrorIs(t, err, syscall.EROFS, name)

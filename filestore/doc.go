@@ -41,6 +41,11 @@
 //   - No hot path (Submit, Claim, Get, Complete, Cancel) lists a directory
 //     whose size grows with history, and memory never holds payloads or
 //     results.
+//   - Claim hands out no job of a store that users other than this
+//     process's own (and root) can write, since they would choose the
+//     programs its workers run: it returns jobstore.ErrUntrusted, checked
+//     at Open like ssh's StrictModes (see Store.CheckTrust). Reading,
+//     submitting and canceling work on any store the process can open.
 //
 // # Caveats
 //
