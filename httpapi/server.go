@@ -111,7 +111,8 @@ type Options struct {
 	// is declared) from this budget before it reads a byte, and is
 	// answered 503 busy if it does not fit. Zero means
 	// DefaultMaxBodyBytesInFlight (128 MiB), which lets two of the
-	// largest batches in at once.
+	// largest batches in at once. It is raised to MaxBatchBodyBytes if
+	// lower, so that any body within the limits can be admitted.
 	MaxBodyBytesInFlight int64
 	// MaxListBytes bounds a page of GET /v1/jobs by the size of its jobs
 	// (jobstore.Job.Size: their payloads, results and errors): past it the
@@ -242,10 +243,8 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 	s.waits.max = int64(cmp.Or(o.MaxWaits, DefaultMaxWaits))
 	s.bodies.max = cmp.Or(o.MaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight)
 	s.maxListBytes = cmp.Or(o.MaxListBytes, DefaultMaxListBytes)
-	if s.bodies.max < s.maxBody {
-		// Else a single submit could never be admitted.
-		s.bodies.max = s.maxBody
-	}
+	// Else a body of the largest size allowed could never be admitted.
+	s.bodies.max = max(s.bodies.max, s.maxBody, s.maxBatchBody)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
