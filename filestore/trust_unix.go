@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -24,17 +25,22 @@ var layoutDirs = []string{dirTmp, dirQueued, dirClaimed, dirDone, dirKeys, dirLo
 type trustee struct {
 	uid, gid    int
 	groups      []int
-	name        string
 	groupAccess bool
+	// name returns the user's name, or "" if unknown: looked up only when
+	// needed, as a lookup may ask a directory service.
+	name func() string
 }
 
 func currentTrustee(groupAccess bool) trustee {
 	t := trustee{uid: os.Geteuid(), gid: os.Getegid(), groupAccess: groupAccess}
 	t.groups, _ = os.Getgroups()
 	t.groups = append(t.groups, t.gid)
-	if u, err := user.LookupId(strconv.Itoa(t.uid)); err == nil {
-		t.name = u.Username
-	}
+	t.name = sync.OnceValue(func() string {
+		if u, err := user.LookupId(strconv.Itoa(t.uid)); err == nil {
+			return u.Username
+		}
+		return ""
+	})
 	return t
 }
 
@@ -113,8 +119,8 @@ func (t trustee) check(p string, above bool) error {
 		return bad("not a directory")
 	case int(st.Uid) != t.uid && st.Uid != 0 && !t.groupMember(int(st.Uid), int(st.Gid)):
 		you := strconv.Itoa(t.uid)
-		if t.name != "" {
-			you = t.name
+		if name := t.name(); name != "" {
+			you = name
 		}
 		reason := fmt.Sprintf("owned by another user: only %s or root may own it, or its owner chooses the programs its jobs run as %s", you, you)
 		if t.groupAccess {
@@ -164,11 +170,11 @@ func (t trustee) groupMember(uid, gid int) bool {
 // group, named as the user (the user private group scheme of Debian,
 // Fedora and others, where group-writable directories are common).
 func (t trustee) privateGroup(gid int) bool {
-	if gid != t.gid || t.name == "" {
+	if gid != t.gid || t.name() == "" {
 		return false
 	}
 	g, err := user.LookupGroupId(strconv.Itoa(gid))
-	return err == nil && g.Name == t.name
+	return err == nil && g.Name == t.name()
 }
 
 func userName(uid int) string {
