@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
@@ -318,8 +319,11 @@ func TestProcessNodeLossRecoveredWithinTTL(t *testing.T) {
 // (their pids), and returns how many it ended.
 func terminate(t *testing.T, query string, args ...any) int {
 	t.Helper()
+	conn, err := pgx.Connect(t.Context(), pgtest.DSN())
+	require.NoError(t, err)
+	defer conn.Close(t.Context())
 	var n int
-	err := pgtest.Pool(t, 1).QueryRow(t.Context(),
+	err = conn.QueryRow(t.Context(),
 		`SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM (`+query+`) q) t`, args...).Scan(&n)
 	require.NoError(t, err)
 	return n
