@@ -179,4 +179,3 @@ func listeners(t *testing.T, app string) int {
 	require.NoError(t, err)
 	return n
 }
-
