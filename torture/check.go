@@ -13,10 +13,10 @@ import (
 // with what the processes recorded, and adds figures and violations to r.
 // kills maps the name of every killed worker incarnation to the
 // CLOCK_MONOTONIC time just before its SIGKILL was sent; stops lists the
-// SIGSTOP pauses of each child; cuts the CLOCK_MONOTONIC times at which the
-// connections of each worker incarnation were cut (Backend.Cut, or a
-// restart of the server).
-func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills map[string]int64, stops map[string][]pause, cuts map[string][]int64) {
+// SIGSTOP pauses of each child; cuts the spans of CLOCK_MONOTONIC during
+// which the connections of each worker incarnation were cut (Backend.Cut, or
+// a restart of the server).
+func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills map[string]int64, stops map[string][]pause, cuts map[string][]pause) {
 	for _, v := range rec.violations {
 		r.violate("seen by a child: %s", v)
 	}
@@ -138,7 +138,12 @@ type pause struct{ from, to int64 }
 
 // checkAttempts checks one job's attempts against each other, the job's
 // final record and the kills.
-func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills map[string]int64, cuts map[string][]int64) {
+func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills map[string]int64, cuts map[string][]pause) {
+	// cutBetween reports whether worker w's connections were cut at some
+	// moment between from and to.
+	cutBetween := func(w string, from, to int64) bool {
+		return slices.ContainsFunc(cuts[w], func(c pause) bool { return c.to >= from && c.from <= to })
+	}
 	if j.ID == "" {
 		r.violate("job %s: attempts ran, but the store has no such job", id)
 		return
@@ -167,8 +172,14 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 		}
 		if a.HasEnd && a.Outcome == outcomeLost {
 			r.LeaseLosses++
-			if !slices.ContainsFunc(cuts[a.Worker], func(c int64) bool { return c <= a.End }) {
+			if !cutBetween(a.Worker, a.Start, a.End) {
 				r.violate("job %s: attempt %d by %s lost its lease, yet that worker's connections were not cut", id, a.Attempt, a.Worker)
+			}
+		}
+		if a.HasLost {
+			r.LostOutcomes++
+			if !cutBetween(a.Worker, a.Start, a.LostAt) {
+				r.violate("job %s: attempt %d by %s lost its outcome with its lease, yet that worker's connections were not cut", id, a.Attempt, a.Worker)
 			}
 		}
 		_, killed := kills[a.Worker]
@@ -189,7 +200,7 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 				id, a.Attempt, mono(a.Start), p.Attempt, time.Duration(p.End-a.Start))
 		case p.HasEnd && p.Outcome != outcomeOK:
 			r.Retries++
-		case slices.ContainsFunc(cuts[p.Worker], func(c int64) bool { return c >= p.Start && c <= a.Start }):
+		case cutBetween(p.Worker, p.Start, a.Start):
 			// Its worker's connections were cut while it ran or before
 			// it recorded the outcome: the lease went with them.
 			r.CutReruns++

@@ -34,7 +34,7 @@ func TestCheckRecords(t *testing.T) {
 		rec   records
 		kills map[string]int64
 		stops map[string][]pause
-		cuts  map[string][]int64
+		cuts  map[string][]pause
 		want  string // substring of the only violation; "" for none
 		check func(t *testing.T, r *Report)
 	}{{
@@ -142,7 +142,7 @@ func TestCheckRecords(t *testing.T) {
 			att(1, "w1", 10, 25, outcomeLost),
 			att(2, "w2", 40, 50, outcomeOK),
 		}}},
-		cuts:  map[string][]int64{"w1": {5, 20}},
+		cuts:  map[string][]pause{"w1": {{from: 5, to: 5}, {from: 20, to: 20}}},
 		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.LeaseLosses) },
 	}, {
 		name: "a lease lost with no cut",
@@ -151,7 +151,7 @@ func TestCheckRecords(t *testing.T) {
 			att(1, "w1", 10, 25, outcomeLost),
 			att(2, "w2", 40, 50, outcomeOK),
 		}}},
-		cuts: map[string][]int64{"w1": {30}, "w2": {1}},
+		cuts: map[string][]pause{"w1": {{from: 30, to: 30}}, "w2": {{from: 1, to: 1}}},
 		want: "attempt 1 by w1 lost its lease, yet that worker's connections were not cut",
 	}, {
 		name: "a re-run overlapping the attempt that lost its lease",
@@ -160,7 +160,7 @@ func TestCheckRecords(t *testing.T) {
 			att(1, "w1", 10, 45, outcomeLost),
 			att(2, "w2", 40, 50, outcomeOK),
 		}}},
-		cuts: map[string][]int64{"w1": {20}},
+		cuts: map[string][]pause{"w1": {{from: 20, to: 20}}},
 		want: "attempt 2 started at mono 0.000s, before attempt 1 ended",
 	}, {
 		name: "a success whose outcome was lost with its worker's connections, then a re-run",
@@ -170,7 +170,7 @@ func TestCheckRecords(t *testing.T) {
 			att(2, "w2", 40, 50, outcomeOK),
 		}}},
 		kills: map[string]int64{"w1": 60},
-		cuts:  map[string][]int64{"w1": {30}},
+		cuts:  map[string][]pause{"w1": {{from: 30, to: 30}}},
 		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.CutReruns) },
 	}, {
 		name: "a re-run after a success, its worker cut only later",
@@ -179,13 +179,13 @@ func TestCheckRecords(t *testing.T) {
 			att(1, "w1", 10, 25, outcomeOK),
 			att(2, "w2", 40, 50, outcomeOK),
 		}}},
-		cuts: map[string][]int64{"w1": {45}},
+		cuts: map[string][]pause{"w1": {{from: 45, to: 45}}},
 		want: "attempt 1 succeeded and its worker w1 was not killed, yet attempt 2 ran",
 	}, {
 		name:  "a claim lost to a cut",
 		jobs:  []jobstore.Job{{ID: idA, State: jobstore.StateFailed, Attempt: 2, Worker: "w2"}},
 		rec:   records{attempts: map[string][]*attemptRec{idA: {att(1, "w1", 10, 20, outcomeFailed)}}},
-		cuts:  map[string][]int64{"w2": {30}},
+		cuts:  map[string][]pause{"w2": {{from: 30, to: 30}}},
 		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.LostClaims) },
 	}, {
 		name: "a violation a child saw",

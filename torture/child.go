@@ -92,7 +92,7 @@ func runChild(ctx context.Context, b Backend, spec childSpec) error {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
-	rec := &recorder{dir: spec.RecordDir, name: spec.Name, transient: b.Transient}
+	rec := &recorder{dir: spec.RecordDir, name: spec.Name, transient: b.Transient, leaseLost: b.LeaseLost}
 	switch spec.Role {
 	case roleWorker:
 		if spec.Runner {
@@ -133,8 +133,20 @@ type recorder struct {
 	dir  string
 	name string
 	seq  atomic.Int64
-	// transient is Backend.Transient.
-	transient func(error) bool
+	// transient and leaseLost are Backend.Transient and Backend.LeaseLost.
+	transient, leaseLost func(error) bool
+}
+
+// lostOutcome records that the outcome of attempt of job id was lost with
+// the worker's lease, if err says so, and reports whether it did.
+func (r *recorder) lostOutcome(id string, attempt int, err error) bool {
+	if r.leaseLost == nil || !r.leaseLost(err) {
+		return false
+	}
+	if _, merr := r.marker(markerName(id, attempt, "lost"), fmt.Sprintf("%s\t%d\t%d\n", r.name, os.Getpid(), monoNow())); merr != nil {
+		r.violation("job %s attempt %d: lost marker: %v", id, attempt, merr)
+	}
+	return true
 }
 
 // transientPrefix starts the line a child writes to its output for each

@@ -32,6 +32,12 @@ type Backend struct {
 	// means none is; every store error ends the child, which is then a
 	// violation.
 	Transient func(error) bool
+	// LeaseLost reports whether an ErrNotHeld from Complete says that the
+	// worker's process lost its leases with its connections (not that the
+	// store gave the job away while the worker lived). The worker then
+	// records the attempt's outcome as lost, which the checks allow only
+	// after a cut of its connections. Nil means never.
+	LeaseLost func(error) bool
 }
 
 // FsckResult is what Backend.Fsck found.

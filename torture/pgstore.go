@@ -69,6 +69,7 @@ func PGBackend(dsn, restart string) Backend {
 			return pgTerminate(ctx, dsn, `application_name = $1`, pgAppName(pid))
 		},
 		Transient: pgTransient,
+		LeaseLost: func(err error) bool { return errors.Is(err, pgstore.ErrLeaseLost) },
 	}
 	if restart != "" {
 		b.Restart = func(ctx context.Context) error {

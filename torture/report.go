@@ -74,6 +74,9 @@ type Report struct {
 	// lease was lost with its connections (outcome "lost"); each followed
 	// a cut of that worker's connections.
 	LeaseLosses int
+	// LostOutcomes counts attempts whose worker could not record their
+	// outcome because its lease was lost with its connections.
+	LostOutcomes int
 	// CutReruns counts attempts that followed a successful one whose
 	// worker's connections were cut before its outcome was recorded.
 	CutReruns int
@@ -125,8 +128,8 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		r.Outcomes[outcomeFailed], r.Outcomes[outcomeTimeout], r.Outcomes[outcomeCanceled], r.Outcomes[outcomeLost],
 		r.Outcomes["killed"])
 	if r.Cuts > 0 || r.ServerRestarts > 0 {
-		p("connection cuts", "%d (%d connections); %d server restarts; %d attempts lost their lease; %d re-runs after a cut; %d transient errors retried",
-			r.Cuts, r.CutConnections, r.ServerRestarts, r.LeaseLosses, r.CutReruns, r.TransientErrors)
+		p("connection cuts", "%d (%d connections); %d server restarts; %d attempts lost their lease, %d their outcome; %d re-runs after a cut; %d transient errors retried",
+			r.Cuts, r.CutConnections, r.ServerRestarts, r.LeaseLosses, r.LostOutcomes, r.CutReruns, r.TransientErrors)
 	}
 	p("paused attempts", "%d (worker SIGSTOPped mid-attempt; finished after SIGCONT, not run elsewhere)", r.PausedAttempts)
 	p("lost claims", "%d (claimed, worker killed before the handler started)", r.LostClaims)

@@ -43,7 +43,7 @@ type fleet struct {
 	procs    []*proc
 	kills    map[string]int64 // worker name -> CLOCK_MONOTONIC before its SIGKILL
 	stops    map[string][]pause
-	cuts     map[string][]int64 // worker name -> CLOCK_MONOTONIC before each cut of its connections
+	cuts     map[string][]pause // worker name -> the cuts of its connections, from before to after each
 	r        *Report
 }
 
@@ -64,7 +64,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x70725475)),
 		kills:    map[string]int64{},
 		stops:    map[string][]pause{},
-		cuts:     map[string][]int64{},
+		cuts:     map[string][]pause{},
 		r: &Report{Seed: cfg.Seed, Workers: cfg.Workers, Submitters: cfg.Submitters,
 			Cancellers: cfg.Cancellers, RunnerWorkers: min(cfg.RunnerWorkers, cfg.Workers)},
 	}
@@ -316,11 +316,12 @@ func (f *fleet) chaos(now time.Time) error {
 	}
 	if f.cfg.Backend.Cut != nil && len(workers) > 0 && f.rng.IntN(100) < f.cfg.CutPercent {
 		p := workers[f.rng.IntN(len(workers))]
-		f.cuts[p.name] = append(f.cuts[p.name], monoNow())
+		from := monoNow()
 		n, err := f.cfg.Backend.Cut(context.Background(), f.storeDir, p.cmd.Process.Pid)
 		if err != nil {
 			return fmt.Errorf("torture: cut %s: %w", p.name, err)
 		}
+		f.cuts[p.name] = append(f.cuts[p.name], pause{from: from, to: monoNow()})
 		f.r.Cuts++
 		f.r.CutConnections += n
 		return nil
@@ -356,17 +357,18 @@ func (f *fleet) chaos(now time.Time) error {
 }
 
 // restartServer restarts the store's server; every live worker counts as
-// cut from the moment before.
+// cut for as long as the restart took.
 func (f *fleet) restartServer(ctx context.Context) error {
-	at := monoNow()
-	for _, p := range f.procs {
-		if p.role == roleWorker && !exited(p) {
-			f.cuts[p.name] = append(f.cuts[p.name], at)
-		}
-	}
+	from := monoNow()
 	f.logf("restarting the server")
 	if err := f.cfg.Backend.Restart(ctx); err != nil {
 		return fmt.Errorf("torture: %w", err)
+	}
+	cut := pause{from: from, to: monoNow()}
+	for _, p := range f.procs {
+		if p.role == roleWorker && !exited(p) {
+			f.cuts[p.name] = append(f.cuts[p.name], cut)
+		}
 	}
 	f.r.ServerRestarts++
 	return nil

@@ -37,6 +37,9 @@ func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec
 				if (lost || cutOff) && errors.Is(e.Err, jobstore.ErrNotHeld) {
 					return
 				}
+				if rec.lostOutcome(e.Job.ID, e.Job.Attempt, e.Err) {
+					return // the checks require a cut of this worker's connections
+				}
 				rec.violation("job %s attempt %d: runner %s dropped the outcome of a live worker: %v",
 					e.Job.ID, e.Job.Attempt, spec.Name, e.Err)
 			case runner.EventStoreError:

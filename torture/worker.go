@@ -164,6 +164,8 @@ func runAttempt(ctx context.Context, st jobstore.Store, rec *recorder, name stri
 	case errors.Is(err, jobstore.ErrNotHeld) && (label == outcomeLost || retried):
 		// The lease was lost, or an earlier try took effect though its
 		// answer was cut off: the markers and the final record tell.
+	case errors.Is(err, jobstore.ErrNotHeld) && rec.lostOutcome(j.ID, j.Attempt, err):
+		// The checks require a cut of this worker's connections.
 	case errors.Is(err, jobstore.ErrNotHeld):
 		rec.violation("job %s attempt %d: Complete by live worker %s: %v", j.ID, j.Attempt, name, err)
 	default:
