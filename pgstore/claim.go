@@ -55,9 +55,26 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	got, err := scanRow(r)
 	switch {
 	case err == nil:
+		lease := got.job.Lease()
+		cached := got
+		cached.job.Payload = nil
 		s.mu.Lock()
-		s.held[got.job.Lease()] = heldLease{sess: sess}
+		old, dup := s.held[lease]
+		if !dup {
+			s.held[lease] = heldLease{sess: sess, claimed: cached}
+		}
 		s.mu.Unlock()
+		if dup {
+			// This worker holds this very lease from an earlier claim,
+			// whose commit a crash of the server undid (claims do not
+			// wait for a flush): its handler may still run and complete
+			// it. Use this attempt up, so that the job's next claim has a
+			// lease of its own, and claim again.
+			if err := s.burn(ctx, got, old.sess); err != nil {
+				return jobstore.Job{}, s.fail(ctx, "claim", err)
+			}
+			return s.Claim(ctx, req)
+		}
 		return got.job, nil
 	case errors.Is(err, jobstore.ErrCorrupt):
 		return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", s.failCorrupt(ctx, err))
@@ -88,6 +105,21 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	}
 	s.mu.Unlock()
 	return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", &jobstore.NoJobError{NextRunAt: at})
+}
+
+// burn queues again the job just claimed as r, counting the attempt, as
+// the recovery of a dead worker does.
+func (s *Store) burn(ctx context.Context, r row, stale *session) error {
+	j, err := jobstore.ApplyRecover(r.job, usec(time.Now()))
+	if err != nil {
+		return err
+	}
+	if _, err := s.write(ctx, s.pool, r, j, true); err != nil {
+		return err
+	}
+	s.opts.Logger.Warn("pgstore: a claim repeated a lease that a crash of the server undid; attempt used up",
+		"job", r.job.ID, "attempt", r.job.Attempt, "stale session", stale.id)
+	return nil
 }
 
 // failCorrupt ends a claimed job whose doc column does not decode, so that

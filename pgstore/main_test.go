@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -11,5 +12,13 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(runChild(role))
 	}
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	dropSeeded()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

@@ -188,18 +188,42 @@ func newQueries(schema string) queries {
 			AS u(id, key, kind, priority, run_at, updated_at, payload, doc)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
-	claim := func(kinds string) string {
-		return `UPDATE ` + t + ` SET state = 'running', attempt = attempt + 1, worker = $1, session = $2,
+	// A claim does not wait for its commit to be flushed (the setting
+	// applies to its own transaction only): a claim lost in a crash of
+	// the server leaves the job queued, as if it had not happened, and its
+	// claimant has lost its lease session with the crash. Claim guards
+	// against the one thing that could follow (see its comment).
+	//
+	// With kinds, the candidates are the first few due jobs of each kind,
+	// each list read in order from the index of its kind; the best of them
+	// that no one else holds is locked. An index scan in claim order reads
+	// only what it returns, however many jobs the table holds (and the
+	// planner, given a filter on kind, might otherwise choose a scan of
+	// every queued job and a sort).
+	claim := func(pick string) string {
+		return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true) AS off)
+		UPDATE ` + t + ` SET state = 'running', attempt = attempt + 1, worker = $1, session = $2,
 			started_at = $3, updated_at = $3, cancel_requested = false, version = version + 1
-		WHERE id = (SELECT id FROM ` + t + `
-			WHERE state = 'queued' AND run_at <= $3` + kinds + `
-			ORDER BY priority DESC, run_at, id
-			LIMIT 1
-			FOR UPDATE SKIP LOCKED)
+		WHERE id = (` + pick + `)
+		AND (SELECT off FROM async) IS NOT NULL
 		RETURNING ` + cols
 	}
-	q.claim = claim("")
-	q.claimKinds = claim(` AND kind = ANY($4)`)
+	q.claim = claim(`SELECT id FROM ` + t + `
+		WHERE state = 'queued' AND run_at <= $3
+		ORDER BY priority DESC, run_at, id
+		LIMIT 1
+		FOR UPDATE SKIP LOCKED`)
+	q.claimKinds = claim(`SELECT j.id FROM ` + t + ` j
+		WHERE j.id IN (
+			SELECT c.id FROM unnest($4::text[]) AS k(kind),
+			LATERAL (SELECT id FROM ` + t + `
+				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3
+				ORDER BY priority DESC, run_at, id
+				LIMIT 8) c)
+		AND j.state = 'queued' AND j.run_at <= $3
+		ORDER BY j.priority DESC, j.run_at, j.id
+		LIMIT 1
+		FOR UPDATE OF j SKIP LOCKED`)
 	q.nextDue = `SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued'`
 	q.nextKinds = q.nextDue + ` AND kind = ANY($1)`
 	// update writes a job read at version $2 back, notifying the work

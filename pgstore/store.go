@@ -62,6 +62,9 @@ type Store struct {
 // heldLease is what a store remembers of a lease it handed out.
 type heldLease struct {
 	sess *session
+	// claimed is the row as the claim wrote it (without the payload), for
+	// a Complete in one statement while nothing else changed it.
+	claimed row
 }
 
 type idWatch struct {

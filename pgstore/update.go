@@ -123,6 +123,25 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 		s.forget(lease)
 		return jobstore.Job{}, fmt.Errorf("pgstore: complete %s: %w: %w", lease.ID, jobstore.ErrNotHeld, h.sess.lostError())
 	}
+	if mine && h.claimed.version != 0 {
+		// The row as the claim left it: if it did not change since (a
+		// cancel, a recovery), one conditional statement completes it.
+		j, err := jobstore.ApplyOutcome(h.claimed.job, lease, o, usec(time.Now()), s.opts.Backoff)
+		if err == nil {
+			nr, err := s.write(ctx, s.pool, h.claimed, j, false)
+			if err == nil {
+				s.forget(lease)
+				s.signalJob(lease.ID)
+				if nr.job.State == jobstore.StateQueued {
+					s.signalWork()
+				}
+				return nr.job, nil
+			}
+			if !errors.Is(err, errConflict) {
+				return jobstore.Job{}, s.fail(ctx, "complete", err)
+			}
+		}
+	}
 	j, err := s.change(ctx, "complete", lease.ID, func(r row, now time.Time) (jobstore.Job, bool, bool, error) {
 		j, err := jobstore.ApplyOutcome(r.job, lease, o, now, s.opts.Backoff)
 		// A WatchCancel in another process learns of the end of a lease

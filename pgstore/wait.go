@@ -78,7 +78,13 @@ func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
 			// either seen here or sees the mark and notifies.
 			q = s.q.markWaited
 		}
-		r, err := scanRow(s.pool.QueryRow(ctx, q, id))
+		qctx, qcancel := detached(ctx)
+		r, err := scanRow(s.pool.QueryRow(qctx, q, id))
+		qcancel()
+		if ctx.Err() != nil {
+			release()
+			return jobstore.Job{}, ctx.Err()
+		}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			release()
@@ -101,6 +107,19 @@ func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
 			return jobstore.Job{}, err
 		}
 	}
+}
+
+// detachedTimeout bounds the queries of a waiting call that its caller's
+// ctx does not end.
+const detachedTimeout = 30 * time.Second
+
+// detached returns a context for one short query of a blocking call: the
+// end of the caller's ctx does not interrupt it (pgx closes a connection
+// whose query is interrupted, and the runner ends every WatchCancel when
+// the handler returns, so that would cost a new connection per job); the
+// call looks at ctx again once the query is done.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), detachedTimeout)
 }
 
 // sleep blocks until something w watches (or lost) happens, ctx ends or the
@@ -152,7 +171,13 @@ func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
 			attempt         int
 			cancelRequested bool
 		)
-		err := s.pool.QueryRow(ctx, s.q.watch, lease.ID).Scan(&state, &worker, &attempt, &cancelRequested)
+		qctx, qcancel := detached(ctx)
+		err := s.pool.QueryRow(qctx, s.q.watch, lease.ID).Scan(&state, &worker, &attempt, &cancelRequested)
+		qcancel()
+		if ctx.Err() != nil {
+			release()
+			return ctx.Err()
+		}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			release()

@@ -34,8 +34,10 @@ CREATE TABLE {{schema}}.jobs (
 
 -- One job per idempotency key, until it is pruned.
 CREATE UNIQUE INDEX jobs_key ON {{schema}}.jobs (key) WHERE key IS NOT NULL;
--- Claim order among queued jobs: priority, then run_at, then ID (FIFO).
+-- Claim order among queued jobs: priority, then run_at, then ID (FIFO);
+-- of every kind, and of one kind.
 CREATE INDEX jobs_claim ON {{schema}}.jobs (priority DESC, run_at, id) WHERE state = 'queued';
+CREATE INDEX jobs_claim_kind ON {{schema}}.jobs (kind, priority DESC, run_at, id) WHERE state = 'queued';
 -- The next queued job to become due.
 CREATE INDEX jobs_due ON {{schema}}.jobs (run_at) WHERE state = 'queued';
 -- List by state or kind, newest or oldest first; Stats.
