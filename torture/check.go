@@ -13,8 +13,10 @@ import (
 // with what the processes recorded, and adds figures and violations to r.
 // kills maps the name of every killed worker incarnation to the
 // CLOCK_MONOTONIC time just before its SIGKILL was sent; stops lists the
-// SIGSTOP pauses of each child.
-func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills map[string]int64, stops map[string][]pause) {
+// SIGSTOP pauses of each child; cuts the spans of CLOCK_MONOTONIC during
+// which the connections of each worker incarnation were cut (Backend.Cut, or
+// a restart of the server).
+func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills map[string]int64, stops map[string][]pause, cuts map[string][]pause) {
 	for _, v := range rec.violations {
 		r.violate("seen by a child: %s", v)
 	}
@@ -70,12 +72,13 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 			r.CanceledRunning++ // its handler saw the cancel
 		}
 		// Attempts claimed whose worker died before writing the start
-		// marker. The record names the claimant of the last one: it must
-		// have been killed.
+		// marker (or whose claim was cut off with its connection). The
+		// record names the claimant of the last one: it must have been
+		// killed or cut.
 		if lost := j.Attempt - len(as); lost > 0 {
 			r.LostClaims += lost
 			_, killed := kills[j.Worker]
-			if (len(as) == 0 || as[len(as)-1].Attempt < j.Attempt) && !killed {
+			if (len(as) == 0 || as[len(as)-1].Attempt < j.Attempt) && !killed && len(cuts[j.Worker]) == 0 {
 				r.violate("job %s: attempt %d by %s never started, and that worker was not killed", id, j.Attempt, j.Worker)
 			}
 		}
@@ -104,7 +107,7 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 	}
 
 	for _, id := range sortedKeys(rec.attempts) {
-		checkAttempts(r, id, jobs[id], rec.attempts[id], kills)
+		checkAttempts(r, id, jobs[id], rec.attempts[id], kills, cuts)
 	}
 	if w := r.recoveryWaits; len(w) > 0 {
 		slices.Sort(w)
@@ -135,7 +138,12 @@ type pause struct{ from, to int64 }
 
 // checkAttempts checks one job's attempts against each other, the job's
 // final record and the kills.
-func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills map[string]int64) {
+func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills map[string]int64, cuts map[string][]pause) {
+	// cutBetween reports whether worker w's connections were cut at some
+	// moment between from and to.
+	cutBetween := func(w string, from, to int64) bool {
+		return slices.ContainsFunc(cuts[w], func(c pause) bool { return c.to >= from && c.from <= to })
+	}
 	if j.ID == "" {
 		r.violate("job %s: attempts ran, but the store has no such job", id)
 		return
@@ -162,6 +170,18 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 		if a.HasEnd && a.End < a.Start {
 			r.violate("job %s: attempt %d ended before it started", id, a.Attempt)
 		}
+		if a.HasEnd && a.Outcome == outcomeLost {
+			r.LeaseLosses++
+			if !cutBetween(a.Worker, a.Start, a.End) {
+				r.violate("job %s: attempt %d by %s lost its lease, yet that worker's connections were not cut", id, a.Attempt, a.Worker)
+			}
+		}
+		if a.HasLost {
+			r.LostOutcomes++
+			if !cutBetween(a.Worker, a.Start, a.LostAt) {
+				r.violate("job %s: attempt %d by %s lost its outcome with its lease, yet that worker's connections were not cut", id, a.Attempt, a.Worker)
+			}
+		}
 		_, killed := kills[a.Worker]
 		if !a.HasEnd && !killed {
 			r.violate("job %s: attempt %d by %s never ended, and that worker was not killed", id, a.Attempt, a.Worker)
@@ -180,6 +200,10 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 				id, a.Attempt, mono(a.Start), p.Attempt, time.Duration(p.End-a.Start))
 		case p.HasEnd && p.Outcome != outcomeOK:
 			r.Retries++
+		case cutBetween(p.Worker, p.Start, a.Start):
+			// Its worker's connections were cut while it ran or before
+			// it recorded the outcome: the lease went with them.
+			r.CutReruns++
 		case !pKilled:
 			what := "never ended"
 			if p.HasEnd {

@@ -34,6 +34,7 @@ func TestCheckRecords(t *testing.T) {
 		rec   records
 		kills map[string]int64
 		stops map[string][]pause
+		cuts  map[string][]pause
 		want  string // substring of the only violation; "" for none
 		check func(t *testing.T, r *Report)
 	}{{
@@ -135,6 +136,58 @@ func TestCheckRecords(t *testing.T) {
 		kills: map[string]int64{"w2": 30},
 		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.LostClaims) },
 	}, {
+		name: "a lease lost after its worker's connections were cut, then a re-run",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 25, outcomeLost),
+			att(2, "w2", 40, 50, outcomeOK),
+		}}},
+		cuts:  map[string][]pause{"w1": {{from: 5, to: 5}, {from: 20, to: 20}}},
+		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.LeaseLosses) },
+	}, {
+		name: "a lease lost with no cut",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 25, outcomeLost),
+			att(2, "w2", 40, 50, outcomeOK),
+		}}},
+		cuts: map[string][]pause{"w1": {{from: 30, to: 30}}, "w2": {{from: 1, to: 1}}},
+		want: "attempt 1 by w1 lost its lease, yet that worker's connections were not cut",
+	}, {
+		name: "a re-run overlapping the attempt that lost its lease",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 45, outcomeLost),
+			att(2, "w2", 40, 50, outcomeOK),
+		}}},
+		cuts: map[string][]pause{"w1": {{from: 20, to: 20}}},
+		want: "attempt 2 started at mono 0.000s, before attempt 1 ended",
+	}, {
+		name: "a success whose outcome was lost with its worker's connections, then a re-run",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 25, outcomeOK),
+			att(2, "w2", 40, 50, outcomeOK),
+		}}},
+		kills: map[string]int64{"w1": 60},
+		cuts:  map[string][]pause{"w1": {{from: 30, to: 30}}},
+		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.CutReruns) },
+	}, {
+		name: "a re-run after a success, its worker cut only later",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 25, outcomeOK),
+			att(2, "w2", 40, 50, outcomeOK),
+		}}},
+		cuts: map[string][]pause{"w1": {{from: 45, to: 45}}},
+		want: "attempt 1 succeeded and its worker w1 was not killed, yet attempt 2 ran",
+	}, {
+		name:  "a claim lost to a cut",
+		jobs:  []jobstore.Job{{ID: idA, State: jobstore.StateFailed, Attempt: 2, Worker: "w2"}},
+		rec:   records{attempts: map[string][]*attemptRec{idA: {att(1, "w1", 10, 20, outcomeFailed)}}},
+		cuts:  map[string][]pause{"w2": {{from: 30, to: 30}}},
+		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.LostClaims) },
+	}, {
 		name: "a violation a child saw",
 		rec:  records{violations: []string{"lease lost"}},
 		want: "seen by a child: lease lost",
@@ -146,7 +199,7 @@ func TestCheckRecords(t *testing.T) {
 				jobs[j.ID] = j
 			}
 			r := &Report{}
-			checkRecords(r, jobs, tt.rec, tt.kills, tt.stops)
+			checkRecords(r, jobs, tt.rec, tt.kills, tt.stops, tt.cuts)
 			if tt.want == "" {
 				require.Empty(t, r.Violations)
 				require.True(t, r.OK())

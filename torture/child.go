@@ -78,6 +78,13 @@ func ChildMain(b Backend) int {
 
 func runChild(ctx context.Context, b Backend, spec childSpec) error {
 	st, err := b.Open(ctx, spec.StoreDir)
+	for deadline := time.Now().Add(time.Minute); err != nil && b.Transient != nil && b.Transient(err) &&
+		ctx.Err() == nil && time.Now().Before(deadline); {
+		// The server may be restarting.
+		fmt.Fprintf(os.Stderr, "%sopen: %v\n", transientPrefix, err)
+		sleep(ctx, 200*time.Millisecond)
+		st, err = b.Open(ctx, spec.StoreDir)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // terminated while opening
@@ -85,7 +92,7 @@ func runChild(ctx context.Context, b Backend, spec childSpec) error {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
-	rec := &recorder{dir: spec.RecordDir, name: spec.Name}
+	rec := &recorder{dir: spec.RecordDir, name: spec.Name, transient: b.Transient, leaseLost: b.LeaseLost}
 	switch spec.Role {
 	case roleWorker:
 		if spec.Runner {
@@ -126,6 +133,47 @@ type recorder struct {
 	dir  string
 	name string
 	seq  atomic.Int64
+	// transient and leaseLost are Backend.Transient and Backend.LeaseLost.
+	transient, leaseLost func(error) bool
+}
+
+// lostOutcome records that the outcome of attempt of job id was lost with
+// the worker's lease, if err says so, and reports whether it did.
+func (r *recorder) lostOutcome(id string, attempt int, err error) bool {
+	if r.leaseLost == nil || !r.leaseLost(err) {
+		return false
+	}
+	if _, merr := r.marker(markerName(id, attempt, "lost"), fmt.Sprintf("%s\t%d\t%d\n", r.name, os.Getpid(), monoNow())); merr != nil {
+		r.violation("job %s attempt %d: lost marker: %v", id, attempt, merr)
+	}
+	return true
+}
+
+// transientPrefix starts the line a child writes to its output for each
+// transient store error it retries; the driver counts them.
+const transientPrefix = "transient store error; retrying: "
+
+// isTransient reports whether err is a store error to retry.
+func (r *recorder) isTransient(err error) bool {
+	return err != nil && r.transient != nil && r.transient(err)
+}
+
+// transientError notes a transient error of op.
+func (r *recorder) transientError(op string, err error) {
+	fmt.Fprintf(os.Stderr, "%s%s: %v\n", transientPrefix, op, err)
+}
+
+// retry calls f until it returns nil or an error that is not transient, or
+// ctx ends, pausing briefly after each transient error.
+func (r *recorder) retry(ctx context.Context, op string, f func() error) error {
+	for {
+		err := f()
+		if !r.isTransient(err) || ctx.Err() != nil {
+			return err
+		}
+		r.transientError(op, err)
+		sleep(ctx, 50*time.Millisecond)
+	}
 }
 
 // appendLine appends line to the log at path and fsyncs it before

@@ -17,6 +17,27 @@ type Backend struct {
 	// Fsck reopens the store in dir once every other process has closed
 	// it, then checks it. Nil skips the check, and the Report says so.
 	Fsck func(ctx context.Context, dir string) (FsckResult, error)
+	// Cut, if set, is a chaos event of its own: it cuts the connections
+	// of the live process pid to the store's server (as a network failure
+	// would) without stopping the process, and returns how many it cut. A
+	// worker whose connections were cut may lose the attempts it runs;
+	// the checks allow that, and only that, for attempts running when
+	// their worker was cut.
+	Cut func(ctx context.Context, dir string, pid int) (int, error)
+	// Restart, if set, restarts the store's server; a run calls it every
+	// Config.RestartInterval. Every worker counts as cut at that moment.
+	Restart func(ctx context.Context) error
+	// Transient reports whether an error of the store is one a retry may
+	// outlive (a connection cut): the children retry such errors. Nil
+	// means none is; every store error ends the child, which is then a
+	// violation.
+	Transient func(error) bool
+	// LeaseLost reports whether an ErrNotHeld from Complete says that the
+	// worker's process lost its leases with its connections (not that the
+	// store gave the job away while the worker lived). The worker then
+	// records the attempt's outcome as lost, which the checks allow only
+	// after a cut of its connections. Nil means never.
+	LeaseLost func(error) bool
 }
 
 // FsckResult is what Backend.Fsck found.
@@ -70,6 +91,13 @@ type Config struct {
 	ChaosInterval time.Duration
 	// MaxStop is the longest a process stays stopped. Zero means 2s.
 	MaxStop time.Duration
+	// CutPercent is the share of chaos events, in percent, that cut a
+	// worker's connections instead, when the Backend can (Backend.Cut).
+	// Zero means 20; negative means none.
+	CutPercent int
+	// RestartInterval, when positive and the Backend can restart its
+	// server (Backend.Restart), restarts it that often during the chaos.
+	RestartInterval time.Duration
 	// DrainTimeout bounds the wait, after chaos stops, for every job to
 	// reach a terminal state. Zero means two minutes.
 	DrainTimeout time.Duration
@@ -135,6 +163,10 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.Keys, 40)
 	setDefault(&c.ChaosInterval, time.Second)
 	setDefault(&c.MaxStop, 2*time.Second)
+	setDefault(&c.CutPercent, 20)
+	if c.CutPercent < 0 {
+		c.CutPercent = 0
+	}
 	setDefault(&c.DrainTimeout, 2*time.Minute)
 	if c.Seed == 0 {
 		c.Seed = time.Now().UnixNano()

@@ -33,6 +33,13 @@
 // fsynced before the submitter proceeds. Some workers run runner.Runner and
 // the others a minimal claim loop, so that both the store alone and the
 // production worker stack are attacked. FileBackend wires in filestore.
+// PGBackend wires in pgstore: each process has a pool of its own, the chaos
+// also cuts every connection of a worker process (pg_terminate_backend), and
+// the long form may restart the server; an attempt may then lose its lease
+// or its outcome, which the checks allow only for an attempt whose worker's
+// connections were cut (or the server restarted) while it ran, and the
+// re-run must still start after the lost attempt ended. Errors that are not
+// jobstore errors are retried by the children there (Backend.Transient).
 //
 // # Caveats
 //
@@ -40,7 +47,8 @@
 // holds its attempt, so the store does not consider it dead and its job is
 // not run elsewhere until it is continued. A run therefore checks that a
 // paused worker's job was not re-run while it was paused, not that it was
-// rescued. A torture run proves properties of the interleavings it happened
+// rescued (with pgstore, pauses stay well under the lease TTL, so that
+// holds there too). A torture run proves properties of the interleavings it happened
 // to produce, not of all interleavings; run it long and often. The
 // linearizability check drops Claim calls that found no job (they name no
 // job to partition by), so it does not check that "no job" was true, and it

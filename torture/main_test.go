@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 func testBackend() Backend {
-	b := FileBackend()
+	b := BackendFromEnv()
 	if os.Getenv(envBroken) == "keyloss" {
 		open := b.Open
 		b.Open = func(ctx context.Context, dir string) (jobstore.Store, error) {

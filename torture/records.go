@@ -38,6 +38,10 @@ type attemptRec struct {
 	HasEnd   bool
 	End      int64
 	Outcome  string
+	// HasLost is set when the worker could not record the attempt's
+	// outcome because its lease was lost (a "lost" marker, at LostAt).
+	HasLost bool
+	LostAt  int64
 }
 
 // records is everything the children recorded outside the store.
@@ -152,6 +156,11 @@ func (rec *records) readAttempts(dir string) error {
 		switch kind {
 		case "start":
 			a.HasStart, a.Start, a.Worker = true, at, f[0]
+		case "lost":
+			a.HasLost, a.LostAt = true, at
+			if a.Worker == "" {
+				a.Worker = f[0]
+			}
 		case "end":
 			if len(f) < 4 {
 				return fmt.Errorf("%s: %q: end marker without outcome", dir, name)

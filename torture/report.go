@@ -66,6 +66,23 @@ type Report struct {
 	// percentile of the same wait over all re-runs.
 	MedianRecoveryWait, P99RecoveryWait time.Duration
 	recoveryWaits                       []time.Duration
+	// Cuts counts the chaos events that cut a worker's connections to the
+	// store's server (Backend.Cut), and CutConnections the connections
+	// they cut; ServerRestarts counts the restarts of the server.
+	Cuts, CutConnections, ServerRestarts int
+	// LeaseLosses counts attempts whose worker gave them up because its
+	// lease was lost with its connections (outcome "lost"); each followed
+	// a cut of that worker's connections.
+	LeaseLosses int
+	// LostOutcomes counts attempts whose worker could not record their
+	// outcome because its lease was lost with its connections.
+	LostOutcomes int
+	// CutReruns counts attempts that followed a successful one whose
+	// worker's connections were cut before its outcome was recorded.
+	CutReruns int
+	// TransientErrors counts the store errors children retried (see
+	// Backend.Transient).
+	TransientErrors int
 	// TornLines counts record lines cut short by a SIGKILL (ignored).
 	TornLines int
 	// Fsck is "clean", "skipped", or the number of problems found.
@@ -107,8 +124,13 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	p("kills", "%d (%d workers, %d submitters)", r.Kills, r.WorkerKills, r.Kills-r.WorkerKills)
 	p("restarts / stops", "%d / %d", r.Restarts, r.Stops)
 	p("attempts", "%d started; %d retries after failure; %d re-runs after a kill", r.Attempts, r.Retries, r.Reruns)
-	p("attempt outcomes", "ok %d, failed %d, timeout %d, canceled %d, killed %d", r.Outcomes[outcomeOK],
-		r.Outcomes[outcomeFailed], r.Outcomes[outcomeTimeout], r.Outcomes[outcomeCanceled], r.Outcomes["killed"])
+	p("attempt outcomes", "ok %d, failed %d, timeout %d, canceled %d, lost %d, killed %d", r.Outcomes[outcomeOK],
+		r.Outcomes[outcomeFailed], r.Outcomes[outcomeTimeout], r.Outcomes[outcomeCanceled], r.Outcomes[outcomeLost],
+		r.Outcomes["killed"])
+	if r.Cuts > 0 || r.ServerRestarts > 0 {
+		p("connection cuts", "%d (%d connections); %d server restarts; %d attempts lost their lease, %d their outcome; %d re-runs after a cut; %d transient errors retried",
+			r.Cuts, r.CutConnections, r.ServerRestarts, r.LeaseLosses, r.LostOutcomes, r.CutReruns, r.TransientErrors)
+	}
 	p("paused attempts", "%d (worker SIGSTOPped mid-attempt; finished after SIGCONT, not run elsewhere)", r.PausedAttempts)
 	p("lost claims", "%d (claimed, worker killed before the handler started)", r.LostClaims)
 	p("canceled", "%d while queued, %d while running (the handler saw it)", r.CanceledQueued, r.CanceledRunning)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,6 +43,7 @@ type fleet struct {
 	procs    []*proc
 	kills    map[string]int64 // worker name -> CLOCK_MONOTONIC before its SIGKILL
 	stops    map[string][]pause
+	cuts     map[string][]pause // worker name -> the cuts of its connections, from before to after each
 	r        *Report
 }
 
@@ -62,6 +64,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x70725475)),
 		kills:    map[string]int64{},
 		stops:    map[string][]pause{},
+		cuts:     map[string][]pause{},
 		r: &Report{Seed: cfg.Seed, Workers: cfg.Workers, Submitters: cfg.Submitters,
 			Cancellers: cfg.Cancellers, RunnerWorkers: min(cfg.RunnerWorkers, cfg.Workers)},
 	}
@@ -128,6 +131,10 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 	begin := time.Now()
 	deadline := begin.Add(cfg.Duration)
 	next := begin.Add(jitter(f.rng, cfg.ChaosInterval))
+	nextRestart := time.Time{}
+	if cfg.RestartInterval > 0 && cfg.Backend.Restart != nil {
+		nextRestart = begin.Add(cfg.RestartInterval)
+	}
 	lastCount, lastLog := begin, begin
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -148,9 +155,15 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 			}
 			next = now.Add(jitter(f.rng, cfg.ChaosInterval))
 		}
+		if !nextRestart.IsZero() && now.After(nextRestart) {
+			if err := f.restartServer(ctx); err != nil {
+				return err
+			}
+			nextRestart = time.Now().Add(cfg.RestartInterval)
+		}
 		if now.Sub(lastLog) >= 10*time.Second {
 			lastLog = now
-			f.logf("%s: %d kills, %d stops", now.Sub(begin).Round(time.Second), f.r.Kills, f.r.Stops)
+			f.logf("%s: %d kills, %d stops, %d cuts", now.Sub(begin).Round(time.Second), f.r.Kills, f.r.Stops, f.r.Cuts)
 		}
 		if cfg.Jobs > 0 && now.Sub(lastCount) >= time.Second {
 			lastCount = now
@@ -175,6 +188,11 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 			return err
 		}
 		s, err := st.Stats(ctx)
+		if err != nil && f.transient(err) {
+			f.logf("stats: transient error, retrying: %v", err)
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("torture: stats: %w", err)
 		}
@@ -296,6 +314,18 @@ func (f *fleet) chaos(now time.Time) error {
 	if len(running) == 0 {
 		return nil
 	}
+	if f.cfg.Backend.Cut != nil && len(workers) > 0 && f.rng.IntN(100) < f.cfg.CutPercent {
+		p := workers[f.rng.IntN(len(workers))]
+		from := monoNow()
+		n, err := f.cfg.Backend.Cut(context.Background(), f.storeDir, p.cmd.Process.Pid)
+		if err != nil {
+			return fmt.Errorf("torture: cut %s: %w", p.name, err)
+		}
+		f.cuts[p.name] = append(f.cuts[p.name], pause{from: from, to: monoNow()})
+		f.r.Cuts++
+		f.r.CutConnections += n
+		return nil
+	}
 	if !stopped && f.rng.IntN(100) < 15 {
 		p := running[f.rng.IntN(len(running))]
 		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -324,6 +354,29 @@ func (f *fleet) chaos(now time.Time) error {
 	time.Sleep(time.Duration(f.rng.Int64N(int64(200 * time.Millisecond))))
 	f.r.Restarts++
 	return f.start(p.role, p.index, p.incarnation+1)
+}
+
+// restartServer restarts the store's server; every live worker counts as
+// cut for as long as the restart took.
+func (f *fleet) restartServer(ctx context.Context) error {
+	from := monoNow()
+	f.logf("restarting the server")
+	if err := f.cfg.Backend.Restart(ctx); err != nil {
+		return fmt.Errorf("torture: %w", err)
+	}
+	cut := pause{from: from, to: monoNow()}
+	for _, p := range f.procs {
+		if p.role == roleWorker && !exited(p) {
+			f.cuts[p.name] = append(f.cuts[p.name], cut)
+		}
+	}
+	f.r.ServerRestarts++
+	return nil
+}
+
+// transient reports whether err is a store error a retry may outlive.
+func (f *fleet) transient(err error) bool {
+	return f.cfg.Backend.Transient != nil && f.cfg.Backend.Transient(err)
 }
 
 // resume continues stopped children whose pause is over, or all of them.
@@ -422,6 +475,7 @@ func (f *fleet) check(ctx context.Context) error {
 		st.Close()
 		return fmt.Errorf("torture: read records: %w", err)
 	}
+	f.r.TransientErrors = countLines(filepath.Join(f.recDir, outDir), transientPrefix)
 	for _, s := range rec.submits {
 		if _, ok := jobs[s.ID]; ok {
 			continue
@@ -438,7 +492,7 @@ func (f *fleet) check(ctx context.Context) error {
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("torture: close store: %w", err)
 	}
-	checkRecords(f.r, jobs, rec, f.kills, f.stops)
+	checkRecords(f.r, jobs, rec, f.kills, f.stops, f.cuts)
 
 	switch {
 	case f.cfg.Backend.Fsck == nil:
@@ -459,6 +513,24 @@ func (f *fleet) check(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// countLines counts the lines that start with prefix in the files of dir.
+func countLines(dir, prefix string) int {
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, prefix) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // tail returns the last n bytes of the file at path, for error messages.

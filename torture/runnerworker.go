@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -17,6 +19,11 @@ import (
 // completes; the handler records the attempt's start and end around the
 // same work as the harness's own loop.
 func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec childSpec) error {
+	// excused holds the attempts ("id.attempt") whose outcome the runner
+	// may drop: their lease was lost, or a Complete failed transiently
+	// (it may have taken effect though its answer was cut off).
+	var excused sync.Map
+	attemptKey := func(j jobstore.Job) string { return fmt.Sprintf("%s.%d", j.ID, j.Attempt) }
 	r := runner.New(st, &runner.Options{
 		Concurrency:   max(spec.Concurrency, 1),
 		Worker:        spec.Name,
@@ -25,10 +32,27 @@ func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec
 		OnEvent: func(e runner.Event) {
 			switch e.Type {
 			case runner.EventDropped:
+				_, lost := excused.Load(attemptKey(e.Job))
+				_, cutOff := excused.Load(e.Job.ID)
+				if (lost || cutOff) && errors.Is(e.Err, jobstore.ErrNotHeld) {
+					return
+				}
+				if rec.lostOutcome(e.Job.ID, e.Job.Attempt, e.Err) {
+					return // the checks require a cut of this worker's connections
+				}
 				rec.violation("job %s attempt %d: runner %s dropped the outcome of a live worker: %v",
 					e.Job.ID, e.Job.Attempt, spec.Name, e.Err)
 			case runner.EventStoreError:
-				fmt.Fprintf(os.Stderr, "store error: %v\n", e.Err)
+				if !rec.isTransient(e.Err) {
+					fmt.Fprintf(os.Stderr, "store error: %v\n", e.Err)
+					return
+				}
+				rec.transientError("runner", e.Err)
+				// The runner names the job of a failed Complete.
+				if rest, ok := strings.CutPrefix(e.Err.Error(), "runner: complete "); ok {
+					id, _, _ := strings.Cut(rest, ":")
+					excused.Store(id, true)
+				}
 			}
 		},
 	})
@@ -42,6 +66,9 @@ func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec
 			rec.violation("job %s attempt %d was handed out twice: its start marker exists", j.ID, j.Attempt)
 		}
 		o, label := handle(ctx, j)
+		if label == outcomeLost {
+			excused.Store(attemptKey(j), true)
+		}
 		existed, err = rec.marker(markerName(j.ID, j.Attempt, "end"),
 			fmt.Sprintf("%s\t%d\t%d\t%s\n", spec.Name, os.Getpid(), monoNow(), label))
 		if err != nil {

@@ -84,7 +84,12 @@ func runSubmitter(ctx context.Context, st jobstore.Store, rec *recorder, spec ch
 	rng := rand.New(rand.NewPCG(uint64(spec.Seed), uint64(spec.Index)<<32|uint64(spec.Incarnation)))
 	for ctx.Err() == nil && (spec.Budget <= 0 || done < spec.Budget) {
 		s, class := newSpec(rng, spec.Keys)
-		j, created, err := st.Submit(ctx, s)
+		var j jobstore.Job
+		var created bool
+		err := rec.retry(ctx, "submit", func() (err error) {
+			j, created, err = st.Submit(ctx, s)
+			return err
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -96,7 +101,11 @@ func runSubmitter(ctx context.Context, st jobstore.Store, rec *recorder, spec ch
 		}
 		done++
 		if class == classCancelQueued {
-			c, err := st.Cancel(ctx, j.ID)
+			var c jobstore.Job
+			err := rec.retry(ctx, "cancel", func() (err error) {
+				c, err = st.Cancel(ctx, j.ID)
+				return err
+			})
 			switch {
 			case err == nil:
 				if err := appendLine(logPath, cancelLine(c, spec.Name)); err != nil {
@@ -143,7 +152,11 @@ func runCanceller(ctx context.Context, st jobstore.Store, rec *recorder, spec ch
 			state jobstore.State
 			p     float64
 		}{{jobstore.StateRunning, 0.25}, {jobstore.StateQueued, 0.04}} {
-			page, err := st.List(ctx, jobstore.ListOptions{States: []jobstore.State{pick.state}, Limit: 200})
+			var page jobstore.Page
+			err := rec.retry(ctx, "list", func() (err error) {
+				page, err = st.List(ctx, jobstore.ListOptions{States: []jobstore.State{pick.state}, Limit: 200})
+				return err
+			})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -154,7 +167,11 @@ func runCanceller(ctx context.Context, st jobstore.Store, rec *recorder, spec ch
 				if rng.Float64() >= pick.p || (pick.state == jobstore.StateRunning && !isSlow(j)) {
 					continue
 				}
-				c, err := st.Cancel(ctx, j.ID)
+				var c jobstore.Job
+				err := rec.retry(ctx, "cancel", func() (err error) {
+					c, err = st.Cancel(ctx, j.ID)
+					return err
+				})
 				switch {
 				case err == nil:
 					if err := appendLine(logPath, cancelLine(c, spec.Name)); err != nil {

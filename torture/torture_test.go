@@ -3,12 +3,15 @@ package torture
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/internal/pgtest"
 )
 
 // childArgs makes a re-executed test binary run no test: TestMain sees
@@ -110,4 +113,71 @@ func TestTortureCatchesBrokenStore(t *testing.T) {
 		found = found || strings.Contains(v, "Submit returned") || strings.Contains(v, "the store holds")
 	}
 	require.True(t, found, "violations: %q", r.Violations)
+}
+
+// TestTorturePostgres is the CI torture run on pgstore: about 15 seconds of
+// SIGKILLs, SIGSTOPs and restarts of worker and submitter processes, each
+// with its own pool, and cuts of every connection of a worker process
+// (pg_terminate_backend), then the drain and every check: nothing lost,
+// one job per key, no overlapping attempts, every job finished, and an
+// attempt that lost its lease only after its worker's connections were
+// cut. JOBDIR_TORTURE_SECONDS lengthens it.
+func TestTorturePostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a torture run")
+	}
+	dsn := pgtest.Require(t)
+	t.Setenv(EnvPostgres, dsn) // the children's backend
+	dir := t.TempDir()
+	cfg := ShortConfig(dir, PGBackend(dsn, ""))
+	cfg.Duration = 15 * time.Second
+	cfg.ChaosInterval = 500 * time.Millisecond
+	cfg.CutPercent = 30
+	if s := os.Getenv("JOBDIR_TORTURE_SECONDS"); s != "" {
+		d, err := time.ParseDuration(s + "s")
+		require.NoError(t, err)
+		cfg.Duration = d
+	}
+	cfg.Exe, cfg.Args = os.Args[0], childArgs
+	cfg.Log = logWriter{t}
+	r, err := Run(t.Context(), cfg)
+	t.Cleanup(func() { pgtest.Drop(t, PGSchema(filepath.Join(dir, "store"))) })
+	if r != nil {
+		var b strings.Builder
+		_, _ = r.WriteTo(&b)
+		t.Logf("torture report:\n%s", b.String())
+	}
+	require.NoError(t, err)
+	require.True(t, r.OK())
+	require.Positive(t, r.WorkerKills, "no worker was killed")
+	require.Positive(t, r.Cuts, "no worker's connections were cut")
+	require.Positive(t, r.Reruns+r.LostClaims+r.LeaseLosses, "no job was re-run after a kill or a cut")
+	require.Positive(t, r.KeyHits, "no key collided")
+	require.Positive(t, r.CanceledQueued, "no job was canceled while queued")
+	require.Equal(t, "skipped", r.Fsck)
+}
+
+// TestLinearizablePostgres records a history of operations from three
+// processes, each with its own pool, on one pgstore schema and checks it
+// with porcupine.
+func TestLinearizablePostgres(t *testing.T) {
+	dsn := pgtest.Require(t)
+	t.Setenv(EnvPostgres, dsn)
+	dir := t.TempDir()
+	rep, err := RunLinearizability(t.Context(), LinRunConfig{
+		Dir:       dir,
+		Backend:   PGBackend(dsn, ""),
+		Processes: 3,
+		Lin:       LinConfig{Clients: 2, Ops: 150, Keys: 6},
+		Exe:       os.Args[0],
+		Args:      childArgs,
+	})
+	t.Cleanup(func() { pgtest.Drop(t, PGSchema(filepath.Join(dir, "store"))) })
+	require.NoError(t, err)
+	t.Logf("%d operations on %d jobs: %s", rep.Ops, rep.Partitions, rep.Result)
+	for _, p := range rep.Illegal {
+		t.Logf("not linearizable:\n%s", p)
+	}
+	require.Equal(t, porcupine.Ok, rep.Result, "not linearizable; see %s", rep.Visualization)
+	require.GreaterOrEqual(t, rep.Ops, 3*2*150)
 }

@@ -31,6 +31,9 @@ const (
 	outcomeFailed   = "failed"
 	outcomeCanceled = "canceled"
 	outcomeTimeout  = "timeout"
+	// outcomeLost ends an attempt whose lease the worker lost while it
+	// lived (its connections to the store's server were cut).
+	outcomeLost = "lost"
 )
 
 // retryAfter is the pause before a failed torture job's next attempt: short,
@@ -38,8 +41,9 @@ const (
 const retryAfter = 50 * time.Millisecond
 
 var (
-	errCanceled = errors.New("cancel requested")
-	errTimeout  = errors.New("attempt timed out")
+	errCanceled  = errors.New("cancel requested")
+	errTimeout   = errors.New("attempt timed out")
+	errLeaseLost = errors.New("lease lost")
 )
 
 func markerName(id string, attempt int, kind string) string {
@@ -63,6 +67,11 @@ func runWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec child
 func workLoop(ctx context.Context, st jobstore.Store, rec *recorder, name string) error {
 	for ctx.Err() == nil {
 		j, err := st.Claim(ctx, jobstore.ClaimRequest{Worker: name})
+		if rec.isTransient(err) {
+			rec.transientError("claim", err)
+			sleep(ctx, 50*time.Millisecond)
+			continue
+		}
 		if errors.Is(err, jobstore.ErrNoJob) {
 			wait := 250 * time.Millisecond
 			var nj *jobstore.NoJobError
@@ -72,6 +81,10 @@ func workLoop(ctx context.Context, st jobstore.Store, rec *recorder, name string
 			actx, cancel := context.WithTimeout(ctx, wait)
 			err = st.AwaitWork(actx)
 			cancel()
+			if rec.isTransient(err) {
+				rec.transientError("await work", err)
+				continue
+			}
 			if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("await work: %w", err)
 			}
@@ -113,9 +126,15 @@ func runAttempt(ctx context.Context, st jobstore.Store, rec *recorder, name stri
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan error, 1)
 	go func() {
-		err := st.WatchCancel(wctx, lease)
-		if err == nil {
+		err := rec.retry(wctx, "watch cancel", func() error { return st.WatchCancel(wctx, lease) })
+		switch {
+		case err == nil:
 			cancel(errCanceled)
+		case errors.Is(err, jobstore.ErrNotHeld):
+			// The checks decide whether that was allowed: only after a
+			// cut of this worker's connections.
+			cancel(fmt.Errorf("%w: %w", errLeaseLost, err))
+			err = nil
 		}
 		watched <- err
 	}()
@@ -123,11 +142,7 @@ func runAttempt(ctx context.Context, st jobstore.Store, rec *recorder, name stri
 	o, label := handle(hctx, j)
 	stopWatch()
 	if err := <-watched; err != nil && !errors.Is(err, context.Canceled) {
-		if errors.Is(err, jobstore.ErrNotHeld) {
-			rec.violation("job %s attempt %d: lease lost while its worker %s was alive: %v", j.ID, j.Attempt, name, err)
-		} else {
-			return fmt.Errorf("watch cancel %s: %w", j.ID, err)
-		}
+		return fmt.Errorf("watch cancel %s: %w", j.ID, err)
 	}
 
 	existed, err = rec.marker(markerName(j.ID, j.Attempt, "end"),
@@ -138,11 +153,22 @@ func runAttempt(ctx context.Context, st jobstore.Store, rec *recorder, name stri
 	if existed {
 		rec.violation("job %s attempt %d ended twice: its end marker exists", j.ID, j.Attempt)
 	}
-	if _, err := st.Complete(ctx, lease, o); err != nil {
-		if errors.Is(err, jobstore.ErrNotHeld) {
-			rec.violation("job %s attempt %d: Complete by live worker %s: %v", j.ID, j.Attempt, name, err)
-			return nil
-		}
+	retried := false
+	err = rec.retry(ctx, "complete", func() error {
+		_, err := st.Complete(ctx, lease, o)
+		retried = retried || rec.isTransient(err)
+		return err
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, jobstore.ErrNotHeld) && (label == outcomeLost || retried):
+		// The lease was lost, or an earlier try took effect though its
+		// answer was cut off: the markers and the final record tell.
+	case errors.Is(err, jobstore.ErrNotHeld) && rec.lostOutcome(j.ID, j.Attempt, err):
+		// The checks require a cut of this worker's connections.
+	case errors.Is(err, jobstore.ErrNotHeld):
+		rec.violation("job %s attempt %d: Complete by live worker %s: %v", j.ID, j.Attempt, name, err)
+	default:
 		return fmt.Errorf("complete %s: %w", j.ID, err)
 	}
 	return nil
@@ -161,8 +187,11 @@ func handle(ctx context.Context, j jobstore.Job) (jobstore.Outcome, string) {
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		label := outcomeCanceled
-		if errors.Is(cause, errTimeout) || errors.Is(cause, runner.ErrTimeout) {
+		switch {
+		case errors.Is(cause, errTimeout) || errors.Is(cause, runner.ErrTimeout):
 			label = outcomeTimeout
+		case errors.Is(cause, errLeaseLost) || errors.Is(cause, runner.ErrLeaseLost):
+			label = outcomeLost
 		}
 		return jobstore.Outcome{Error: cause.Error(), RetryAfter: retryAfter}, label
 	case <-timer.C:

@@ -67,6 +67,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		load    = fs.Int("load-rate", 50, "background jobs/s submitted during the loaded latency figures")
 		from    = fs.String("from", "", "write the report of an earlier run again from its results.json, without running anything")
 		keep    = fs.Bool("keep-scale", false, "keep the seeded scaling stores under -dir and reuse them in later runs")
+		pgDSNf  = fs.String("postgres", pgDSN(), "the PostgreSQL server of the pgstore and River PG systems (a DSN); each store gets a schema of its own, dropped after")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: jobdir-bench [flags]\n\nRuns jobdir's stores, River and goqite side by side on one disk and prints a table of medians.\n\nFlags:\n")
@@ -77,6 +78,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *from != "" {
 		return rerender(*from, *outDir, stdout)
+	}
+	// The children inherit the environment.
+	if err := os.Setenv(envPostgres, *pgDSNf); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -366,7 +371,7 @@ func runAll(ctx context.Context, c *config, r *results) {
 			}
 			// The scaling figures read and claim; SyncFS changes only how
 			// writes are flushed, so its store is not scaled again.
-			if c.want("scale") && fileStore && s.name != syncFSSystem {
+			if c.want("scale") && fileStore && !s.pg && s.name != syncFSSystem {
 				for _, st := range seeded {
 					if err := runScale(ctx, c, r, s, st); err != nil {
 						fail(fmt.Sprintf("scale (%d jobs)", st.n), s, err)
@@ -400,14 +405,16 @@ type rawResults struct {
 	Targets    []target  `json:"targets"`
 	// TargetsSyncFS are the same targets for the durable file store with
 	// Options.SyncFS (the scaling ones use the default store's figures).
-	TargetsSyncFS []target  `json:"targets_syncfs,omitempty"`
-	Notes         []string  `json:"notes,omitempty"`
-	Finished      time.Time `json:"finished"`
+	TargetsSyncFS []target `json:"targets_syncfs,omitempty"`
+	// TargetsPG are issue 13's targets for pgstore against River PG.
+	TargetsPG []target  `json:"targets_pg,omitempty"`
+	Notes     []string  `json:"notes,omitempty"`
+	Finished  time.Time `json:"finished"`
 }
 
 // json returns the raw figures.
 func (rp *report) json() ([]byte, error) {
-	o := rawResults{Machine: rp.Machine, Command: rp.Command, Rounds: rp.cfg.Rounds, Jobs: rp.cfg.Jobs, Workers: rp.cfg.Workers, ScaleSizes: rp.cfg.ScaleSizes, Targets: rp.targets(defaultFileSystem), TargetsSyncFS: rp.targets(syncFSSystem), Finished: time.Now().UTC()}
+	o := rawResults{Machine: rp.Machine, Command: rp.Command, Rounds: rp.cfg.Rounds, Jobs: rp.cfg.Jobs, Workers: rp.cfg.Workers, ScaleSizes: rp.cfg.ScaleSizes, Targets: rp.targets(defaultFileSystem), TargetsSyncFS: rp.targets(syncFSSystem), TargetsPG: rp.pgTargets(), Finished: time.Now().UTC()}
 	for _, s := range rp.systems {
 		o.Systems = append(o.Systems, s.name)
 	}

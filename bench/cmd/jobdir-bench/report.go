@@ -309,6 +309,57 @@ func (rp *report) writeTargets(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", t.Name, t.Measured, t.Met)
 		}
 	}
+	if ts := rp.pgTargets(); len(ts) > 0 {
+		fmt.Fprint(w, "\n### Targets of issue 13 (jobdir pgstore against River PG with its defaults, same server, same run)\n\n| target | measured (medians) | |\n|---|---|---|\n")
+		for _, t := range ts {
+			fmt.Fprintf(w, "| %s | %s | %s |\n", t.Name, t.Measured, t.Met)
+		}
+	}
+}
+
+// pgTargets checks issue 13's targets for pgstore, against River PG with
+// its defaults, measured in the same run.
+func (rp *report) pgTargets() []target {
+	if _, ok := rp.median(mInsert1.ID, pgstoreSystemName); !ok {
+		return nil
+	}
+	var ts []target
+	add := func(name, measured string, ok, known bool) {
+		met := "n/a (not measured)"
+		if known {
+			met = map[bool]string{true: "**met**", false: "missed"}[ok]
+		}
+		ts = append(ts, target{name, measured, met})
+	}
+	// compare checks pgstore's m against River PG's: at least want times
+	// it for a throughput, at most want times it for a latency.
+	compare := func(name string, m metric, want float64) {
+		v, ok := rp.median(m.ID, pgstoreSystemName)
+		p, pok := rp.median(m.ID, riverPGSystemName)
+		if !ok || !pok || p == 0 {
+			add(name, "—", false, false)
+			return
+		}
+		met := v/p >= want
+		if !m.Higher {
+			met = v/p <= want
+		}
+		add(name, fmt.Sprintf("%s vs River PG %s %s = %.2f×", fmtNum(v), fmtNum(p), m.Unit, v/p), met, true)
+	}
+	if len(rp.cfg.Workers) > 0 {
+		wmax := rp.cfg.Workers[len(rp.cfg.Workers)-1]
+		compare(fmt.Sprintf("work-off, 2 processes × %d workers ≥ River PG", wmax), workoffMetric(2, wmax), 1)
+	}
+	compare("batch insert ≥ River PG's InsertMany", mBatch, 1)
+	compare("submit to handler start, other process, idle, p50 ≤ 1/10 of River PG's", latencyMetric(false, 50), 0.1)
+	below := func(name string, m metric, limit float64) {
+		v, ok := rp.median(m.ID, pgstoreSystemName)
+		add(name, map[bool]string{true: fmtNum(v) + " " + m.Unit, false: "—"}[ok], v < limit, ok)
+	}
+	below("submit to handler start, other process, idle, p50 < 5 ms", latencyMetric(false, 50), 5)
+	below("cross-process cancel reaching the handler, p50 < 50 ms", mCancel50, 50)
+	below("SIGKILLed worker's job starting elsewhere < 2 s", mKill, 2000)
+	return ts
 }
 
 func (rp *report) writeNotes(w io.Writer, sys []*system) {

@@ -45,6 +45,12 @@ type system struct {
 	inProcess bool
 	// setup prepares an empty store in dir (schema, migrations).
 	setup func(ctx context.Context, dir string) error
+	// teardown, if set, removes what setup made outside dir (a database
+	// schema) once the store is done with.
+	teardown func(ctx context.Context, dir string) error
+	// pg marks the systems on PostgreSQL; the file-store scaling figures
+	// skip them.
+	pg bool
 	// open returns a handle on the store in dir. For an in-process store
 	// every open of one dir returns the same store.
 	open func(ctx context.Context, dir string) (queue, error)
@@ -64,6 +70,9 @@ func allSystems() []*system {
 		riverSystem("river-normal", "River SQLite NORMAL", "NORMAL"),
 		goqiteSystem("goqite-full", "goqite SQLite FULL", "FULL"),
 		goqiteSystem("goqite-normal", "goqite SQLite NORMAL", "NORMAL"),
+		pgstoreSystem(),
+		riverPGSystem(riverPGSystemName, "River PG (defaults)", false),
+		riverPGSystem("river-pg-tuned", "River PG (tuned fetch)", true),
 	}
 }
 

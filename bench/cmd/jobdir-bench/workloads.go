@@ -86,7 +86,14 @@ func (c *config) freshDir(ctx context.Context, s *system) (string, func(), error
 	if err != nil {
 		return "", nil, err
 	}
-	cleanup := func() { c.discard(d) }
+	cleanup := func() {
+		if s.teardown != nil {
+			if err := s.teardown(context.WithoutCancel(ctx), d); err != nil {
+				c.logf("%s teardown: %v", s.name, err)
+			}
+		}
+		c.discard(d)
+	}
 	if err := s.setup(ctx, d); err != nil {
 		cleanup()
 		return "", nil, fmt.Errorf("%s setup: %w", s.name, err)

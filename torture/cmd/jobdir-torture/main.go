@@ -1,15 +1,21 @@
-// Command jobdir-torture attacks a filestore with worker, submitter and
-// canceller processes that it SIGKILLs, pauses and restarts at random, then
-// checks every promise of the store against records kept outside it and
-// prints the figures. It exits 1 if a promise was broken.
+// Command jobdir-torture attacks a store (a filestore, or pgstore with
+// -postgres) with worker, submitter and canceller processes that it
+// SIGKILLs, pauses and restarts at random, then checks every promise of the
+// store against records kept outside it and prints the figures. It exits 1
+// if a promise was broken.
 //
 // Usage:
 //
 //	jobdir-torture [-duration 1m] [-workers 3] [-submitters 2] [-dir DIR] [-seed N]
-//	jobdir-torture -lin [-processes 3] [-ops 150]
+//	jobdir-torture -postgres DSN [-pg-restart CMD -restart-every 2m] ...
+//	jobdir-torture -lin [-processes 3] [-ops 150] [-postgres DSN]
 //
 // -long selects the long setting (more processes and keys, a chaos event
-// every 1.5s). The children are this same binary, re-executed.
+// every 1.5s). With -postgres the store is a new schema of that database
+// (left there for inspection), chaos also cuts the connections of worker
+// processes (pg_terminate_backend), and -pg-restart names a shell command
+// that restarts the server, run every -restart-every. The children are
+// this same binary, re-executed.
 package main
 
 import (
@@ -29,7 +35,7 @@ import (
 
 func main() {
 	if torture.IsChild() {
-		os.Exit(torture.ChildMain(torture.FileBackend()))
+		os.Exit(torture.ChildMain(torture.BackendFromEnv()))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -56,6 +62,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		lin        = fs.Bool("lin", false, "run the linearizability check instead of the torture run")
 		processes  = fs.Int("processes", 3, "with -lin: client processes")
 		ops        = fs.Int("ops", 150, "with -lin: operations per client")
+		postgres   = fs.String("postgres", "", "run on pgstore in a new schema of this database (a DSN) instead of a filestore")
+		pgRestart  = fs.String("pg-restart", "", "with -postgres: a shell command that restarts the PostgreSQL server")
+		restartInt = fs.Duration("restart-every", 2*time.Minute, "with -pg-restart: how often to restart the server")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -68,13 +77,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		*dir = d
 	}
 	fmt.Fprintf(stdout, "work directory: %s\n", *dir)
+	backend := torture.FileBackend()
+	if *postgres != "" {
+		// The children inherit the environment: they open the same store.
+		if err := os.Setenv(torture.EnvPostgres, *postgres); err != nil {
+			return err
+		}
+		backend = torture.PGBackend(*postgres, *pgRestart)
+		defer func() {
+			fmt.Fprintf(stdout, "postgres schema: %s\n", torture.PGSchema(*dir+"/store"))
+		}()
+	}
 	if *lin {
-		return runLin(ctx, *dir, *processes, *ops, *seed, stdout)
+		return runLin(ctx, *dir, backend, *processes, *ops, *seed, stdout)
 	}
 
-	cfg := torture.ShortConfig(*dir, torture.FileBackend())
+	cfg := torture.ShortConfig(*dir, backend)
 	if *long {
-		cfg = torture.LongConfig(*dir, torture.FileBackend(), 20*time.Minute)
+		cfg = torture.LongConfig(*dir, backend, 20*time.Minute)
+	}
+	if *pgRestart != "" {
+		cfg.RestartInterval = *restartInt
 	}
 	if *duration > 0 {
 		cfg.Duration = *duration
@@ -101,10 +124,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-func runLin(ctx context.Context, dir string, processes, ops int, seed int64, stdout io.Writer) error {
+func runLin(ctx context.Context, dir string, backend torture.Backend, processes, ops int, seed int64, stdout io.Writer) error {
 	rep, err := torture.RunLinearizability(ctx, torture.LinRunConfig{
 		Dir:       dir,
-		Backend:   torture.FileBackend(),
+		Backend:   backend,
 		Processes: processes,
 		Lin:       torture.LinConfig{Ops: ops, Seed: seed},
 	})

@@ -12,7 +12,7 @@ import (
 // TestMain lets the test binary serve as the command's children.
 func TestMain(m *testing.M) {
 	if torture.IsChild() {
-		os.Exit(torture.ChildMain(torture.FileBackend()))
+		os.Exit(torture.ChildMain(torture.BackendFromEnv()))
 	}
 	os.Exit(m.Run())
 }

@@ -1,0 +1,133 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// busyRetry is how soon Claim asks to be called again (through
+// NoJobError.NextRunAt) when it found nothing but a due job exists: held for
+// a moment by another claim or change.
+const busyRetry = 5 * time.Millisecond
+
+// Claim moves the most urgent due queued job that req accepts to running for
+// req.Worker and returns it, in one statement: the job is picked from an
+// index in claim order (priority, then RunAt, then ID) and locked with FOR
+// UPDATE SKIP LOCKED, so concurrent claimers in any process never wait for
+// each other and never get one attempt twice. The claim belongs to this
+// store's lease session, which Claim starts (with its own connection) the
+// first time. Returns a *jobstore.NoJobError (which wraps
+// jobstore.ErrNoJob) when no such job is due; its NextRunAt is the earliest
+// RunAt of the accepted queued jobs, or a moment from now if a due one was
+// held by someone else.
+func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
+	if err := jobstore.ValidateWorker(req.Worker); err != nil {
+		return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	for _, k := range req.Kinds {
+		if err := jobstore.ValidateKind(k); err != nil {
+			return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", err)
+		}
+	}
+	if err := s.check(ctx, "claim"); err != nil {
+		return jobstore.Job{}, err
+	}
+	sess, err := s.session(ctx)
+	if err != nil {
+		return jobstore.Job{}, s.fail(ctx, "claim", err)
+	}
+	s.mu.Lock()
+	seq := s.workSeq
+	s.mu.Unlock()
+	now := usec(time.Now())
+	var r pgx.Row
+	if len(req.Kinds) == 0 {
+		r = s.pool.QueryRow(ctx, s.q.claim, req.Worker, sess.id, now)
+	} else {
+		r = s.pool.QueryRow(ctx, s.q.claimKinds, req.Worker, sess.id, now, req.Kinds)
+	}
+	got, err := scanRow(r)
+	switch {
+	case err == nil:
+		lease := got.job.Lease()
+		cached := got
+		cached.job.Payload = nil
+		s.mu.Lock()
+		old, dup := s.held[lease]
+		if !dup {
+			s.held[lease] = heldLease{sess: sess, claimed: cached}
+		}
+		s.mu.Unlock()
+		if dup {
+			// This worker holds this very lease from an earlier claim,
+			// whose commit a crash of the server undid (claims do not
+			// wait for a flush): its handler may still run and complete
+			// it. Use this attempt up, so that the job's next claim has a
+			// lease of its own, and claim again.
+			if err := s.burn(ctx, got, old.sess); err != nil {
+				return jobstore.Job{}, s.fail(ctx, "claim", err)
+			}
+			return s.Claim(ctx, req)
+		}
+		return got.job, nil
+	case errors.Is(err, jobstore.ErrCorrupt):
+		return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", s.failCorrupt(ctx, err))
+	case !errors.Is(err, pgx.ErrNoRows):
+		return jobstore.Job{}, s.fail(ctx, "claim", err)
+	}
+
+	var next *time.Time
+	if len(req.Kinds) == 0 {
+		err = s.pool.QueryRow(ctx, s.q.nextDue).Scan(&next)
+	} else {
+		err = s.pool.QueryRow(ctx, s.q.nextKinds, req.Kinds).Scan(&next)
+	}
+	if err != nil {
+		return jobstore.Job{}, s.fail(ctx, "claim", err)
+	}
+	var at time.Time
+	if next != nil {
+		at = next.UTC()
+		if !at.After(now) {
+			at = time.Now().Add(busyRetry)
+		}
+	}
+	s.mu.Lock()
+	s.noJobSeq = max(s.noJobSeq, seq)
+	if !at.IsZero() && (s.nextDue.IsZero() || at.Before(s.nextDue)) {
+		s.nextDue = at
+	}
+	s.mu.Unlock()
+	return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", &jobstore.NoJobError{NextRunAt: at})
+}
+
+// burn queues again the job just claimed as r, counting the attempt, as
+// the recovery of a dead worker does.
+func (s *Store) burn(ctx context.Context, r row, stale *session) error {
+	j, err := jobstore.ApplyRecover(r.job, usec(time.Now()))
+	if err != nil {
+		return err
+	}
+	if _, err := s.write(ctx, s.pool, r, j, true); err != nil {
+		return err
+	}
+	s.opts.Logger.Warn("pgstore: a claim repeated a lease that a crash of the server undid; attempt used up",
+		"job", r.job.ID, "attempt", r.job.Attempt, "stale session", stale.id)
+	return nil
+}
+
+// failCorrupt ends a claimed job whose doc column does not decode, so that
+// it is not left running forever, and returns err.
+func (s *Store) failCorrupt(ctx context.Context, err error) error {
+	if ce, ok := errors.AsType[*corruptError](err); ok {
+		_, _ = s.pool.Exec(ctx, `UPDATE `+s.q.schema+`.jobs SET state = 'failed', finished_at = now(),
+			session = NULL, version = version + 1 WHERE id = $1 AND state = 'running'`, ce.id)
+	}
+	return err
+}

@@ -1,0 +1,71 @@
+// Package pgstore is a jobstore.Store kept in PostgreSQL, for deploys that
+// outgrow one machine: any number of processes on any number of machines
+// submit, claim, cancel and wait for jobs in one schema, with the same
+// state machine and the same promises as filestore.
+//
+//	s, err := pgstore.OpenDSN(ctx, "postgres://app@db/app", nil)
+//
+// The store lives in one schema (Options.Schema, default "jobdir") that
+// Open creates and upgrades by versioned migrations embedded in the
+// package, under an advisory lock. Each job is one row of the jobs table;
+// the columns that indexes and statements need are columns, and the other
+// fields are a JSON document, so the state machine is the one in jobstore
+// (each change reads the row, applies a jobstore.Apply function and writes
+// the row back if its version did not change meanwhile). docs/postgres.md
+// describes the schema, the leases and what differs from filestore.
+//
+// # Guarantees
+//
+//   - Of any number of goroutines and processes claiming at once, exactly
+//     one gets each attempt of each job: a claim is one UPDATE of the job
+//     that an index scan in claim order (priority, RunAt, ID) picks and
+//     locks with FOR UPDATE SKIP LOCKED.
+//   - Of any number of processes submitting one key at once, exactly one
+//     creates the job (a unique index on the key); the others get it with
+//     created=false. SubmitBatch inserts its jobs in one statement of one
+//     transaction: all of them or none.
+//   - A worker's claim is a lease that dies with its process: the claims
+//     of a store belong to its lease session, a connection of its own that
+//     holds a session-level advisory lock. When the worker's process dies,
+//     its connection closes, the server releases the lock, and any live
+//     store queues the jobs again (attempt counted) within about a second
+//     (Options.RecoverInterval plus Options.LeaseGrace).
+//   - A worker cut off without its connection closing (a lost node, a hung
+//     process) loses its jobs once its session expires: it renews the
+//     session every LeaseTTL/4 on the database's clock, and its jobs are
+//     queued again LeaseTTL after the last renewal. A worker that cannot
+//     renew, or whose lease connection closes, gives its leases up at once:
+//     WatchCancel returns jobstore.ErrNotHeld (wrapping ErrLeaseLost), so
+//     runner.Runner cancels the handler's ctx with runner.ErrLeaseLost.
+//   - Every Complete is fenced by (worker, attempt): a stale worker never
+//     overwrites the outcome of a newer attempt.
+//   - Events, not polling: LISTEN/NOTIFY wakes AwaitWork on a submit or a
+//     requeue, WatchCancel on a cancel or a recovery, and Wait on the end
+//     of a job, across processes and machines. Blocked calls read the
+//     database every Options.PollInterval only while the listener
+//     connection is down; it reconnects.
+//   - Claim, Get, List, Prune and the due time in Stats read indexes whose
+//     size does not grow with the number of finished jobs (claims use an
+//     index of queued jobs only); Prune deletes in transactions of 1,000.
+//   - Submit, SubmitBatch, Complete, Cancel, Retry and Prune are durable
+//     when they return, as the server's commits are (synchronous_commit).
+//
+// # Caveats
+//
+//   - A connection pooler in transaction mode (PgBouncer's
+//     pool_mode=transaction) breaks session-level advisory locks and
+//     LISTEN: the lease connection detects it and Claim fails with
+//     ErrSessionNotKept. Give the store a direct connection, or a pooler in
+//     session mode.
+//   - Times are kept to the microsecond. Job times (RunAt, StartedAt, ...)
+//     come from the clock of the process that made the change, as in
+//     filestore, so the machines' clocks should agree (NTP); lease expiry
+//     uses the database's clock only.
+//   - A job may run more than once: if its worker dies mid-attempt, or
+//     loses its lease session (a restart of the server, a network cut),
+//     the job runs again elsewhere. Handlers must be idempotent.
+//   - Stats counts rows by reading the state index whole: its cost grows
+//     with the number of jobs kept. Prune steadily.
+//   - Many jobs scheduled far in the future slow a Claim that finds
+//     nothing due, which steps over them in the claim index.
+package pgstore

@@ -1,0 +1,181 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/internal/pgtest"
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/pgstore"
+)
+
+// TestOpenMigratesOnce: stores opening one new schema at the same moment
+// all succeed, and the schema's migrations ran once each (under the
+// advisory lock).
+func TestOpenMigratesOnce(t *testing.T) {
+	schema := pgtest.Schema(t)
+	pool := pgtest.Pool(t, 8)
+	const n = 8
+	stores := make([]*pgstore.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			stores[i], errs[i] = pgstore.Open(t.Context(), pool, &pgstore.Options{Schema: schema})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		defer stores[i].Close()
+	}
+	var versions []int
+	rows, err := pool.Query(t.Context(), `SELECT version FROM `+schema+`.migrations ORDER BY version`)
+	require.NoError(t, err)
+	versions, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	want := make([]int, pgstore.SchemaVersion())
+	for i := range want {
+		want[i] = i + 1
+	}
+	require.Equal(t, want, versions)
+
+	// A job submitted through one is seen by all.
+	j, _, err := stores[0].Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	for _, s := range stores {
+		got, err := s.Get(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Equal(t, j.ID, got.ID)
+	}
+}
+
+// TestOpenRefusesNewerSchema: a schema that a newer version migrated is
+// refused with ErrSchemaTooNew and a message that says what to do, and is
+// left as it was.
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	schema := pgtest.Schema(t)
+	pool := pgtest.Pool(t, 2)
+	s, err := pgstore.Open(t.Context(), pool, &pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	future := pgstore.SchemaVersion() + 1
+	_, err = pool.Exec(t.Context(), `INSERT INTO `+schema+`.migrations (version, name) VALUES ($1, 'from the future')`, future)
+	require.NoError(t, err)
+
+	_, err = pgstore.Open(t.Context(), pool, &pgstore.Options{Schema: schema})
+	require.ErrorIs(t, err, pgstore.ErrSchemaTooNew)
+	require.Contains(t, err.Error(), "upgrade the program")
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM `+schema+`.migrations`).Scan(&n))
+	require.Equal(t, future, n)
+}
+
+// TestOpenRejectsBadOptions: invalid options are refused before anything
+// is created.
+func TestOpenRejectsBadOptions(t *testing.T) {
+	pool := pgtest.Pool(t, 1)
+	for name, o := range map[string]pgstore.Options{
+		"upper-case schema":     {Schema: "Jobs"},
+		"quote in schema":       {Schema: `a"b`},
+		"schema with a dot":     {Schema: "a.b"},
+		"schema too long":       {Schema: "a123456789012345678901234567890123456789012345678"},
+		"schema starting digit": {Schema: "1jobs"},
+		"lease TTL under 1s":    {LeaseTTL: 10 * time.Millisecond},
+	} {
+		_, err := pgstore.Open(t.Context(), pool, &o)
+		require.ErrorIs(t, err, jobstore.ErrInvalidInput, name)
+	}
+	_, err := pgstore.Open(t.Context(), nil, nil)
+	require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+	_, err = pgstore.OpenDSN(t.Context(), "postgres://[bad", nil)
+	require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+}
+
+// TestOpenDSN: the DSN convenience opens a store with a pool of its own,
+// which Close closes.
+func TestOpenDSN(t *testing.T) {
+	schema := pgtest.Schema(t)
+	s, err := pgstore.OpenDSN(t.Context(), pgtest.DSN(), &pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	require.Equal(t, schema, s.Schema())
+	_, _, err = s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, _, err = s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.ErrorIs(t, err, jobstore.ErrClosed)
+}
+
+// TestListenerReconnects: when the server closes the listener connection,
+// the store connects again, and a Wait that was blocked across the cut
+// still returns on the notification of the completion (its poll, a
+// minute, never fires).
+func TestListenerReconnects(t *testing.T) {
+	schema := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
+	require.NoError(t, err)
+	cfg.MaxConns = 2
+	cfg.ConnConfig.RuntimeParams["application_name"] = schema
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	s, err := pgstore.Open(t.Context(), pool, &pgstore.Options{Schema: schema, PollInterval: time.Minute})
+	require.NoError(t, err)
+	defer s.Close()
+	other := openStore(t, schema, nil)
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	type result struct {
+		j   jobstore.Job
+		err error
+	}
+	waited := make(chan result, 1)
+	go func() {
+		j, err := s.Wait(ctx, j.ID)
+		waited <- result{j, err}
+	}()
+	require.Eventually(t, func() bool { return listeners(t, schema) == 1 }, 10*time.Second, 10*time.Millisecond)
+	n := terminate(t, `SELECT pid FROM pg_stat_activity WHERE application_name = $1
+		AND query LIKE 'SELECT count(*) FROM pg_listening_channels()%'`, schema)
+	require.Equal(t, 1, n)
+	require.Eventually(t, func() bool { return listeners(t, schema) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the listener did not reconnect")
+
+	c, err := other.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	_, err = other.Complete(t.Context(), c.Lease(), jobstore.Succeeded(json.RawMessage(`1`)))
+	require.NoError(t, err)
+	select {
+	case r := <-waited:
+		require.NoError(t, r.err)
+		require.Equal(t, jobstore.StateSucceeded, r.j.State)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after the listener reconnected")
+	}
+}
+
+// listeners counts the idle listener connections whose application_name
+// is app.
+func listeners(t *testing.T, app string) int {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), pgtest.DSN())
+	require.NoError(t, err)
+	defer conn.Close(t.Context())
+	var n int
+	err = conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
+		AND query LIKE 'SELECT count(*) FROM pg_listening_channels()%' AND state = 'idle'`, app).Scan(&n)
+	require.NoError(t, err)
+	return n
+}

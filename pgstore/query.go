@@ -1,0 +1,177 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// pruneBatch is how many jobs one transaction of Prune deletes: small
+// transactions keep row locks and WAL bursts short on a busy table.
+const pruneBatch = 1000
+
+// Get returns the job with the given ID. Returns an error wrapping
+// jobstore.ErrInvalidID for a malformed ID and jobstore.ErrNotFound for an
+// unknown one.
+func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
+	if err := jobstore.ValidateID(id); err != nil {
+		return jobstore.Job{}, fmt.Errorf("pgstore: get: %w", err)
+	}
+	if err := s.check(ctx, "get"); err != nil {
+		return jobstore.Job{}, err
+	}
+	r, err := s.getRow(ctx, s.pool, id)
+	if errors.Is(err, jobstore.ErrNotFound) || errors.Is(err, jobstore.ErrCorrupt) {
+		return jobstore.Job{}, fmt.Errorf("pgstore: get: %w", err)
+	}
+	if err != nil {
+		return jobstore.Job{}, s.fail(ctx, "get", err)
+	}
+	return r.job, nil
+}
+
+// List returns one page of the jobs that match opts, in ID order as
+// opts.Order says, and the cursor of the next page, reading the primary key
+// or the index of the state or kind it filters on. A row whose doc column
+// does not decode is skipped and reported in Page.Errors. Returns an error
+// wrapping jobstore.ErrInvalidInput for invalid options.
+func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.Page, error) {
+	opts, err := opts.Normalize()
+	if err != nil {
+		return jobstore.Page{}, fmt.Errorf("pgstore: list: %w", err)
+	}
+	if err := s.check(ctx, "list"); err != nil {
+		return jobstore.Page{}, err
+	}
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if len(opts.States) > 0 {
+		states := make([]string, len(opts.States))
+		for i, st := range opts.States {
+			states[i] = string(st)
+		}
+		where = append(where, "state = ANY("+arg(states)+")")
+	}
+	if opts.Kind != "" {
+		where = append(where, "kind = "+arg(opts.Kind))
+	}
+	order := "DESC"
+	if opts.Order == jobstore.OldestFirst {
+		order = "ASC"
+	}
+	if opts.Cursor != "" {
+		op := "<"
+		if opts.Order == jobstore.OldestFirst {
+			op = ">"
+		}
+		where = append(where, "id "+op+" "+arg(opts.Cursor))
+	}
+	sql := `SELECT ` + cols + ` FROM ` + s.q.schema + `.jobs`
+	if len(where) > 0 {
+		sql += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	sql += ` ORDER BY id ` + order + ` LIMIT ` + arg(opts.Limit+1)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return jobstore.Page{}, s.fail(ctx, "list", err)
+	}
+	defer rows.Close()
+	page := jobstore.Page{Jobs: []jobstore.Job{}}
+	last := ""
+	n := 0
+	for rows.Next() {
+		n++
+		if n > opts.Limit {
+			page.Next = last
+			break
+		}
+		r, err := scanRow(rows)
+		if ce, ok := errors.AsType[*corruptError](err); ok {
+			page.Errors = append(page.Errors, fmt.Errorf("pgstore: list: %w", err))
+			last = ce.id
+			continue
+		}
+		if err != nil {
+			return jobstore.Page{}, s.fail(ctx, "list", err)
+		}
+		page.Jobs = append(page.Jobs, r.job)
+		last = r.job.ID
+	}
+	if err := rows.Err(); err != nil {
+		return jobstore.Page{}, s.fail(ctx, "list", err)
+	}
+	return page, nil
+}
+
+// Stats counts the jobs in each state and reports the RunAt of the
+// longest-waiting due queued job. The counts read the state index whole:
+// their cost grows with the number of jobs kept, so prune.
+func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
+	if err := s.check(ctx, "stats"); err != nil {
+		return jobstore.Stats{}, err
+	}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
+	for _, state := range jobstore.States() {
+		st.Counts[state] = 0
+	}
+	rows, err := s.pool.Query(ctx, s.q.counts)
+	if err != nil {
+		return jobstore.Stats{}, s.fail(ctx, "stats", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return jobstore.Stats{}, s.fail(ctx, "stats", err)
+		}
+		st.Counts[jobstore.State(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return jobstore.Stats{}, s.fail(ctx, "stats", err)
+	}
+	var oldest *time.Time
+	if err := s.pool.QueryRow(ctx, s.q.oldest, usec(time.Now())).Scan(&oldest); err != nil {
+		return jobstore.Stats{}, s.fail(ctx, "stats", err)
+	}
+	if oldest != nil {
+		st.OldestQueuedAt = oldest.UTC()
+	}
+	return st, nil
+}
+
+// Prune deletes the terminal jobs that finished more than olderThan ago,
+// in transactions of at most 1,000 jobs found through the index on
+// finished_at, and returns how many it deleted. Their idempotency keys
+// become free again. If ctx ends or an error stops it, the jobs deleted so
+// far stay deleted, and their number is returned with the error.
+func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("pgstore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
+	}
+	if err := s.check(ctx, "prune"); err != nil {
+		return 0, err
+	}
+	cutoff := usec(time.Now().Add(-olderThan))
+	total := 0
+	for {
+		tag, err := s.pool.Exec(ctx, s.q.prune, cutoff, pruneBatch)
+		if err != nil {
+			return total, s.fail(ctx, "prune", err)
+		}
+		n := int(tag.RowsAffected())
+		total += n
+		if n < pruneBatch {
+			return total, nil
+		}
+	}
+}

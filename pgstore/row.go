@@ -1,0 +1,278 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// cols are the columns every read of a whole job selects, in the order
+// scanRow expects.
+const cols = `id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
+	finished_at, cancel_requested, session, waited, version, payload, result, doc`
+
+// row is one job as stored.
+type row struct {
+	job jobstore.Job
+	// session is the lease session of a running job (0 if none).
+	session int32
+	waited  bool
+	version int64
+}
+
+// scanRow reads the columns of cols into a row, and any further columns
+// into extra. A doc that does not decode
+// gives an error wrapping jobstore.ErrCorrupt that names the job.
+func scanRow(r pgx.Row, extra ...any) (row, error) {
+	var (
+		out                  row
+		id, kind, state, w   string
+		key                  *string
+		prio, attempt        int32
+		runAt, updated       time.Time
+		started, finished    *time.Time
+		cancelReq            bool
+		session              *int32
+		payload, result, doc []byte
+	)
+	dest := []any{&id, &key, &kind, &state, &prio, &runAt, &attempt, &w, &started, &updated,
+		&finished, &cancelReq, &session, &out.waited, &out.version, &payload, &result, &doc}
+	err := r.Scan(append(dest, extra...)...)
+	if err != nil {
+		return out, err
+	}
+	j := &out.job
+	if err := json.Unmarshal(doc, j); err != nil {
+		return out, &corruptError{id: id, err: err}
+	}
+	// The columns win: a claim changes only them.
+	j.ID, j.Kind, j.State, j.Worker = id, kind, jobstore.State(state), w
+	j.Key = ""
+	if key != nil {
+		j.Key = *key
+	}
+	j.Priority, j.Attempt = int(prio), int(attempt)
+	j.RunAt, j.UpdatedAt = runAt.UTC(), updated.UTC()
+	j.StartedAt, j.FinishedAt = timeOrZero(started), timeOrZero(finished)
+	j.CancelRequested = cancelReq
+	j.Payload, j.Result = nilIfEmpty(payload), nilIfEmpty(result)
+	if session != nil {
+		out.session = *session
+	}
+	return out, nil
+}
+
+// corruptError is scanRow's error for a doc column that does not decode.
+// It unwraps to jobstore.ErrCorrupt.
+type corruptError struct {
+	id  string
+	err error
+}
+
+func (e *corruptError) Error() string {
+	return fmt.Sprintf("%s: job %s: doc column: %v", jobstore.ErrCorrupt, e.id, e.err)
+}
+
+func (e *corruptError) Unwrap() error { return jobstore.ErrCorrupt }
+
+func timeOrZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func nilIfEmpty(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// usec returns t cut to the microsecond, the precision of timestamptz, in
+// UTC, so that what a call returns is what a later read returns.
+func usec(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Truncate(time.Microsecond).UTC()
+}
+
+// trimTimes cuts every time of j to the microsecond.
+func trimTimes(j jobstore.Job) jobstore.Job {
+	for _, t := range []*time.Time{&j.RunAt, &j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.FinishedAt} {
+		*t = usec(*t)
+	}
+	return j
+}
+
+// nullTime is t, or NULL for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// nullKey is the key, or NULL for none.
+func nullKey(k string) any {
+	if k == "" {
+		return nil
+	}
+	return k
+}
+
+// encodeDoc returns the JSON of j without its payload and result, which
+// have columns of their own.
+func encodeDoc(j jobstore.Job) ([]byte, error) {
+	j.Payload, j.Result = nil, nil
+	return json.Marshal(j)
+}
+
+// nullBytes is b, or NULL for none.
+func nullBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}
+
+// queries holds the statements of one schema.
+type queries struct {
+	schema     string // quoted
+	chanWork   string // notification channel: a job may have become claimable
+	chanJob    string // notification channel: job <payload> changed
+	get        string
+	insert     string
+	byKey      string
+	byKeys     string
+	insertMany string
+	claim      string
+	claimKinds string
+	nextDue    string
+	nextKinds  string
+	update     string
+	markWaited string
+	watch      string
+	prune      string
+	counts     string
+	oldest     string
+	newSession string
+	renew      string
+	findDead   string
+	rescue     string
+	running    string
+}
+
+func newQueries(schema string) queries {
+	s := pgx.Identifier{schema}.Sanitize()
+	t := s + ".jobs"
+	q := queries{schema: s, chanWork: schema + ".work", chanJob: schema + ".job"}
+	q.get = `SELECT ` + cols + ` FROM ` + t + ` WHERE id = $1`
+	q.insert = `WITH ins AS (
+		INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, updated_at, payload, doc)
+		VALUES ($1, $2, $3, 'queued', $4, $5, 0, $6, $7, $8)
+		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
+		RETURNING id),
+	n AS (SELECT pg_notify($9, '') FROM ins)
+	SELECT id, (SELECT count(*) FROM n) FROM ins`
+	q.byKey = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1`
+	q.byKeys = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = ANY($1)`
+	q.insertMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, updated_at, payload, doc)
+		SELECT id, key, kind, 'queued', priority, run_at, 0, updated_at, payload, doc
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::bytea[], $8::bytea[])
+			AS u(id, key, kind, priority, run_at, updated_at, payload, doc)
+		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
+		RETURNING id`
+	// A claim does not wait for its commit to be flushed (the setting
+	// applies to its own transaction only): a claim lost in a crash of
+	// the server leaves the job queued, as if it had not happened, and its
+	// claimant has lost its lease session with the crash. Claim guards
+	// against the one thing that could follow (see its comment).
+	//
+	// With kinds, the candidates are the first few due jobs of each kind,
+	// each list read in order from the index of its kind; the best of them
+	// that no one else holds is locked. An index scan in claim order reads
+	// only what it returns, however many jobs the table holds (and the
+	// planner, given a filter on kind, might otherwise choose a scan of
+	// every queued job and a sort).
+	claim := func(pick string) string {
+		return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true) AS off)
+		UPDATE ` + t + ` SET state = 'running', attempt = attempt + 1, worker = $1, session = $2,
+			started_at = $3, updated_at = $3, cancel_requested = false, version = version + 1
+		WHERE id = (` + pick + `)
+		AND (SELECT off FROM async) IS NOT NULL
+		RETURNING ` + cols
+	}
+	q.claim = claim(`SELECT id FROM ` + t + `
+		WHERE state = 'queued' AND run_at <= $3
+		ORDER BY priority DESC, run_at, id
+		LIMIT 1
+		FOR UPDATE SKIP LOCKED`)
+	q.claimKinds = claim(`SELECT j.id FROM ` + t + ` j
+		WHERE j.id IN (
+			SELECT c.id FROM unnest($4::text[]) AS k(kind),
+			LATERAL (SELECT id FROM ` + t + `
+				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3
+				ORDER BY priority DESC, run_at, id
+				LIMIT 8) c)
+		AND j.state = 'queued' AND j.run_at <= $3
+		ORDER BY j.priority DESC, j.run_at, j.id
+		LIMIT 1
+		FOR UPDATE OF j SKIP LOCKED`)
+	q.nextDue = `SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued'`
+	q.nextKinds = q.nextDue + ` AND kind = ANY($1)`
+	// update writes a job read at version $2 back, notifying the work
+	// channel if it is now queued and the job channel if $14 says so or
+	// it reached a terminal state while a Wait watches it.
+	q.update = `WITH u AS (
+		UPDATE ` + t + ` SET state = $3, priority = $4, run_at = $5, attempt = $6, worker = $7,
+			started_at = $8, updated_at = $9, finished_at = $10, cancel_requested = $11,
+			session = CASE WHEN $3 = 'running' THEN session END,
+			result = $12, doc = $13, version = version + 1
+		WHERE id = $1 AND version = $2
+		RETURNING ` + cols + `),
+	nw AS (SELECT pg_notify($15, '') FROM u WHERE state = 'queued'),
+	nj AS (SELECT pg_notify($16, id) FROM u
+		WHERE $14 OR (waited AND state IN ('succeeded', 'failed', 'canceled')))
+	SELECT ` + cols + `, (SELECT count(*) FROM nw), (SELECT count(*) FROM nj) FROM u`
+	q.markWaited = `UPDATE ` + t + ` SET waited = true WHERE id = $1 RETURNING ` + cols
+	q.watch = `SELECT state, worker, attempt, cancel_requested FROM ` + t + ` WHERE id = $1`
+	q.prune = `DELETE FROM ` + t + ` WHERE id IN (
+		SELECT id FROM ` + t + `
+		WHERE finished_at < $1 AND state IN ('succeeded', 'failed', 'canceled')
+		LIMIT $2)`
+	q.counts = `SELECT state, count(*) FROM ` + t + ` GROUP BY state`
+	q.oldest = `SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued' AND run_at <= $1`
+
+	ss := s + ".sessions"
+	// A new session: a fresh id, locked at once on this connection.
+	q.newSession = `INSERT INTO ` + ss + ` (id, host, pid, backend_pid, expires_at)
+		SELECT n.id, $1, $2, pg_backend_pid(), now() + make_interval(secs => $3)
+		FROM (SELECT nextval('` + s + `.session_ids')::int AS id) n
+		WHERE pg_try_advisory_lock($4::int, n.id)
+		RETURNING id`
+	// A renewal fails once the session expired or was recovered.
+	q.renew = `UPDATE ` + ss + ` SET expires_at = now() + make_interval(secs => $2)
+		WHERE id = $1 AND expires_at >= now() AND dead_since IS NULL`
+	// findDead marks the sessions whose advisory lock is free (their
+	// connection is gone) and lists those whose jobs are due for
+	// recovery: expired, or dead for the grace $2 (seconds).
+	q.findDead = `WITH mark AS (
+		UPDATE ` + ss + ` SET dead_since = now()
+		WHERE dead_since IS NULL AND pg_try_advisory_xact_lock($1::int, id)
+		RETURNING id)
+	SELECT id FROM ` + ss + ` WHERE expires_at < now() OR dead_since <= now() - make_interval(secs => $2)
+	UNION
+	SELECT id FROM mark WHERE $2 = 0`
+	// rescue ends a session found dead, unless another store did first.
+	q.rescue = `DELETE FROM ` + ss + `
+		WHERE id = $1 AND (expires_at < now() OR dead_since <= now() - make_interval(secs => $2))
+		RETURNING id`
+	q.running = `SELECT ` + cols + ` FROM ` + t + ` WHERE session = $1 AND state = 'running' FOR UPDATE`
+	return q
+}

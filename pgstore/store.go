@@ -1,0 +1,225 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// Store is a jobstore.Store kept in a PostgreSQL schema that any number of
+// processes on any number of machines may open at once. It is safe for
+// concurrent use by goroutines and by processes; see the package
+// documentation for what that rests on.
+type Store struct {
+	pool    *pgxpool.Pool
+	ownPool bool
+	opts    Options
+	q       queries
+	// ns is the first key of the store's advisory locks: the schema's OID,
+	// unique in the database while the schema exists.
+	ns int32
+
+	// closed is closed by Close; stop ends the background goroutines.
+	closed    chan struct{}
+	stop      context.CancelFunc
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	// sessMu serializes the creation of lease sessions.
+	sessMu sync.Mutex
+
+	mu sync.Mutex
+	// sess is the current lease session, nil until the first Claim and
+	// after a session is lost.
+	sess *session
+	// held maps the leases this store handed out and has not seen
+	// completed to what it knows about them.
+	held map[jobstore.Lease]heldLease
+	// work is closed and replaced whenever a job may have become
+	// claimable; workSeq counts that, and noJobSeq is workSeq when a
+	// Claim last found nothing (see AwaitWork).
+	work              chan struct{}
+	workSeq, noJobSeq uint64
+	// nextDue is the earliest future RunAt a Claim reported, zero if none.
+	nextDue time.Time
+	// watches holds a channel per job ID that Wait or WatchCancel watches,
+	// closed and removed on any notification about that job.
+	watches map[string]*idWatch
+	// listening reports whether the listener connection is up;
+	// listenChanged is closed and replaced when that changes.
+	listening     bool
+	listenChanged chan struct{}
+	listenStarted bool
+}
+
+// heldLease is what a store remembers of a lease it handed out.
+type heldLease struct {
+	sess *session
+	// claimed is the row as the claim wrote it (without the payload), for
+	// a Complete in one statement while nothing else changed it.
+	claimed row
+}
+
+type idWatch struct {
+	ch   chan struct{}
+	refs int
+}
+
+var _ jobstore.Store = (*Store)(nil)
+
+// Open opens the store in the schema opts.Schema (default "jobdir") of the
+// database pool connects to, creating the schema or upgrading it to this
+// version's if needed, and returns it. Several processes may open one
+// schema at once; the migrations run under an advisory lock. The store
+// uses pool for its queries and, from the pool's configuration, opens up
+// to two more connections of its own: one that listens for
+// notifications, and, once it claims a job, one that holds its lease
+// session. Close does not close pool. opts may be nil.
+//
+// Open returns ErrSchemaTooNew for a schema written by a newer version,
+// and an error wrapping jobstore.ErrInvalidInput for invalid options.
+func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("pgstore: open: %w: nil pool", jobstore.ErrInvalidInput)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	s := &Store{
+		pool:          pool,
+		opts:          o,
+		q:             newQueries(o.Schema),
+		closed:        make(chan struct{}),
+		held:          make(map[jobstore.Lease]heldLease),
+		work:          make(chan struct{}),
+		watches:       make(map[string]*idWatch),
+		listenChanged: make(chan struct{}),
+	}
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	var oid int64
+	if err := pool.QueryRow(ctx, `SELECT oid::int8 FROM pg_namespace WHERE nspname = $1`, o.Schema).Scan(&oid); err != nil {
+		return nil, fmt.Errorf("pgstore: open: read schema: %w", err)
+	}
+	s.ns = int32(uint32(oid))
+	bg, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.wg.Add(1)
+	go s.maintain(bg)
+	return s, nil
+}
+
+// OpenDSN connects to the database that dsn names (a URL such as
+// postgres://user@host/db or a key=value string, as pgxpool.ParseConfig
+// takes) with a pool of its own, and opens the store there as Open does.
+// Close closes the pool.
+func OpenDSN(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w: %w", jobstore.ErrInvalidInput, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	s, err := Open(ctx, pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
+}
+
+// Schema returns the name of the schema the store lives in.
+func (s *Store) Schema() string { return s.opts.Schema }
+
+// Close stops the store's goroutines, closes its listener and lease
+// connections, and makes blocked calls return ErrClosed. The jobs this
+// Store's workers still hold are recovered like a dead worker's, by any
+// live store, once Options.LeaseGrace has passed. It closes the pool only
+// if OpenDSN made it. Close is idempotent and safe for concurrent use.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.stop()
+		s.mu.Lock()
+		sess := s.sess
+		s.sess = nil
+		s.mu.Unlock()
+		if sess != nil {
+			s.endSession(sess, errStoreClosed)
+		}
+		s.wg.Wait()
+		if s.ownPool {
+			s.pool.Close()
+		}
+	})
+	return nil
+}
+
+// errStoreClosed ends the lease session of a store that closes.
+var errStoreClosed = errors.New("the store was closed")
+
+func (s *Store) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// check returns an error for a call that must not proceed: the store is
+// closed, or ctx has ended.
+func (s *Store) check(ctx context.Context, op string) error {
+	if s.isClosed() {
+		return fmt.Errorf("pgstore: %s: %w", op, jobstore.ErrClosed)
+	}
+	return ctx.Err()
+}
+
+// fail wraps a database error of op: ErrClosed if the store was closed
+// meanwhile, ctx's error as it is, others with the op.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	switch {
+	case s.isClosed():
+		return fmt.Errorf("pgstore: %s: %w", op, jobstore.ErrClosed)
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return ctx.Err()
+	}
+	return fmt.Errorf("pgstore: %s: %w", op, err)
+}
+
+// connConfig returns a copy of the pool's connection settings, for the
+// store's own connections.
+func (s *Store) connConfig() *pgx.ConnConfig {
+	return s.pool.Config().ConnConfig.Copy()
+}
+
+// maintain runs until the store closes: it recovers the jobs of dead
+// lease sessions every RecoverInterval.
+func (s *Store) maintain(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.RecoverInterval)
+	defer t.Stop()
+	for {
+		if err := s.recoverDead(ctx); err != nil && ctx.Err() == nil {
+			s.opts.Logger.Warn("pgstore: recovery of dead workers' jobs failed; will retry", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
