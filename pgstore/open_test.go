@@ -179,3 +179,24 @@ func listeners(t *testing.T, app string) int {
 	require.NoError(t, err)
 	return n
 }
+
+// TestPing: Ping answers nil on a usable store, an error once its table is
+// gone, and ErrClosed after Close; it reads no job.
+func TestPing(t *testing.T) {
+	schema := pgtest.Schema(t)
+	pool := pgtest.Pool(t, 4)
+	s, err := pgstore.Open(t.Context(), pool, &pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, s.Ping(t.Context()))
+
+	_, err = pool.Exec(t.Context(), `ALTER TABLE `+schema+`.jobs RENAME TO jobs_gone`)
+	require.NoError(t, err)
+	err = s.Ping(t.Context())
+	require.ErrorContains(t, err, "is gone")
+	_, err = pool.Exec(t.Context(), `ALTER TABLE `+schema+`.jobs_gone RENAME TO jobs`)
+	require.NoError(t, err)
+	require.NoError(t, s.Ping(t.Context()))
+
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.Ping(t.Context()), jobstore.ErrClosed)
+}

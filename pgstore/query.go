@@ -85,30 +85,28 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 		return jobstore.Page{}, s.fail(ctx, "list", err)
 	}
 	defer rows.Close()
-	page := jobstore.Page{Jobs: []jobstore.Job{}}
-	last := ""
-	n := 0
+	// PageBuilder cuts the page at opts.Limit jobs or opts.MaxBytes, like
+	// every store; the row after the last one fetched tells that more exist.
+	b := jobstore.NewPageBuilder(opts)
+	var errs []error
 	for rows.Next() {
-		n++
-		if n > opts.Limit {
-			page.Next = last
-			break
-		}
 		r, err := scanRow(rows)
-		if ce, ok := errors.AsType[*corruptError](err); ok {
-			page.Errors = append(page.Errors, fmt.Errorf("pgstore: list: %w", err))
-			last = ce.id
+		if _, ok := errors.AsType[*corruptError](err); ok {
+			errs = append(errs, fmt.Errorf("pgstore: list: %w", err))
 			continue
 		}
 		if err != nil {
 			return jobstore.Page{}, s.fail(ctx, "list", err)
 		}
-		page.Jobs = append(page.Jobs, r.job)
-		last = r.job.ID
+		if !b.Add(r.job) {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return jobstore.Page{}, s.fail(ctx, "list", err)
 	}
+	page := b.Page()
+	page.Errors = errs
 	return page, nil
 }
 
@@ -174,4 +172,31 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error)
 			return total, nil
 		}
 	}
+}
+
+// Ping reports whether the database answers and the store's schema is
+// there, without reading any job, so a health check's cost does not grow
+// with the store. It implements jobstore.Pinger. It returns an error
+// wrapping jobstore.ErrClosed after Close; a read-only (standby) server is
+// an error, since no job could change there.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.check(ctx, "ping"); err != nil {
+		return err
+	}
+	var (
+		readOnly string
+		hasTable bool
+	)
+	err := s.pool.QueryRow(ctx, `SELECT current_setting('transaction_read_only'), to_regclass($1) IS NOT NULL`,
+		s.q.schema+".jobs").Scan(&readOnly, &hasTable)
+	if err != nil {
+		return s.fail(ctx, "ping", err)
+	}
+	if !hasTable {
+		return fmt.Errorf("pgstore: ping: the table %s.jobs is gone", s.opts.Schema)
+	}
+	if readOnly == "on" {
+		return fmt.Errorf("pgstore: ping: the server is read-only")
+	}
+	return nil
 }

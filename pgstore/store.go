@@ -72,7 +72,10 @@ type idWatch struct {
 	refs int
 }
 
-var _ jobstore.Store = (*Store)(nil)
+var (
+	_ jobstore.Store  = (*Store)(nil)
+	_ jobstore.Pinger = (*Store)(nil)
+)
 
 // Open opens the store in the schema opts.Schema (default "jobdir") of the
 // database pool connects to, creating the schema or upgrading it to this
