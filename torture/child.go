@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -69,11 +70,29 @@ func ChildMain(b Backend) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	signalReady()
 	if err := runChild(ctx, b, spec); err != nil {
 		fmt.Fprintf(os.Stderr, "torture child %s: %v\n", spec.Name, err)
 		return 1
 	}
 	return 0
+}
+
+// envReadyFD names the descriptor on which a child tells the driver that it
+// handles SIGTERM from now on.
+const envReadyFD = "JOBDIR_TORTURE_READY_FD"
+
+// signalReady tells the driver that SIGTERM is handled, and closes the
+// descriptor so that no process this child starts inherits it.
+func signalReady() {
+	fd, err := strconv.Atoi(os.Getenv(envReadyFD))
+	_ = os.Unsetenv(envReadyFD)
+	if err != nil || fd < 3 {
+		return
+	}
+	f := os.NewFile(uintptr(fd), "ready")
+	_, _ = f.Write([]byte{1})
+	_ = f.Close()
 }
 
 func runChild(ctx context.Context, b Backend, spec childSpec) error {

@@ -28,6 +28,7 @@ type proc struct {
 	name        string
 	cmd         *exec.Cmd
 	done        chan struct{} // closed once the process has exited
+	ready       chan struct{} // closed once it handles SIGTERM, or has exited
 	waitErr     error
 	expected    bool      // the driver ended it
 	stoppedTill time.Time // non-zero while SIGSTOPped
@@ -253,14 +254,29 @@ func startChild(exe string, args []string, spec childSpec, outPath string) (*pro
 		return nil, err
 	}
 	defer out.Close()
-	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), EnvChild+"="+string(js))
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
+	// The child writes to readyW once it handles SIGTERM (see ChildMain):
+	// a SIGTERM sent before that, while a loaded machine is still starting
+	// the binary, would kill it as a failure.
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
 		return nil, err
 	}
-	p := &proc{name: spec.Name, cmd: cmd, done: make(chan struct{})}
+	defer readyW.Close()
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), EnvChild+"="+string(js), envReadyFD+"=3")
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.ExtraFiles = []*os.File{readyW}
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		_ = readyR.Close()
+		return nil, err
+	}
+	p := &proc{name: spec.Name, cmd: cmd, done: make(chan struct{}), ready: make(chan struct{})}
+	go func() {
+		defer readyR.Close()
+		_, _ = readyR.Read(make([]byte, 1)) // a byte, or EOF once it exits
+		close(p.ready)
+	}()
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)
@@ -402,12 +418,18 @@ func (f *fleet) terminate(roles ...string) error {
 		for _, r := range roles {
 			if p.role == r && !exited(p) {
 				p.expected = true
-				_ = p.cmd.Process.Signal(syscall.SIGTERM)
 				ps = append(ps, p)
 			}
 		}
 	}
 	limit := time.After(30 * time.Second)
+	for _, p := range ps {
+		select {
+		case <-p.ready:
+		case <-limit:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
 	for _, p := range ps {
 		select {
 		case <-p.done:
