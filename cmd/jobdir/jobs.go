@@ -240,13 +240,7 @@ func (a *app) waitCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				switch j.State {
-				case jobstore.StateFailed:
-					return &exitStatusError{code: exitFailed, err: fmt.Errorf("job %s failed after %d attempts: %s", j.ID, j.Attempt, j.LastError)}
-				case jobstore.StateCanceled:
-					return &exitStatusError{code: exitCanceled, silent: true}
-				}
-				return nil
+				return jobResult(j)
 			})
 		},
 	}

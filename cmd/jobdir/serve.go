@@ -129,7 +129,14 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, cfg serveConfig) e
 	defer stopRun()
 	if cfg.workers > 0 {
 		cfg.wf.groupAccess = a.groupAccess
-		r := cfg.wf.newRunner(st, cfg.workers, a.stderr, srv.ObserveRunner)
+		h, contained, err := cfg.wf.handler(st)
+		if err != nil {
+			return err
+		}
+		if !cfg.wf.quiet {
+			fmt.Fprintf(a.stderr, "jobdir: containment: %s\n", contained)
+		}
+		r := cfg.wf.newRunner(st, h, cfg.workers, a.stderr, srv.ObserveRunner)
 		wg.Go(func() {
 			runErr = r.Run(runCtx)
 			if runErr != nil {
