@@ -95,6 +95,10 @@ type Options struct {
 	// Logger receives a line per request (Debug) and per server-side error
 	// (Error). Nil means no logging.
 	Logger *slog.Logger
+	// LogDir is the directory of the exec jobs' logs (execjob's LogDir),
+	// which GET /v1/jobs/{id}/log serves. Empty means the route answers
+	// 404: this server keeps no logs.
+	LogDir string
 }
 
 // Server serves the HTTP API on one store. It implements http.Handler and
@@ -115,6 +119,7 @@ type Server struct {
 	log          *slog.Logger
 	registry     *prometheus.Registry
 	metrics      *metrics
+	logDir       string
 }
 
 // The routes, as net/http patterns. They are also the route label of the
@@ -155,6 +160,7 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 		maxBatchBody: o.MaxBatchBodyBytes,
 		maxWait:      o.MaxWait,
 		log:          o.Logger,
+		logDir:       o.LogDir,
 	}
 	switch {
 	case len(o.Tokens) == 0 && !o.InsecureNoAuth:
@@ -211,6 +217,7 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 	s.mux.HandleFunc(routeCancel, s.handleCancel)
 	s.mux.HandleFunc(routeRetry, s.handleRetry)
 	s.mux.HandleFunc(routeWait, s.handleWait)
+	s.mux.HandleFunc(routeLog, s.handleLog)
 	s.mux.HandleFunc(routeStats, s.handleStats)
 	s.mux.HandleFunc(routeHealth, s.handleHealth)
 	s.mux.Handle(routeMetrics, s.metricsHandler())

@@ -64,6 +64,17 @@ func Copy(ctx context.Context, w io.Writer, st jobstore.Store, logDir, id string
 		off += n
 		return err
 	}
+	// follow copies new output and what the filter held back at the end of
+	// the log.
+	follow := func() error {
+		if err := copyNew(); err != nil {
+			return err
+		}
+		if raw != nil {
+			return raw.Sync()
+		}
+		return nil
+	}
 	flushRaw := func() error {
 		if raw != nil {
 			return raw.Flush()
@@ -102,6 +113,11 @@ func Copy(ctx context.Context, w io.Writer, st jobstore.Store, logDir, id string
 		}
 		sink.w = w
 	}
+	if raw != nil {
+		if err := raw.Sync(); err != nil {
+			return j, err
+		}
+	}
 	poll := opts.Poll
 	if poll <= 0 {
 		poll = DefaultPoll
@@ -121,7 +137,7 @@ func Copy(ctx context.Context, w io.Writer, st jobstore.Store, logDir, id string
 			}
 			return final, flushRaw()
 		case <-t.C:
-			if err := copyNew(); err != nil {
+			if err := follow(); err != nil {
 				return j, err
 			}
 		}

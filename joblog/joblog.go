@@ -108,12 +108,14 @@ func describeMode(m fs.FileMode) string {
 
 // RawWriter passes what is written to it on to W without the notes, and
 // without the newline jobdir added before a note: what remains is the
-// program's output. It works line by line, holding back an unfinished line
-// and a line's newline until it knows whether a note follows; Flush writes
-// what it holds back. It is not safe for concurrent use.
+// program's output. It holds back a line's newline until it knows whether
+// a note follows, and the start of a line that may still turn out to be a
+// note; Sync and Flush write what it holds back. It is not safe for
+// concurrent use.
 type RawWriter struct {
 	W       io.Writer
-	line    []byte // the unfinished line
+	line    []byte // the start of the current line, while it may be a note
+	through bool   // the current line is not a note: its bytes go through
 	newline bool   // a newline held back: it belongs to the output unless a note that says it was added follows
 }
 
@@ -122,11 +124,16 @@ func (r *RawWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
+		seg := p
+		if i >= 0 {
+			seg = p[:i]
+		}
+		if err := r.add(seg); err != nil {
+			return n - len(p), err
+		}
 		if i < 0 {
-			r.line = append(r.line, p...)
 			break
 		}
-		r.line = append(r.line, p[:i]...)
 		p = p[i+1:]
 		if err := r.endLine(); err != nil {
 			return n - len(p), err
@@ -135,24 +142,52 @@ func (r *RawWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// endLine handles r.line, which ended with a newline.
+// add takes more bytes of the current line.
+func (r *RawWriter) add(seg []byte) error {
+	if r.through {
+		_, err := r.W.Write(seg)
+		return err
+	}
+	r.line = append(r.line, seg...)
+	if bytes.HasPrefix(r.line, []byte(NotePrefix)) || bytes.HasPrefix([]byte(NotePrefix), r.line) {
+		return nil // may be a note: wait for the end of the line
+	}
+	// Not a note: the held newline was the output's, and so is this line.
+	r.through = true
+	if err := r.releaseNewline(); err != nil {
+		return err
+	}
+	_, err := r.W.Write(r.line)
+	r.line = r.line[:0]
+	return err
+}
+
+func (r *RawWriter) releaseNewline() error {
+	if !r.newline {
+		return nil
+	}
+	r.newline = false
+	_, err := r.W.Write([]byte{'\n'})
+	return err
+}
+
+// endLine ends the current line at a newline.
 func (r *RawWriter) endLine() error {
+	if r.through {
+		r.through, r.newline = false, true
+		return nil
+	}
 	line := r.line
 	r.line = r.line[:0]
 	if IsNote(line) {
 		// The held-back newline was jobdir's if the note says so.
-		if r.newline && !bytes.HasSuffix(line, []byte(NoNewlineSuffix+NoteSuffix)) {
-			if _, err := r.W.Write([]byte{'\n'}); err != nil {
-				return err
-			}
+		if bytes.HasSuffix(line, []byte(NoNewlineSuffix+NoteSuffix)) {
+			r.newline = false
 		}
-		r.newline = false
-		return nil
+		return r.releaseNewline()
 	}
-	if r.newline {
-		if _, err := r.W.Write([]byte{'\n'}); err != nil {
-			return err
-		}
+	if err := r.releaseNewline(); err != nil {
+		return err
 	}
 	if _, err := r.W.Write(line); err != nil {
 		return err
@@ -161,21 +196,24 @@ func (r *RawWriter) endLine() error {
 	return nil
 }
 
+// Sync writes a newline held back at the end of what was written so far,
+// for a reader following a log that reached its current end: jobdir writes
+// a note together with the newline it adds before it, so a newline at the
+// end of a log is the program's (unless the reader caught jobdir's write
+// half done).
+func (r *RawWriter) Sync() error {
+	return r.releaseNewline()
+}
+
 // Flush writes what Write held back: the newline of the last line, and an
 // unfinished line. Call it at the end of the log.
 func (r *RawWriter) Flush() error {
-	if r.newline {
-		r.newline = false
-		if _, err := r.W.Write([]byte{'\n'}); err != nil {
-			return err
-		}
+	if err := r.releaseNewline(); err != nil {
+		return err
 	}
-	if len(r.line) > 0 {
-		line := r.line
-		r.line = nil
-		if IsNote(line) {
-			return nil
-		}
+	line := r.line
+	r.line, r.through = nil, false
+	if len(line) > 0 && !IsNote(line) {
 		_, err := r.W.Write(line)
 		return err
 	}

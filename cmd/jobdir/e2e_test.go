@@ -504,3 +504,30 @@ func TestE2EWorkerStopsGracefully(t *testing.T) {
 	require.Equal(t, 4, j.MaxAttempts, "the interrupted attempt does not count")
 	require.Equal(t, jobstore.EndInterrupted, j.History[0].End)
 }
+
+// TestE2EServeJobsDoNotSeeTheToken: an exec job run by jobdir serve --work
+// does not get the server's $JOBDIR_TOKEN, and its output can be followed
+// over HTTP until it ends.
+func TestE2EServeJobsDoNotSeeTheToken(t *testing.T) {
+	dir, wd := newStoreDir(t), t.TempDir()
+	const token = "e2e-secret-token"
+	s := startServer(t, dir, wd, token, "--allow-kind", "exec", "--work", "1")
+	var job jobstore.Job
+	require.Equal(t, http.StatusCreated, call(t, "POST", s.url+"/v1/jobs", token, map[string]any{"kind": "exec", "max_attempts": 1,
+		"payload": map[string]any{"argv": []string{"sh", "-c", `sleep 0.2; echo "token=[$JOBDIR_TOKEN]"; env | grep -c e2e-secret-token`}, "dir": wd}}, &job))
+
+	ctx, cancel := context.WithTimeout(t.Context(), liveness)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", s.url+"/v1/jobs/"+job.ID+"/log?follow=1&raw=1", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Equal(t, "token=[]\n0\n", string(body))
+	require.Equal(t, "failed", resp.Trailer.Get("Jobdir-State"), "grep -c found nothing: exit status 1")
+	s.stop(t)
+}

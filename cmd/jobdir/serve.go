@@ -52,6 +52,12 @@ so they are refused unless --allow-kind exec is given: whoever holds a token
 can then run any program as this user. The default address is on loopback
 for the same reason.
 
+Jobs run by --work get the environment "jobdir work --help" describes: never
+$JOBDIR_TOKEN. They run as this user, though, so they can read what this user
+can, a --token-file included: to keep tokens from jobs, run the workers as
+another user (jobdir work, on the same store). GET /v1/jobs/ID/log serves a
+job's output from the store's logs/ directory.
+
 On SIGINT or SIGTERM it stops accepting requests, finishes the ones in
 flight, stops its workers as jobdir work does, and exits.`,
 		Example: `  JOBDIR_TOKEN=$(cat ~/.jobdir-token) jobdir serve
@@ -106,7 +112,7 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, cfg serveConfig) e
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators, Logger: a.logger(level)})
+	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators, Logger: a.logger(level), LogDir: logDir(st)})
 	if err != nil {
 		return usagef("%v", err)
 	}
