@@ -225,6 +225,7 @@ func TestWorkRunsJobsAndWaitReportsHow(t *testing.T) {
 	require.Regexp(t, `State:\s+failed`, r.stdout)
 	require.Regexp(t, `Command:\s+sh -c 'echo something broke >&2; exit 9'`, r.stdout)
 	require.Contains(t, r.stdout, "Last error:\n  exit status 9")
+	require.Regexp(t, `Attempts:\n  1  failed +\S+ +after \S+ +exit status 9; output ends with: something broke\n`, r.stdout)
 	require.Contains(t, r.stdout, filepath.Join(dir, "logs", bad+".log"))
 
 	r = jdOK(t, dir, "retry", bad)
