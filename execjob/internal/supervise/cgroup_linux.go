@@ -51,6 +51,7 @@ func probeCgroup() (string, error) {
 		return "", fmt.Errorf("this process's cgroup %s is outside the mounted cgroup v2 (%s at %s)", rel, root, mount)
 	}
 	dir := filepath.Join(mount, sub)
+	sweepCgroups(dir)
 	// Try it: make a cgroup, check it can be killed as a whole, remove it.
 	probe, err := newCgroup(dir, "probe")
 	if err != nil {
@@ -64,6 +65,35 @@ func probeCgroup() (string, error) {
 		return "", fmt.Errorf("cgroup v2 %s is not delegated to this user (cgroup.procs is not writable)", dir)
 	}
 	return dir, nil
+}
+
+// sweepCgroups removes the empty cgroups under dir that workers which are
+// gone left behind: a worker killed before its supervisor read where the
+// attempt's cgroup was leaves it. A name ends with the PID of the worker
+// that made it; a cgroup that is still in use is never empty, and rmdir(2)
+// refuses a cgroup with a process in it.
+func sweepCgroups(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), cgroupPrefix) {
+			continue
+		}
+		f := strings.Split(e.Name(), "-")
+		if len(f) < 4 {
+			continue
+		}
+		pid, err := strconv.Atoi(f[len(f)-2])
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			continue // its worker may still use it
+		}
+		_ = unix.Rmdir(filepath.Join(dir, e.Name()))
+	}
 }
 
 // cgroup2Mount finds where the cgroup v2 hierarchy is mounted, and which
@@ -192,11 +222,30 @@ func (c *cgroupDir) populated() bool {
 }
 
 // waitEmpty waits until no process is left in the cgroup, calling again
-// (to kill what remains) every killTick.
+// (to kill what remains) every killTick. The kernel reports a change of
+// cgroup.events to inotify, which wakes the wait at once.
 func (c *cgroupDir) waitEmpty(again func()) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err == nil {
+		defer unix.Close(fd)
+		if _, err := unix.InotifyAddWatch(fd, filepath.Join(c.path, "cgroup.events"), unix.IN_MODIFY); err != nil {
+			unix.Close(fd)
+			fd = -1
+		}
+	} else {
+		fd = -1
+	}
 	for c.populated() {
 		again()
-		time.Sleep(killTick)
+		if fd < 0 {
+			time.Sleep(killTick)
+			continue
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(pfd, int(killTick/time.Millisecond)); n > 0 {
+			var buf [4096]byte
+			_, _ = unix.Read(fd, buf[:])
+		}
 	}
 }
 

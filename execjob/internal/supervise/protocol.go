@@ -11,6 +11,11 @@ import (
 // from scratch.
 const envSupervise = "JOBDIR_EXECJOB_SUPERVISE"
 
+// envCgroup holds, in the supervisor's environment, the attempt's cgroup
+// (as the config does), so that a supervisor whose worker died before it
+// sent the config removes the cgroup all the same.
+const envCgroup = "JOBDIR_EXECJOB_CGROUP"
+
 // protocolVersion changes with any change to the protocol.
 const protocolVersion = "1"
 

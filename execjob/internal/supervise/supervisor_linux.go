@@ -58,7 +58,12 @@ func supervise() int {
 	ctrl := bufio.NewReader(os.NewFile(fdControl, "control"))
 	line, err := ctrl.ReadBytes('\n')
 	if err != nil {
-		return 2 // the worker died before it sent the config: nothing ran
+		// The worker died before it sent the config: nothing ran, but
+		// the attempt's cgroup may have been made.
+		if cg := os.Getenv(envCgroup); cg != "" {
+			RemoveCgroup(cg)
+		}
+		return 2
 	}
 	if err := json.Unmarshal(line, &s.cfg); err != nil {
 		s.send(event{Event: evStartFailed, Failure: FailureOther, Message: "supervisor: bad config: " + err.Error()})
@@ -68,11 +73,21 @@ func supervise() int {
 		s.send(event{Event: evStartFailed, Failure: FailureOther, Message: "supervisor: cannot become a subreaper: " + err.Error()})
 		return 2
 	}
+	// SIGUSR1 is the parent-death signal the worker sets: it means the
+	// worker died. (A parent-death signal comes when the thread that
+	// started this process exits, possibly before the rest of the worker,
+	// so getppid cannot tell.) SIGTERM, SIGINT and SIGHUP, from a person,
+	// stop the program gracefully.
+	dead := make(chan os.Signal, 1)
+	signal.Notify(dead, syscall.SIGUSR1)
 	sigs := make(chan os.Signal, 4)
-	// SIGTERM is also the parent-death signal the worker sets.
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if os.Getppid() != s.cfg.Worker {
-		return 2 // the worker died before the program started
+		// The worker died before the program started.
+		if s.cfg.Cgroup != "" {
+			RemoveCgroup(s.cfg.Cgroup)
+		}
+		return 2
 	}
 	cmds := make(chan byte, 8)
 	go func() {
@@ -98,7 +113,7 @@ func supervise() int {
 	}
 	s.send(started)
 
-	code, sig, leftovers := s.loop(cmds, sigs)
+	code, sig, leftovers := s.loop(cmds, dead, sigs)
 	s.removeCgroup()
 	s.send(event{Event: evExited, Code: code, Signal: sig, Leftovers: leftovers})
 	return 0
@@ -196,47 +211,48 @@ func reap(out chan<- reaped) {
 // gone and reaped, and returns the program's exit code, the name of the
 // signal that killed it, and how many leftovers were killed after it
 // exited.
-func (s *supervisor) loop(cmds <-chan byte, sigs <-chan os.Signal) (code int, sig string, leftovers int) {
+func (s *supervisor) loop(cmds <-chan byte, dead, sigs <-chan os.Signal) (code int, sig string, leftovers int) {
 	children := make(chan reaped, 64)
 	go reap(children)
 	var (
 		progDone bool
 		stopping bool
 		killing  bool
+		allGone  bool
 		grace    <-chan time.Time
-		tick     <-chan time.Time
+		tick     <-chan time.Time // set while a repeated SIGKILL is due
+		rounds   int              // of SIGKILL
 	)
 	stop := func() {
 		if stopping || killing {
 			return
 		}
 		stopping = true
-		s.signalAll(unix.SIGTERM)
-		t := time.NewTimer(s.cfg.KillGrace)
-		grace = t.C
+		s.signalAll(unix.SIGTERM, true)
+		grace = time.After(s.cfg.KillGrace)
+	}
+	reaped := func(r reaped) {
+		switch {
+		case r.none:
+			allGone = true
+		case r.pid == s.pid:
+			progDone, s.pgid = true, false
+			code = r.status.ExitStatus()
+			if r.status.Signaled() {
+				code, sig = -1, unix.SignalName(r.status.Signal())
+			}
+			// Whatever the program left running dies with it, at
+			// once; unless it is being stopped, when the others have
+			// the rest of the grace to finish.
+			if !stopping {
+				killing = true
+			}
+		}
 	}
 	for {
 		select {
 		case r := <-children:
-			if r.none {
-				if s.cgroup != nil {
-					s.cgroup.waitEmpty(func() { s.cgroup.kill() })
-				}
-				return code, sig, len(s.killed)
-			}
-			if r.pid == s.pid {
-				progDone, s.pgid = true, false
-				code = r.status.ExitStatus()
-				if r.status.Signaled() {
-					code, sig = -1, unix.SignalName(r.status.Signal())
-				}
-				// Whatever the program left running dies with it, at
-				// once; unless it is being stopped, when the others
-				// have the rest of the grace to finish.
-				if !stopping {
-					killing = true
-				}
-			}
+			reaped(r)
 		case c := <-cmds:
 			switch c {
 			case cmdStop:
@@ -244,32 +260,50 @@ func (s *supervisor) loop(cmds <-chan byte, sigs <-chan os.Signal) (code int, si
 			case cmdKill:
 				killing = true
 			}
+		case <-dead:
+			killing = true
 		case <-sigs:
-			if os.Getppid() != s.cfg.Worker {
-				killing = true // the parent-death signal: the worker died
-			} else {
-				stop()
-			}
+			stop()
 		case <-grace:
 			killing = true
 		case <-tick:
+			tick = nil
 		}
-		if killing {
-			n := s.signalAll(unix.SIGKILL)
-			if progDone {
-				for _, pid := range n {
+		for drained := false; !drained; {
+			select {
+			case r := <-children:
+				reaped(r)
+			default:
+				drained = true
+			}
+		}
+		if allGone {
+			if s.cgroup != nil {
+				s.cgroup.waitEmpty(s.cgroup.kill)
+			}
+			return code, sig, len(s.killed)
+		}
+		if killing && tick == nil {
+			// Again every killTick until no child is left: a process
+			// may fork between the search and the kill. With a
+			// cgroup, whose kill takes forks along, the first round
+			// skips the search in /proc (milliseconds of CPU), which
+			// only finds a process that left the cgroup.
+			for _, pid := range s.signalAll(unix.SIGKILL, s.cgroup == nil || rounds > 0) {
+				if progDone {
 					s.killed[pid] = true
 				}
 			}
+			rounds++
 			tick = time.After(killTick)
 		}
 	}
 }
 
 // signalAll sends sig to every process of the attempt: the program's
-// group, every descendant of the supervisor, and the cgroup. It returns
-// the processes it signalled by PID.
-func (s *supervisor) signalAll(sig unix.Signal) []int {
+// group, the cgroup, and if search, every descendant of the supervisor
+// found in /proc. It returns the processes it signalled by PID.
+func (s *supervisor) signalAll(sig unix.Signal, search bool) []int {
 	if s.pgid {
 		_ = unix.Kill(-s.pid, sig)
 	}
@@ -285,6 +319,9 @@ func (s *supervisor) signalAll(sig unix.Signal) []int {
 				}
 			}
 		}
+	}
+	if !search {
+		return hit
 	}
 	for _, pid := range descendants(s.self) {
 		if signalDescendant(s.self, pid, sig) {

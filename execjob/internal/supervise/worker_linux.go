@@ -83,7 +83,7 @@ func Start(spec Spec) (*Attempt, error) {
 		Stderr: spec.Output,
 		// A group of its own: a terminal's ^C reaches the worker, which
 		// decides what to do, and not the supervisor.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR1},
 		WaitDelay:   waitDelay,
 		ExtraFiles:  []*os.File{ctrlR, statW},
 	}
@@ -95,6 +95,9 @@ func Start(spec Spec) (*Attempt, error) {
 	// In a binary built with -race, the race runtime sleeps a second
 	// before exiting unless told not to; the lease waits for the exit.
 	cmd.Env = append(cmd.Env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	if spec.Cgroup != "" {
+		cmd.Env = append(cmd.Env, envCgroup+"="+spec.Cgroup)
+	}
 	cfg := config{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, KillGrace: spec.KillGrace, Worker: os.Getpid(), Cgroup: spec.Cgroup}
 	if spec.Lease != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.Lease)
