@@ -497,6 +497,7 @@ func TestE2EWorkerStopsGracefully(t *testing.T) {
 	worker.stop(t)
 	require.False(t, running(pid), "the worker left its program running")
 	require.Contains(t, worker.errb.String(), "stopping: waiting up to 3s")
+	require.Contains(t, worker.errb.String(), long+"  interrupted by the shutdown: queued again, the attempt not counted")
 	require.Equal(t, jobstore.StateSucceeded, getJob(t, dir, short).State)
 	j := getJob(t, dir, long)
 	require.Equal(t, jobstore.StateQueued, j.State)

@@ -100,6 +100,8 @@ func eventLine(ev runner.Event) string {
 	case runner.EventFinished:
 		what := string(j.State)
 		switch {
+		case j.State == jobstore.StateQueued && ev.Outcome.Interrupted:
+			what = "interrupted by the shutdown: queued again, the attempt not counted"
 		case j.State == jobstore.StateQueued:
 			what = "failed, retry " + ago(j.RunAt, ev.Time)
 		case ev.Err != nil:
