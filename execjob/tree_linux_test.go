@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -102,14 +101,23 @@ func readTree() (treeSpec, error) {
 	return spec, err
 }
 
-// record writes this process's pid-<pid> file: its attempt and its start
-// time, which tell it apart from a later process with the same PID.
+// record writes this process's pid-<pid> file (see recordPid).
 func record(dir string, attempt int) error {
-	st, err := procStart(os.Getpid())
+	return recordPid(dir, attempt, os.Getpid())
+}
+
+// recordPid writes the pid-<pid> file of process pid: its attempt and its
+// start time, which tell it apart from a later process with the same PID.
+func recordPid(dir string, attempt, pid int) error {
+	st, err := procStart(pid)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("pid-%d", os.Getpid())), fmt.Appendf(nil, "%d %d\n", attempt, st), 0o644)
+	tmp := filepath.Join(dir, fmt.Sprintf("tmp-%d", pid))
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %d\n", attempt, st), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, fmt.Sprintf("pid-%d", pid)))
 }
 
 func runProgram() error {
@@ -140,7 +148,12 @@ func runProgram() error {
 		}
 		f.Close()
 	}
-	if err := os.WriteFile(filepath.Join(spec.Dir, fmt.Sprintf("check-%d", attempt)), []byte(check), 0o644); err != nil {
+	// Written whole, then renamed: a reader never sees it half written.
+	checkFile := filepath.Join(spec.Dir, fmt.Sprintf("check-%d", attempt))
+	if err := os.WriteFile(checkFile+".tmp", []byte(check), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(checkFile+".tmp", checkFile); err != nil {
 		return err
 	}
 	if err := record(spec.Dir, attempt); err != nil {
@@ -175,19 +188,38 @@ func runProgram() error {
 }
 
 // startNode starts a node of the given shape at level under the program,
-// passing it the lock.
+// passing it the lock. Leaves are sleep(1), recorded by their parent;
+// nodes that start others are this binary, which records itself.
 func startNode(spec treeSpec, lock *os.File, shape string, level int) error {
 	spec.Node, spec.Level = shape, level
-	b, _ := json.Marshal(spec)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"="+roleNode, envTree+"="+string(b), "GORACE=atexit_sleep_ms=0")
+	var cmd *exec.Cmd
+	leaf := true
+	switch {
+	case shape == "term-ignorer":
+		// An ignored signal stays ignored across exec.
+		cmd = exec.Command("sh", "-c", `trap "" TERM; exec sleep 300`)
+	case shape == "three-levels" && level < 3, shape == "double-fork" && level == 1:
+		b, _ := json.Marshal(spec)
+		cmd = exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), childEnv+"="+roleNode, envTree+"="+string(b), "GORACE=atexit_sleep_ms=0")
+		leaf = false
+	default:
+		cmd = exec.Command("sleep", "300")
+	}
 	cmd.ExtraFiles = []*os.File{lock}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	switch {
 	case shape == "setsid" && level == 1, shape == "term-ignorer" && level == 1, shape == "double-fork" && level == 2:
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
-	return cmd.Start()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if leaf {
+		attempt, _ := strconv.Atoi(os.Getenv(execjob.EnvAttempt))
+		return recordPid(spec.Dir, attempt, cmd.Process.Pid)
+	}
+	return nil
 }
 
 func runNode() error {
@@ -195,20 +227,17 @@ func runNode() error {
 	if err != nil {
 		return err
 	}
-	if spec.Node == "term-ignorer" {
-		signal.Ignore(syscall.SIGTERM)
-	}
 	lock := os.NewFile(3, "lock")
 	attempt, _ := strconv.Atoi(os.Getenv(execjob.EnvAttempt))
 	if err := record(spec.Dir, attempt); err != nil {
 		return err
 	}
 	switch {
-	case spec.Node == "three-levels" && spec.Level < 3:
+	case spec.Node == "three-levels":
 		if err := startNode(spec, lock, spec.Node, spec.Level+1); err != nil {
 			return err
 		}
-	case spec.Node == "double-fork" && spec.Level == 1:
+	case spec.Node == "double-fork":
 		// The middle process starts the daemon and exits, leaving it an
 		// orphan in a session of its own.
 		return startNode(spec, lock, spec.Node, 2)
@@ -245,8 +274,9 @@ func treePids(dir string, attempt int) []proc {
 		if _, err := fmt.Sscan(string(b), &a, &st); err != nil || a != attempt {
 			continue
 		}
-		pid, _ := strconv.Atoi(pidStr)
-		out = append(out, proc{pid: pid, start: st})
+		if pid, err := strconv.Atoi(pidStr); err == nil {
+			out = append(out, proc{pid: pid, start: st})
+		}
 	}
 	return out
 }
