@@ -447,11 +447,20 @@ func killedWorkerTree(t *testing.T, shape string, contain execjob.Containment, c
 	j, _, err := st.Submit(t.Context(), spec)
 	require.NoError(t, err)
 	if cred != nil {
-		require.NoError(t, filepath.Walk(storeDir, func(path string, _ os.FileInfo, err error) error {
+		// Share the store with the workers' group, as operations.md
+		// says: this process reads it too, and files it makes must stay
+		// usable by the workers.
+		require.NoError(t, filepath.Walk(storeDir, func(path string, fi os.FileInfo, err error) error {
 			if err != nil {
 				return err
 			}
-			return os.Chown(path, int(cred.Uid), int(cred.Gid))
+			if err := os.Chown(path, int(cred.Uid), int(cred.Gid)); err != nil {
+				return err
+			}
+			if fi.IsDir() {
+				return os.Chmod(path, 0o770|os.ModeSetgid)
+			}
+			return nil
 		}))
 	}
 
