@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -485,4 +486,35 @@ func TestContainment(t *testing.T) {
 	for _, e := range entries {
 		require.NotContains(t, e.Name(), j.ID, "the attempt's cgroup is left behind")
 	}
+}
+
+// TestSupervisorKilled: if the supervisor itself is SIGKILLed while its
+// worker lives, the worker kills what is left of the attempt in its
+// cgroup, and the attempt fails (to be retried).
+func TestSupervisorKilled(t *testing.T) {
+	if info, _ := (execjob.Handler{}).Containment(); info.Cgroup == "" {
+		t.Skipf("no writable cgroup v2 here (%s): without one, a killed supervisor's orphans cannot be found", info.Reason)
+	}
+	p, dir := treePayload(t, "all", "sleep", "")
+	spec, err := execjob.NewSpec(p)
+	require.NoError(t, err)
+	j := jobstore.NewJob(spec, time.Now())
+	j.Attempt = 1
+	go func() {
+		waitFor(t, filepath.Join(dir, "ready-1"), time.Minute)
+		// The supervisor is this process's child named for the job.
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && strings.HasPrefix(string(cmdline), "jobdir-supervise "+j.ID) {
+				pid, _ := strconv.Atoi(e.Name())
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}()
+	_, err = execjob.Handler{Contain: execjob.ContainCgroup}.Work(t.Context(), j)
+	require.Error(t, err)
+	require.False(t, runner.IsPermanent(err))
+	require.Contains(t, err.Error(), "supervisor")
+	requireTreeGone(t, dir, 1)
 }
