@@ -8,16 +8,18 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
+	"github.com/jobdir/jobdir/execjob/internal/supervise"
+	"github.com/jobdir/jobdir/joblog"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
+
+// supported reports whether this system can run programs.
+const supported = supervise.Supported
 
 // Defaults of Handler's fields.
 const (
@@ -41,11 +43,6 @@ const (
 	EnvAttempt = "JOBDIR_ATTEMPT"
 )
 
-// waitDelay bounds how long Handler waits for the program's output pipe to
-// close after the program and its process group are gone (a process that
-// left the group may still hold it).
-const waitDelay = 2 * time.Second
-
 // Handler runs exec jobs. Its Work method is a runner.Handler; register it
 // for Kind. The zero value discards output and uses the defaults below. A
 // Handler is safe for concurrent use: it holds no state between calls.
@@ -58,12 +55,21 @@ type Handler struct {
 	// GroupAccess creates the log directory 0770 and log files 0660, for a
 	// store shared by the users of one group (filestore.Options.GroupAccess).
 	GroupAccess bool
-	// MaxLogBytes bounds each log file; zero means DefaultMaxLogBytes.
+	// MaxLogBytes bounds each log file; zero means DefaultMaxLogBytes. An
+	// attempt whose output does not fit keeps its beginning and its end
+	// (at least TailBytes of it) with a marker between them.
 	MaxLogBytes int64
-	// KillGrace is how long the program's process group has between
-	// SIGTERM and SIGKILL once the job's context ends; zero means
+	// KillGrace is how long the attempt's processes have between SIGTERM
+	// and SIGKILL once the job's context ends; zero means
 	// DefaultKillGrace.
 	KillGrace time.Duration
+	// CleanEnv gives programs only CleanEnvVars of the worker's
+	// environment, besides the payload's env and the job's own variables.
+	// Zero: programs get the worker's environment except the variables it
+	// withholds (see the package doc).
+	CleanEnv bool
+	// Contain chooses how attempts are contained; zero is ContainAuto.
+	Contain Containment
 }
 
 // ExitError is the error of an attempt whose program ran and did not exit
@@ -94,20 +100,44 @@ var _ runner.Handler = Handler{}
 // wrapping jobstore.ErrInvalidID if id is not a job ID, so the path never
 // leaves logDir.
 func LogPath(logDir, id string) (string, error) {
-	if err := jobstore.ValidateID(id); err != nil {
-		return "", err
-	}
-	return filepath.Join(logDir, id+".log"), nil
+	return joblog.Path(logDir, id)
 }
+
+// StartError is the error of an attempt whose program could not be started.
+// It unwraps to fs.ErrNotExist for a missing directory, exec.ErrNotFound
+// for a missing program, and fs.ErrPermission for one that may not be run;
+// Work wraps those with runner.Permanent, since another attempt cannot
+// help.
+type StartError struct {
+	// Program is the program as the payload names it.
+	Program string
+	// Reason says what is wrong in plain words, such as "directory /x does
+	// not exist".
+	Reason string
+	err    error
+}
+
+// Error returns "cannot start PROGRAM: REASON".
+func (e *StartError) Error() string {
+	return fmt.Sprintf("cannot start %q: %s", e.Program, e.Reason)
+}
+
+// Unwrap returns the error that classifies the failure, if any.
+func (e *StartError) Unwrap() error { return e.err }
+
+var errUnsupported = fmt.Errorf("execjob: running programs needs Linux, not %s: %w", runtime.GOOS, errors.ErrUnsupported)
 
 // Work runs one attempt of job, an exec job, and returns the result
 // {"exit_code":0} when its program exits with status 0. Otherwise it returns
 // an *ExitError; an error wrapping context.Cause(ctx) if ctx ended and the
-// program was stopped; or a runner.Permanent error (wrapping
-// jobstore.ErrInvalidInput for a bad payload, exec.ErrNotFound for a missing
-// program, fs.ErrNotExist for a missing directory) when another attempt
-// cannot help.
-// Work returns only once the program and its process group are gone.
+// program was stopped; a *StartError if it could not be started, wrapped
+// by runner.Permanent when another attempt cannot help; or a
+// runner.Permanent error wrapping jobstore.ErrInvalidInput for a bad
+// payload.
+//
+// Work returns only once every process of the attempt is gone: the
+// program, whatever it started, and the supervisor, which holds the
+// attempt's lease (runner.LeaseFile) until then.
 func (h Handler) Work(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
 	if job.Kind != Kind {
 		return nil, runner.Permanent(fmt.Errorf("execjob: job %s has kind %q, not %q", job.ID, job.Kind, Kind))
@@ -117,143 +147,160 @@ func (h Handler) Work(ctx context.Context, job jobstore.Job) (json.RawMessage, e
 		return nil, runner.Permanent(fmt.Errorf("execjob: job %s: %w", job.ID, err))
 	}
 	if !supported {
-		return nil, runner.Permanent(fmt.Errorf("execjob: running programs needs Linux, not %s: %w", runtime.GOOS, errors.ErrUnsupported))
+		return nil, runner.Permanent(errUnsupported)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("execjob: not started: %w", context.Cause(ctx))
 	}
 	out, err := h.openLog(job.ID)
 	if err != nil {
 		return nil, err
 	}
 	defer out.close()
-	out.note(fmt.Sprintf("--- jobdir: job %s attempt %d of %d on %s at %s: %q in %s ---\n",
+	out.note(fmt.Sprintf("job %s attempt %d of %d on %s at %s: %q in %s",
 		job.ID, job.Attempt, job.MaxAttempts, job.Worker, time.Now().UTC().Format(time.RFC3339Nano), p.Argv, p.Dir))
 	start := time.Now()
-	res, err := h.run(ctx, job, p, out)
-	out.note(fmt.Sprintf("--- jobdir: attempt %d %s after %s ---\n", job.Attempt, describe(res, err), time.Since(start).Round(time.Millisecond)))
+	res, ex, err := h.run(ctx, job, p, out)
+	out.finish()
+	footer := fmt.Sprintf("attempt %d %s after %s", job.Attempt, describe(ex, err), time.Since(start).Round(time.Millisecond))
+	if ex.Leftovers > 0 {
+		footer += fmt.Sprintf("; killed %d processes it left running", ex.Leftovers)
+	}
+	out.note(footer)
 	return res, err
 }
 
-func describe(res json.RawMessage, err error) string {
+func describe(ex supervise.Exit, err error) string {
 	var ee *ExitError
+	var se *StartError
 	switch {
 	case err == nil:
 		return "exited with status 0"
 	case errors.As(err, &ee):
-		if ee.Signal != "" {
-			return "was killed by signal " + ee.Signal
-		}
-		return "exited with status " + strconv.Itoa(ee.Code)
+		return ex.String()
+	case errors.As(err, &se):
+		return "did not start: " + se.Reason
 	}
 	return "ended: " + err.Error()
 }
 
-// run starts the program and waits for it and its process group. The
-// calling goroutine keeps its OS thread for the whole run: Pdeathsig fires
-// when the thread that started the child exits, not the process
-// (https://go.dev/issue/27505), and an unlocked goroutine's thread may be
-// retired by the runtime while the child still runs.
-func (h Handler) run(ctx context.Context, job jobstore.Job, p Payload, out *logWriter) (json.RawMessage, error) {
+// run starts the program under a supervisor and waits until the attempt's
+// every process is gone. The calling goroutine keeps its OS thread for the
+// whole run: the supervisor's parent-death signal fires when the thread that
+// started it exits, not the process (https://go.dev/issue/27505), and an
+// unlocked goroutine's thread may be retired by the runtime while the
+// supervisor still runs.
+func (h Handler) run(ctx context.Context, job jobstore.Job, p Payload, out *logWriter) (json.RawMessage, supervise.Exit, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("execjob: not started: %w", context.Cause(ctx))
+	spec := supervise.Spec{
+		Argv:      p.Argv,
+		Dir:       p.Dir,
+		Env:       programEnv(os.Environ(), h.CleanEnv, p.Env, job.ID, job.Attempt),
+		KillGrace: h.KillGrace,
+		Output:    out,
+		Name:      fmt.Sprintf("jobdir-supervise %s %d", job.ID, job.Attempt),
 	}
-	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
-	cmd.Dir = p.Dir
-	env := append(os.Environ(), p.Env...)
-	cmd.Env = append(env, EnvJobID+"="+job.ID, EnvAttempt+"="+strconv.Itoa(job.Attempt))
-	cmd.Stdout = out
-	cmd.Stderr = out
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.WaitDelay = waitDelay
-	if err := cmd.Start(); err != nil {
-		out.note(fmt.Sprintf("jobdir: cannot start %q: %v\n", p.Argv[0], err))
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			return nil, runner.Permanent(fmt.Errorf("execjob: start %q in %s: %w", p.Argv[0], p.Dir, err))
+	if spec.KillGrace <= 0 {
+		spec.KillGrace = DefaultKillGrace
+	}
+	lease, err := runner.LeaseFile(ctx)
+	switch {
+	case err == nil:
+		defer lease.Close()
+		spec.Lease = lease
+	case errors.Is(err, runner.ErrNoLeaseFile):
+		// A store that cannot share its lease (an in-memory one) loses
+		// its jobs with its process anyway.
+	default:
+		// Without a copy of the lease, the job could run again while
+		// this attempt's processes are still being killed.
+		out.note("cannot hold the job's lease for the program: " + err.Error())
+		return nil, supervise.Exit{}, fmt.Errorf("execjob: not started: %w", err)
+	}
+	info, err := h.Containment()
+	if err != nil {
+		out.note(err.Error())
+		return nil, supervise.Exit{}, err
+	}
+	if info.Cgroup != "" {
+		cg, err := supervise.NewAttemptCgroup(info.Cgroup, job.ID, job.Attempt)
+		if err != nil && h.Contain == ContainCgroup {
+			out.note("cannot make a cgroup for this attempt: " + err.Error())
+			return nil, supervise.Exit{}, fmt.Errorf("execjob: not started: no cgroup: %w", err)
 		}
-		return nil, fmt.Errorf("execjob: start %q in %s: %w", p.Argv[0], p.Dir, err)
+		spec.Cgroup = cg
 	}
-	pid := cmd.Process.Pid
 
-	grace := h.KillGrace
-	if grace <= 0 {
-		grace = DefaultKillGrace
+	a, err := supervise.Start(spec)
+	if err != nil {
+		return nil, supervise.Exit{}, startError(p.Argv[0], err)
 	}
-	var (
-		mu       sync.Mutex
-		exited   bool // the leader is a zombie: its PID, and so the group ID, is about to be freed
-		signaled bool
-	)
-	signal := func(sig syscall.Signal) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !exited {
-			signaled = true
-			_ = killGroup(pid, sig)
-		}
+	if mode, note := a.Containment(); mode != supervise.ModeCgroup && h.Contain == ContainCgroup {
+		a.Kill()
+		_, _ = a.Wait()
+		return nil, supervise.Exit{}, fmt.Errorf("execjob: not started: %s", note)
 	}
+
+	stopped := make(chan struct{})
 	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	go func() {
 		select {
-		case <-done:
-			return
 		case <-ctx.Done():
-		}
-		signal(syscall.SIGTERM)
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
+			close(stopped)
+			a.Stop()
 		case <-done:
-		case <-t.C:
-			signal(syscall.SIGKILL)
 		}
-	})
-
-	// Wait for the leader to exit without reaping it, so that its PID
-	// cannot be reused while the rest of its group is killed.
-	waitErr := waitExited(pid)
-	mu.Lock()
-	if waitErr == nil {
-		_ = killGroup(pid, syscall.SIGKILL)
-	}
-	exited = true
-	wasSignaled := signaled
-	mu.Unlock()
+	}()
+	ex, err := a.Wait()
 	close(done)
-	wg.Wait()
-
-	err := cmd.Wait()
 	if errors.Is(err, exec.ErrWaitDelay) {
-		out.note("jobdir: output still open after the program exited; stopped reading it\n")
+		out.note("output still open after every process of the attempt was gone; stopped reading it")
 		err = nil
 	}
-	if waitErr != nil && err == nil {
-		err = waitErr
-	}
-	if wasSignaled && ctx.Err() != nil {
-		return nil, fmt.Errorf("execjob: program stopped: %w (%s)", context.Cause(ctx), exitText(cmd.ProcessState))
-	}
 	if err != nil {
-		var xe *exec.ExitError
-		if !errors.As(err, &xe) {
-			return nil, fmt.Errorf("execjob: wait for %q: %w", p.Argv[0], err)
-		}
-		code, sig := exitStatus(xe.ProcessState)
-		return nil, &ExitError{Code: code, Signal: sig, Tail: out.tailString()}
+		return nil, ex, fmt.Errorf("execjob: %w", err)
 	}
-	return json.RawMessage(`{"exit_code":0}`), nil
+	select {
+	case <-stopped:
+		return nil, ex, fmt.Errorf("execjob: program stopped: %w (%s)", context.Cause(ctx), exitText(ex))
+	default:
+	}
+	if ex.Code != 0 || ex.Signal != "" {
+		return nil, ex, &ExitError{Code: ex.Code, Signal: ex.Signal, Tail: out.tailString()}
+	}
+	return json.RawMessage(`{"exit_code":0}`), ex, nil
 }
 
-func exitText(ps *os.ProcessState) string {
-	if ps == nil {
-		return "not started"
+// startError turns the supervisor's start failure into the attempt's
+// error: a *StartError, permanent when another attempt cannot help.
+func startError(program string, err error) error {
+	var se *supervise.StartError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("execjob: start %q: %w", program, err)
 	}
-	code, sig := exitStatus(ps)
-	if sig != "" {
-		return "killed by signal " + sig
+	e := &StartError{Program: program, Reason: se.Message}
+	switch se.Failure {
+	case supervise.FailureDir:
+		e.err = fs.ErrNotExist
+	case supervise.FailureNotFound:
+		e.err = exec.ErrNotFound
+	case supervise.FailurePermission:
+		e.err = fs.ErrPermission
+	case supervise.FailureExec:
+		e.err = errors.ErrUnsupported
+	default:
+		return e
 	}
-	return "exit status " + strconv.Itoa(code)
+	return runner.Permanent(e)
+}
+
+func exitText(ex supervise.Exit) string {
+	if ex.Signal != "" {
+		return "killed by signal " + ex.Signal
+	}
+	return "exit status " + strconv.Itoa(ex.Code)
 }
 
 func (h Handler) openLog(id string) (*logWriter, error) {
@@ -261,7 +308,7 @@ func (h Handler) openLog(id string) (*logWriter, error) {
 	if limit <= 0 {
 		limit = DefaultMaxLogBytes
 	}
-	w := &logWriter{limit: limit}
+	w := &logWriter{limit: limit, lineEnd: true}
 	if h.LogDir == "" {
 		return w, nil
 	}
@@ -276,8 +323,11 @@ func (h Handler) openLog(id string) (*logWriter, error) {
 	if err := os.MkdirAll(h.LogDir, dirPerm); err != nil {
 		return nil, fmt.Errorf("execjob: log directory: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, filePerm)
+	f, err := openLogFile(path, filePerm)
 	if err != nil {
+		if errors.Is(err, errLogNotRegular) {
+			return nil, runner.Permanent(fmt.Errorf("execjob: refusing to write the job's output: %w; remove it and retry the job", err))
+		}
 		return nil, fmt.Errorf("execjob: open log: %w", err)
 	}
 	if h.GroupAccess {
@@ -290,6 +340,20 @@ func (h Handler) openLog(id string) (*logWriter, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("execjob: open log: %w", err)
 	}
-	w.f, w.size = f, fi.Size()
+	w.f = f
+	room := max(limit-fi.Size(), 0)
+	w.keepMax = int(max(room/4, minTailKeep))
+	w.head = max(room-int64(w.keepMax), 0)
+	if fi.Size() > 0 {
+		w.lineEnd = lastByteIsNewline(f, fi.Size())
+	}
 	return w, nil
+}
+
+// lastByteIsNewline reports whether the file's last byte, at size-1, is a
+// newline.
+func lastByteIsNewline(f *os.File, size int64) bool {
+	var b [1]byte
+	_, err := f.ReadAt(b[:], size-1)
+	return err != nil || b[0] == '\n'
 }

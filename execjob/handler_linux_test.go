@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/joblog"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
@@ -27,8 +29,8 @@ import (
 const childEnv = "EXECJOB_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(runChild())
+	if role := os.Getenv(childEnv); role != "" {
+		os.Exit(runRole(role))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -124,27 +126,107 @@ func TestWorkAppendsEachAttempt(t *testing.T) {
 	require.Equal(t, 2, strings.Count(log, "--- jobdir: job "+j.ID))
 }
 
-func TestWorkLogIsBounded(t *testing.T) {
+// TestWorkLogKeepsHeadAndTail checks the log's bound: an attempt whose
+// output does not fit keeps its beginning and its end, where errors are,
+// with a marker of exactly how much was dropped between them; a later
+// attempt on a full log still keeps its end; and the log's growth stays
+// bounded.
+func TestWorkLogKeepsHeadAndTail(t *testing.T) {
 	logDir := t.TempDir()
-	h := execjob.Handler{LogDir: logDir, MaxLogBytes: 4096}
-	// 1 MiB of output: the program must not block on a full pipe.
-	j := execJob(t, "/", 1, "sh", "-c", `head -c 1048576 /dev/zero | tr '\0' x; echo; echo done`)
-	res, err := h.Work(t.Context(), j)
-	require.NoError(t, err)
-	require.JSONEq(t, `{"exit_code":0}`, string(res))
+	const limit = 8192
+	h := execjob.Handler{LogDir: logDir, MaxLogBytes: limit}
+	// 1 MiB of output between a first and a last line: the program must
+	// not block on a full pipe either.
+	j := execJob(t, "/", 1, "sh", "-c", `echo first line; head -c 1048576 /dev/zero | tr '\0' x; echo; echo "the error at the end"; exit 1`)
+	_, err := h.Work(t.Context(), j)
+	var ee *execjob.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Contains(t, ee.Tail, "the error at the end")
 
 	log := readLog(t, logDir, j.ID)
-	require.Less(t, len(log), 4096+1024)
-	require.Equal(t, 1, strings.Count(log, "log limit of 4096 bytes reached"))
-	require.Contains(t, log, "exited with status 0")
+	require.LessOrEqual(t, len(log), limit+1024, "the log is bounded")
+	lines := strings.Split(log, "\n")
+	require.Contains(t, lines[0], "--- jobdir: job "+j.ID+" attempt 1")
+	require.Equal(t, "first line", lines[1], "the beginning is kept")
+	require.Contains(t, log, "the error at the end\n--- jobdir: attempt 1 exited with status 1", "the end is kept")
+	var dropped, kept int
+	require.Equal(t, 1, strings.Count(log, "log limit of 8192 bytes reached"))
+	for _, l := range lines {
+		if strings.Contains(l, "log limit") {
+			_, err := fmt.Sscanf(l[strings.Index(l, "reached: "):], "reached: %d bytes of output dropped here; the last %d follow", &dropped, &kept)
+			require.NoError(t, err, l)
+			require.True(t, strings.HasSuffix(l, "(no newline at the end of the output above) ---"), "the marker cuts a line: %q", l)
+		}
+	}
+	total := len("first line\n") + 1048576 + len("\nthe error at the end\n")
+	written := 0
+	for _, l := range lines {
+		if !joblog.IsNote([]byte(l)) {
+			written += strings.Count(l, "x")
+		}
+	}
+	require.Equal(t, total, written+dropped+len("first line\n")+len("\nthe error at the end\n"), "the marker counts exactly what is missing")
+	require.Positive(t, kept)
 
-	// A later attempt on a full log still records its header and footer.
+	// A later attempt on a full log keeps its end.
 	j.Attempt = 2
+	before := len(log)
 	_, err = h.Work(t.Context(), j)
-	require.NoError(t, err)
+	require.ErrorAs(t, err, &ee)
 	log = readLog(t, logDir, j.ID)
-	require.Contains(t, log, "attempt 2 exited with status 0")
-	require.Less(t, len(log), 4096+2048)
+	require.Contains(t, log, "the error at the end\n--- jobdir: attempt 2 exited with status 1")
+	require.Less(t, len(log)-before, execjob.TailBytes+1024, "past the bound, an attempt adds only its end and notes")
+
+	// The raw log is the program's bytes without jobdir's lines: the
+	// beginning, then the end, of each attempt.
+	var raw strings.Builder
+	rw := &joblog.RawWriter{W: &raw}
+	_, _ = rw.Write([]byte(log))
+	require.NoError(t, rw.Flush())
+	require.NotContains(t, raw.String(), "--- jobdir")
+	require.True(t, strings.HasPrefix(raw.String(), "first line\nxxx"))
+	require.True(t, strings.HasSuffix(raw.String(), "x\nthe error at the end\n"))
+}
+
+// TestWorkLogOnlyRegularFile plants a symbolic link, a FIFO and a hard
+// link at a job's log path: the attempt refuses each, permanently and at
+// once, and the file planted there, or its target, is untouched.
+func TestWorkLogOnlyRegularFile(t *testing.T) {
+	for _, kind := range []string{"symlink", "fifo", "hardlink"} {
+		t.Run(kind, func(t *testing.T) {
+			logDir := t.TempDir()
+			victim := filepath.Join(t.TempDir(), "victim")
+			require.NoError(t, os.WriteFile(victim, []byte("precious\n"), 0o600))
+			marker := filepath.Join(t.TempDir(), "ran")
+			j := execJob(t, "/", 1, "sh", "-c", "touch "+marker+"; echo output")
+			path, err := execjob.LogPath(logDir, j.ID)
+			require.NoError(t, err)
+			switch kind {
+			case "symlink":
+				require.NoError(t, os.Symlink(victim, path))
+			case "fifo":
+				require.NoError(t, syscall.Mkfifo(path, 0o600))
+			case "hardlink":
+				require.NoError(t, os.Link(victim, path))
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := execjob.Handler{LogDir: logDir}.Work(t.Context(), j)
+				done <- err
+			}()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the handler blocked on the planted file")
+			}
+			require.ErrorIs(t, err, joblog.ErrNotRegular)
+			require.True(t, runner.IsPermanent(err))
+			require.NoFileExists(t, marker, "the program ran without a log")
+			b, err := os.ReadFile(victim)
+			require.NoError(t, err)
+			require.Equal(t, "precious\n", string(b))
+		})
+	}
 }
 
 func TestWorkWithoutLogDirDiscardsButKeepsTail(t *testing.T) {
@@ -176,20 +258,48 @@ func TestWorkNotStartedAfterCancel(t *testing.T) {
 	require.NoFileExists(t, marker)
 }
 
-func TestWorkPermanentErrors(t *testing.T) {
+// TestWorkStartErrors checks that a program that cannot start fails its
+// job at once, with a message in plain words, testable with errors.Is.
+func TestWorkStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notexec.sh"), []byte("#!/bin/sh\necho hi\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "garbage"), []byte("not a program\x00\x01"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "badinterp"), []byte("#!/no/such/interpreter\n"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o600))
+	tests := []struct {
+		dir  string
+		argv []string
+		want string
+		is   error
+	}{
+		{"/no/such/dir/for/jobdir", []string{"ls"}, `cannot start "ls": directory /no/such/dir/for/jobdir does not exist`, fs.ErrNotExist},
+		{filepath.Join(dir, "file"), []string{"ls"}, `cannot start "ls": ` + filepath.Join(dir, "file") + ` is not a directory`, fs.ErrNotExist},
+		{dir, []string{"no-such-program-jobdir-test"}, `cannot start "no-such-program-jobdir-test": program "no-such-program-jobdir-test" not found in PATH (`, exec.ErrNotFound},
+		{dir, []string{"./missing.sh"}, `cannot start "./missing.sh": program ./missing.sh does not exist`, exec.ErrNotFound},
+		{dir, []string{"/"}, `cannot start "/": / is a directory, not a program`, exec.ErrNotFound},
+		{dir, []string{"./notexec.sh"}, `cannot start "./notexec.sh": program ./notexec.sh is not executable`, fs.ErrPermission},
+		{dir, []string{"./garbage"}, `cannot start "./garbage": program ./garbage cannot be run: it is not a binary this system runs, nor a script with a #! line`, errors.ErrUnsupported},
+		{dir, []string{"./badinterp"}, `cannot start "./badinterp": program ./badinterp cannot be run: the interpreter on its #! line, or a library it needs, does not exist`, errors.ErrUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.argv[0], func(t *testing.T) {
+			logDir := t.TempDir()
+			j := execJob(t, tc.dir, 1, tc.argv...)
+			_, err := execjob.Handler{LogDir: logDir}.Work(t.Context(), j)
+			require.True(t, runner.IsPermanent(err), "%v", err)
+			require.ErrorIs(t, err, tc.is)
+			var se *execjob.StartError
+			require.ErrorAs(t, err, &se)
+			require.True(t, strings.HasPrefix(err.Error(), tc.want), "message %q, want %q", err.Error(), tc.want)
+			require.NotContains(t, err.Error(), "fork/exec")
+			require.Contains(t, readLog(t, logDir, j.ID), "attempt 1 did not start: "+se.Reason)
+		})
+	}
+
 	h := execjob.Handler{LogDir: t.TempDir()}
-
-	j := execJob(t, "/", 1, "no-such-program-jobdir-test")
-	_, err := h.Work(t.Context(), j)
-	require.True(t, runner.IsPermanent(err), "%v", err)
-	require.ErrorIs(t, err, exec.ErrNotFound)
-
-	j = execJob(t, "/no/such/dir/for/jobdir", 1, "true")
-	_, err = h.Work(t.Context(), j)
-	require.True(t, runner.IsPermanent(err), "%v", err)
-
+	j := execJob(t, "/", 1, "true")
 	j.Payload = json.RawMessage(`{"argv":[],"dir":"/"}`)
-	_, err = h.Work(t.Context(), j)
+	_, err := h.Work(t.Context(), j)
 	require.True(t, runner.IsPermanent(err), "%v", err)
 	require.ErrorIs(t, err, jobstore.ErrInvalidInput)
 
@@ -200,93 +310,84 @@ func TestWorkPermanentErrors(t *testing.T) {
 
 var errTestCancel = errors.New("test cancel")
 
-func TestWorkCancelStopsProcessGroup(t *testing.T) {
-	logDir := t.TempDir()
-	pidFile := filepath.Join(t.TempDir(), "pids")
-	h := execjob.Handler{LogDir: logDir, KillGrace: 10 * time.Second}
-	// A background child in the same group must die too.
-	j := execJob(t, "/", 1, "sh", "-c", `sleep 60 & echo $! > `+pidFile+`.tmp; mv `+pidFile+`.tmp `+pidFile+`; wait`)
+// containments are the ways a Handler may contain attempts, each tested.
+var containments = []execjob.Containment{execjob.ContainAuto, execjob.ContainSupervisor}
 
-	ctx, cancel := context.WithCancelCause(t.Context())
-	defer cancel(nil)
-	go func() {
-		waitFile(t, pidFile)
-		cancel(errTestCancel)
-	}()
-	start := time.Now()
-	_, err := h.Work(ctx, j)
-	require.ErrorIs(t, err, errTestCancel)
-	require.Less(t, time.Since(start), 10*time.Second, "SIGTERM, not the SIGKILL after the grace, should have stopped it")
-	requireGone(t, readPid(t, pidFile))
-	require.Contains(t, readLog(t, logDir, j.ID), "ended: execjob: program stopped")
-}
-
-func TestWorkKillsAfterGrace(t *testing.T) {
-	ready := filepath.Join(t.TempDir(), "ready")
-	h := execjob.Handler{KillGrace: 200 * time.Millisecond}
-	// Ignored signals stay ignored across exec, so sleep ignores SIGTERM too.
-	j := execJob(t, "/", 1, "sh", "-c", `trap "" TERM; touch `+ready+`; sleep 60; echo survived`)
-
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go func() {
-		waitFile(t, ready)
-		cancel()
-	}()
-	start := time.Now()
-	_, err := h.Work(ctx, j)
-	require.ErrorIs(t, err, context.Canceled)
-	require.Contains(t, err.Error(), "killed by signal SIGKILL")
-	require.Less(t, time.Since(start), 30*time.Second)
-}
-
-func TestWorkKillsLeftoversOnExit(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	j := execJob(t, "/", 1, "sh", "-c", `sleep 60 & echo $! > `+pidFile)
-	_, err := execjob.Handler{}.Work(t.Context(), j)
-	require.NoError(t, err)
-	requireGone(t, readPid(t, pidFile))
-}
-
-// TestPdeathsig runs the handler in a child process, SIGKILLs that process
-// while its program runs, and checks that the kernel killed the program.
-func TestPdeathsig(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+pidFile)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	waitFile(t, pidFile)
-	pid := readPid(t, pidFile)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	_ = cmd.Wait()
-	requireGone(t, pid)
-}
-
-// runChild is the child of TestPdeathsig: it runs sleep 60 through the
-// handler, after writing its PID (exec keeps it) to a file.
-func runChild() int {
-	pidFile := os.Getenv(childEnv)
-	// Keep the runtime busy on other threads so the handler's goroutine is
-	// not trivially on the main thread.
-	spec, err := execjob.NewSpec(execjob.Payload{
-		Argv: []string{"sh", "-c", `echo $$ > ` + pidFile + `.tmp; mv ` + pidFile + `.tmp ` + pidFile + `; exec sleep 60`},
-		Dir:  "/",
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+// TestStopKillsTree stops running programs of every shape, by cancel and by
+// timeout: SIGTERM reaches every process of the attempt, those that
+// escaped its process group too, SIGKILL follows after the grace for those
+// that ignore it, and Work returns only once all are gone.
+func TestStopKillsTree(t *testing.T) {
+	for _, contain := range containments {
+		for _, tc := range []struct {
+			name, shape string
+			grace       time.Duration
+			timeout     bool
+		}{
+			{"cancel escapers", "double-fork", time.Minute, false},
+			{"timeout three levels", "three-levels", time.Minute, true},
+			{"cancel all after grace", "all", 300 * time.Millisecond, false},
+		} {
+			t.Run(fmt.Sprintf("%s/%s", contain, tc.name), func(t *testing.T) {
+				t.Parallel()
+				p, dir := treePayload(t, tc.shape, "sleep", "")
+				spec, err := execjob.NewSpec(p)
+				require.NoError(t, err)
+				j := jobstore.NewJob(spec, time.Now())
+				j.Attempt = 1
+				ctx, cancel := context.WithCancelCause(t.Context())
+				defer cancel(nil)
+				cause := errTestCancel
+				if tc.timeout {
+					cause = runner.ErrTimeout
+				}
+				canceled := make(chan time.Time, 1)
+				go func() {
+					waitFor(t, filepath.Join(dir, "ready-1"), time.Minute)
+					canceled <- time.Now()
+					cancel(cause)
+				}()
+				logDir := t.TempDir()
+				h := execjob.Handler{LogDir: logDir, KillGrace: tc.grace, Contain: contain}
+				_, err = h.Work(ctx, j)
+				stopped := time.Now()
+				require.ErrorIs(t, err, cause)
+				requireTreeGone(t, dir, 1)
+				log := readLog(t, logDir, j.ID)
+				require.Contains(t, log, "ended: execjob: program stopped")
+				require.Contains(t, err.Error(), "killed by signal SIGTERM", "the program got SIGTERM")
+				if tc.grace < time.Minute {
+					// A process ignores SIGTERM: only the SIGKILL after
+					// the grace ends the attempt.
+					require.GreaterOrEqual(t, stopped.Sub(<-canceled), tc.grace)
+				}
+			})
+		}
 	}
-	j := jobstore.NewJob(spec, time.Now())
-	j.Attempt = 1
-	done := make(chan error)
-	go func() {
-		_, err := execjob.Handler{}.Work(context.Background(), j)
-		done <- err
-	}()
-	err = <-done
-	fmt.Fprintln(os.Stderr, "child: handler returned:", err)
-	return 1
+}
+
+// TestExitKillsLeftovers: when a program exits, every process it left
+// running is killed before Work returns, whatever its shape, and the log
+// says how many there were.
+func TestExitKillsLeftovers(t *testing.T) {
+	for _, contain := range containments {
+		t.Run(string(contain), func(t *testing.T) {
+			t.Parallel()
+			p, dir := treePayload(t, "all", "exit", "")
+			spec, err := execjob.NewSpec(p)
+			require.NoError(t, err)
+			j := jobstore.NewJob(spec, time.Now())
+			j.Attempt = 1
+			logDir := t.TempDir()
+			res, err := execjob.Handler{LogDir: logDir, Contain: contain}.Work(t.Context(), j)
+			require.NoError(t, err)
+			require.JSONEq(t, `{"exit_code":0}`, string(res))
+			requireTreeGone(t, dir, 1)
+			// All but the program and the double fork's middle process,
+			// which exited by themselves.
+			require.Contains(t, readLog(t, logDir, j.ID), fmt.Sprintf("killed %d processes it left running", expected["all"]-2))
+		})
+	}
 }
 
 func waitFile(t *testing.T, path string) {
@@ -300,34 +401,120 @@ func waitFile(t *testing.T, path string) {
 	t.Errorf("%s did not appear", path)
 }
 
-func readPid(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	require.NoError(t, err)
-	return pid
+// TestWorkEnvHygiene checks which of the worker's variables a program
+// gets: never its secrets or the supervisor's variables, and with CleanEnv
+// only CleanEnvVars; the payload's env and the job's own variables always.
+func TestWorkEnvHygiene(t *testing.T) {
+	t.Setenv("JOBDIR_TOKEN", "secret-token")
+	t.Setenv("JOBDIR_TOKEN_FILE", "/run/secrets/jobdir")
+	t.Setenv("JOBDIR_EXECJOB_SUPERVISE", "1")
+	t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+	t.Setenv("JOBDIR_DIR", "/srv/jobs")
+	t.Setenv("WORKER_SETTING", "kept")
+	t.Setenv("LANG", "C.UTF-8")
+	env := func(clean bool) map[string]string {
+		spec, err := execjob.NewSpec(execjob.Payload{Argv: []string{"env"}, Dir: "/",
+			Env: []string{"FROM_PAYLOAD=yes", "JOBDIR_EXECJOB_SUPERVISE=1", "LANG=fr_FR.UTF-8"}})
+		require.NoError(t, err)
+		j := jobstore.NewJob(spec, time.Now())
+		j.Attempt = 2
+		logDir := t.TempDir()
+		_, err = execjob.Handler{LogDir: logDir, CleanEnv: clean}.Work(t.Context(), j)
+		require.NoError(t, err)
+		vars := map[string]string{}
+		for line := range strings.Lines(readLog(t, logDir, j.ID)) {
+			if k, v, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "="); ok && !joblog.IsNote([]byte(line)) {
+				vars[k] = v
+			}
+		}
+		require.Equal(t, j.ID, vars[execjob.EnvJobID])
+		require.Equal(t, "2", vars[execjob.EnvAttempt])
+		require.Equal(t, "yes", vars["FROM_PAYLOAD"])
+		require.Equal(t, "fr_FR.UTF-8", vars["LANG"], "the payload overrides the worker")
+		for _, k := range []string{"JOBDIR_TOKEN", "JOBDIR_TOKEN_FILE", "JOBDIR_EXECJOB_SUPERVISE", "NOTIFY_SOCKET"} {
+			require.NotContains(t, vars, k)
+		}
+		return vars
+	}
+
+	vars := env(false)
+	require.Equal(t, "kept", vars["WORKER_SETTING"])
+	require.Equal(t, "/srv/jobs", vars["JOBDIR_DIR"], "a job may submit jobs to its store")
+	require.Equal(t, os.Getenv("PATH"), vars["PATH"])
+
+	vars = env(true)
+	for k := range vars {
+		switch k {
+		case "PATH", "HOME", "LANG", "TZ", "USER", "FROM_PAYLOAD", execjob.EnvJobID, execjob.EnvAttempt:
+		default:
+			t.Errorf("CleanEnv passed %s", k)
+		}
+	}
+	require.Equal(t, os.Getenv("PATH"), vars["PATH"])
 }
 
-// requireGone waits until pid no longer runs: it does not exist or is a
-// zombie waiting for init to reap it.
-func requireGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		require.NoError(t, err)
-		// The state follows the parenthesized command name.
-		if s := string(b); strings.HasPrefix(strings.TrimSpace(s[strings.LastIndexByte(s, ')')+1:]), "Z") {
-			return
-		}
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("process %d still runs: %s", pid, b)
-		}
-		time.Sleep(20 * time.Millisecond)
+// TestContainment checks what a Handler says about containment, and that
+// each attempt's cgroup is removed when the attempt ends.
+func TestContainment(t *testing.T) {
+	info, err := execjob.Handler{Contain: execjob.ContainSupervisor}.Containment()
+	require.NoError(t, err)
+	require.Empty(t, info.Cgroup)
+	require.Contains(t, info.String(), "under a supervisor (no cgroup: containment set to supervisor)")
+
+	auto, err := execjob.Handler{}.Containment()
+	require.NoError(t, err)
+	_, cgErr := execjob.Handler{Contain: execjob.ContainCgroup}.Containment()
+	if auto.Cgroup == "" {
+		require.Error(t, cgErr, "cgroup required where none can be made")
+		require.Contains(t, cgErr.Error(), auto.Reason)
+		t.Skipf("no writable cgroup v2 here (%s): the cgroup part is not tested", auto.Reason)
 	}
+	require.NoError(t, cgErr)
+	require.Contains(t, auto.String(), "in a cgroup v2 of its own under "+auto.Cgroup)
+
+	// The attempt runs in a cgroup of its own, gone when Work returns.
+	spec, err := execjob.NewSpec(execjob.Payload{Argv: []string{"cat", "/proc/self/cgroup"}, Dir: "/"})
+	require.NoError(t, err)
+	j := jobstore.NewJob(spec, time.Now())
+	j.Attempt = 1
+	logDir := t.TempDir()
+	_, err = execjob.Handler{LogDir: logDir, Contain: execjob.ContainCgroup}.Work(t.Context(), j)
+	require.NoError(t, err)
+	require.Regexp(t, `0::/.*jobdir-`+j.ID+`-1-[0-9]+-[0-9a-f]{8}\n`, readLog(t, logDir, j.ID))
+	entries, err := os.ReadDir(auto.Cgroup)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.NotContains(t, e.Name(), j.ID, "the attempt's cgroup is left behind")
+	}
+}
+
+// TestSupervisorKilled: if the supervisor itself is SIGKILLed while its
+// worker lives, the worker kills what is left of the attempt in its
+// cgroup, and the attempt fails (to be retried).
+func TestSupervisorKilled(t *testing.T) {
+	if info, _ := (execjob.Handler{}).Containment(); info.Cgroup == "" {
+		t.Skipf("no writable cgroup v2 here (%s): without one, a killed supervisor's orphans cannot be found", info.Reason)
+	}
+	p, dir := treePayload(t, "all", "sleep", "")
+	spec, err := execjob.NewSpec(p)
+	require.NoError(t, err)
+	j := jobstore.NewJob(spec, time.Now())
+	j.Attempt = 1
+	go func() {
+		waitFor(t, filepath.Join(dir, "ready-1"), time.Minute)
+		// The supervisor is this process's child named for the job.
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && strings.HasPrefix(string(cmdline), "jobdir-supervise "+j.ID) {
+				pid, _ := strconv.Atoi(e.Name())
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}()
+	_, err = execjob.Handler{Contain: execjob.ContainCgroup}.Work(t.Context(), j)
+	require.Error(t, err)
+	require.False(t, runner.IsPermanent(err))
+	require.Contains(t, err.Error(), "supervisor")
+	requireTreeGone(t, dir, 1)
 }

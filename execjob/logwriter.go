@@ -1,72 +1,133 @@
 package execjob
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jobdir/jobdir/joblog"
 )
 
-// logWriter appends a program's output to its log file up to a limit and
-// keeps the last TailBytes of it in memory. Write never fails: a full or
+// minTailKeep is the least end of an attempt's output that a log keeps,
+// even when the log is already past its bound.
+const minTailKeep = TailBytes
+
+// logWriter appends one attempt's output to its job's log. The log is
+// bounded: of output that does not fit in the room left, it writes the
+// beginning at once and keeps the end in memory, to write when the attempt
+// ends after a marker saying how much was dropped between them. It also
+// keeps the last TailBytes for error messages. Write never fails: a full or
 // broken log must not make the program see EPIPE.
 type logWriter struct {
-	mu        sync.Mutex
-	f         *os.File // nil discards
-	size      int64
-	limit     int64
-	truncated bool
-	failed    bool
-	tail      []byte
+	mu       sync.Mutex
+	f        *os.File // nil discards
+	limit    int64
+	failed   bool
+	lineEnd  bool  // the last byte written to the log was a newline (or nothing was)
+	head     int64 // bytes of this attempt's output to write at once
+	written  int64 // bytes of output written at once so far
+	keep     []byte
+	keepMax  int
+	keepFrom int   // ring start once keep is full
+	dropped  int64 // bytes of output neither written nor kept
+	tail     []byte
 }
 
 // Write implements io.Writer.
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.keepTail(p)
-	if w.f == nil || w.failed || w.truncated {
-		return len(p), nil
+	n := len(p)
+	keepTail(&w.tail, p, TailBytes)
+	if w.f == nil || w.failed {
+		return n, nil
 	}
-	room := w.limit - w.size
-	if int64(len(p)) <= room {
-		w.write(p)
-		return len(p), nil
+	if room := w.head - w.written; room > 0 {
+		k := min(int64(len(p)), room)
+		w.write(p[:k])
+		w.written += k
+		p = p[k:]
 	}
-	if room > 0 {
-		w.write(p[:room])
+	if len(p) > 0 {
+		w.keepEnd(p)
 	}
-	w.truncated = true
-	w.write(fmt.Appendf(nil, "\n--- jobdir: log limit of %d bytes reached; the rest of this attempt's output is discarded ---\n", w.limit))
-	return len(p), nil
+	return n, nil
 }
 
-// note writes a line of jobdir's own, whatever the limit.
-func (w *logWriter) note(s string) {
+// keepEnd adds p to the ring of the output's end, counting what falls out.
+func (w *logWriter) keepEnd(p []byte) {
+	if len(p) >= w.keepMax {
+		w.dropped += int64(len(w.keep) + len(p) - w.keepMax)
+		w.keep = append(w.keep[:0], p[len(p)-w.keepMax:]...)
+		w.keepFrom = 0
+		return
+	}
+	if len(w.keep) < w.keepMax {
+		n := min(w.keepMax-len(w.keep), len(p))
+		w.keep = append(w.keep, p[:n]...)
+		p = p[n:]
+	}
+	for len(p) > 0 { // the ring is full: overwrite its oldest bytes
+		n := copy(w.keep[w.keepFrom:], p)
+		w.dropped += int64(n)
+		p = p[n:]
+		w.keepFrom = (w.keepFrom + n) % w.keepMax
+	}
+}
+
+// finish writes the kept end of the output, after a marker if some was
+// dropped.
+func (w *logWriter) finish() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil || w.failed || len(w.keep) == 0 {
+		return
+	}
+	if w.dropped > 0 {
+		w.write([]byte(joblog.Note(fmt.Sprintf("log limit of %d bytes reached: %d bytes of output dropped here; the last %d follow",
+			w.limit, w.dropped, len(w.keep)), w.lineEnd)))
+	}
+	w.write(w.keep[w.keepFrom:])
+	w.write(w.keep[:w.keepFrom])
+	w.keep = nil
+}
+
+// note writes a note of jobdir's own, whatever the limit.
+func (w *logWriter) note(text string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.f != nil && !w.failed {
-		w.write([]byte(s))
+		w.write([]byte(joblog.Note(text, w.lineEnd)))
 	}
 }
 
 func (w *logWriter) write(p []byte) {
-	n, err := w.f.Write(p)
-	w.size += int64(n)
-	if err != nil {
-		w.failed = true
-	}
-}
-
-func (w *logWriter) keepTail(p []byte) {
-	if len(p) >= TailBytes {
-		w.tail = append(w.tail[:0], p[len(p)-TailBytes:]...)
+	if len(p) == 0 {
 		return
 	}
-	if over := len(w.tail) + len(p) - TailBytes; over > 0 {
-		w.tail = append(w.tail[:0], w.tail[over:]...)
+	_, err := w.f.Write(p)
+	if err != nil {
+		w.failed = true
+		return
 	}
-	w.tail = append(w.tail, p...)
+	w.lineEnd = p[len(p)-1] == '\n'
+}
+
+// keepTail keeps the last n bytes of what is written in *tail.
+func keepTail(tail *[]byte, p []byte, n int) {
+	if len(p) >= n {
+		*tail = append((*tail)[:0], p[len(p)-n:]...)
+		return
+	}
+	if over := len(*tail) + len(p) - n; over > 0 {
+		*tail = append((*tail)[:0], (*tail)[over:]...)
+	}
+	*tail = append(*tail, p...)
 }
 
 // tailString returns the kept tail, starting at a character boundary.
@@ -87,4 +148,33 @@ func (w *logWriter) close() {
 		_ = w.f.Close()
 		w.f = nil
 	}
+}
+
+// errLogNotRegular is wrapped by the error of an attempt whose log path
+// holds something other than a regular file.
+var errLogNotRegular = joblog.ErrNotRegular
+
+// openLogFile opens the log at path for appending, creating it with perm,
+// without following a symbolic link or blocking on a FIFO planted there,
+// and refuses anything but a regular file with one link: the job's output
+// must never land in another file.
+func openLogFile(path string, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%w: %s is a symbolic link", errLogNotRegular, path)
+		}
+		if errors.Is(err, syscall.ENXIO) {
+			return nil, fmt.Errorf("%w: %s is a FIFO", errLogNotRegular, path)
+		}
+		return nil, err
+	}
+	if err := joblog.CheckRegular(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.SetNonblock(int(fd), false) })
+	}
+	return f, nil
 }

@@ -73,3 +73,36 @@ func TestWithRunner(t *testing.T) {
 	stop()
 	require.NoError(t, <-done)
 }
+
+// TestShutdownKillsTreeAndGivesAttemptBack: a worker's graceful shutdown
+// stops a running program's whole tree (after the shutdown grace), and the
+// attempt is given back: the job, allowed one attempt, is queued again with
+// its history saying it was interrupted.
+func TestShutdownKillsTreeAndGivesAttemptBack(t *testing.T) {
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	store := memstore.New(nil)
+	defer store.Close()
+	r := runner.New(store, &runner.Options{ShutdownGrace: 50 * time.Millisecond})
+	r.Handle(execjob.Kind, execjob.Handler{KillGrace: 300 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	p, dir := treePayload(t, "all", "sleep", "")
+	spec, err := execjob.NewSpec(p)
+	require.NoError(t, err)
+	spec.MaxAttempts = 1
+	j, _, err := store.Submit(ctx, spec)
+	require.NoError(t, err)
+	waitFor(t, filepath.Join(dir, "ready-1"), time.Minute)
+
+	stop()
+	require.NoError(t, <-done)
+	requireTreeGone(t, dir, 1)
+	j, err = store.Get(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, j.State)
+	require.Equal(t, 2, j.MaxAttempts)
+	require.Equal(t, jobstore.EndInterrupted, j.History[0].End)
+	require.Contains(t, j.History[0].Error, runner.ErrShutdown.Error())
+}

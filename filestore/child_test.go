@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,6 +100,33 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 				return err
 			}
 		}
+	case "hold-lease-file":
+		// Claim a job and hand a copy of its lease to a process of its own
+		// that outlives this one, as execjob's supervisor does.
+		j, err := claimOne(ctx, s, worker)
+		if err != nil {
+			return err
+		}
+		f, err := s.LeaseFile(ctx, j.Lease())
+		if err != nil {
+			return err
+		}
+		holder := exec.Command("sleep", "300")
+		holder.ExtraFiles = []*os.File{f}
+		holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := holder.Start(); err != nil {
+			return err
+		}
+		_ = f.Close()
+		fmt.Printf("claimed %s %d\n", j.ID, j.Attempt)
+		fmt.Printf("holder %d\n", holder.Process.Pid)
+		if os.Getenv(childKey) == "complete" {
+			if _, err := s.Complete(ctx, j.Lease(), jobstore.Outcome{Error: "done with it"}); err != nil {
+				return err
+			}
+			fmt.Println("completed")
+		}
+		select {} // until killed
 	case "hold", "watch-cancel", "complete-later":
 		j, err := claimOne(ctx, s, worker)
 		if err != nil {

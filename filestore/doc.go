@@ -25,7 +25,9 @@
 //     holds the job's lease lock (flock) for the whole attempt, the kernel
 //     releases it when the process dies, and any live Store then queues the
 //     job again (attempt counted) within about a second
-//     (Options.RecoverInterval), or at the next Open.
+//     (Options.RecoverInterval), or at the next Open. LeaseFile hands a
+//     copy of the lease to a child process, which holds the job past its
+//     worker's death until it exits (execjob's supervisor does so).
 //   - Cancel and Wait work across processes: a cancel reaches the running
 //     worker's WatchCancel, and Wait returns when another process finishes
 //     the job, both driven by inotify events within milliseconds, with a

@@ -102,10 +102,15 @@ func flockPath(path string, exclusive, create bool, perm os.FileMode) (*flock.Fl
 	}
 }
 
+// statter is an open lock file: a *flock.Flock or an *os.File.
+type statter interface {
+	Stat() (fs.FileInfo, error)
+}
+
 // sameInode reports whether the lock fl holds is on the file path names
 // now. It also gives a lock file it created the store's permissions, which
 // the umask may have narrowed (perm 0: leave them).
-func sameInode(fl *flock.Flock, path string, perm os.FileMode) (bool, error) {
+func sameInode(fl statter, path string, perm os.FileMode) (bool, error) {
 	held, err := fl.Stat()
 	if err != nil {
 		return false, err
@@ -135,33 +140,35 @@ var leases = struct {
 }{m: make(map[string]*leaseHold)}
 
 type leaseHold struct {
-	fl    *flock.Flock
+	// f is the lease lock file, locked. Not a flock.Flock: LeaseFile hands
+	// out duplicates of its descriptor, which share the lock.
+	f     *os.File
 	owner *Store
 	lease jobstore.Lease // zero until the claim is written
 }
 
 // tryLease takes the lease lock at path without blocking. It returns
-// false, nil if any process, this one included, holds it.
+// false, nil if any process, this one included, holds it, or holds a
+// duplicate of the descriptor that locked it (see LeaseFile).
 func tryLease(s *Store, path string) (*leaseHold, bool, error) {
 	leases.Lock()
 	defer leases.Unlock()
 	if _, held := leases.m[path]; held {
 		return nil, false, nil
 	}
-	fl := flock.New(path, flock.SetFlag(os.O_RDONLY|os.O_CREATE|noFollow), flock.SetPermissions(s.filePerm))
-	ok, err := fl.TryLock()
+	f, ok, err := tryLockFile(path, s.filePerm)
 	if err != nil {
 		return nil, false, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if !ok {
 		return nil, false, nil
 	}
-	if same, err := sameInode(fl, path, s.filePerm); err != nil || !same {
+	if same, err := sameInode(f, path, s.filePerm); err != nil || !same {
 		// The file was pruned under us: the job is gone, nothing to lease.
-		_ = fl.Unlock()
+		unlockFile(f)
 		return nil, false, nil
 	}
-	h := &leaseHold{fl: fl, owner: s}
+	h := &leaseHold{f: f, owner: s}
 	leases.m[path] = h
 	return h, true, nil
 }
@@ -172,8 +179,21 @@ func releaseLease(path string, h *leaseHold) {
 	defer leases.Unlock()
 	if leases.m[path] == h {
 		delete(leases.m, path)
-		_ = h.fl.Unlock()
+		unlockFile(h.f)
 	}
+}
+
+// dupLease returns a new descriptor of the lease lock at path, if s holds
+// it for lease.
+func dupLease(s *Store, path string, lease jobstore.Lease) (*os.File, bool, error) {
+	leases.Lock()
+	defer leases.Unlock()
+	h, ok := leases.m[path]
+	if !ok || h.owner != s || h.lease != lease {
+		return nil, false, nil
+	}
+	f, err := dupFile(h.f)
+	return f, true, err
 }
 
 // heldLease returns this process's hold of the lease lock at path.
@@ -198,7 +218,7 @@ func releaseOwned(s *Store) {
 	for p, h := range leases.m {
 		if h.owner == s {
 			delete(leases.m, p)
-			_ = h.fl.Unlock()
+			unlockFile(h.f)
 		}
 	}
 }

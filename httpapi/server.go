@@ -127,6 +127,10 @@ type Options struct {
 	// Logger receives a line per request (Debug) and per server-side error
 	// (Error). Nil means no logging.
 	Logger *slog.Logger
+	// LogDir is the directory of the exec jobs' logs (execjob's LogDir),
+	// which GET /v1/jobs/{id}/log serves. Empty means the route answers
+	// 404: this server keeps no logs.
+	LogDir string
 }
 
 // Server serves the HTTP API on one store. It implements http.Handler and
@@ -152,6 +156,7 @@ type Server struct {
 	// requests, waits and bodies are the budgets of Options.MaxConcurrent,
 	// MaxWaits and MaxBodyBytesInFlight (see admit).
 	requests, waits, bodies budget
+	logDir                  string
 }
 
 // The routes, as net/http patterns. They are also the route label of the
@@ -193,6 +198,7 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 		maxBatchBody: o.MaxBatchBodyBytes,
 		maxWait:      o.MaxWait,
 		log:          o.Logger,
+		logDir:       o.LogDir,
 	}
 	switch {
 	case len(o.Tokens) == 0 && !o.InsecureNoAuth:
@@ -266,6 +272,7 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 	s.mux.HandleFunc(routeCancel, s.handleCancel)
 	s.mux.HandleFunc(routeRetry, s.handleRetry)
 	s.mux.HandleFunc(routeWait, s.handleWait)
+	s.mux.HandleFunc(routeLog, s.handleLog)
 	s.mux.HandleFunc(routeStats, s.handleStats)
 	s.mux.HandleFunc(routeHealth, s.handleHealth)
 	s.mux.Handle(routeMetrics, s.metricsHandler())

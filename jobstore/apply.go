@@ -48,30 +48,60 @@ func ApplyClaim(j Job, worker string, now time.Time) (Job, error) {
 }
 
 // ApplyOutcome returns j after the attempt that lease holds ended with o at
-// now. backoff (nil means Backoff) sets the delay before a retry. It fails
-// with ErrNotHeld unless lease holds j.
+// now, with the attempt added to j.History. backoff (nil means Backoff) sets
+// the delay before a retry. It fails with ErrNotHeld unless lease holds j.
+//
+// A success makes j succeeded. A failure makes it canceled if Cancel was
+// requested; else queued again due now, with the attempt not counted, if
+// o.Interrupted; else failed if o.Permanent or its attempts are used up;
+// else queued again after o.RetryAfter or the backoff.
 func ApplyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffFunc) (Job, error) {
+	end := EndFailed
+	if o.TimedOut {
+		end = EndTimedOut
+	}
+	return applyOutcome(j, lease, o, now, backoff, end)
+}
+
+// applyOutcome is ApplyOutcome with the end a failure is recorded with in
+// the history (unless a cancel or an interruption says otherwise).
+func applyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffFunc, failEnd AttemptEnd) (Job, error) {
 	if !j.Holds(lease) {
 		return j, fmt.Errorf("%w: job %s is %s, attempt %d by %q; lease is attempt %d by %q",
 			ErrNotHeld, j.ID, j.State, j.Attempt, j.Worker, lease.Attempt, lease.Worker)
 	}
 	now = now.UTC()
 	j.UpdatedAt = now
+	rec := AttemptRecord{Attempt: j.Attempt, Worker: j.Worker, StartedAt: j.StartedAt, FinishedAt: now}
 	if o.Error == "" {
 		j.State = StateSucceeded
 		j.Result = compactOrNil(o.Result)
 		j.FinishedAt = now
+		rec.End = EndSucceeded
+		j.History = appendHistory(j.History, rec)
 		return j, nil
 	}
-	j.LastError = TruncateError(o.Error)
+	rec.Error = truncate(o.Error, MaxHistoryErrorLen)
 	switch {
 	case j.CancelRequested:
+		j.LastError = TruncateError(o.Error)
 		j.State = StateCanceled
 		j.FinishedAt = now
+		rec.End = EndCanceled
+	case o.Interrupted:
+		// Not the job's fault and not a failure: LastError keeps the
+		// latest real failure, and the attempt is given back.
+		j.State = StateQueued
+		j.RunAt = now
+		j.MaxAttempts++
+		rec.End = EndInterrupted
 	case o.Permanent || j.Attempt >= j.MaxAttempts:
+		j.LastError = TruncateError(o.Error)
 		j.State = StateFailed
 		j.FinishedAt = now
+		rec.End = failEnd
 	default:
+		j.LastError = TruncateError(o.Error)
 		delay := o.RetryAfter
 		if delay <= 0 {
 			if backoff == nil {
@@ -81,7 +111,9 @@ func ApplyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffF
 		}
 		j.State = StateQueued
 		j.RunAt = now.Add(delay)
+		rec.End = failEnd
 	}
+	j.History = appendHistory(j.History, rec)
 	return j, nil
 }
 
@@ -92,7 +124,8 @@ func ApplyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffF
 // is rarely the job's fault (a deploy, an OOM kill of the whole process, a
 // drained node), and the job has already waited for the death to be
 // noticed, so no backoff is added; the attempt still counts, so a job that
-// kills every worker that runs it ends failed after MaxAttempts.
+// kills every worker that runs it ends failed after MaxAttempts. The
+// history records the attempt as EndWorkerLost.
 func ApplyRecover(j Job, now time.Time) (Job, error) {
 	if j.State != StateRunning {
 		// Not CheckTransition: failed and canceled may move to queued (by
@@ -100,7 +133,7 @@ func ApplyRecover(j Job, now time.Time) (Job, error) {
 		return j, &TransitionError{ID: j.ID, From: j.State, To: StateQueued}
 	}
 	msg := fmt.Sprintf("worker %q died during attempt %d", j.Worker, j.Attempt)
-	return ApplyOutcome(j, j.Lease(), Outcome{Error: msg}, now, noBackoff)
+	return applyOutcome(j, j.Lease(), Outcome{Error: msg}, now, noBackoff, EndWorkerLost)
 }
 
 // noBackoff makes a recovered job due at once.

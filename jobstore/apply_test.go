@@ -2,6 +2,8 @@ package jobstore_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -185,6 +187,112 @@ func TestApplyOutcome(t *testing.T) {
 	require.NoError(t, err)
 	res[1] = '2'
 	require.Equal(t, `[1]`, string(got.Result))
+}
+
+// TestApplyOutcomeInterrupted checks that an attempt cut short by its
+// worker's shutdown is given back: queued due now, MaxAttempts raised so the
+// attempt does not count, Attempt still counting (it fences leases), and the
+// history saying so.
+func TestApplyOutcomeInterrupted(t *testing.T) {
+	now := t0.Add(time.Minute)
+	for _, attempt := range []int{1, 3} { // 3: the last attempt is not lost either
+		j := running(attempt)
+		j.LastError = "earlier failure"
+		o := jobstore.Interrupted(errors.New("runner: worker shutting down"))
+		o.Permanent, o.RetryAfter = true, time.Hour // ignored
+		got, err := jobstore.ApplyOutcome(j, j.Lease(), o, now, fixedBO)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, got.State)
+		require.Equal(t, now, got.RunAt, "due at once")
+		require.Equal(t, attempt, got.Attempt, "Attempt never goes back")
+		require.Equal(t, 4, got.MaxAttempts, "the attempt is given back")
+		require.Equal(t, "earlier failure", got.LastError, "an interruption is not a failure")
+		require.True(t, got.FinishedAt.IsZero())
+		require.Equal(t, []jobstore.AttemptRecord{{Attempt: attempt, Worker: "w", StartedAt: t0, FinishedAt: now,
+			End: jobstore.EndInterrupted, Error: "runner: worker shutting down"}}, got.History)
+		require.False(t, got.History[0].End.Counted())
+
+		// The next claim takes the next attempt number, and the job still
+		// has the same number of attempts left as before the interruption.
+		again, err := jobstore.ApplyClaim(got, "v", now)
+		require.NoError(t, err)
+		require.Equal(t, attempt+1, again.Attempt)
+		require.Equal(t, j.MaxAttempts-j.Attempt, again.MaxAttempts-again.Attempt, "attempts left, this one included")
+	}
+
+	// A cancel requested before the interruption still cancels.
+	j := running(1)
+	j.CancelRequested = true
+	got, err := jobstore.ApplyOutcome(j, j.Lease(), jobstore.Interrupted(errors.New("stop")), now, nil)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateCanceled, got.State)
+	require.Equal(t, jobstore.EndCanceled, got.History[0].End)
+
+	// A success is a success, whatever else the outcome says.
+	o := jobstore.Succeeded(nil)
+	o.Interrupted = true
+	got, err = jobstore.ApplyOutcome(running(1), running(1).Lease(), o, now, nil)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateSucceeded, got.State)
+}
+
+// TestHistory checks what each way an attempt ends adds to Job.History.
+func TestHistory(t *testing.T) {
+	now := t0.Add(time.Minute)
+	canceling := running(1)
+	canceling.CancelRequested = true
+	tests := []struct {
+		name  string
+		job   jobstore.Job
+		o     jobstore.Outcome
+		want  jobstore.AttemptEnd
+		error string
+	}{
+		{"success", running(1), jobstore.Succeeded(nil), jobstore.EndSucceeded, ""},
+		{"failure", running(1), jobstore.Outcome{Error: "boom"}, jobstore.EndFailed, "boom"},
+		{"final failure", running(3), jobstore.Outcome{Error: "boom"}, jobstore.EndFailed, "boom"},
+		{"permanent failure", running(1), jobstore.Outcome{Error: "boom", Permanent: true}, jobstore.EndFailed, "boom"},
+		{"timeout", running(1), jobstore.Outcome{Error: "too slow", TimedOut: true}, jobstore.EndTimedOut, "too slow"},
+		{"cancel", canceling, jobstore.Outcome{Error: "canceled"}, jobstore.EndCanceled, "canceled"},
+		{"interrupted", running(2), jobstore.Interrupted(errors.New("shutdown")), jobstore.EndInterrupted, "shutdown"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := jobstore.ApplyOutcome(tc.job, tc.job.Lease(), tc.o, now, fixedBO)
+			require.NoError(t, err)
+			require.Equal(t, []jobstore.AttemptRecord{{Attempt: tc.job.Attempt, Worker: "w", StartedAt: t0,
+				FinishedAt: now, End: tc.want, Error: tc.error}}, got.History)
+			require.Equal(t, tc.want != jobstore.EndInterrupted, tc.want.Counted())
+		})
+	}
+
+	got, err := jobstore.ApplyRecover(running(1), now)
+	require.NoError(t, err)
+	require.Equal(t, []jobstore.AttemptRecord{{Attempt: 1, Worker: "w", StartedAt: t0, FinishedAt: now,
+		End: jobstore.EndWorkerLost, Error: `worker "w" died during attempt 1`}}, got.History)
+
+	// Errors are truncated; the history keeps the last MaxHistory attempts.
+	j := running(1)
+	j.MaxAttempts = 100
+	var last jobstore.Job
+	for i := 1; i <= jobstore.MaxHistory+5; i++ {
+		j.Attempt, j.State = i, jobstore.StateRunning
+		before := j
+		j, err = jobstore.ApplyOutcome(j, j.Lease(), jobstore.Outcome{Error: fmt.Sprint(i, strings.Repeat("x", 2*jobstore.MaxHistoryErrorLen))}, now, fixedBO)
+		require.NoError(t, err)
+		if i > 1 {
+			require.Len(t, before.History, min(i-1, jobstore.MaxHistory), "the old copy is not changed")
+			require.Equal(t, last.History, before.History)
+		}
+		last = j
+	}
+	require.Len(t, j.History, jobstore.MaxHistory)
+	require.Equal(t, 6, j.History[0].Attempt, "the oldest are dropped")
+	require.Equal(t, jobstore.MaxHistory+5, j.History[jobstore.MaxHistory-1].Attempt)
+	for _, r := range j.History {
+		require.LessOrEqual(t, len(r.Error), jobstore.MaxHistoryErrorLen+len("…"))
+	}
+	require.Len(t, jobstore.AttemptEnds(), 6)
 }
 
 func TestApplyOutcomeNotHeld(t *testing.T) {

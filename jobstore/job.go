@@ -70,6 +70,80 @@ type Job struct {
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// Worker names the worker that holds (or last held) the job.
 	Worker string `json:"worker,omitempty"`
+	// History lists the job's latest finished attempts, oldest first: at
+	// most MaxHistory of them, each with how it ended. The running attempt
+	// is not in it until it ends. The Apply functions keep it, so every
+	// store does.
+	History []AttemptRecord `json:"history,omitempty"`
+}
+
+// Bounds of Job.History.
+const (
+	// MaxHistory is the most attempts Job.History keeps; older ones are
+	// dropped first.
+	MaxHistory = 20
+	// MaxHistoryErrorLen is the longest error an AttemptRecord keeps, in
+	// bytes (the full error of the latest failure is Job.LastError).
+	MaxHistoryErrorLen = 512
+)
+
+// AttemptEnd says how an attempt ended. Its string form is the on-disk and
+// wire form.
+type AttemptEnd string
+
+// The ways an attempt ends.
+const (
+	// EndSucceeded: the handler returned a result.
+	EndSucceeded AttemptEnd = "succeeded"
+	// EndFailed: the handler returned an error.
+	EndFailed AttemptEnd = "failed"
+	// EndTimedOut: the attempt ran past its timeout and was stopped.
+	EndTimedOut AttemptEnd = "timed_out"
+	// EndCanceled: the attempt was stopped because Cancel was requested.
+	EndCanceled AttemptEnd = "canceled"
+	// EndWorkerLost: the worker died during the attempt and the job was
+	// recovered by another process.
+	EndWorkerLost AttemptEnd = "worker_lost"
+	// EndInterrupted: the worker shut down gracefully during the attempt.
+	// Such an attempt does not count against MaxAttempts.
+	EndInterrupted AttemptEnd = "interrupted"
+)
+
+// AttemptEnds returns every AttemptEnd.
+func AttemptEnds() []AttemptEnd {
+	return []AttemptEnd{EndSucceeded, EndFailed, EndTimedOut, EndCanceled, EndWorkerLost, EndInterrupted}
+}
+
+// Counted reports whether an attempt that ended so counts against the
+// job's MaxAttempts: every one but EndInterrupted.
+func (e AttemptEnd) Counted() bool { return e != EndInterrupted }
+
+// AttemptRecord is one finished attempt in Job.History.
+type AttemptRecord struct {
+	// Attempt is the attempt's number (Job.Attempt while it ran).
+	Attempt int `json:"attempt"`
+	// Worker names the worker that ran it.
+	Worker string `json:"worker"`
+	// StartedAt is when it was claimed.
+	StartedAt time.Time `json:"started_at"`
+	// FinishedAt is when its end was recorded.
+	FinishedAt time.Time `json:"finished_at"`
+	// End says how it ended.
+	End AttemptEnd `json:"end"`
+	// Error is the attempt's error, at most MaxHistoryErrorLen bytes; empty
+	// for a success.
+	Error string `json:"error,omitempty"`
+}
+
+// appendHistory returns h with r added at the end and the oldest entries
+// dropped beyond MaxHistory. It never writes to h's array, which other
+// copies of the job may share.
+func appendHistory(h []AttemptRecord, r AttemptRecord) []AttemptRecord {
+	if drop := len(h) + 1 - MaxHistory; drop > 0 {
+		h = h[drop:]
+	}
+	out := make([]AttemptRecord, 0, len(h)+1)
+	return append(append(out, h...), r)
 }
 
 // Lease identifies one attempt of a job by one worker. Complete and

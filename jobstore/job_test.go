@@ -216,6 +216,8 @@ func TestJobJSONFieldNames(t *testing.T) {
 		RunAt: time.Unix(1, 0).UTC(), Timeout: time.Second, CreatedAt: time.Unix(2, 0).UTC(),
 		UpdatedAt: time.Unix(3, 0).UTC(), StartedAt: time.Unix(4, 0).UTC(), FinishedAt: time.Unix(5, 0).UTC(),
 		Result: json.RawMessage(`2`), LastError: "e", CancelRequested: true, Worker: "w",
+		History: []jobstore.AttemptRecord{{Attempt: 1, Worker: "v", StartedAt: time.Unix(6, 0).UTC(),
+			FinishedAt: time.Unix(7, 0).UTC(), End: jobstore.EndInterrupted, Error: "stop"}},
 	}
 	b, err := json.Marshal(j)
 	require.NoError(t, err)
@@ -228,8 +230,9 @@ func TestJobJSONFieldNames(t *testing.T) {
 	require.ElementsMatch(t, []string{
 		"id", "key", "kind", "payload", "state", "attempt", "max_attempts", "priority", "run_at",
 		"timeout_ns", "created_at", "updated_at", "started_at", "finished_at", "result", "last_error",
-		"cancel_requested", "worker",
+		"cancel_requested", "worker", "history",
 	}, keys)
+	require.Contains(t, string(b), `"history":[{"attempt":1,"worker":"v","started_at":"1970-01-01T00:00:06Z","finished_at":"1970-01-01T00:00:07Z","end":"interrupted","error":"stop"}]`)
 	var back jobstore.Job
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, j, back)
@@ -237,7 +240,7 @@ func TestJobJSONFieldNames(t *testing.T) {
 	// Unset optional fields are omitted.
 	b, err = json.Marshal(jobstore.Job{ID: j.ID, Kind: "k", State: jobstore.StateQueued})
 	require.NoError(t, err)
-	for _, k := range []string{"key", "payload", "started_at", "finished_at", "result", "last_error", "cancel_requested", "worker", "timeout_ns"} {
+	for _, k := range []string{"key", "payload", "started_at", "finished_at", "result", "last_error", "cancel_requested", "worker", "timeout_ns", "history"} {
 		require.NotContains(t, string(b), `"`+k+`"`)
 	}
 }
@@ -271,6 +274,7 @@ func TestOutcomeHelpers(t *testing.T) {
 	require.Equal(t, jobstore.Outcome{Error: "boom"}, jobstore.Failed(errors.New("boom")))
 	require.Equal(t, jobstore.Outcome{Error: "failed"}, jobstore.Failed(nil), "a failure always has a message")
 	require.Equal(t, jobstore.Outcome{Error: "failed"}, jobstore.Failed(errors.New("")))
+	require.Equal(t, jobstore.Outcome{Error: "stop", Interrupted: true}, jobstore.Interrupted(errors.New("stop")))
 }
 
 func TestClaimRequestAccepts(t *testing.T) {

@@ -59,7 +59,9 @@ type Store interface {
 	// Complete ends the attempt that lease holds with outcome o and returns
 	// the updated job: succeeded; queued again with a backoff RunAt if it
 	// failed with attempts left; failed if not, or if o.Permanent; canceled
-	// if it failed after Cancel was requested. Returns ErrNotHeld if lease no
+	// if it failed after Cancel was requested; queued again due now, the
+	// attempt not counted, if o.Interrupted. The attempt is added to the
+	// job's History (see ApplyOutcome). Returns ErrNotHeld if lease no
 	// longer holds the job.
 	Complete(ctx context.Context, lease Lease, o Outcome) (Job, error)
 
@@ -221,6 +223,17 @@ type Outcome struct {
 	// RetryAfter, when positive, replaces the store's backoff before the
 	// next attempt of a failed job.
 	RetryAfter time.Duration
+	// Interrupted says the attempt was cut short by its worker's graceful
+	// shutdown, not by anything the job did: a failure (Error set) so
+	// marked queues the job again due at once and does not count the
+	// attempt (MaxAttempts grows by one; Attempt keeps counting, since it
+	// fences leases). Permanent and RetryAfter are ignored. A job whose
+	// Cancel was requested is canceled all the same.
+	Interrupted bool
+	// TimedOut says the attempt was stopped because it ran past its
+	// timeout. It is a failure like any other (it counts, and retries
+	// with backoff); the job's History records it as EndTimedOut.
+	TimedOut bool
 }
 
 // Succeeded returns the outcome of a successful attempt with result.
@@ -233,6 +246,14 @@ func Failed(err error) Outcome {
 		msg = err.Error()
 	}
 	return Outcome{Error: msg}
+}
+
+// Interrupted returns the outcome of an attempt cut short by its worker's
+// graceful shutdown, with why as its error.
+func Interrupted(why error) Outcome {
+	o := Failed(why)
+	o.Interrupted = true
+	return o
 }
 
 // Stats summarizes a store.

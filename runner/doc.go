@@ -53,6 +53,10 @@
 // A handler that ignores a cancel and returns success makes the job
 // succeeded, not canceled: the work was done.
 //
-// An attempt interrupted by shutdown counts as an attempt; if it was the
-// last one allowed, the job ends failed.
+// An attempt cut short by the runner's own shutdown (its ctx ended with
+// ErrShutdown and it returned an error that is not Permanent) is recorded
+// with jobstore.Outcome.Interrupted: the job is due again at once and the
+// attempt does not count, so a routine restart never fails a job. An
+// attempt that fails on its own during the grace period, times out, or
+// whose worker dies still counts.
 package runner

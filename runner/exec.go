@@ -22,7 +22,7 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 	log.Debug("job claimed", "queue_wait", wait)
 	r.emit(Event{Type: EventClaimed, Job: job, QueueWait: wait})
 
-	ctx, cancel := context.WithCancelCause(workCtx)
+	ctx, cancel := context.WithCancelCause(withLease(workCtx, r.store, lease))
 	defer cancel(nil)
 	timeout := job.Timeout
 	if timeout <= 0 {
@@ -122,11 +122,12 @@ func outcome(cause error, result json.RawMessage, herr error) jobstore.Outcome {
 		if !errors.Is(herr, cause) {
 			o.Error = jobstore.TruncateError(o.Error + " (" + cause.Error() + ")")
 		}
-		// An attempt cut short by shutdown is not the job's fault: make it
-		// due again at once, for another worker.
-		if errors.Is(cause, ErrShutdown) && !o.Permanent && o.RetryAfter == 0 {
-			o.RetryAfter = time.Nanosecond
-		}
+		o.TimedOut = errors.Is(cause, ErrTimeout)
+		// An attempt cut short by this runner's shutdown is not the job's
+		// fault: it is given back, due again at once for another worker,
+		// and does not count. A permanent error is the handler's verdict
+		// on the job, whatever stopped it.
+		o.Interrupted = errors.Is(cause, ErrShutdown) && !o.Permanent
 	}
 	return o
 }

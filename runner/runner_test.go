@@ -259,6 +259,7 @@ func TestTimeout(t *testing.T) {
 				require.Equal(t, jobstore.StateFailed, j.State)
 				require.Contains(t, j.LastError, "context deadline exceeded")
 				require.Contains(t, j.LastError, runner.ErrTimeout.Error())
+				require.Equal(t, jobstore.EndTimedOut, j.History[0].End, "the history says it timed out")
 			})
 		})
 	}
@@ -440,7 +441,8 @@ func TestShutdownWaitsForRunningHandler(t *testing.T) {
 
 // A handler still running when the grace period ends has its ctx canceled
 // with ErrShutdown; Run waits for it to return, and the interrupted attempt
-// is queued again at once for another worker.
+// is given back: queued again at once for another worker, and not counted,
+// so even a job allowed one attempt is not lost to a routine restart.
 func TestShutdownCancelsAfterGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStore(t, &memstore.Options{Backoff: func(int) time.Duration { return time.Hour }})
@@ -448,7 +450,7 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 		r := runner.New(s, &runner.Options{ShutdownGrace: 5 * time.Second})
 		r.Handle("work", blockUntilCanceled(started, causes))
 		stop := start(t, r)
-		j := submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 3})
+		j := submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 1})
 		<-started
 		begin := time.Now()
 		require.NoError(t, stop())
@@ -457,10 +459,46 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 
 		j, err := s.Get(t.Context(), j.ID)
 		require.NoError(t, err)
-		require.Equal(t, jobstore.StateQueued, j.State)
+		require.Equal(t, jobstore.StateQueued, j.State, "the only attempt allowed is not spent by a shutdown")
 		require.Equal(t, 1, j.Attempt)
+		require.Equal(t, 2, j.MaxAttempts, "the attempt is given back")
 		require.WithinDuration(t, time.Now(), j.RunAt, time.Millisecond, "due again at once, not after the hour of backoff")
-		require.Contains(t, j.LastError, runner.ErrShutdown.Error())
+		require.Empty(t, j.LastError, "an interruption is not a failure")
+		require.Len(t, j.History, 1)
+		require.Equal(t, jobstore.EndInterrupted, j.History[0].End)
+		require.Contains(t, j.History[0].Error, runner.ErrShutdown.Error())
+	})
+}
+
+// A handler that fails, or fails permanently, while the runner shuts down
+// but before the grace ends is not interrupted: its attempt counts.
+func TestShutdownDoesNotExcuseFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		started := make(chan string, 2)
+		r := runner.New(s, &runner.Options{Concurrency: 2, ShutdownGrace: 5 * time.Second})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			started <- job.ID
+			time.Sleep(time.Second) // within the grace
+			return nil, errors.New("broken")
+		}))
+		r.Handle("permanent", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			started <- job.ID
+			<-ctx.Done() // stopped by the shutdown, but says the job is bad
+			return nil, runner.Permanent(errors.New("bad input"))
+		}))
+		stop := start(t, r)
+		failing := submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 1})
+		permanent := submit(t, s, jobstore.Spec{Kind: "permanent", MaxAttempts: 3})
+		<-started
+		<-started
+		require.NoError(t, stop())
+		for _, id := range []string{failing.ID, permanent.ID} {
+			j, err := s.Get(t.Context(), id)
+			require.NoError(t, err)
+			require.Equal(t, jobstore.StateFailed, j.State, j.Kind)
+			require.Equal(t, jobstore.EndFailed, j.History[0].End, j.Kind)
+		}
 	})
 }
 

@@ -50,6 +50,16 @@ type childSpec struct {
 	Lin     *LinConfig `json:"lin,omitempty"`
 	LinOut  string     `json:"lin_out,omitempty"`
 	LinFrom int        `json:"lin_from,omitempty"`
+
+	// Exe and Args start this binary again: tree jobs' programs are it.
+	Exe  string   `json:"exe,omitempty"`
+	Args []string `json:"args,omitempty"`
+	// Trees lets submitters send tree jobs (some workers run runner.Runner).
+	Trees bool `json:"trees,omitempty"`
+	// SleepMS, Shape and Level describe a tree job's program and nodes.
+	SleepMS int    `json:"sleep_ms,omitempty"`
+	Shape   string `json:"shape,omitempty"`
+	Level   int    `json:"level,omitempty"`
 }
 
 // IsChild reports whether this process was started by Run or
@@ -67,6 +77,20 @@ func ChildMain(b Backend) int {
 	if err := json.Unmarshal([]byte(os.Getenv(EnvChild)), &spec); err != nil {
 		fmt.Fprintf(os.Stderr, "torture child: bad %s: %v\n", EnvChild, err)
 		return 2
+	}
+	switch spec.Role {
+	case roleProgram, roleNode:
+		// A tree job's processes: no store, and the default reaction to
+		// signals.
+		run := runProgram
+		if spec.Role == roleNode {
+			run = runNode
+		}
+		if err := run(spec); err != nil {
+			fmt.Fprintf(os.Stderr, "torture %s: %v\n", spec.Role, err)
+			return 1
+		}
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -242,7 +266,7 @@ func (r *recorder) violation(format string, args ...any) {
 }
 
 func makeRecordDirs(dir string) error {
-	for _, d := range []string{submitDir, cancelDir, attemptDir, violationDir, outDir} {
+	for _, d := range []string{submitDir, cancelDir, attemptDir, violationDir, outDir, treeDir, treeLogDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return err
 		}

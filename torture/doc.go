@@ -11,8 +11,12 @@
 // submitted ID exists and is terminal; one job per idempotency key; attempts
 // of one job never overlap in time; a succeeded or canceled-while-queued job
 // never starts again; every re-run follows the death of the worker that ran
-// the previous attempt; the store reopens cleanly and its consistency check
-// finds nothing. The [Report] holds the figures and the violations.
+// the previous attempt; no process of an exec job's attempt outlives it (tree
+// jobs, run by the runner workers through execjob, start programs that fork,
+// call setsid and double-fork, and each such process holds a lock that the
+// next attempt and the final check test); the store reopens cleanly and its
+// consistency check finds nothing. The [Report] holds the figures and the
+// violations.
 //
 // RecordHistory and CheckHistory are the linearizability check: several
 // clients (goroutines, or processes through RunLinearizability) run random

@@ -83,6 +83,13 @@ type Report struct {
 	// TransientErrors counts the store errors children retried (see
 	// Backend.Transient).
 	TransientErrors int
+	// TreeAttempts counts attempts of tree jobs whose program started its
+	// tree of processes (see tree.go): none of their processes may
+	// outlive the attempt.
+	TreeAttempts int
+	// TreeAttemptsKilled counts those whose worker was killed during them
+	// (no end marker): their processes were killed by the supervisor.
+	TreeAttemptsKilled int
 	// TornLines counts record lines cut short by a SIGKILL (ignored).
 	TornLines int
 	// Fsck is "clean", "skipped", or the number of problems found.
@@ -132,6 +139,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			r.Cuts, r.CutConnections, r.ServerRestarts, r.LeaseLosses, r.LostOutcomes, r.CutReruns, r.TransientErrors)
 	}
 	p("paused attempts", "%d (worker SIGSTOPped mid-attempt; finished after SIGCONT, not run elsewhere)", r.PausedAttempts)
+	p("tree attempts", "%d, %d with their worker killed (programs that forked, escaped their process group and double-forked; none outlived its attempt)", r.TreeAttempts, r.TreeAttemptsKilled)
 	p("lost claims", "%d (claimed, worker killed before the handler started)", r.LostClaims)
 	p("canceled", "%d while queued, %d while running (the handler saw it)", r.CanceledQueued, r.CanceledRunning)
 	p("recovery wait", "median %s, p99 %s, max %s (SIGKILL of a worker to the next attempt's start, busy workers included)",

@@ -224,7 +224,7 @@ func (f *fleet) start(role string, index, inc int) error {
 		Role: role, Index: index, Incarnation: inc, Name: name,
 		StoreDir: f.storeDir, RecordDir: f.recDir, Seed: f.cfg.Seed,
 		Concurrency: f.cfg.WorkerConcurrency, Runner: role == roleWorker && index < f.cfg.RunnerWorkers, SubmitInterval: f.cfg.SubmitInterval,
-		Keys: f.cfg.Keys,
+		Keys: f.cfg.Keys, Exe: f.exe, Args: f.cfg.Args, Trees: min(f.cfg.RunnerWorkers, f.cfg.Workers) > 0,
 	}
 	if role == roleSubmitter && f.cfg.Jobs > 0 {
 		spec.Budget = (f.cfg.Jobs + f.cfg.Submitters - 1) / f.cfg.Submitters
@@ -515,6 +515,9 @@ func (f *fleet) check(ctx context.Context) error {
 		return fmt.Errorf("torture: close store: %w", err)
 	}
 	checkRecords(f.r, jobs, rec, f.kills, f.stops, f.cuts)
+	if err := checkTrees(f.r, f.recDir, treeGrace); err != nil {
+		return fmt.Errorf("torture: check trees: %w", err)
+	}
 
 	switch {
 	case f.cfg.Backend.Fsck == nil:

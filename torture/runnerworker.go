@@ -56,7 +56,7 @@ func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec
 			}
 		},
 	})
-	r.Handle("torture", runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
+	h := runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
 		existed, err := rec.marker(markerName(j.ID, j.Attempt, "start"),
 			fmt.Sprintf("%s\t%d\t%d\n", spec.Name, os.Getpid(), monoNow()))
 		if err != nil {
@@ -65,7 +65,13 @@ func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec
 		if existed {
 			rec.violation("job %s attempt %d was handed out twice: its start marker exists", j.ID, j.Attempt)
 		}
-		o, label := handle(ctx, j)
+		var o jobstore.Outcome
+		var label string
+		if j.Kind == kindTree {
+			o, label = handleTree(ctx, rec, spec, j)
+		} else {
+			o, label = handle(ctx, j)
+		}
 		if label == outcomeLost {
 			excused.Store(attemptKey(j), true)
 		}
@@ -85,6 +91,8 @@ func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec
 			return nil, runner.Permanent(herr)
 		}
 		return nil, runner.RetryAfter(herr, o.RetryAfter)
-	}))
+	})
+	r.Handle(kindTorture, h)
+	r.Handle(kindTree, h)
 	return r.Run(ctx)
 }

@@ -24,15 +24,19 @@ const (
 	classTimeout      = "timeout"       // outlives its Timeout on every attempt
 	classSlow         = "slow"          // long enough to be canceled while running
 	classCancelQueued = "cancel-queued" // delayed, and canceled by its submitter at once
+	classTree         = "tree"          // runs a program that leaves a tree of processes (runner workers only)
 )
 
 // newSpec draws a job to submit. About a third carry a key from a space of
-// keys shared by all submitters.
-func newSpec(rng *rand.Rand, keys int) (jobstore.Spec, string) {
+// keys shared by all submitters. Tree jobs are drawn only if trees is set.
+func newSpec(rng *rand.Rand, keys int, trees bool) (jobstore.Spec, string) {
 	var t task
-	spec := jobstore.Spec{Kind: "torture"}
+	spec := jobstore.Spec{Kind: kindTorture}
 	now := time.Now()
 	switch p := rng.IntN(100); {
+	case p < 8 && trees:
+		t = task{Class: classTree, SleepMS: 50 + rng.IntN(500)}
+		spec.Kind = kindTree
 	case p < 38:
 		t = task{Class: classQuick, SleepMS: 1 + rng.IntN(20)}
 	case p < 48:
@@ -83,7 +87,7 @@ func runSubmitter(ctx context.Context, st jobstore.Store, rec *recorder, spec ch
 	}
 	rng := rand.New(rand.NewPCG(uint64(spec.Seed), uint64(spec.Index)<<32|uint64(spec.Incarnation)))
 	for ctx.Err() == nil && (spec.Budget <= 0 || done < spec.Budget) {
-		s, class := newSpec(rng, spec.Keys)
+		s, class := newSpec(rng, spec.Keys, spec.Trees)
 		var j jobstore.Job
 		var created bool
 		err := rec.retry(ctx, "submit", func() (err error) {

@@ -58,6 +58,7 @@ func TestTortureShort(t *testing.T) {
 	require.Positive(t, r.Outcomes[outcomeTimeout], "no attempt timed out")
 	require.Positive(t, r.CanceledRunning, "no running job was canceled")
 	require.Positive(t, r.CanceledQueued, "no job was canceled while queued")
+	require.Positive(t, r.TreeAttempts, "no program left a tree of processes")
 	require.Equal(t, "clean", r.Fsck)
 }
 

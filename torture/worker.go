@@ -25,6 +25,12 @@ type task struct {
 	Permanent bool `json:"permanent,omitempty"`
 }
 
+// Job kinds: tree jobs run programs through execjob (see tree.go).
+const (
+	kindTorture = "torture"
+	kindTree    = "torture-tree"
+)
+
 // Outcome labels written in end markers.
 const (
 	outcomeOK       = "ok"
@@ -66,7 +72,8 @@ func runWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec child
 
 func workLoop(ctx context.Context, st jobstore.Store, rec *recorder, name string) error {
 	for ctx.Err() == nil {
-		j, err := st.Claim(ctx, jobstore.ClaimRequest{Worker: name})
+		// Tree jobs need execjob, which only runner workers run.
+		j, err := st.Claim(ctx, jobstore.ClaimRequest{Worker: name, Kinds: []string{kindTorture}})
 		if rec.isTransient(err) {
 			rec.transientError("claim", err)
 			sleep(ctx, 50*time.Millisecond)

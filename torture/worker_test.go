@@ -66,7 +66,7 @@ func TestNewSpecIsValid(t *testing.T) {
 	classes := map[string]int{}
 	keyed := 0
 	for range 2000 {
-		spec, class := newSpec(rng, 10)
+		spec, class := newSpec(rng, 10, false)
 		require.NoError(t, spec.Validate(0))
 		classes[class]++
 		if spec.Key != "" {

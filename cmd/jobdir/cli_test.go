@@ -225,6 +225,7 @@ func TestWorkRunsJobsAndWaitReportsHow(t *testing.T) {
 	require.Regexp(t, `State:\s+failed`, r.stdout)
 	require.Regexp(t, `Command:\s+sh -c 'echo something broke >&2; exit 9'`, r.stdout)
 	require.Contains(t, r.stdout, "Last error:\n  exit status 9")
+	require.Regexp(t, `Attempts:\n  1  failed +\S+ +after \S+ +exit status 9; output ends with: something broke\n`, r.stdout)
 	require.Contains(t, r.stdout, filepath.Join(dir, "logs", bad+".log"))
 
 	r = jdOK(t, dir, "retry", bad)
@@ -286,6 +287,82 @@ func TestLogsFollow(t *testing.T) {
 	}
 	require.Equal(t, 0, r.code, "%s", r)
 	require.Regexp(t, `(?s)attempt 1 of 3.*\none\ntwo\n.*exited with status 0`, r.stdout)
+
+	r = jdOK(t, dir, "logs", "--raw", id)
+	require.Equal(t, "one\ntwo\n", r.stdout, "only the program's bytes")
+	r = jdOK(t, dir, "logs", "--raw", "--tail", "1", id)
+	require.Equal(t, "two\n", r.stdout)
+	r = jdOK(t, dir, "logs", "-n", "1", id)
+	require.Regexp(t, `^--- jobdir: attempt 1 exited with status 0 after .* ---\n$`, r.stdout)
+	r = jd(t, dir, "logs", "--tail", "-1", id)
+	require.Equal(t, exitUsage, r.code)
+}
+
+// TestLogsFollowExitsWithTheJobsResult: logs --follow exits as wait does.
+func TestLogsFollowExitsWithTheJobsResult(t *testing.T) {
+	dir := newStoreDir(t)
+	failing := submit(t, dir, "--max-attempts", "1", "--", "sh", "-c", "echo doomed; exit 4")
+	jdOK(t, dir, "work", "--exit-when-idle", "-q")
+	r := jd(t, dir, "logs", "--follow", "--raw", failing)
+	require.Equal(t, exitFailed, r.code, "%s", r)
+	require.Equal(t, "doomed\n", r.stdout)
+	require.Contains(t, r.stderr, "failed after 1 attempts: exit status 4")
+
+	canceled := submit(t, dir, "--delay", "1h", "--", "true")
+	jdOK(t, dir, "cancel", canceled)
+	r = jd(t, dir, "logs", "--follow", canceled)
+	require.Equal(t, exitCanceled, r.code, "%s", r)
+}
+
+// TestLogsRefusesPlantedLink: a symbolic link planted at a job's log path
+// is refused, not followed, by logs and by the worker.
+func TestLogsRefusesPlantedLink(t *testing.T) {
+	dir := newStoreDir(t)
+	id := submit(t, dir, "--max-attempts", "1", "--", "echo", "output")
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("do not show\n"), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "logs"), 0o700))
+	require.NoError(t, os.Symlink(secret, filepath.Join(dir, "logs", id+".log")))
+	r := jd(t, dir, "logs", id)
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.NotContains(t, r.stdout, "do not show")
+	require.Contains(t, r.stderr, "not a regular file (a symbolic link)")
+
+	jdOK(t, dir, "work", "--exit-when-idle", "-q")
+	b, err := os.ReadFile(secret)
+	require.NoError(t, err)
+	require.Equal(t, "do not show\n", string(b), "the job's output went through the link")
+	r = jd(t, dir, "wait", id)
+	require.Equal(t, exitFailed, r.code)
+	require.Contains(t, r.stderr, "refusing to write the job's output")
+}
+
+// TestWorkSaysHowJobsAreContained: the worker's start-up line says which
+// containment is in force, and --containment chooses it.
+func TestWorkSaysHowJobsAreContained(t *testing.T) {
+	dir := newStoreDir(t)
+	r := jdOK(t, dir, "work", "--exit-when-idle", "--containment", "supervisor")
+	require.Contains(t, r.stderr, "jobdir: containment: each job runs under a supervisor (no cgroup: containment set to supervisor)")
+	r = jdOK(t, dir, "work", "--exit-when-idle")
+	require.Regexp(t, `jobdir: containment: each job runs (in a cgroup v2 of its own under /|under a supervisor \(no cgroup: )`, r.stderr)
+	r = jd(t, dir, "work", "--exit-when-idle", "--containment", "jail")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, `unknown containment "jail": want auto, cgroup or supervisor`)
+}
+
+// TestWorkCleanEnv: --clean-env keeps the worker's other variables from
+// programs; without it, they get them, but never JOBDIR_TOKEN.
+func TestWorkCleanEnv(t *testing.T) {
+	dir := newStoreDir(t)
+	t.Setenv("WORKER_ONLY", "visible")
+	t.Setenv("JOBDIR_TOKEN", "secret")
+	script := `echo "worker=[$WORKER_ONLY] token=[$JOBDIR_TOKEN] path=[$PATH] own=[$OWN]"`
+	plain := submit(t, dir, "--env", "OWN=1", "--", "sh", "-c", script)
+	jdOK(t, dir, "work", "--exit-when-idle", "-q")
+	clean := submit(t, dir, "--env", "OWN=1", "--", "sh", "-c", script)
+	jdOK(t, dir, "work", "--exit-when-idle", "-q", "--clean-env")
+	require.Equal(t, "worker=[visible] token=[] path=["+os.Getenv("PATH")+"] own=[1]\n", jdOK(t, dir, "logs", "--raw", plain).stdout)
+	require.Equal(t, "worker=[] token=[] path=["+os.Getenv("PATH")+"] own=[1]\n", jdOK(t, dir, "logs", "--raw", clean).stdout)
 }
 
 func TestStats(t *testing.T) {

@@ -254,27 +254,69 @@ func TestE2ECancelStopsARunningProgram(t *testing.T) {
 	worker.stop(t)
 }
 
-func TestE2EKilledWorkersJobRunsElsewhere(t *testing.T) {
-	dir, wd := newStoreDir(t), t.TempDir()
-	first := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1", "-q"))
-	id := submitBin(t, dir, wd, "--", "sh", "-c",
-		`if [ "$JOBDIR_ATTEMPT" = 1 ]; then echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 60; fi; echo "$JOBDIR_ATTEMPT" > second`)
-	waitForFile(t, filepath.Join(wd, "pid"))
-	pid := readPID(t, filepath.Join(wd, "pid"))
+// treeScript is a job whose first attempt starts a tree of processes of
+// every shape, each holding a shared flock on attempt-1.lock and recording
+// its PID in pids: a child three levels deep, a child that called setsid,
+// and a daemon that double-forked. A later attempt records in second
+// whether any of them was alive when it started (it takes the lock
+// exclusively without waiting), and succeeds.
+const treeScript = `
+if [ "$JOBDIR_ATTEMPT" = 1 ]; then
+	exec 9>attempt-1.lock
+	flock -s 9
+	sh -c 'echo $$ >> pids; sh -c "echo \$\$ >> pids; sh -c \"echo \\\$\\\$ >> pids; exec sleep 300\" & wait" & wait' &
+	setsid sh -c 'echo $$ >> pids; exec sleep 300' &
+	sh -c 'setsid sh -c "echo \$\$ >> pids; exec sleep 300" & exit 0' &
+	while [ "$(wc -l < pids 2>/dev/null)" != 5 ]; do sleep 0.01; done
+	echo $$ >> pids
+	touch ready
+	exec sleep 300
+fi
+if flock -n -x attempt-1.lock true; then echo free > second.tmp; else echo overlap > second.tmp; fi
+mv second.tmp second
+`
 
-	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
-	first.wait(t)
-	took := waitGone(t, pid)
-	t.Logf("the dead worker's program was gone %s after the worker died", took)
+// TestE2EKilledWorkersJobRunsElsewhere SIGKILLs a worker whose program
+// runs a tree of processes that escaped its process group, and checks that
+// another worker runs the job again only once every one of them is gone.
+func TestE2EKilledWorkersJobRunsElsewhere(t *testing.T) {
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("needs flock(1)")
+	}
+	dir, wd := newStoreDir(t), t.TempDir()
+	first := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1"))
+	id := submitBin(t, dir, wd, "--", "sh", "-c", treeScript)
+	waitForFile(t, filepath.Join(wd, "ready"))
+	b, err := os.ReadFile(filepath.Join(wd, "pids"))
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		require.True(t, running(pid))
+		pids = append(pids, pid)
+	}
+	require.Len(t, pids, 6)
+	require.Contains(t, first.errb.String(), "jobdir: containment: each job runs")
 
 	second := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1", "-q"))
-	r := runBin(t, dir, wd, "wait", "--timeout", "60s", id)
-	require.Equal(t, 0, r.code, "%s\nworker stderr:\n%s", r, second.errb.String())
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	first.wait(t)
+	waitForFile(t, filepath.Join(wd, "second"))
+	t.Logf("the job's next attempt started %s after its worker's SIGKILL", time.Since(killed))
 	data, err := os.ReadFile(filepath.Join(wd, "second"))
 	require.NoError(t, err)
-	require.Equal(t, "2\n", string(data))
+	require.Equal(t, "free\n", string(data), "the next attempt started while a process of the first still ran")
+	for _, pid := range pids {
+		require.False(t, running(pid), "process %d of the dead worker's job survives", pid)
+	}
+
+	r := runBin(t, dir, wd, "wait", "--timeout", "60s", id)
+	require.Equal(t, 0, r.code, "%s\nworker stderr:\n%s", r, second.errb.String())
 	j := getJob(t, dir, id)
 	require.Equal(t, 2, j.Attempt)
+	require.Equal(t, jobstore.EndWorkerLost, j.History[0].End)
 	second.stop(t)
 }
 
@@ -455,8 +497,38 @@ func TestE2EWorkerStopsGracefully(t *testing.T) {
 	worker.stop(t)
 	require.False(t, running(pid), "the worker left its program running")
 	require.Contains(t, worker.errb.String(), "stopping: waiting up to 3s")
+	require.Contains(t, worker.errb.String(), long+"  interrupted by the shutdown: queued again, the attempt not counted")
 	require.Equal(t, jobstore.StateSucceeded, getJob(t, dir, short).State)
 	j := getJob(t, dir, long)
 	require.Equal(t, jobstore.StateQueued, j.State)
 	require.Equal(t, 1, j.Attempt)
+	require.Equal(t, 4, j.MaxAttempts, "the interrupted attempt does not count")
+	require.Equal(t, jobstore.EndInterrupted, j.History[0].End)
+}
+
+// TestE2EServeJobsDoNotSeeTheToken: an exec job run by jobdir serve --work
+// does not get the server's $JOBDIR_TOKEN, and its output can be followed
+// over HTTP until it ends.
+func TestE2EServeJobsDoNotSeeTheToken(t *testing.T) {
+	dir, wd := newStoreDir(t), t.TempDir()
+	const token = "e2e-secret-token"
+	s := startServer(t, dir, wd, token, "--allow-kind", "exec", "--work", "1")
+	var job jobstore.Job
+	require.Equal(t, http.StatusCreated, call(t, "POST", s.url+"/v1/jobs", token, map[string]any{"kind": "exec", "max_attempts": 1,
+		"payload": map[string]any{"argv": []string{"sh", "-c", `sleep 0.2; echo "token=[$JOBDIR_TOKEN]"; env | grep -c e2e-secret-token`}, "dir": wd}}, &job))
+
+	ctx, cancel := context.WithTimeout(t.Context(), liveness)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", s.url+"/v1/jobs/"+job.ID+"/log?follow=1&raw=1", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Equal(t, "token=[]\n0\n", string(body))
+	require.Equal(t, "failed", resp.Trailer.Get("Jobdir-State"), "grep -c found nothing: exit status 1")
+	s.stop(t)
 }

@@ -142,8 +142,8 @@ func (a *app) cancelCommand() *cobra.Command {
 		Short: "Cancel a job",
 		Long: `Cancel a job. A queued job is canceled at once and never runs. A running job
 is marked for cancellation; its worker, in whatever process, sends SIGTERM to
-the program's process group, then SIGKILL after a grace period, and the job
-ends canceled. Canceling a canceled job does nothing; a job that already
+every process of the job (those that left its process group too), then SIGKILL
+after a grace period, and the job ends canceled. Canceling a canceled job does nothing; a job that already
 succeeded or failed cannot be canceled.`,
 		Example: `  jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB && jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB`,
@@ -240,13 +240,7 @@ func (a *app) waitCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				switch j.State {
-				case jobstore.StateFailed:
-					return &exitStatusError{code: exitFailed, err: fmt.Errorf("job %s failed after %d attempts: %s", j.ID, j.Attempt, j.LastError)}
-				case jobstore.StateCanceled:
-					return &exitStatusError{code: exitCanceled, silent: true}
-				}
-				return nil
+				return jobResult(j)
 			})
 		},
 	}

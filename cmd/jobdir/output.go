@@ -139,6 +139,21 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(j.History) > 0 {
+		fmt.Fprintln(w, "Attempts:")
+		hw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, a := range j.History {
+			end := string(a.End)
+			if !a.End.Counted() {
+				end += " (not counted)"
+			}
+			fmt.Fprintf(hw, "  %d\t%s\t%s\tafter %s\t%s\n", a.Attempt, end, a.Worker,
+				roundDuration(a.FinishedAt.Sub(a.StartedAt)), oneLine(a.Error, 60))
+		}
+		if err := hw.Flush(); err != nil {
+			return err
+		}
+	}
 	if j.LastError != "" {
 		_, err := fmt.Fprintf(w, "Last error:\n  %s\n", strings.ReplaceAll(strings.TrimRight(j.LastError, "\n"), "\n", "\n  "))
 		return err

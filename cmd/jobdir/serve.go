@@ -72,6 +72,12 @@ With --work, the store must be private to this user (see "jobdir work").
 At most --max-requests requests are served at once (and --max-waits wait
 long-polls); past that the server answers 503 with Retry-After.
 
+Jobs run by --work get the environment "jobdir work --help" describes: never
+$JOBDIR_TOKEN. They run as this user, though, so they can read what this user
+can, a --token-file included: to keep tokens from jobs, run the workers as
+another user (jobdir work, on the same store). GET /v1/jobs/ID/log serves a
+job's output from the store's logs/ directory.
+
 On SIGINT or SIGTERM it stops accepting requests, finishes the ones in
 flight, stops its workers as jobdir work does, and exits.`,
 		Example: `  JOBDIR_TOKEN=$(cat ~/.jobdir-token) jobdir serve
@@ -186,7 +192,7 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, s
 		level = slog.LevelDebug
 	}
 	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
-		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level)})
+		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), LogDir: logDir(st)})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -202,7 +208,14 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, s
 	defer stopRun()
 	if cfg.workers > 0 {
 		cfg.wf.groupAccess = a.groupAccess
-		r := cfg.wf.newRunner(st, cfg.workers, a.stderr, srv.ObserveRunner)
+		h, contained, err := cfg.wf.handler(st)
+		if err != nil {
+			return err
+		}
+		if !cfg.wf.quiet {
+			fmt.Fprintf(a.stderr, "jobdir: containment: %s\n", contained)
+		}
+		r := cfg.wf.newRunner(st, h, cfg.workers, a.stderr, srv.ObserveRunner)
 		wg.Go(func() {
 			runErr = r.Run(runCtx)
 			if runErr != nil {

@@ -27,6 +27,8 @@ type workerFlags struct {
 	maxLogBytes   int64
 	jobTimeout    time.Duration
 	quiet         bool
+	cleanEnv      bool
+	containment   string
 	// groupAccess is the global --group-access, which also sets the
 	// permissions of the job logs.
 	groupAccess bool
@@ -41,11 +43,31 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 	f.Int64Var(&wf.maxLogBytes, "max-log-bytes", execjob.DefaultMaxLogBytes, "bound on each job's log file, in `BYTES`")
 	f.DurationVar(&wf.jobTimeout, "job-timeout", 0, "stop attempts of jobs without a --timeout of their own after this long (default: no limit)")
 	f.BoolVarP(&wf.quiet, "quiet", "q", false, "do not print a line per job started and finished")
+	f.BoolVar(&wf.cleanEnv, "clean-env", false, "give programs only PATH, HOME, LANG, TZ and USER of this process's environment (and their own env)")
+	f.StringVar(&wf.containment, "containment", "auto",
+		"how each job's processes are kept together: auto (a cgroup v2 per job where this process may make one, else a supervisor), cgroup (require a cgroup), or supervisor (never a cgroup)")
 }
 
-// newRunner returns a runner of exec jobs on st with concurrency slots,
-// reporting to w (unless quiet) and to observe (if not nil).
-func (wf *workerFlags) newRunner(st *filestore.Store, concurrency int, w io.Writer, observe func(runner.Event)) *runner.Runner {
+// handler returns the exec job handler the flags configure for st, and
+// the sentence that says how it contains jobs. It fails, in plain words,
+// when the containment asked for is not available.
+func (wf *workerFlags) handler(st *filestore.Store) (execjob.Handler, string, error) {
+	contain, err := execjob.ParseContainment(wf.containment)
+	if err != nil {
+		return execjob.Handler{}, "", usagef("--containment: %v", err)
+	}
+	h := execjob.Handler{LogDir: logDir(st), GroupAccess: wf.groupAccess, MaxLogBytes: wf.maxLogBytes,
+		KillGrace: wf.killGrace, CleanEnv: wf.cleanEnv, Contain: contain}
+	info, err := h.Containment()
+	if err != nil {
+		return execjob.Handler{}, "", fmt.Errorf("cannot run jobs: %w", err)
+	}
+	return h, info.String(), nil
+}
+
+// newRunner returns a runner of exec jobs run by h on st with concurrency
+// slots, reporting to w (unless quiet) and to observe (if not nil).
+func (wf *workerFlags) newRunner(st *filestore.Store, h execjob.Handler, concurrency int, w io.Writer, observe func(runner.Event)) *runner.Runner {
 	var mu sync.Mutex // keeps lines whole
 	r := runner.New(st, &runner.Options{
 		Concurrency:   concurrency,
@@ -65,7 +87,7 @@ func (wf *workerFlags) newRunner(st *filestore.Store, concurrency int, w io.Writ
 			}
 		},
 	})
-	r.Handle(execjob.Kind, execjob.Handler{LogDir: logDir(st), GroupAccess: wf.groupAccess, MaxLogBytes: wf.maxLogBytes, KillGrace: wf.killGrace})
+	r.Handle(execjob.Kind, h)
 	return r
 }
 
@@ -78,6 +100,8 @@ func eventLine(ev runner.Event) string {
 	case runner.EventFinished:
 		what := string(j.State)
 		switch {
+		case j.State == jobstore.StateQueued && ev.Outcome.Interrupted:
+			what = "interrupted by the shutdown: queued again, the attempt not counted"
 		case j.State == jobstore.StateQueued:
 			what = "failed, retry " + ago(j.RunAt, ev.Time)
 		case ev.Err != nil:
@@ -105,17 +129,31 @@ func (a *app) workCommand() *cobra.Command {
 SIGTERM. Any number of workers, in any number of processes, may work on one
 store: each job runs in exactly one of them.
 
-Each program runs in its own process group with JOBDIR_JOB_ID and
-JOBDIR_ATTEMPT in its environment; its stdout and stderr go to the job's log
-(see jobdir logs). Exit status 0 makes the job succeeded; anything else fails
-the attempt, and it is retried with backoff while attempts remain. When a job
-is canceled or times out, its process group gets SIGTERM, then SIGKILL after
---kill-grace.
+Each program runs with JOBDIR_JOB_ID and JOBDIR_ATTEMPT in its environment;
+its stdout and stderr go to the job's log (see jobdir logs). Exit status 0
+makes the job succeeded; anything else fails the attempt, and it is retried
+with backoff while attempts remain.
 
-On SIGINT or SIGTERM the worker stops claiming, lets running jobs finish for
---shutdown-grace, then stops them (they are queued again) and exits. A second
-signal exits at once. If the worker dies, its programs are killed with it and
-another worker runs its jobs again.
+Environment: a program gets this worker's environment except every JOBDIR_
+variable but JOBDIR_DIR (so never JOBDIR_TOKEN) and systemd's NOTIFY_SOCKET,
+LISTEN_* and WATCHDOG_*; with --clean-env, only PATH, HOME, LANG, TZ and USER
+of it. Then the job's own env, and JOBDIR_JOB_ID and JOBDIR_ATTEMPT.
+
+Processes: each program runs under a supervisor (this binary, in a hidden
+mode) that keeps every process the program starts as its descendant, even
+those that call setsid or double-fork, and, where this worker may make one,
+in a cgroup v2 of its own (--containment; the start-up line says which is in
+force). What is killed, and when:
+  - the program exits: every process it left running gets SIGKILL;
+  - the job is canceled or its --timeout passes: every process of the job
+    gets SIGTERM, and SIGKILL after --kill-grace;
+  - this worker is stopped (SIGINT, SIGTERM): it stops claiming, lets running
+    jobs finish for --shutdown-grace, then stops them as above; they are
+    queued again at once, and the interrupted attempt does not count;
+  - this worker dies (even by SIGKILL): every process of its jobs gets SIGKILL
+    at once.
+Another worker runs a job again only once every process of its previous
+attempt is gone. A second SIGINT or SIGTERM exits at once (as a death).
 
 With --exit-when-idle, it exits once no job is due and none of its jobs runs.
 
@@ -141,7 +179,11 @@ then every member of the group can run programs as every worker's user.`,
 				}
 				var active, claims atomic.Int64
 				wf.groupAccess = a.groupAccess
-				r := wf.newRunner(st, concurrency, a.stderr, func(ev runner.Event) {
+				h, contained, err := wf.handler(st)
+				if err != nil {
+					return err
+				}
+				r := wf.newRunner(st, h, concurrency, a.stderr, func(ev runner.Event) {
 					switch ev.Type {
 					case runner.EventClaimed:
 						claims.Add(1)
@@ -161,6 +203,7 @@ then every member of the group can run programs as every worker's user.`,
 				}
 				if !wf.quiet {
 					fmt.Fprintf(a.stderr, "jobdir: worker %s running up to %d jobs from %s\n", r.Worker(), concurrency, st.Dir())
+					fmt.Fprintf(a.stderr, "jobdir: containment: %s\n", contained)
 				}
 				go func() {
 					<-runCtx.Done()
@@ -168,7 +211,7 @@ then every member of the group can run programs as every worker's user.`,
 						fmt.Fprintf(a.stderr, "jobdir: stopping: waiting up to %s for %d running jobs\n", wf.shutdownGrace, active.Load())
 					}
 				}()
-				err := r.Run(runCtx)
+				err = r.Run(runCtx)
 				if err == nil && !wf.quiet {
 					fmt.Fprintln(a.stderr, "jobdir: worker stopped")
 				}

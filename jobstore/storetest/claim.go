@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -134,6 +135,8 @@ var completeTests = []test{
 	{"Permanent", testCompletePermanent},
 	{"StaleLeaseNotHeld", testCompleteStaleLease},
 	{"ErrorTruncated", testCompleteLongError},
+	{"InterruptedNotCounted", testCompleteInterrupted},
+	{"HistoryKept", testCompleteHistory},
 }
 
 func testCompleteSuccess(t *testing.T, s jobstore.Store) {
@@ -270,4 +273,87 @@ func testCompleteLongError(t *testing.T, s jobstore.Store) {
 	require.Equal(t, jobstore.StateFailed, f.State)
 	require.Equal(t, jobstore.TruncateError(string(msg)), f.LastError)
 	require.Equal(t, f.LastError, get(t, s, j.ID).LastError)
+}
+
+// testCompleteInterrupted checks that an attempt its worker's shutdown cut
+// short is given back: the job is due again at once, the attempt does not
+// count (even the last one), and Attempt still grows.
+func testCompleteInterrupted(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 1})
+	c := claimID(t, s, "w", j.ID)
+	before := time.Now()
+	f := complete(t, s, c, jobstore.Interrupted(errors.New("worker shutting down")))
+	require.Equal(t, jobstore.StateQueued, f.State, "an interrupted last attempt is not a failure")
+	require.Equal(t, 1, f.Attempt)
+	require.Equal(t, 2, f.MaxAttempts, "the attempt is given back")
+	require.Empty(t, f.LastError)
+	require.False(t, f.RunAt.After(time.Now()), "due at once")
+	require.False(t, f.RunAt.Before(before.Add(-time.Millisecond)))
+	requireSameJob(t, f, get(t, s, j.ID))
+
+	c2 := claimID(t, s, "w2", j.ID)
+	require.Equal(t, 2, c2.Attempt, "Attempt keeps counting: it fences the old lease")
+	_, err := s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
+	require.ErrorIs(t, err, jobstore.ErrNotHeld, "the interrupted attempt's lease completes the new one")
+	done := complete(t, s, c2, jobstore.Outcome{Error: "real failure"})
+	require.Equal(t, jobstore.StateFailed, done.State, "a real failure of the one counted attempt is final")
+
+	// A cancel requested before the interruption cancels the job.
+	j = submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 3})
+	c = claimID(t, s, "w", j.ID)
+	_, err = s.Cancel(t.Context(), j.ID)
+	require.NoError(t, err)
+	f = complete(t, s, c, jobstore.Interrupted(errors.New("worker shutting down")))
+	require.Equal(t, jobstore.StateCanceled, f.State)
+}
+
+// testCompleteHistory checks that the store keeps each finished attempt in
+// the job's History, bounded to the last jobstore.MaxHistory.
+func testCompleteHistory(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 5})
+	require.Empty(t, j.History)
+	c1 := claimID(t, s, "w1", j.ID)
+	complete(t, s, c1, jobstore.Outcome{Error: "boom", RetryAfter: time.Millisecond})
+	c2 := claimWhenDue(t, s, "w2")
+	complete(t, s, c2, jobstore.Interrupted(errors.New("shutdown")))
+	c3 := claimWhenDue(t, s, "w3")
+	complete(t, s, c3, jobstore.Outcome{Error: "too slow", TimedOut: true, RetryAfter: time.Millisecond})
+	c4 := claimWhenDue(t, s, "w4")
+	require.Len(t, c4.History, 3, "a claimed job shows the attempts before it")
+	done := complete(t, s, c4, jobstore.Succeeded(nil))
+
+	want := []struct {
+		attempt int
+		worker  string
+		end     jobstore.AttemptEnd
+		err     string
+	}{{1, "w1", jobstore.EndFailed, "boom"}, {2, "w2", jobstore.EndInterrupted, "shutdown"},
+		{3, "w3", jobstore.EndTimedOut, "too slow"}, {4, "w4", jobstore.EndSucceeded, ""}}
+	got := get(t, s, j.ID)
+	requireSameJob(t, done, got)
+	require.Len(t, got.History, len(want))
+	starts := []jobstore.Job{c1, c2, c3, c4}
+	for i, w := range want {
+		r := got.History[i]
+		require.Equal(t, w.attempt, r.Attempt)
+		require.Equal(t, w.worker, r.Worker)
+		require.Equal(t, w.end, r.End)
+		require.Equal(t, w.err, r.Error)
+		require.True(t, r.StartedAt.Equal(starts[i].StartedAt), "attempt %d started at %s, history says %s", w.attempt, starts[i].StartedAt, r.StartedAt)
+		require.False(t, r.FinishedAt.Before(r.StartedAt))
+	}
+	require.True(t, got.History[3].FinishedAt.Equal(got.FinishedAt))
+
+	// Only the last MaxHistory attempts are kept.
+	j = submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: jobstore.MaxHistory + 3})
+	for i := 1; i <= jobstore.MaxHistory+2; i++ {
+		c := claimWhenDue(t, s, "w")
+		require.Equal(t, i, c.Attempt)
+		complete(t, s, c, jobstore.Outcome{Error: fmt.Sprint("failure ", i), RetryAfter: time.Nanosecond})
+	}
+	got = get(t, s, j.ID)
+	require.Len(t, got.History, jobstore.MaxHistory)
+	require.Equal(t, 3, got.History[0].Attempt)
+	require.Equal(t, "failure 3", got.History[0].Error)
+	require.Equal(t, jobstore.MaxHistory+2, got.History[jobstore.MaxHistory-1].Attempt)
 }

@@ -189,6 +189,14 @@ func normalize(j jobstore.Job) jobstore.Job {
 	for _, tm := range []*time.Time{&j.RunAt, &j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.FinishedAt} {
 		*tm = tm.Round(0).UTC()
 	}
+	if j.History != nil {
+		h := make([]jobstore.AttemptRecord, len(j.History))
+		for i, r := range j.History {
+			r.StartedAt, r.FinishedAt = r.StartedAt.Round(0).UTC(), r.FinishedAt.Round(0).UTC()
+			h[i] = r
+		}
+		j.History = h
+	}
 	return j
 }
 

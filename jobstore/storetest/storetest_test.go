@@ -42,6 +42,9 @@ var brokenStores = map[string]func() jobstore.Store{
 	"no-fencing": func() jobstore.Store {
 		return &noFencing{Store: memstore.New(nil)}
 	},
+	"counts-interrupted": func() jobstore.Store {
+		return &countsInterrupted{Store: memstore.New(nil)}
+	},
 }
 
 // doubleClaim hands each claimed job to the next claimer as well, as a
@@ -106,6 +109,15 @@ func (s *noFencing) Complete(ctx context.Context, lease jobstore.Lease, o jobsto
 	return s.Store.Complete(ctx, lease, o)
 }
 
+// countsInterrupted records an attempt its worker's shutdown interrupted as
+// an ordinary failure, as a store that ignores Outcome.Interrupted would.
+type countsInterrupted struct{ jobstore.Store }
+
+func (s *countsInterrupted) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
+	o.Interrupted = false
+	return s.Store.Complete(ctx, lease, o)
+}
+
 // TestBrokenChild runs the suite against the store named by $brokenEnv. It
 // runs only as the child process of TestSuiteCatchesBrokenStores.
 func TestBrokenChild(t *testing.T) {
@@ -135,6 +147,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		// but a race can always fall one way only, so it is not required.
 		{"cancel-leaves-claimable", []string{"Cancel/QueuedNeverClaimed", "Cancel/DelayedNeverClaimed"}},
 		{"no-fencing", []string{"Complete/StaleLeaseNotHeld"}},
+		{"counts-interrupted", []string{"Complete/InterruptedNotCounted", "Complete/HistoryKept"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.store, func(t *testing.T) {

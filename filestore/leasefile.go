@@ -1,0 +1,111 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// LeaseFile returns a new descriptor of the lease lock file through which
+// this Store holds the attempt of lease. flock(2) locks belong to the open
+// file description, which a duplicated descriptor shares, even in another
+// process that inherited it: so as long as any process holds the returned
+// file open, the lease stays locked, and no process recovers the job as a
+// dead worker's, even after this process has died. The caller closes it.
+//
+// It does not extend a live attempt: Complete (and Close) unlock the lease
+// explicitly, which releases it for every holder of a copy. It implements
+// runner.LeaseFiler; execjob passes the file to the supervisor of each
+// program, which keeps it open until every process of the attempt is gone.
+// Returns an error wrapping jobstore.ErrNotHeld if this Store does not hold
+// lease.
+func (s *Store) LeaseFile(ctx context.Context, lease jobstore.Lease) (*os.File, error) {
+	if err := s.enter(ctx, "lease file"); err != nil {
+		return nil, err
+	}
+	if err := jobstore.ValidateID(lease.ID); err != nil {
+		return nil, fmt.Errorf("filestore: lease file: %w", err)
+	}
+	f, held, err := dupLease(s, s.leasePath(lease.ID), lease)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: lease file %s: %w", lease.ID, err)
+	}
+	if !held {
+		return nil, s.notHeld(ctx, "lease file", lease)
+	}
+	return f, nil
+}
+
+// tryLockFile opens (creating it with perm if needed) and locks the lock
+// file at path exclusively without blocking. It returns false, nil if the
+// lock is held elsewhere.
+func tryLockFile(path string, perm os.FileMode) (*os.File, bool, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|noFollow, perm)
+	if err != nil {
+		return nil, false, err
+	}
+	err = flockFile(f, unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		_ = f.Close()
+		return nil, false, nil
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, false, err
+	}
+	return f, true, nil
+}
+
+// unlockFile unlocks and closes a file tryLockFile locked. The explicit
+// unlock releases the lock for every descriptor that shares it.
+func unlockFile(f *os.File) {
+	_ = flockFile(f, unix.LOCK_UN)
+	_ = f.Close()
+}
+
+func flockFile(f *os.File, how int) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			ferr = unix.Flock(int(fd), how)
+			if !errors.Is(ferr, unix.EINTR) {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if ferr != nil {
+		return os.NewSyscallError("flock", ferr)
+	}
+	return nil
+}
+
+// dupFile returns a new descriptor, close-on-exec, of f's open file
+// description.
+func dupFile(f *os.File) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	nfd := -1
+	var derr error
+	if err := rc.Control(func(fd uintptr) {
+		nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, os.NewSyscallError("fcntl", derr)
+	}
+	return os.NewFile(uintptr(nfd), f.Name()), nil
+}
