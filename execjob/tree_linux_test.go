@@ -367,7 +367,11 @@ func runWorker() error {
 		return err
 	}
 	ctx := context.Background()
-	st, err := filestore.Open(ctx, os.Getenv(envStore), &filestore.Options{NoSync: true, RecoverInterval: 20 * time.Millisecond})
+	// A worker run as another user than the test's (root) shares the store
+	// through its group, as the test made it: without GroupAccess it would
+	// rightly refuse to run jobs from a store others can write.
+	st, err := filestore.Open(ctx, os.Getenv(envStore), &filestore.Options{NoSync: true, RecoverInterval: 20 * time.Millisecond,
+		GroupAccess: os.Geteuid() != 0})
 	if err != nil {
 		return err
 	}

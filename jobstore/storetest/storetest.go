@@ -108,13 +108,13 @@ func claimID(t *testing.T, s jobstore.Store, worker, id string) jobstore.Job {
 	return j
 }
 
-// claimWhenDue claims a job for worker, retrying until it is due or the
-// deadline passes. It returns the job and when the claim succeeded.
-func claimWhenDue(t *testing.T, s jobstore.Store, worker string) jobstore.Job {
+// claimWhenDue claims a job of one of kinds (any kind if none) for worker,
+// retrying until one is due or the deadline passes.
+func claimWhenDue(t *testing.T, s jobstore.Store, worker string, kinds ...string) jobstore.Job {
 	t.Helper()
 	deadline := time.Now().Add(eventually)
 	for {
-		j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: worker})
+		j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: worker, Kinds: kinds})
 		if err == nil {
 			return j
 		}
