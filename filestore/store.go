@@ -22,7 +22,9 @@ import (
 // by goroutines and by processes; see the package documentation for what
 // that rests on.
 type Store struct {
-	dir      string
+	dir string
+	// root is dir, opened once at Open; writes resolve from it (osFS).
+	root     *os.Root
 	opts     Options
 	fs       fileOps
 	dirPerm  os.FileMode
@@ -197,6 +199,9 @@ func (s *Store) Close() error {
 		}
 		if s.tmpLock != nil {
 			_ = s.tmpLock.Unlock()
+		}
+		if s.root != nil {
+			_ = s.root.Close()
 		}
 	})
 	return nil
