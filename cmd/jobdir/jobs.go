@@ -29,7 +29,7 @@ result or last error, and where its log is.`,
 			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
 				j, err := st.Get(cmd.Context(), id)
 				if err != nil {
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				}
 				if asJSON {
 					return writeJSON(a.stdout, j)
@@ -153,7 +153,7 @@ succeeded or failed cannot be canceled.`,
 			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
 				j, err := st.Cancel(cmd.Context(), id)
 				if err != nil {
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				}
 				msg := "canceled"
 				if j.State == jobstore.StateRunning {
@@ -180,7 +180,7 @@ it gets one more.`,
 			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
 				j, err := st.Retry(cmd.Context(), id)
 				if err != nil {
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				}
 				_, err = fmt.Fprintf(a.stdout, "%s queued (attempt %d of %d next)\n", j.ID, j.Attempt+1, j.MaxAttempts)
 				return err
@@ -230,7 +230,7 @@ func (a *app) waitCommand() *cobra.Command {
 						}
 						return &exitStatusError{code: exitTimeout, err: fmt.Errorf("job %s: %s after %s", id, state, timeout)}
 					}
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				}
 				if asJSON {
 					err = writeJSON(a.stdout, j)

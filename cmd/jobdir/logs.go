@@ -46,7 +46,7 @@ job has finished, through its retries, and then exits as "jobdir wait" does:
 				case errors.Is(err, joblog.ErrNotRegular):
 					return fmt.Errorf("%w: jobdir reads only a regular file there; remove it", err)
 				case err != nil:
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				case opts.Follow:
 					return jobResult(j)
 				}
