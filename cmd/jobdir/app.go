@@ -124,6 +124,11 @@ repository. Only submit, work and serve create a store (./.jobdir when none
 is found); the other commands say so when there is none. A directory that
 holds other files is never made a store.
 
+A job is named by its ID in either case, by a prefix of it of 4 or more
+characters that no other job's ID starts with, or by "last", the newest job;
+get, logs, wait and cancel also take --key KEY. Shell completion (see jobdir
+completion --help) offers the newest jobs' IDs, states and kinds.
+
 Exit status: 0 on success, 1 on an error, 2 on a usage error; "jobdir wait"
 also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		Example: `  # Submit a few jobs, run a worker until they are done, and look at them.
@@ -176,6 +181,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		c.GroupID = "admin"
 		root.AddCommand(c)
 	}
+	a.addCompletions(root)
 	return root
 }
 

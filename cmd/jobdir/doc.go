@@ -13,6 +13,10 @@
 // submitter's working directory. "jobdir work" runs them; "jobdir serve"
 // exposes the store over HTTP.
 //
+// A job is named by its ID in either case, a unique prefix of it of 4 or
+// more characters, or "last" (the newest job); get, logs, wait and cancel
+// also take --key KEY.
+//
 // Commands:
 //
 //	submit    submit a job that runs a program

@@ -27,22 +27,23 @@ const createsStore = "creates-store"
 // it finds none.
 var errNoStore = errors.New("no store")
 
-// storeError is an error about the store location, for people: its message
-// stands alone, and it unwraps to a sentinel for tests.
-type storeError struct {
+// plainError is an error for people: its message stands alone, an
+// optional hint follows it on the next line, and it unwraps to a sentinel
+// for errors.Is.
+type plainError struct {
 	msg  string
 	hint string
 	err  error
 }
 
-func (e *storeError) Error() string {
+func (e *plainError) Error() string {
 	if e.hint == "" {
 		return e.msg
 	}
 	return e.msg + "\n" + e.hint
 }
 
-func (e *storeError) Unwrap() error { return e.err }
+func (e *plainError) Unwrap() error { return e.err }
 
 // storeDir returns the absolute directory of the store the flags and the
 // environment select, as git finds its repository: --dir DIR, else
@@ -79,7 +80,7 @@ func (a *app) storeDir() (string, error) {
 		d = parent
 	}
 	if !a.createStore {
-		return "", &storeError{err: errNoStore,
+		return "", &plainError{err: errNoStore,
 			msg:  fmt.Sprintf("no store found: there is no %s in %s or a directory above it", defaultDirName, wd),
 			hint: "jobdir submit, work and serve create one in the current directory; or name a store with --dir or $JOBDIR_DIR."}
 	}
@@ -102,7 +103,7 @@ func (a *app) checkStoreDir(dir, source string) error {
 		if len(names) > 3 {
 			names[3] = "…"
 		}
-		return &storeError{err: filestore.ErrNotStore,
+		return &plainError{err: filestore.ErrNotStore,
 			msg:  fmt.Sprintf("%s is not a jobdir store: it holds other files (%s) and no FORMAT file", dir, strings.Join(names, ", ")),
 			hint: "Name a store, or an empty or new directory for a new one, with --dir or $JOBDIR_DIR."}
 	}
@@ -117,7 +118,7 @@ func (a *app) checkStoreDir(dir, source string) error {
 	if source != "" {
 		hint = "Check " + source + "; " + hint
 	}
-	return &storeError{err: errNoStore, msg: fmt.Sprintf("no store in %s: the directory %s", dir, what), hint: hint}
+	return &plainError{err: errNoStore, msg: fmt.Sprintf("no store in %s: the directory %s", dir, what), hint: hint}
 }
 
 // openStore opens the selected store (see storeDir) and explains a failure
