@@ -349,6 +349,13 @@ func (s *Store) lockJob(ctx context.Context, id string) (func(), error) {
 	return unlock, s.lockErr(id, err)
 }
 
+// tryLockJob takes job id's exclusive record lock as lockJob does, but
+// returns ok=false at once if another holder has it.
+func (s *Store) tryLockJob(id string) (unlock func(), ok bool, err error) {
+	unlock, ok, err = tryLockRecord(s.lockPath(id), true, true, s.filePerm)
+	return unlock, ok, s.lockErr(id, err)
+}
+
 // rlockJob takes job id's shared record lock for a read. If the lock file
 // does not exist it takes nothing and returns held=false: no change was
 // ever made under that lock, so the records it guards are as submitted.
