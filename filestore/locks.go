@@ -17,7 +17,9 @@ import (
 // goroutine waiting on a second handle for a lock its process already holds
 // would wait forever. The tables below keep at most one handle per lock file
 // per process, shared by every Store of the process, with an in-process
-// semaphore in front of each record lock.
+// turn in front of each record lock: shared readers hold it together, each
+// with a shared flock of its own, and a change waits only for the reads
+// under way (see turn).
 
 // recordLocks is the process-wide table of record locks, by lock file path.
 var recordLocks = struct {
@@ -26,7 +28,7 @@ var recordLocks = struct {
 }{m: make(map[string]*recordLockEntry)}
 
 type recordLockEntry struct {
-	sem  chan struct{} // capacity 1: holds the in-process turn
+	turn turn // the in-process turn
 	refs int
 }
 
@@ -40,7 +42,7 @@ func lockRecord(ctx context.Context, path string, exclusive, create bool, perm o
 	recordLocks.Lock()
 	e := recordLocks.m[path]
 	if e == nil {
-		e = &recordLockEntry{sem: make(chan struct{}, 1)}
+		e = &recordLockEntry{}
 		recordLocks.m[path] = e
 	}
 	e.refs++
@@ -52,21 +54,19 @@ func lockRecord(ctx context.Context, path string, exclusive, create bool, perm o
 		}
 		recordLocks.Unlock()
 	}
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
+	if err := e.turn.lock(ctx, exclusive); err != nil {
 		drop()
-		return nil, ctx.Err()
+		return nil, err
 	}
 	fl, err := flockPath(path, exclusive, create, perm)
 	if err != nil {
-		<-e.sem
+		e.turn.unlock(exclusive)
 		drop()
 		return nil, err
 	}
 	return func() {
 		_ = fl.Unlock()
-		<-e.sem
+		e.turn.unlock(exclusive)
 		drop()
 	}, nil
 }
