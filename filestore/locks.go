@@ -18,7 +18,9 @@ import (
 // goroutine waiting on a second handle for a lock its process already holds
 // would wait forever. The tables below keep at most one handle per lock file
 // per process, shared by every Store of the process, with an in-process
-// semaphore in front of each record lock.
+// turn in front of each record lock: shared readers hold it together, each
+// with a shared flock of its own, and a change waits only for the reads
+// under way (see turn).
 
 // recordLocks is the process-wide table of record locks, by lock file path.
 var recordLocks = struct {
@@ -27,7 +29,7 @@ var recordLocks = struct {
 }{m: make(map[string]*recordLockEntry)}
 
 type recordLockEntry struct {
-	sem  chan struct{} // capacity 1: holds the in-process turn
+	turn turn // the in-process turn
 	refs int
 }
 
@@ -57,7 +59,7 @@ func acquireRecord(ctx context.Context, path string, exclusive, create bool, per
 	recordLocks.Lock()
 	e := recordLocks.m[path]
 	if e == nil {
-		e = &recordLockEntry{sem: make(chan struct{}, 1)}
+		e = &recordLockEntry{}
 		recordLocks.m[path] = e
 	}
 	e.refs++
@@ -70,35 +72,23 @@ func acquireRecord(ctx context.Context, path string, exclusive, create bool, per
 		recordLocks.Unlock()
 	}
 	if wait {
-		// Tried first, so that an ended ctx still takes a free lock (see
-		// patience).
-		select {
-		case e.sem <- struct{}{}:
-		default:
-			select {
-			case e.sem <- struct{}{}:
-			case <-ctx.Done():
-				drop()
-				return nil, false, ctx.Err()
-			}
-		}
-	} else {
-		select {
-		case e.sem <- struct{}{}:
-		default:
+		if err := e.turn.lock(ctx, exclusive); err != nil {
 			drop()
-			return nil, false, nil
+			return nil, false, err
 		}
+	} else if !e.turn.tryLock(exclusive) {
+		drop()
+		return nil, false, nil
 	}
 	fl, ok, err := flockPath(ctx, path, exclusive, create, perm, wait)
 	if err != nil || !ok {
-		<-e.sem
+		e.turn.unlock(exclusive)
 		drop()
 		return nil, false, err
 	}
 	return func() {
 		_ = fl.Unlock()
-		<-e.sem
+		e.turn.unlock(exclusive)
 		drop()
 	}, true, nil
 }

@@ -88,6 +88,10 @@ type Store struct {
 	// changed holds a channel per watched job ID, closed and removed on any
 	// event about that job (Wait, WatchCancel).
 	changed map[string]*idWatch
+	// readers holds the shared reader of each job that Wait watches;
+	// noReaders is set by Close, after which none starts.
+	readers   map[string]*jobReader
+	noReaders bool
 	// keys caches idempotency key hash -> job ID. Only a cache: an entry is
 	// used only after the job's record is read and its key compared.
 	keys map[string]string
@@ -129,6 +133,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		pending:   make(map[string]struct{}),
 		work:      make(chan struct{}),
 		changed:   make(map[string]*idWatch),
+		readers:   make(map[string]*jobReader),
 		keys:      make(map[string]string),
 		syncers:   make(map[string]*groupSync),
 		syncFSMin: syncFSBatch,
@@ -180,6 +185,11 @@ func (s *Store) Dir() string { return s.dir }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
+		// No job's shared reader starts after this (see joinReader), so
+		// s.wg below counts every one.
+		s.mu.Lock()
+		s.noReaders = true
+		s.mu.Unlock()
 		s.watchMu.Lock()
 		if s.watcher != nil {
 			_ = s.watcher.Close()
