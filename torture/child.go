@@ -136,6 +136,16 @@ func runChild(ctx context.Context, b Backend, spec childSpec) error {
 	}
 	defer st.Close()
 	rec := &recorder{dir: spec.RecordDir, name: spec.Name, transient: b.Transient, leaseLost: b.LeaseLost}
+	if spec.Role != roleLin && !spec.Runner {
+		// runner.Runner gets the store itself: timedStore would hide its
+		// optional interfaces.
+		l, err := openLatencyLog(spec.RecordDir, spec.Name)
+		if err != nil {
+			return fmt.Errorf("latency log: %w", err)
+		}
+		defer l.Close()
+		st = timedStore{Store: st, log: l}
+	}
 	switch spec.Role {
 	case roleWorker:
 		if spec.Runner {
@@ -266,7 +276,7 @@ func (r *recorder) violation(format string, args ...any) {
 }
 
 func makeRecordDirs(dir string) error {
-	for _, d := range []string{submitDir, cancelDir, attemptDir, violationDir, outDir, treeDir, treeLogDir} {
+	for _, d := range []string{submitDir, cancelDir, attemptDir, violationDir, outDir, treeDir, treeLogDir, latencyDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return err
 		}

@@ -87,10 +87,23 @@ type Config struct {
 	// draw from, so that their keys collide. Zero means 40.
 	Keys int
 	// ChaosInterval is the mean time between chaos events (a SIGKILL and
-	// restart, or a SIGSTOP). Zero means 1s; negative disables chaos.
+	// restart, or a cut of a worker's connections). Zero means 1s;
+	// negative disables chaos, SIGSTOPs included.
 	ChaosInterval time.Duration
-	// MaxStop is the longest a process stays stopped. Zero means 2s.
-	MaxStop time.Duration
+	// StopInterval is the mean time between SIGSTOPs of a worker or
+	// submitter, which is continued (SIGCONT) MinStop to MaxStop later; one
+	// process is stopped at a time. Zero means 4s; negative means none.
+	StopInterval time.Duration
+	// MinStop and MaxStop bound how long a process stays stopped. Zero
+	// means 1s and 5s.
+	MinStop, MaxStop time.Duration
+	// StallLimit is how long an operation of a process that is not
+	// stopped may take, while another is, before the Report counts it as a
+	// stall (Report.Stalls). Zero means 1s.
+	StallLimit time.Duration
+	// MaxStall, when positive, makes every such operation that takes
+	// longer a violation. Zero counts and reports stalls only.
+	MaxStall time.Duration
 	// CutPercent is the share of chaos events, in percent, that cut a
 	// worker's connections instead, when the Backend can (Backend.Cut).
 	// Zero means 20; negative means none.
@@ -162,7 +175,14 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.SubmitInterval, 25*time.Millisecond)
 	setDefault(&c.Keys, 40)
 	setDefault(&c.ChaosInterval, time.Second)
-	setDefault(&c.MaxStop, 2*time.Second)
+	setDefault(&c.StopInterval, 4*time.Second)
+	if c.StopInterval < 0 || c.ChaosInterval < 0 {
+		c.StopInterval = 0
+	}
+	setDefault(&c.MinStop, time.Second)
+	setDefault(&c.MaxStop, 5*time.Second)
+	c.MaxStop = max(c.MaxStop, c.MinStop)
+	setDefault(&c.StallLimit, time.Second)
 	setDefault(&c.CutPercent, 20)
 	if c.CutPercent < 0 {
 		c.CutPercent = 0

@@ -90,6 +90,24 @@ type Report struct {
 	// TreeAttemptsKilled counts those whose worker was killed during them
 	// (no end marker): their processes were killed by the supervisor.
 	TreeAttemptsKilled int
+	// TimedOps counts the store operations the children timed (Submit,
+	// Get, Claim, Complete, Cancel, List and Stats of every process but
+	// the runner workers).
+	TimedOps int
+	// DuringStops sums up the timed operations of processes that were
+	// not stopped themselves during them, and that overlapped a SIGSTOP
+	// pause of another process: a stopped process must slow down only its
+	// own jobs. WorstDuringStops names the longest ("claim by worker-1.0").
+	DuringStops      Latency
+	WorstDuringStops string
+	// OpsDuringStops splits DuringStops by operation; OpsOutsideStops
+	// gives the same figures for operations that overlapped no pause, to
+	// compare with.
+	OpsDuringStops, OpsOutsideStops map[string]Latency
+	// Stalls counts the operations of DuringStops that took longer than
+	// StallLimit (Config.StallLimit).
+	Stalls     int
+	StallLimit time.Duration
 	// TornLines counts record lines cut short by a SIGKILL (ignored).
 	TornLines int
 	// Fsck is "clean", "skipped", or the number of problems found.
@@ -144,6 +162,14 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	p("canceled", "%d while queued, %d while running (the handler saw it)", r.CanceledQueued, r.CanceledRunning)
 	p("recovery wait", "median %s, p99 %s, max %s (SIGKILL of a worker to the next attempt's start, busy workers included)",
 		r.MedianRecoveryWait.Round(time.Millisecond), r.P99RecoveryWait.Round(time.Millisecond), r.MaxRecoveryWait.Round(time.Millisecond))
+	p("ops during stops", "%s (of %d timed ops; those of processes not stopped themselves, while another was)", r.DuringStops, r.TimedOps)
+	if r.WorstDuringStops != "" {
+		p("  longest", "%s", r.WorstDuringStops)
+	}
+	for _, op := range sortedKeys(r.OpsDuringStops) {
+		p("  "+op, "during stops %s; otherwise %s", r.OpsDuringStops[op], r.OpsOutsideStops[op])
+	}
+	p("stalls", "%d ops took longer than %s while another process was stopped", r.Stalls, r.StallLimit)
 	p("torn record lines", "%d", r.TornLines)
 	p("repaired at reopen", "%d", len(r.RepairedAtOpen))
 	for i, m := range r.RepairedAtOpen {

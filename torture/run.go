@@ -132,6 +132,7 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 	begin := time.Now()
 	deadline := begin.Add(cfg.Duration)
 	next := begin.Add(jitter(f.rng, cfg.ChaosInterval))
+	nextStop := begin.Add(jitter(f.rng, cfg.StopInterval))
 	nextRestart := time.Time{}
 	if cfg.RestartInterval > 0 && cfg.Backend.Restart != nil {
 		nextRestart = begin.Add(cfg.RestartInterval)
@@ -151,10 +152,16 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 		}
 		f.resume(now, false)
 		if cfg.ChaosInterval > 0 && now.After(next) {
-			if err := f.chaos(now); err != nil {
+			if err := f.chaos(); err != nil {
 				return err
 			}
 			next = now.Add(jitter(f.rng, cfg.ChaosInterval))
+		}
+		if cfg.StopInterval > 0 && now.After(nextStop) {
+			if err := f.stop(now); err != nil {
+				return err
+			}
+			nextStop = now.Add(jitter(f.rng, cfg.StopInterval))
 		}
 		if !nextRestart.IsZero() && now.After(nextRestart) {
 			if err := f.restartServer(ctx); err != nil {
@@ -310,16 +317,12 @@ func (f *fleet) reap() error {
 	return nil
 }
 
-// chaos kills or pauses one child.
-func (f *fleet) chaos(now time.Time) error {
+// chaos kills one child and starts it again, or cuts a worker's
+// connections.
+func (f *fleet) chaos() error {
 	var running, workers []*proc
-	stopped := false
 	for _, p := range f.procs {
-		if p.role == roleCanceller || exited(p) {
-			continue
-		}
-		if !p.stoppedTill.IsZero() {
-			stopped = true
+		if p.role == roleCanceller || exited(p) || !p.stoppedTill.IsZero() {
 			continue
 		}
 		running = append(running, p)
@@ -342,16 +345,6 @@ func (f *fleet) chaos(now time.Time) error {
 		f.r.CutConnections += n
 		return nil
 	}
-	if !stopped && f.rng.IntN(100) < 15 {
-		p := running[f.rng.IntN(len(running))]
-		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			return fmt.Errorf("torture: stop %s: %w", p.name, err)
-		}
-		p.stoppedTill = now.Add(100*time.Millisecond + time.Duration(f.rng.Int64N(int64(f.cfg.MaxStop))))
-		f.stops[p.name] = append(f.stops[p.name], pause{from: monoNow()})
-		f.r.Stops++
-		return nil
-	}
 	p := running[f.rng.IntN(len(running))]
 	if len(workers) > 0 && f.rng.IntN(100) < 70 {
 		p = workers[f.rng.IntN(len(workers))]
@@ -370,6 +363,32 @@ func (f *fleet) chaos(now time.Time) error {
 	time.Sleep(time.Duration(f.rng.Int64N(int64(200 * time.Millisecond))))
 	f.r.Restarts++
 	return f.start(p.role, p.index, p.incarnation+1)
+}
+
+// stop pauses a worker or submitter with SIGSTOP for MinStop to MaxStop,
+// unless a child is stopped already: one at a time, so that the others'
+// operations show what a stopped process does to them.
+func (f *fleet) stop(now time.Time) error {
+	var cand []*proc
+	for _, p := range f.procs {
+		if !p.stoppedTill.IsZero() {
+			return nil
+		}
+		if (p.role == roleWorker || p.role == roleSubmitter) && !exited(p) {
+			cand = append(cand, p)
+		}
+	}
+	if len(cand) == 0 {
+		return nil
+	}
+	p := cand[f.rng.IntN(len(cand))]
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("torture: stop %s: %w", p.name, err)
+	}
+	p.stoppedTill = now.Add(f.cfg.MinStop + time.Duration(f.rng.Int64N(int64(f.cfg.MaxStop-f.cfg.MinStop)+1)))
+	f.stops[p.name] = append(f.stops[p.name], pause{from: monoNow()})
+	f.r.Stops++
+	return nil
 }
 
 // restartServer restarts the store's server; every live worker counts as
@@ -515,6 +534,11 @@ func (f *fleet) check(ctx context.Context) error {
 		return fmt.Errorf("torture: close store: %w", err)
 	}
 	checkRecords(f.r, jobs, rec, f.kills, f.stops, f.cuts)
+	ops, err := readLatencies(f.recDir)
+	if err != nil {
+		return fmt.Errorf("torture: read latencies: %w", err)
+	}
+	checkLatencies(f.r, ops, f.stops, f.cfg.StallLimit, f.cfg.MaxStall)
 	if err := checkTrees(f.r, f.recDir, treeGrace); err != nil {
 		return fmt.Errorf("torture: check trees: %w", err)
 	}

@@ -27,9 +27,11 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // TestTortureShort is the CI torture run: about 40 seconds of SIGKILL,
-// SIGSTOP and restarts of real worker and submitter processes on one
-// filestore, then the drain and every check. JOBDIR_TORTURE_SECONDS
-// lengthens it.
+// SIGSTOP (1-5s, then SIGCONT) and restarts of real worker and submitter
+// processes on one filestore, then the drain and every check. It reports,
+// without failing on them, how long the other processes' operations took
+// while one was stopped (JOBDIR_TORTURE_MAX_STALL, a duration, makes a
+// longer one a violation). JOBDIR_TORTURE_SECONDS lengthens it.
 func TestTortureShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the torture run takes about a minute")
@@ -39,6 +41,11 @@ func TestTortureShort(t *testing.T) {
 		d, err := time.ParseDuration(s + "s")
 		require.NoError(t, err)
 		cfg.Duration = d
+	}
+	if s := os.Getenv("JOBDIR_TORTURE_MAX_STALL"); s != "" {
+		d, err := time.ParseDuration(s)
+		require.NoError(t, err)
+		cfg.MaxStall = d
 	}
 	cfg.Exe, cfg.Args = os.Args[0], childArgs
 	cfg.Log = logWriter{t}
@@ -59,6 +66,8 @@ func TestTortureShort(t *testing.T) {
 	require.Positive(t, r.CanceledRunning, "no running job was canceled")
 	require.Positive(t, r.CanceledQueued, "no job was canceled while queued")
 	require.Positive(t, r.TreeAttempts, "no program left a tree of processes")
+	require.Positive(t, r.Stops, "no process was stopped")
+	require.Positive(t, r.DuringStops.N, "no operation ran while a process was stopped")
 	require.Equal(t, "clean", r.Fsck)
 }
 
