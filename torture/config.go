@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/jobdir/jobdir/internal/fsfault"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -38,6 +39,11 @@ type Backend struct {
 	// records the attempt's outcome as lost, which the checks allow only
 	// after a cut of its connections. Nil means never.
 	LeaseLost func(error) bool
+	// OpenFaulty, if set, opens the store as Open does, with its file
+	// operations failing as inj says (a failing or full disk). The
+	// children that Config.FaultRate names use it. Nil means the store
+	// cannot inject faults, and no child runs with them.
+	OpenFaulty func(ctx context.Context, dir string, inj *fsfault.Injector) (jobstore.Store, error)
 }
 
 // FsckResult is what Backend.Fsck found.
@@ -111,6 +117,12 @@ type Config struct {
 	// RestartInterval, when positive and the Backend can restart its
 	// server (Backend.Restart), restarts it that often during the chaos.
 	RestartInterval time.Duration
+	// FaultRate is the share of file operations (writes, renames, links,
+	// removals, fsyncs) that fail with EIO or ENOSPC in the workers and
+	// submitters with an even index, when the Backend can inject faults
+	// (Backend.OpenFaulty). Those children retry the failed calls; every
+	// check must hold all the same. Zero means none.
+	FaultRate float64
 	// DrainTimeout bounds the wait, after chaos stops, for every job to
 	// reach a terminal state. Zero means two minutes.
 	DrainTimeout time.Duration
@@ -126,8 +138,9 @@ type Config struct {
 	Log io.Writer
 }
 
-// ShortConfig returns the setting CI runs: about 45 seconds of chaos on a
-// small fleet, finishing in about a minute.
+// ShortConfig returns the setting CI runs: about 40 seconds of chaos on a
+// small fleet, with 2% of the file operations of some processes failing,
+// finishing in about a minute.
 func ShortConfig(dir string, b Backend) Config {
 	return Config{
 		Dir:           dir,
@@ -137,12 +150,13 @@ func ShortConfig(dir string, b Backend) Config {
 		Submitters:    2,
 		Duration:      40 * time.Second,
 		ChaosInterval: 700 * time.Millisecond,
+		FaultRate:     0.02,
 	}
 }
 
 // LongConfig returns the setting for a long run of duration d: more
-// processes, and a chaos event every 1.5s on average (about 500 kills in 20
-// minutes).
+// processes, a chaos event every 1.5s on average (about 500 kills in 20
+// minutes), and 2% of the file operations of some processes failing.
 func LongConfig(dir string, b Backend, d time.Duration) Config {
 	return Config{
 		Dir:           dir,
@@ -154,6 +168,7 @@ func LongConfig(dir string, b Backend, d time.Duration) Config {
 		Duration:      d,
 		Keys:          200,
 		ChaosInterval: 1500 * time.Millisecond,
+		FaultRate:     0.02,
 	}
 }
 

@@ -108,6 +108,16 @@ type Report struct {
 	// StallLimit (Config.StallLimit).
 	Stalls     int
 	StallLimit time.Duration
+	// UnreturnedJobs counts the jobs in the store whose ID no recorded
+	// Submit returned: their submitter was killed before it recorded the
+	// ID, or their Submit failed (an injected fault) yet made the job.
+	// They must end like every other job.
+	UnreturnedJobs int
+	// InjectedFaults counts the file operations that failed on purpose
+	// (Config.FaultRate), by errno ("EIO", "ENOSPC"), in FaultyProcs
+	// child processes; the checks hold with them.
+	InjectedFaults map[string]int
+	FaultyProcs    int
 	// TornLines counts record lines cut short by a SIGKILL (ignored).
 	TornLines int
 	// Fsck is "clean", "skipped", or the number of problems found.
@@ -145,7 +155,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		states = append(states, fmt.Sprintf("%s %d", s, r.States[s]))
 	}
 	p("jobs", "%d (%s)", r.Jobs, strings.Join(states, ", "))
-	p("submits", "%d returned %d IDs; %d found by key; %d keys", r.Submits, r.SubmittedIDs, r.KeyHits, r.Keys)
+	p("submits", "%d returned %d IDs; %d found by key; %d keys; %d jobs whose ID no recorded submit returned", r.Submits, r.SubmittedIDs, r.KeyHits, r.Keys, r.UnreturnedJobs)
 	p("kills", "%d (%d workers, %d submitters)", r.Kills, r.WorkerKills, r.Kills-r.WorkerKills)
 	p("restarts / stops", "%d / %d", r.Restarts, r.Stops)
 	p("attempts", "%d started; %d retries after failure; %d re-runs after a kill", r.Attempts, r.Retries, r.Reruns)
@@ -170,6 +180,8 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		p("  "+op, "during stops %s; otherwise %s", r.OpsDuringStops[op], r.OpsOutsideStops[op])
 	}
 	p("stalls", "%d ops took longer than %s while another process was stopped", r.Stalls, r.StallLimit)
+	p("injected I/O errors", "%d (EIO %d, ENOSPC %d) in %d processes, retried by them", r.InjectedFaults["EIO"]+r.InjectedFaults["ENOSPC"],
+		r.InjectedFaults["EIO"], r.InjectedFaults["ENOSPC"], r.FaultyProcs)
 	p("torn record lines", "%d", r.TornLines)
 	p("repaired at reopen", "%d", len(r.RepairedAtOpen))
 	for i, m := range r.RepairedAtOpen {

@@ -233,6 +233,9 @@ func (f *fleet) start(role string, index, inc int) error {
 		Concurrency: f.cfg.WorkerConcurrency, Runner: role == roleWorker && index < f.cfg.RunnerWorkers, SubmitInterval: f.cfg.SubmitInterval,
 		Keys: f.cfg.Keys, Exe: f.exe, Args: f.cfg.Args, Trees: min(f.cfg.RunnerWorkers, f.cfg.Workers) > 0,
 	}
+	if f.cfg.FaultRate > 0 && f.cfg.Backend.OpenFaulty != nil && faulty(role, index) {
+		spec.FaultRate = f.cfg.FaultRate
+	}
 	if role == roleSubmitter && f.cfg.Jobs > 0 {
 		spec.Budget = (f.cfg.Jobs + f.cfg.Submitters - 1) / f.cfg.Submitters
 	}
@@ -539,6 +542,9 @@ func (f *fleet) check(ctx context.Context) error {
 		return fmt.Errorf("torture: read latencies: %w", err)
 	}
 	checkLatencies(f.r, ops, f.stops, f.cfg.StallLimit, f.cfg.MaxStall)
+	if f.r.InjectedFaults, f.r.FaultyProcs, err = countFaults(f.recDir); err != nil {
+		return fmt.Errorf("torture: read fault logs: %w", err)
+	}
 	if err := checkTrees(f.r, f.recDir, treeGrace); err != nil {
 		return fmt.Errorf("torture: check trees: %w", err)
 	}

@@ -11,7 +11,9 @@
 //	jobdir-torture -lin [-processes 3] [-ops 150] [-postgres DSN]
 //
 // -long selects the long setting (more processes and keys, a chaos event
-// every 1.5s). The report gives the latency of the store operations of
+// every 1.5s). On a filestore, 2% of the file operations of the
+// even-numbered workers and submitters fail with EIO or ENOSPC
+// (-fault-rate). The report gives the latency of the store operations of
 // processes that were not stopped while another was; -max-stall makes any
 // such operation slower than its value a violation. With -postgres the
 // store is a new schema of that database (left there for inspection), chaos
@@ -64,6 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		maxStop    = fs.Duration("max-stop", 0, "the longest a process stays stopped (default 5s; at least 1s)")
 		stall      = fs.Duration("stall", 0, "count an operation of another process as a stall past this (default 1s)")
 		maxStall   = fs.Duration("max-stall", 0, "make an operation of another process that takes longer than this while one is stopped a violation (default: counted only)")
+		faultRate  = fs.Float64("fault-rate", -1, "share of file operations that fail with EIO or ENOSPC in the even-numbered workers and submitters (default 0.02; 0 for none)")
 		seed       = fs.Int64("seed", 0, "random seed (default: from the clock)")
 		lin        = fs.Bool("lin", false, "run the linearizability check instead of the torture run")
 		processes  = fs.Int("processes", 3, "with -lin: client processes")
@@ -124,6 +127,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.StopInterval = *stopEvery
 	}
 	cfg.MaxStop, cfg.StallLimit, cfg.MaxStall = *maxStop, *stall, *maxStall
+	if *faultRate >= 0 {
+		cfg.FaultRate = *faultRate
+	}
 	cfg.Jobs, cfg.Seed, cfg.Log = *jobs, *seed, stderr
 	r, err := torture.Run(ctx, cfg)
 	if r != nil {
