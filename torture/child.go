@@ -28,6 +28,7 @@ const (
 	roleWorker    = "worker"
 	roleSubmitter = "submitter"
 	roleCanceller = "canceller"
+	roleWaiter    = "waiter"
 	roleLin       = "lin"
 )
 
@@ -50,7 +51,9 @@ type childSpec struct {
 	// FaultRate, when positive, runs the store with that share of its
 	// file operations failing (Config.FaultRate).
 	FaultRate float64 `json:"fault_rate,omitempty"`
-	Keys      int     `json:"keys,omitempty"`
+	// Waits is how many Waits a waiter keeps going at once.
+	Waits int `json:"waits,omitempty"`
+	Keys  int `json:"keys,omitempty"`
 
 	Lin     *LinConfig `json:"lin,omitempty"`
 	LinOut  string     `json:"lin_out,omitempty"`
@@ -167,6 +170,8 @@ func runChild(ctx context.Context, b Backend, spec childSpec) error {
 		return runSubmitter(ctx, st, rec, spec)
 	case roleCanceller:
 		return runCanceller(ctx, st, rec, spec)
+	case roleWaiter:
+		return runWaiter(ctx, st, rec, spec)
 	case roleLin:
 		return runLinChild(ctx, st, spec)
 	}
@@ -287,7 +292,7 @@ func (r *recorder) violation(format string, args ...any) {
 }
 
 func makeRecordDirs(dir string) error {
-	for _, d := range []string{submitDir, cancelDir, attemptDir, violationDir, outDir, treeDir, treeLogDir, latencyDir, faultDir} {
+	for _, d := range []string{submitDir, cancelDir, attemptDir, violationDir, outDir, treeDir, treeLogDir, latencyDir, faultDir, waitDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return err
 		}

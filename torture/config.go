@@ -80,6 +80,13 @@ type Config struct {
 	// Cancellers is the number of processes that cancel queued and running
 	// jobs submitted by others. Zero means 1; negative means none.
 	Cancellers int
+	// Waiters is the number of wait-storm processes: each keeps Waits
+	// Waits going at once on queued and running jobs, and every one must
+	// return the job once it ends. They are neither killed nor stopped.
+	// Zero means none.
+	Waiters int
+	// Waits is how many Waits each waiter keeps going. Zero means 200.
+	Waits int
 	// Duration is how long submitting and chaos last before the drain.
 	// Zero means one minute.
 	Duration time.Duration
@@ -123,6 +130,12 @@ type Config struct {
 	// (Backend.OpenFaulty). Those children retry the failed calls; every
 	// check must hold all the same. Zero means none.
 	FaultRate float64
+	// HolderBound is how long a job may be seen running after its worker
+	// was killed, or after its live worker (not stopped since) ended the
+	// attempt, before it is a violation: no live process holds its lease.
+	// Zero means 15s (a killed worker's job is normally running again in
+	// about a second; an exec job's processes have 5s to exit).
+	HolderBound time.Duration
 	// DrainTimeout bounds the wait, after chaos stops, for every job to
 	// reach a terminal state. Zero means two minutes.
 	DrainTimeout time.Duration
@@ -139,8 +152,8 @@ type Config struct {
 }
 
 // ShortConfig returns the setting CI runs: about 40 seconds of chaos on a
-// small fleet, with 2% of the file operations of some processes failing,
-// finishing in about a minute.
+// small fleet, with 2% of the file operations of some processes failing
+// and 200 Waits going at once, finishing in about a minute.
 func ShortConfig(dir string, b Backend) Config {
 	return Config{
 		Dir:           dir,
@@ -151,12 +164,15 @@ func ShortConfig(dir string, b Backend) Config {
 		Duration:      40 * time.Second,
 		ChaosInterval: 700 * time.Millisecond,
 		FaultRate:     0.02,
+		Waiters:       1,
+		Waits:         200,
 	}
 }
 
 // LongConfig returns the setting for a long run of duration d: more
 // processes, a chaos event every 1.5s on average (about 500 kills in 20
-// minutes), and 2% of the file operations of some processes failing.
+// minutes), 2% of the file operations of some processes failing, and 2,000
+// Waits going at once.
 func LongConfig(dir string, b Backend, d time.Duration) Config {
 	return Config{
 		Dir:           dir,
@@ -169,6 +185,8 @@ func LongConfig(dir string, b Backend, d time.Duration) Config {
 		Keys:          200,
 		ChaosInterval: 1500 * time.Millisecond,
 		FaultRate:     0.02,
+		Waiters:       2,
+		Waits:         1000,
 	}
 }
 
@@ -186,6 +204,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Cancellers < 0 {
 		c.Cancellers = 0
 	}
+	setDefault(&c.Waits, 200)
 	setDefault(&c.Duration, time.Minute)
 	setDefault(&c.SubmitInterval, 25*time.Millisecond)
 	setDefault(&c.Keys, 40)
@@ -202,6 +221,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CutPercent < 0 {
 		c.CutPercent = 0
 	}
+	setDefault(&c.HolderBound, 15*time.Second)
 	setDefault(&c.DrainTimeout, 2*time.Minute)
 	if c.Seed == 0 {
 		c.Seed = time.Now().UnixNano()

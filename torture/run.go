@@ -45,6 +45,7 @@ type fleet struct {
 	kills    map[string]int64 // worker name -> CLOCK_MONOTONIC before its SIGKILL
 	stops    map[string][]pause
 	cuts     map[string][]pause // worker name -> the cuts of its connections, from before to after each
+	holders  []holderSample     // the running jobs the sampler saw
 	r        *Report
 }
 
@@ -67,7 +68,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		stops:    map[string][]pause{},
 		cuts:     map[string][]pause{},
 		r: &Report{Seed: cfg.Seed, Workers: cfg.Workers, Submitters: cfg.Submitters,
-			Cancellers: cfg.Cancellers, RunnerWorkers: min(cfg.RunnerWorkers, cfg.Workers)},
+			Cancellers: cfg.Cancellers, Waiters: cfg.Waiters, RunnerWorkers: min(cfg.RunnerWorkers, cfg.Workers)},
 	}
 	if f.exe == "" {
 		if f.exe, err = os.Executable(); err != nil {
@@ -126,8 +127,21 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 			return err
 		}
 	}
-	f.logf("started %d workers (%d with runner.Runner), %d submitters, %d cancellers; chaos for %s (seed %d)",
-		cfg.Workers, min(cfg.RunnerWorkers, cfg.Workers), cfg.Submitters, cfg.Cancellers, cfg.Duration, cfg.Seed)
+	for i := range cfg.Waiters {
+		if err := f.start(roleWaiter, i, 0); err != nil {
+			return err
+		}
+	}
+	f.logf("started %d workers (%d with runner.Runner), %d submitters, %d cancellers, %d waiters; chaos for %s (seed %d)",
+		cfg.Workers, min(cfg.RunnerWorkers, cfg.Workers), cfg.Submitters, cfg.Cancellers, cfg.Waiters, cfg.Duration, cfg.Seed)
+
+	sctx, stopSampler := context.WithCancel(ctx)
+	defer stopSampler()
+	samples := sampleRunning(sctx, st, time.Second)
+	defer func() {
+		stopSampler()
+		f.holders = samples()
+	}()
 
 	begin := time.Now()
 	deadline := begin.Add(cfg.Duration)
@@ -220,7 +234,12 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 		}
 	}
 	f.r.Drain = time.Since(drainStart)
-	f.logf("drained in %s; stopping workers", f.r.Drain.Round(time.Millisecond))
+	f.logf("drained in %s; stopping waiters, then workers", f.r.Drain.Round(time.Millisecond))
+	stopSampler()
+	f.holders = samples()
+	if err := f.terminate(roleWaiter); err != nil {
+		return err
+	}
 	return f.terminate(roleWorker)
 }
 
@@ -231,7 +250,7 @@ func (f *fleet) start(role string, index, inc int) error {
 		Role: role, Index: index, Incarnation: inc, Name: name,
 		StoreDir: f.storeDir, RecordDir: f.recDir, Seed: f.cfg.Seed,
 		Concurrency: f.cfg.WorkerConcurrency, Runner: role == roleWorker && index < f.cfg.RunnerWorkers, SubmitInterval: f.cfg.SubmitInterval,
-		Keys: f.cfg.Keys, Exe: f.exe, Args: f.cfg.Args, Trees: min(f.cfg.RunnerWorkers, f.cfg.Workers) > 0,
+		Keys: f.cfg.Keys, Waits: f.cfg.Waits, Exe: f.exe, Args: f.cfg.Args, Trees: min(f.cfg.RunnerWorkers, f.cfg.Workers) > 0,
 	}
 	if f.cfg.FaultRate > 0 && f.cfg.Backend.OpenFaulty != nil && faulty(role, index) {
 		spec.FaultRate = f.cfg.FaultRate
@@ -325,7 +344,7 @@ func (f *fleet) reap() error {
 func (f *fleet) chaos() error {
 	var running, workers []*proc
 	for _, p := range f.procs {
-		if p.role == roleCanceller || exited(p) || !p.stoppedTill.IsZero() {
+		if p.role == roleCanceller || p.role == roleWaiter || exited(p) || !p.stoppedTill.IsZero() {
 			continue
 		}
 		running = append(running, p)
@@ -537,6 +556,14 @@ func (f *fleet) check(ctx context.Context) error {
 		return fmt.Errorf("torture: close store: %w", err)
 	}
 	checkRecords(f.r, jobs, rec, f.kills, f.stops, f.cuts)
+	exempt := map[string][]pause{}
+	for w, ps := range f.stops {
+		exempt[w] = append(exempt[w], ps...)
+	}
+	for w, ps := range f.cuts {
+		exempt[w] = append(exempt[w], ps...)
+	}
+	checkHolders(f.r, f.holders, rec.attempts, f.kills, exempt, f.cfg.HolderBound)
 	ops, err := readLatencies(f.recDir)
 	if err != nil {
 		return fmt.Errorf("torture: read latencies: %w", err)
@@ -545,6 +572,15 @@ func (f *fleet) check(ctx context.Context) error {
 	if f.r.InjectedFaults, f.r.FaultyProcs, err = countFaults(f.recDir); err != nil {
 		return fmt.Errorf("torture: read fault logs: %w", err)
 	}
+	waits, err := readWaits(f.recDir)
+	if err != nil {
+		return fmt.Errorf("torture: read wait logs: %w", err)
+	}
+	ids := map[string]bool{}
+	for _, s := range rec.submits {
+		ids[s.ID] = true
+	}
+	checkWaits(f.r, waits, ids)
 	if err := checkTrees(f.r, f.recDir, treeGrace); err != nil {
 		return fmt.Errorf("torture: check trees: %w", err)
 	}

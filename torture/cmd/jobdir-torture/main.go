@@ -60,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		workers    = fs.Int("workers", 0, "worker processes (default 3, or 4 with -long)")
 		runners    = fs.Int("runner-workers", -1, "how many workers use runner.Runner (default 1, or 2 with -long)")
 		submitters = fs.Int("submitters", 0, "submitter processes (default 2, or 3 with -long)")
+		waiters    = fs.Int("waiters", -1, "wait-storm processes (default 1, or 2 with -long)")
+		waits      = fs.Int("waits", 0, "Waits each wait-storm process keeps going at once (default 200, or 1000 with -long)")
 		jobs       = fs.Int("jobs", 0, "stop submitting after this many submits (default: no limit)")
 		chaos      = fs.Duration("chaos", 0, "mean time between chaos events; negative disables chaos")
 		stopEvery  = fs.Duration("stop-every", 0, "mean time between SIGSTOPs of a worker or submitter (default 4s); negative disables them")
@@ -127,6 +129,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.StopInterval = *stopEvery
 	}
 	cfg.MaxStop, cfg.StallLimit, cfg.MaxStall = *maxStop, *stall, *maxStall
+	if *waiters >= 0 {
+		cfg.Waiters = *waiters
+	}
+	if *waits > 0 {
+		cfg.Waits = *waits
+	}
 	if *faultRate >= 0 {
 		cfg.FaultRate = *faultRate
 	}
