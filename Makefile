@@ -69,11 +69,14 @@ bench-peers: ## Side-by-side benchmark against River and goqite on SQLite (about
 	cd bench && $(GO) run ./cmd/jobdir-bench -out ../docs/benchmarks $(BENCHFLAGS)
 
 TORTURE_DURATION ?= 20m
+# TORTURE_MAX_STALL, if set (e.g. 500ms), makes an operation of a process
+# that is not stopped, slower than that while another process is, a violation.
+TORTURE_MAX_STALL ?=
 # The PostgreSQL server of the pgstore runs, and how to restart it.
 PG_DSN ?= $(or $(JOBDIR_TEST_POSTGRES),host=/var/run/postgresql dbname=test)
 PG_RESTART ?= pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main restart
-torture: ## The long multi-process torture runs (kills, pauses, restarts) on a filestore, then on pgstore with connection cuts and server restarts, and their checks.
-	$(GO) run ./torture/cmd/jobdir-torture -long -duration $(TORTURE_DURATION)
+torture: ## The long multi-process torture runs (kills, SIGSTOPs, restarts) on a filestore, then on pgstore with connection cuts and server restarts, and their checks.
+	$(GO) run ./torture/cmd/jobdir-torture -long -duration $(TORTURE_DURATION) $(if $(TORTURE_MAX_STALL),-max-stall $(TORTURE_MAX_STALL))
 	$(GO) run ./torture/cmd/jobdir-torture -long -duration $(TORTURE_DURATION) -postgres '$(PG_DSN)' -pg-restart '$(PG_RESTART)' -restart-every 2m
 
 clean: ## Remove build output.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jobdir/jobdir/internal/fsfault"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -50,6 +51,12 @@ type Options struct {
 	// Logger receives warnings (unusual filesystem, corrupt records found,
 	// recovered jobs). Nil means silent.
 	Logger *slog.Logger
+	// Faults makes file operations fail as it says, as a failing or full
+	// disk would. It is for this module's tests, which inject EIO and
+	// ENOSPC through it from other packages (the torture run's processes);
+	// its type is internal, so other modules can only leave it nil. Nil:
+	// no injected failures.
+	Faults *fsfault.Injector
 
 	// fs replaces the file operations; tests use it to inject failures.
 	fs fileOps
@@ -110,6 +117,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.fs == nil {
 		c.fs = osFS{}
+	}
+	if c.Faults != nil {
+		c.fs = faultOps{inner: c.fs, inj: c.Faults}
 	}
 	return c
 }

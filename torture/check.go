@@ -64,8 +64,11 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 		if j.Key != "" {
 			storeKeys[j.Key] = append(storeKeys[j.Key], id)
 		}
-		if !j.State.Terminal() && !ids[id] {
-			r.violate("job %s: still %s after the drain", id, j.State)
+		if !ids[id] {
+			r.UnreturnedJobs++
+			if !j.State.Terminal() {
+				r.violate("job %s: still %s after the drain", id, j.State)
+			}
 		}
 		as := rec.attempts[id]
 		if j.State == jobstore.StateCanceled && len(as) > 0 && as[len(as)-1].Outcome == outcomeCanceled {

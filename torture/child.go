@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jobdir/jobdir/jobstore"
 )
 
 // EnvChild is the environment variable that tells a re-executed binary it is
@@ -26,6 +28,7 @@ const (
 	roleWorker    = "worker"
 	roleSubmitter = "submitter"
 	roleCanceller = "canceller"
+	roleWaiter    = "waiter"
 	roleLin       = "lin"
 )
 
@@ -45,7 +48,12 @@ type childSpec struct {
 	Runner         bool          `json:"runner,omitempty"`
 	SubmitInterval time.Duration `json:"submit_interval,omitempty"`
 	Budget         int           `json:"budget,omitempty"`
-	Keys           int           `json:"keys,omitempty"`
+	// FaultRate, when positive, runs the store with that share of its
+	// file operations failing (Config.FaultRate).
+	FaultRate float64 `json:"fault_rate,omitempty"`
+	// Waits is how many Waits a waiter keeps going at once.
+	Waits int `json:"waits,omitempty"`
+	Keys  int `json:"keys,omitempty"`
 
 	Lin     *LinConfig `json:"lin,omitempty"`
 	LinOut  string     `json:"lin_out,omitempty"`
@@ -120,13 +128,19 @@ func signalReady() {
 }
 
 func runChild(ctx context.Context, b Backend, spec childSpec) error {
-	st, err := b.Open(ctx, spec.StoreDir)
-	for deadline := time.Now().Add(time.Minute); err != nil && b.Transient != nil && b.Transient(err) &&
+	open, transient := b.Open, b.Transient
+	if spec.FaultRate > 0 && b.OpenFaulty != nil {
+		inj := newInjector(spec, spec.FaultRate)
+		open = func(ctx context.Context, dir string) (jobstore.Store, error) { return b.OpenFaulty(ctx, dir, inj) }
+		transient = func(err error) bool { return injectedError(err) || (b.Transient != nil && b.Transient(err)) }
+	}
+	st, err := open(ctx, spec.StoreDir)
+	for deadline := time.Now().Add(time.Minute); err != nil && transient != nil && transient(err) &&
 		ctx.Err() == nil && time.Now().Before(deadline); {
-		// The server may be restarting.
+		// The server may be restarting, or the disk failing.
 		fmt.Fprintf(os.Stderr, "%sopen: %v\n", transientPrefix, err)
 		sleep(ctx, 200*time.Millisecond)
-		st, err = b.Open(ctx, spec.StoreDir)
+		st, err = open(ctx, spec.StoreDir)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -135,7 +149,17 @@ func runChild(ctx context.Context, b Backend, spec childSpec) error {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
-	rec := &recorder{dir: spec.RecordDir, name: spec.Name, transient: b.Transient, leaseLost: b.LeaseLost}
+	rec := &recorder{dir: spec.RecordDir, name: spec.Name, transient: transient, leaseLost: b.LeaseLost}
+	if spec.Role != roleLin && !spec.Runner {
+		// runner.Runner gets the store itself: timedStore would hide its
+		// optional interfaces.
+		l, err := openLatencyLog(spec.RecordDir, spec.Name)
+		if err != nil {
+			return fmt.Errorf("latency log: %w", err)
+		}
+		defer l.Close()
+		st = timedStore{Store: st, log: l}
+	}
 	switch spec.Role {
 	case roleWorker:
 		if spec.Runner {
@@ -146,6 +170,8 @@ func runChild(ctx context.Context, b Backend, spec childSpec) error {
 		return runSubmitter(ctx, st, rec, spec)
 	case roleCanceller:
 		return runCanceller(ctx, st, rec, spec)
+	case roleWaiter:
+		return runWaiter(ctx, st, rec, spec)
 	case roleLin:
 		return runLinChild(ctx, st, spec)
 	}
@@ -266,7 +292,7 @@ func (r *recorder) violation(format string, args ...any) {
 }
 
 func makeRecordDirs(dir string) error {
-	for _, d := range []string{submitDir, cancelDir, attemptDir, violationDir, outDir, treeDir, treeLogDir} {
+	for _, d := range []string{submitDir, cancelDir, attemptDir, violationDir, outDir, treeDir, treeLogDir, latencyDir, faultDir, waitDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/jobdir/jobdir/internal/fsfault"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -38,6 +39,11 @@ type Backend struct {
 	// records the attempt's outcome as lost, which the checks allow only
 	// after a cut of its connections. Nil means never.
 	LeaseLost func(error) bool
+	// OpenFaulty, if set, opens the store as Open does, with its file
+	// operations failing as inj says (a failing or full disk). The
+	// children that Config.FaultRate names use it. Nil means the store
+	// cannot inject faults, and no child runs with them.
+	OpenFaulty func(ctx context.Context, dir string, inj *fsfault.Injector) (jobstore.Store, error)
 }
 
 // FsckResult is what Backend.Fsck found.
@@ -74,6 +80,13 @@ type Config struct {
 	// Cancellers is the number of processes that cancel queued and running
 	// jobs submitted by others. Zero means 1; negative means none.
 	Cancellers int
+	// Waiters is the number of wait-storm processes: each keeps Waits
+	// Waits going at once on queued and running jobs, and every one must
+	// return the job once it ends. They are neither killed nor stopped.
+	// Zero means none.
+	Waiters int
+	// Waits is how many Waits each waiter keeps going. Zero means 200.
+	Waits int
 	// Duration is how long submitting and chaos last before the drain.
 	// Zero means one minute.
 	Duration time.Duration
@@ -87,10 +100,23 @@ type Config struct {
 	// draw from, so that their keys collide. Zero means 40.
 	Keys int
 	// ChaosInterval is the mean time between chaos events (a SIGKILL and
-	// restart, or a SIGSTOP). Zero means 1s; negative disables chaos.
+	// restart, or a cut of a worker's connections). Zero means 1s;
+	// negative disables chaos, SIGSTOPs included.
 	ChaosInterval time.Duration
-	// MaxStop is the longest a process stays stopped. Zero means 2s.
-	MaxStop time.Duration
+	// StopInterval is the mean time between SIGSTOPs of a worker or
+	// submitter, which is continued (SIGCONT) MinStop to MaxStop later; one
+	// process is stopped at a time. Zero means 4s; negative means none.
+	StopInterval time.Duration
+	// MinStop and MaxStop bound how long a process stays stopped. Zero
+	// means 1s and 5s.
+	MinStop, MaxStop time.Duration
+	// StallLimit is how long an operation of a process that is not
+	// stopped may take, while another is, before the Report counts it as a
+	// stall (Report.Stalls). Zero means 1s.
+	StallLimit time.Duration
+	// MaxStall, when positive, makes every such operation that takes
+	// longer a violation. Zero counts and reports stalls only.
+	MaxStall time.Duration
 	// CutPercent is the share of chaos events, in percent, that cut a
 	// worker's connections instead, when the Backend can (Backend.Cut).
 	// Zero means 20; negative means none.
@@ -98,6 +124,18 @@ type Config struct {
 	// RestartInterval, when positive and the Backend can restart its
 	// server (Backend.Restart), restarts it that often during the chaos.
 	RestartInterval time.Duration
+	// FaultRate is the share of file operations (writes, renames, links,
+	// removals, fsyncs) that fail with EIO or ENOSPC in the workers and
+	// submitters with an even index, when the Backend can inject faults
+	// (Backend.OpenFaulty). Those children retry the failed calls; every
+	// check must hold all the same. Zero means none.
+	FaultRate float64
+	// HolderBound is how long a job may be seen running after its worker
+	// was killed, or after its live worker (not stopped since) ended the
+	// attempt, before it is a violation: no live process holds its lease.
+	// Zero means 15s (a killed worker's job is normally running again in
+	// about a second; an exec job's processes have 5s to exit).
+	HolderBound time.Duration
 	// DrainTimeout bounds the wait, after chaos stops, for every job to
 	// reach a terminal state. Zero means two minutes.
 	DrainTimeout time.Duration
@@ -113,8 +151,9 @@ type Config struct {
 	Log io.Writer
 }
 
-// ShortConfig returns the setting CI runs: about 45 seconds of chaos on a
-// small fleet, finishing in about a minute.
+// ShortConfig returns the setting CI runs: about 40 seconds of chaos on a
+// small fleet, with 2% of the file operations of some processes failing
+// and 200 Waits going at once, finishing in about a minute.
 func ShortConfig(dir string, b Backend) Config {
 	return Config{
 		Dir:           dir,
@@ -124,12 +163,16 @@ func ShortConfig(dir string, b Backend) Config {
 		Submitters:    2,
 		Duration:      40 * time.Second,
 		ChaosInterval: 700 * time.Millisecond,
+		FaultRate:     0.02,
+		Waiters:       1,
+		Waits:         200,
 	}
 }
 
 // LongConfig returns the setting for a long run of duration d: more
-// processes, and a chaos event every 1.5s on average (about 500 kills in 20
-// minutes).
+// processes, a chaos event every 1.5s on average (about 500 kills in 20
+// minutes), 2% of the file operations of some processes failing, and 2,000
+// Waits going at once.
 func LongConfig(dir string, b Backend, d time.Duration) Config {
 	return Config{
 		Dir:           dir,
@@ -141,6 +184,9 @@ func LongConfig(dir string, b Backend, d time.Duration) Config {
 		Duration:      d,
 		Keys:          200,
 		ChaosInterval: 1500 * time.Millisecond,
+		FaultRate:     0.02,
+		Waiters:       2,
+		Waits:         1000,
 	}
 }
 
@@ -158,15 +204,24 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Cancellers < 0 {
 		c.Cancellers = 0
 	}
+	setDefault(&c.Waits, 200)
 	setDefault(&c.Duration, time.Minute)
 	setDefault(&c.SubmitInterval, 25*time.Millisecond)
 	setDefault(&c.Keys, 40)
 	setDefault(&c.ChaosInterval, time.Second)
-	setDefault(&c.MaxStop, 2*time.Second)
+	setDefault(&c.StopInterval, 4*time.Second)
+	if c.StopInterval < 0 || c.ChaosInterval < 0 {
+		c.StopInterval = 0
+	}
+	setDefault(&c.MinStop, time.Second)
+	setDefault(&c.MaxStop, 5*time.Second)
+	c.MaxStop = max(c.MaxStop, c.MinStop)
+	setDefault(&c.StallLimit, time.Second)
 	setDefault(&c.CutPercent, 20)
 	if c.CutPercent < 0 {
 		c.CutPercent = 0
 	}
+	setDefault(&c.HolderBound, 15*time.Second)
 	setDefault(&c.DrainTimeout, 2*time.Minute)
 	if c.Seed == 0 {
 		c.Seed = time.Now().UnixNano()

@@ -5,9 +5,10 @@
 //
 // Run is the torture run: it starts worker, submitter and canceller processes
 // (re-executions of the current binary, see [IsChild] and [ChildMain]) on one
-// store directory, SIGKILLs and restarts them at random moments, pauses some
-// with SIGSTOP/SIGCONT, then stops the chaos, lets the survivors drain the
-// queue, and checks the store against what the processes recorded: every
+// store directory, SIGKILLs and restarts them at random moments, stops a
+// worker or submitter with SIGSTOP for 1-5s now and then before continuing
+// it (SIGCONT), then stops the chaos, lets the survivors drain the queue,
+// and checks the store against what the processes recorded: every
 // submitted ID exists and is terminal; one job per idempotency key; attempts
 // of one job never overlap in time; a succeeded or canceled-while-queued job
 // never starts again; every re-run follows the death of the worker that ran
@@ -16,7 +17,12 @@
 // call setsid and double-fork, and each such process holds a lock that the
 // next attempt and the final check test); the store reopens cleanly and its
 // consistency check finds nothing. The [Report] holds the figures and the
-// violations.
+// violations. The children time their store operations (on
+// CLOCK_MONOTONIC), and the Report gives the p99 and the longest duration
+// of the operations of processes that were not stopped while another was:
+// a stopped process should delay only its own jobs. Those figures are
+// reported, and a slow one is counted as a stall, but it is a violation
+// only past Config.MaxStall.
 //
 // RecordHistory and CheckHistory are the linearizability check: several
 // clients (goroutines, or processes through RunLinearizability) run random

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/internal/fsfault"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -17,7 +18,7 @@ import (
 // them with Options.SyncFS, so that both ways share one store), and a short
 // backoff after a dead worker's attempt (50ms times the attempt), so that
 // the time a dead worker's job waits measures recovery rather than the
-// backoff.
+// backoff. It can inject file-operation faults (Options.Faults).
 func FileBackend() Backend {
 	return Backend{
 		Open: func(ctx context.Context, dir string) (jobstore.Store, error) {
@@ -26,6 +27,12 @@ func FileBackend() Backend {
 			return filestore.Open(ctx, dir, o)
 		},
 		Fsck: fileFsck,
+		OpenFaulty: func(ctx context.Context, dir string, inj *fsfault.Injector) (jobstore.Store, error) {
+			o := fileOptions(nil)
+			o.SyncFS = os.Getpid()%2 == 1
+			o.Faults = inj
+			return filestore.Open(ctx, dir, o)
+		},
 	}
 }
 

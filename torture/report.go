@@ -17,8 +17,8 @@ const maxListed = 50
 type Report struct {
 	// Seed reproduces the run's random choices (not its timing).
 	Seed int64
-	// Workers, Submitters and Cancellers are the process counts.
-	Workers, Submitters, Cancellers int
+	// Workers, Submitters, Cancellers and Waiters are the process counts.
+	Workers, Submitters, Cancellers, Waiters int
 	// RunnerWorkers is how many workers ran runner.Runner.
 	RunnerWorkers int
 	// Chaos is how long submitting and chaos lasted; Drain how long the
@@ -90,6 +90,52 @@ type Report struct {
 	// TreeAttemptsKilled counts those whose worker was killed during them
 	// (no end marker): their processes were killed by the supervisor.
 	TreeAttemptsKilled int
+	// TimedOps counts the store operations the children timed (Submit,
+	// Get, Claim, Complete, Cancel, List and Stats of every process but
+	// the runner workers).
+	TimedOps int
+	// DuringStops sums up the timed operations of processes that were
+	// not stopped themselves during them, and that overlapped a SIGSTOP
+	// pause of another process: a stopped process must slow down only its
+	// own jobs. WorstDuringStops names the longest ("claim by worker-1.0").
+	DuringStops      Latency
+	WorstDuringStops string
+	// OpsDuringStops splits DuringStops by operation; OpsOutsideStops
+	// gives the same figures for operations that overlapped no pause, to
+	// compare with.
+	OpsDuringStops, OpsOutsideStops map[string]Latency
+	// Stalls counts the operations of DuringStops that took longer than
+	// StallLimit (Config.StallLimit).
+	Stalls     int
+	StallLimit time.Duration
+	// Waits counts the Waits of the wait storm (Config.Waiters) and
+	// WaitsReturned those that returned the job ended (a waiter that
+	// stops once every job has ended gives the rest 20s, then records a
+	// violation). WaitWake is the time from a job's end (FinishedAt) to
+	// the return of a Wait on it; its P99 is the largest of the waiters'.
+	Waits, WaitsReturned int
+	WaitWake             Latency
+	// VanishedJobs counts the jobs a Wait found gone after a List had
+	// shown them: jobs whose Submit failed (an injected fault) and was
+	// rolled back, and whose ID no Submit returned.
+	VanishedJobs int
+	// HolderSamples counts the sightings of running jobs by the driver's
+	// sampler (one List of running jobs a second). MaxRunningAfterKill is
+	// the longest a job was seen running after its worker was killed, and
+	// MaxRunningAfterEnd after its live, unstopped worker ended the
+	// attempt; past Config.HolderBound either is a violation.
+	HolderSamples                           int
+	MaxRunningAfterKill, MaxRunningAfterEnd time.Duration
+	// UnreturnedJobs counts the jobs in the store whose ID no recorded
+	// Submit returned: their submitter was killed before it recorded the
+	// ID, or their Submit failed (an injected fault) yet made the job.
+	// They must end like every other job.
+	UnreturnedJobs int
+	// InjectedFaults counts the file operations that failed on purpose
+	// (Config.FaultRate), by errno ("EIO", "ENOSPC"), in FaultyProcs
+	// child processes; the checks hold with them.
+	InjectedFaults map[string]int
+	FaultyProcs    int
 	// TornLines counts record lines cut short by a SIGKILL (ignored).
 	TornLines int
 	// Fsck is "clean", "skipped", or the number of problems found.
@@ -120,14 +166,14 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		fmt.Fprintf(&b, "%-22s %s\n", name+":", fmt.Sprintf(format, args...))
 	}
 	p("seed", "%d", r.Seed)
-	p("processes", "%d workers (%d with runner.Runner), %d submitters, %d cancellers", r.Workers, r.RunnerWorkers, r.Submitters, r.Cancellers)
+	p("processes", "%d workers (%d with runner.Runner), %d submitters, %d cancellers, %d waiters", r.Workers, r.RunnerWorkers, r.Submitters, r.Cancellers, r.Waiters)
 	p("chaos / drain", "%s / %s", r.Chaos.Round(time.Millisecond), r.Drain.Round(time.Millisecond))
 	var states []string
 	for _, s := range jobstore.States() {
 		states = append(states, fmt.Sprintf("%s %d", s, r.States[s]))
 	}
 	p("jobs", "%d (%s)", r.Jobs, strings.Join(states, ", "))
-	p("submits", "%d returned %d IDs; %d found by key; %d keys", r.Submits, r.SubmittedIDs, r.KeyHits, r.Keys)
+	p("submits", "%d returned %d IDs; %d found by key; %d keys; %d jobs whose ID no recorded submit returned", r.Submits, r.SubmittedIDs, r.KeyHits, r.Keys, r.UnreturnedJobs)
 	p("kills", "%d (%d workers, %d submitters)", r.Kills, r.WorkerKills, r.Kills-r.WorkerKills)
 	p("restarts / stops", "%d / %d", r.Restarts, r.Stops)
 	p("attempts", "%d started; %d retries after failure; %d re-runs after a kill", r.Attempts, r.Retries, r.Reruns)
@@ -144,6 +190,22 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	p("canceled", "%d while queued, %d while running (the handler saw it)", r.CanceledQueued, r.CanceledRunning)
 	p("recovery wait", "median %s, p99 %s, max %s (SIGKILL of a worker to the next attempt's start, busy workers included)",
 		r.MedianRecoveryWait.Round(time.Millisecond), r.P99RecoveryWait.Round(time.Millisecond), r.MaxRecoveryWait.Round(time.Millisecond))
+	p("ops during stops", "%s (of %d timed ops; those of processes not stopped themselves, while another was)", r.DuringStops, r.TimedOps)
+	if r.WorstDuringStops != "" {
+		p("  longest", "%s", r.WorstDuringStops)
+	}
+	for _, op := range sortedKeys(r.OpsDuringStops) {
+		p("  "+op, "during stops %s; otherwise %s", r.OpsDuringStops[op], r.OpsOutsideStops[op])
+	}
+	p("stalls", "%d ops took longer than %s while another process was stopped", r.Stalls, r.StallLimit)
+	if r.Waits > 0 {
+		p("wait storm", "%d Waits, %d returned; from a job's end to the return of a Wait on it: p99 %s, max %s; %d jobs vanished (a failed Submit's rollback)",
+			r.Waits, r.WaitsReturned, r.WaitWake.P99.Round(time.Millisecond), r.WaitWake.Max.Round(time.Millisecond), r.VanishedJobs)
+	}
+	p("live holders", "%d sightings of running jobs; running after the worker's death up to %s, after its live worker ended the attempt up to %s",
+		r.HolderSamples, r.MaxRunningAfterKill.Round(time.Millisecond), r.MaxRunningAfterEnd.Round(time.Millisecond))
+	p("injected I/O errors", "%d (EIO %d, ENOSPC %d) in %d processes, retried by them", r.InjectedFaults["EIO"]+r.InjectedFaults["ENOSPC"],
+		r.InjectedFaults["EIO"], r.InjectedFaults["ENOSPC"], r.FaultyProcs)
 	p("torn record lines", "%d", r.TornLines)
 	p("repaired at reopen", "%d", len(r.RepairedAtOpen))
 	for i, m := range r.RepairedAtOpen {

@@ -45,6 +45,7 @@ type fleet struct {
 	kills    map[string]int64 // worker name -> CLOCK_MONOTONIC before its SIGKILL
 	stops    map[string][]pause
 	cuts     map[string][]pause // worker name -> the cuts of its connections, from before to after each
+	holders  []holderSample     // the running jobs the sampler saw
 	r        *Report
 }
 
@@ -67,7 +68,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		stops:    map[string][]pause{},
 		cuts:     map[string][]pause{},
 		r: &Report{Seed: cfg.Seed, Workers: cfg.Workers, Submitters: cfg.Submitters,
-			Cancellers: cfg.Cancellers, RunnerWorkers: min(cfg.RunnerWorkers, cfg.Workers)},
+			Cancellers: cfg.Cancellers, Waiters: cfg.Waiters, RunnerWorkers: min(cfg.RunnerWorkers, cfg.Workers)},
 	}
 	if f.exe == "" {
 		if f.exe, err = os.Executable(); err != nil {
@@ -126,12 +127,26 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 			return err
 		}
 	}
-	f.logf("started %d workers (%d with runner.Runner), %d submitters, %d cancellers; chaos for %s (seed %d)",
-		cfg.Workers, min(cfg.RunnerWorkers, cfg.Workers), cfg.Submitters, cfg.Cancellers, cfg.Duration, cfg.Seed)
+	for i := range cfg.Waiters {
+		if err := f.start(roleWaiter, i, 0); err != nil {
+			return err
+		}
+	}
+	f.logf("started %d workers (%d with runner.Runner), %d submitters, %d cancellers, %d waiters; chaos for %s (seed %d)",
+		cfg.Workers, min(cfg.RunnerWorkers, cfg.Workers), cfg.Submitters, cfg.Cancellers, cfg.Waiters, cfg.Duration, cfg.Seed)
+
+	sctx, stopSampler := context.WithCancel(ctx)
+	defer stopSampler()
+	samples := sampleRunning(sctx, st, time.Second)
+	defer func() {
+		stopSampler()
+		f.holders = samples()
+	}()
 
 	begin := time.Now()
 	deadline := begin.Add(cfg.Duration)
 	next := begin.Add(jitter(f.rng, cfg.ChaosInterval))
+	nextStop := begin.Add(jitter(f.rng, cfg.StopInterval))
 	nextRestart := time.Time{}
 	if cfg.RestartInterval > 0 && cfg.Backend.Restart != nil {
 		nextRestart = begin.Add(cfg.RestartInterval)
@@ -151,10 +166,16 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 		}
 		f.resume(now, false)
 		if cfg.ChaosInterval > 0 && now.After(next) {
-			if err := f.chaos(now); err != nil {
+			if err := f.chaos(); err != nil {
 				return err
 			}
 			next = now.Add(jitter(f.rng, cfg.ChaosInterval))
+		}
+		if cfg.StopInterval > 0 && now.After(nextStop) {
+			if err := f.stop(now); err != nil {
+				return err
+			}
+			nextStop = now.Add(jitter(f.rng, cfg.StopInterval))
 		}
 		if !nextRestart.IsZero() && now.After(nextRestart) {
 			if err := f.restartServer(ctx); err != nil {
@@ -213,7 +234,12 @@ func (f *fleet) run(ctx context.Context, st jobstore.Store) error {
 		}
 	}
 	f.r.Drain = time.Since(drainStart)
-	f.logf("drained in %s; stopping workers", f.r.Drain.Round(time.Millisecond))
+	f.logf("drained in %s; stopping waiters, then workers", f.r.Drain.Round(time.Millisecond))
+	stopSampler()
+	f.holders = samples()
+	if err := f.terminate(roleWaiter); err != nil {
+		return err
+	}
 	return f.terminate(roleWorker)
 }
 
@@ -224,7 +250,10 @@ func (f *fleet) start(role string, index, inc int) error {
 		Role: role, Index: index, Incarnation: inc, Name: name,
 		StoreDir: f.storeDir, RecordDir: f.recDir, Seed: f.cfg.Seed,
 		Concurrency: f.cfg.WorkerConcurrency, Runner: role == roleWorker && index < f.cfg.RunnerWorkers, SubmitInterval: f.cfg.SubmitInterval,
-		Keys: f.cfg.Keys, Exe: f.exe, Args: f.cfg.Args, Trees: min(f.cfg.RunnerWorkers, f.cfg.Workers) > 0,
+		Keys: f.cfg.Keys, Waits: f.cfg.Waits, Exe: f.exe, Args: f.cfg.Args, Trees: min(f.cfg.RunnerWorkers, f.cfg.Workers) > 0,
+	}
+	if f.cfg.FaultRate > 0 && f.cfg.Backend.OpenFaulty != nil && faulty(role, index) {
+		spec.FaultRate = f.cfg.FaultRate
 	}
 	if role == roleSubmitter && f.cfg.Jobs > 0 {
 		spec.Budget = (f.cfg.Jobs + f.cfg.Submitters - 1) / f.cfg.Submitters
@@ -310,16 +339,12 @@ func (f *fleet) reap() error {
 	return nil
 }
 
-// chaos kills or pauses one child.
-func (f *fleet) chaos(now time.Time) error {
+// chaos kills one child and starts it again, or cuts a worker's
+// connections.
+func (f *fleet) chaos() error {
 	var running, workers []*proc
-	stopped := false
 	for _, p := range f.procs {
-		if p.role == roleCanceller || exited(p) {
-			continue
-		}
-		if !p.stoppedTill.IsZero() {
-			stopped = true
+		if p.role == roleCanceller || p.role == roleWaiter || exited(p) || !p.stoppedTill.IsZero() {
 			continue
 		}
 		running = append(running, p)
@@ -342,16 +367,6 @@ func (f *fleet) chaos(now time.Time) error {
 		f.r.CutConnections += n
 		return nil
 	}
-	if !stopped && f.rng.IntN(100) < 15 {
-		p := running[f.rng.IntN(len(running))]
-		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			return fmt.Errorf("torture: stop %s: %w", p.name, err)
-		}
-		p.stoppedTill = now.Add(100*time.Millisecond + time.Duration(f.rng.Int64N(int64(f.cfg.MaxStop))))
-		f.stops[p.name] = append(f.stops[p.name], pause{from: monoNow()})
-		f.r.Stops++
-		return nil
-	}
 	p := running[f.rng.IntN(len(running))]
 	if len(workers) > 0 && f.rng.IntN(100) < 70 {
 		p = workers[f.rng.IntN(len(workers))]
@@ -370,6 +385,32 @@ func (f *fleet) chaos(now time.Time) error {
 	time.Sleep(time.Duration(f.rng.Int64N(int64(200 * time.Millisecond))))
 	f.r.Restarts++
 	return f.start(p.role, p.index, p.incarnation+1)
+}
+
+// stop pauses a worker or submitter with SIGSTOP for MinStop to MaxStop,
+// unless a child is stopped already: one at a time, so that the others'
+// operations show what a stopped process does to them.
+func (f *fleet) stop(now time.Time) error {
+	var cand []*proc
+	for _, p := range f.procs {
+		if !p.stoppedTill.IsZero() {
+			return nil
+		}
+		if (p.role == roleWorker || p.role == roleSubmitter) && !exited(p) {
+			cand = append(cand, p)
+		}
+	}
+	if len(cand) == 0 {
+		return nil
+	}
+	p := cand[f.rng.IntN(len(cand))]
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("torture: stop %s: %w", p.name, err)
+	}
+	p.stoppedTill = now.Add(f.cfg.MinStop + time.Duration(f.rng.Int64N(int64(f.cfg.MaxStop-f.cfg.MinStop)+1)))
+	f.stops[p.name] = append(f.stops[p.name], pause{from: monoNow()})
+	f.r.Stops++
+	return nil
 }
 
 // restartServer restarts the store's server; every live worker counts as
@@ -515,6 +556,31 @@ func (f *fleet) check(ctx context.Context) error {
 		return fmt.Errorf("torture: close store: %w", err)
 	}
 	checkRecords(f.r, jobs, rec, f.kills, f.stops, f.cuts)
+	exempt := map[string][]pause{}
+	for w, ps := range f.stops {
+		exempt[w] = append(exempt[w], ps...)
+	}
+	for w, ps := range f.cuts {
+		exempt[w] = append(exempt[w], ps...)
+	}
+	checkHolders(f.r, f.holders, rec.attempts, f.kills, exempt, f.cfg.HolderBound)
+	ops, err := readLatencies(f.recDir)
+	if err != nil {
+		return fmt.Errorf("torture: read latencies: %w", err)
+	}
+	checkLatencies(f.r, ops, f.stops, f.cfg.StallLimit, f.cfg.MaxStall)
+	if f.r.InjectedFaults, f.r.FaultyProcs, err = countFaults(f.recDir); err != nil {
+		return fmt.Errorf("torture: read fault logs: %w", err)
+	}
+	waits, err := readWaits(f.recDir)
+	if err != nil {
+		return fmt.Errorf("torture: read wait logs: %w", err)
+	}
+	ids := map[string]bool{}
+	for _, s := range rec.submits {
+		ids[s.ID] = true
+	}
+	checkWaits(f.r, waits, ids)
 	if err := checkTrees(f.r, f.recDir, treeGrace); err != nil {
 		return fmt.Errorf("torture: check trees: %w", err)
 	}

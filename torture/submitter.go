@@ -86,25 +86,61 @@ func runSubmitter(ctx context.Context, st jobstore.Store, rec *recorder, spec ch
 		return err
 	}
 	rng := rand.New(rand.NewPCG(uint64(spec.Seed), uint64(spec.Index)<<32|uint64(spec.Incarnation)))
+	recent := make([]string, 0, 100) // IDs this incarnation submitted, for Get
 	for ctx.Err() == nil && (spec.Budget <= 0 || done < spec.Budget) {
-		s, class := newSpec(rng, spec.Keys, spec.Trees)
-		var j jobstore.Job
-		var created bool
-		err := rec.retry(ctx, "submit", func() (err error) {
-			j, created, err = st.Submit(ctx, s)
-			return err
-		})
+		var subs []jobstore.Submitted
+		var specs []jobstore.Spec
+		var classes []string
+		if rng.IntN(batchEvery) == 0 {
+			// A batch holds many record locks at once: a SIGSTOP in
+			// the middle of one is the hardest on the other processes.
+			for range batchMin + rng.IntN(batchMax-batchMin+1) {
+				specs = append(specs, quickSpec(rng, spec.Keys))
+				classes = append(classes, classQuick)
+			}
+			err = rec.retry(ctx, "submit batch", func() (err error) {
+				subs, err = st.SubmitBatch(ctx, specs)
+				return err
+			})
+		} else {
+			s, class := newSpec(rng, spec.Keys, spec.Trees)
+			specs, classes = []jobstore.Spec{s}, []string{class}
+			err = rec.retry(ctx, "submit", func() error {
+				j, created, err := st.Submit(ctx, s)
+				subs = []jobstore.Submitted{{Job: j, Created: created}}
+				return err
+			})
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("submit: %w", err)
 		}
-		if err := appendLine(logPath, submitLine(j, s.Key, created, class, spec.Name)); err != nil {
+		lines := make([]string, len(subs))
+		for i, sub := range subs {
+			lines[i] = submitLine(sub.Job, specs[i].Key, sub.Created, classes[i], spec.Name)
+		}
+		if err := appendLine(logPath, strings.Join(lines, "\n")); err != nil {
 			return err
 		}
-		done++
-		if class == classCancelQueued {
+		done += len(subs)
+		if err := getRecent(ctx, st, rec, rng, recent); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		for i, sub := range subs {
+			j := sub.Job
+			if len(recent) < cap(recent) {
+				recent = append(recent, j.ID)
+			} else {
+				recent[rng.IntN(len(recent))] = j.ID
+			}
+			if classes[i] != classCancelQueued {
+				continue
+			}
 			var c jobstore.Job
 			err := rec.retry(ctx, "cancel", func() (err error) {
 				c, err = st.Cancel(ctx, j.ID)
@@ -125,6 +161,45 @@ func runSubmitter(ctx context.Context, st jobstore.Store, rec *recorder, spec ch
 		sleep(ctx, jitter(rng, spec.SubmitInterval))
 	}
 	<-ctx.Done()
+	return nil
+}
+
+// One submit in batchEvery is a SubmitBatch of batchMin to batchMax quick
+// jobs.
+const (
+	batchEvery = 25
+	batchMin   = 10
+	batchMax   = 40
+)
+
+// quickSpec draws a quick job, keyed a third of the time, for a batch.
+func quickSpec(rng *rand.Rand, keys int) jobstore.Spec {
+	t := task{Class: classQuick, SleepMS: 1 + rng.IntN(20)}
+	spec := jobstore.Spec{Kind: kindTorture, Priority: rng.IntN(3)}
+	if rng.IntN(3) == 0 {
+		spec.Key = fmt.Sprintf("k-%d", rng.IntN(max(keys, 1)))
+	}
+	spec.Payload, _ = json.Marshal(t)
+	return spec
+}
+
+// getRecent reads back one of the jobs this submitter submitted, as a
+// client polling its jobs does: it must exist.
+func getRecent(ctx context.Context, st jobstore.Store, rec *recorder, rng *rand.Rand, recent []string) error {
+	if len(recent) == 0 {
+		return nil
+	}
+	id := recent[rng.IntN(len(recent))]
+	err := rec.retry(ctx, "get", func() error {
+		_, err := st.Get(ctx, id)
+		return err
+	})
+	switch {
+	case errors.Is(err, jobstore.ErrNotFound):
+		rec.violation("job %s: Submit returned it, but Get does not find it: %v", id, err)
+	case err != nil:
+		return fmt.Errorf("get %s: %w", id, err)
+	}
 	return nil
 }
 

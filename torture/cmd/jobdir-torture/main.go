@@ -1,8 +1,8 @@
 // Command jobdir-torture attacks a store (a filestore, or pgstore with
 // -postgres) with worker, submitter and canceller processes that it
-// SIGKILLs, pauses and restarts at random, then checks every promise of the
-// store against records kept outside it and prints the figures. It exits 1
-// if a promise was broken.
+// SIGKILLs, stops (SIGSTOP, then SIGCONT 1-5s later) and restarts at
+// random, then checks every promise of the store against records kept
+// outside it and prints the figures. It exits 1 if a promise was broken.
 //
 // Usage:
 //
@@ -11,11 +11,15 @@
 //	jobdir-torture -lin [-processes 3] [-ops 150] [-postgres DSN]
 //
 // -long selects the long setting (more processes and keys, a chaos event
-// every 1.5s). With -postgres the store is a new schema of that database
-// (left there for inspection), chaos also cuts the connections of worker
-// processes (pg_terminate_backend), and -pg-restart names a shell command
-// that restarts the server, run every -restart-every. The children are
-// this same binary, re-executed.
+// every 1.5s). On a filestore, 2% of the file operations of the
+// even-numbered workers and submitters fail with EIO or ENOSPC
+// (-fault-rate). The report gives the latency of the store operations of
+// processes that were not stopped while another was; -max-stall makes any
+// such operation slower than its value a violation. With -postgres the
+// store is a new schema of that database (left there for inspection), chaos
+// also cuts the connections of worker processes (pg_terminate_backend), and
+// -pg-restart names a shell command that restarts the server, run every
+// -restart-every. The children are this same binary, re-executed.
 package main
 
 import (
@@ -56,8 +60,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		workers    = fs.Int("workers", 0, "worker processes (default 3, or 4 with -long)")
 		runners    = fs.Int("runner-workers", -1, "how many workers use runner.Runner (default 1, or 2 with -long)")
 		submitters = fs.Int("submitters", 0, "submitter processes (default 2, or 3 with -long)")
+		waiters    = fs.Int("waiters", -1, "wait-storm processes (default 1, or 2 with -long)")
+		waits      = fs.Int("waits", 0, "Waits each wait-storm process keeps going at once (default 200, or 1000 with -long)")
 		jobs       = fs.Int("jobs", 0, "stop submitting after this many submits (default: no limit)")
 		chaos      = fs.Duration("chaos", 0, "mean time between chaos events; negative disables chaos")
+		stopEvery  = fs.Duration("stop-every", 0, "mean time between SIGSTOPs of a worker or submitter (default 4s); negative disables them")
+		maxStop    = fs.Duration("max-stop", 0, "the longest a process stays stopped (default 5s; at least 1s)")
+		stall      = fs.Duration("stall", 0, "count an operation of another process as a stall past this (default 1s)")
+		maxStall   = fs.Duration("max-stall", 0, "make an operation of another process that takes longer than this while one is stopped a violation (default: counted only)")
+		faultRate  = fs.Float64("fault-rate", -1, "share of file operations that fail with EIO or ENOSPC in the even-numbered workers and submitters (default 0.02; 0 for none)")
 		seed       = fs.Int64("seed", 0, "random seed (default: from the clock)")
 		lin        = fs.Bool("lin", false, "run the linearizability check instead of the torture run")
 		processes  = fs.Int("processes", 3, "with -lin: client processes")
@@ -113,6 +124,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *chaos != 0 {
 		cfg.ChaosInterval = *chaos
+	}
+	if *stopEvery != 0 {
+		cfg.StopInterval = *stopEvery
+	}
+	cfg.MaxStop, cfg.StallLimit, cfg.MaxStall = *maxStop, *stall, *maxStall
+	if *waiters >= 0 {
+		cfg.Waiters = *waiters
+	}
+	if *waits > 0 {
+		cfg.Waits = *waits
+	}
+	if *faultRate >= 0 {
+		cfg.FaultRate = *faultRate
 	}
 	cfg.Jobs, cfg.Seed, cfg.Log = *jobs, *seed, stderr
 	r, err := torture.Run(ctx, cfg)

@@ -1,0 +1,106 @@
+package filestore
+
+import (
+	"io/fs"
+	"os"
+
+	"github.com/jobdir/jobdir/internal/fsfault"
+)
+
+// faultOps is fileOps with the failures Options.Faults injects: it asks the
+// injector before each operation, and fails it with a *fs.PathError around
+// the injected error instead of doing it.
+type faultOps struct {
+	inner fileOps
+	inj   *fsfault.Injector
+}
+
+func (f faultOps) check(op fsfault.Op, path string) error {
+	if err := f.inj.Check(op, path); err != nil {
+		return &fs.PathError{Op: string(op), Path: path, Err: err}
+	}
+	return nil
+}
+
+func (f faultOps) WriteFile(path, tmpDir string, data []byte, perm os.FileMode, sync bool) error {
+	if err := f.check(fsfault.Write, path); err != nil {
+		return err
+	}
+	return f.inner.WriteFile(path, tmpDir, data, perm, sync)
+}
+
+func (f faultOps) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool) (string, error) {
+	if err := f.check(fsfault.WriteTemp, tmpDir); err != nil {
+		return "", err
+	}
+	return f.inner.WriteTemp(tmpDir, data, perm, sync)
+}
+
+func (f faultOps) Link(oldname, newname string) error {
+	if err := f.check(fsfault.Link, newname); err != nil {
+		return err
+	}
+	return f.inner.Link(oldname, newname)
+}
+
+func (f faultOps) Rename(oldname, newname string) error {
+	if err := f.check(fsfault.Rename, newname); err != nil {
+		return err
+	}
+	return f.inner.Rename(oldname, newname)
+}
+
+func (f faultOps) Remove(path string) error {
+	if err := f.check(fsfault.Remove, path); err != nil {
+		return err
+	}
+	return f.inner.Remove(path)
+}
+
+func (f faultOps) Overwrite(path string, data []byte) error {
+	if err := f.check(fsfault.Overwrite, path); err != nil {
+		return err
+	}
+	return f.inner.Overwrite(path, data)
+}
+
+func (f faultOps) SyncFS(dir string) (syncer, error) {
+	if err := f.check(fsfault.SyncFS, dir); err != nil {
+		return nil, err
+	}
+	s, err := f.inner.SyncFS(dir)
+	if err != nil {
+		return nil, err
+	}
+	return faultSyncOps{f: f, inner: s, dir: dir}, nil
+}
+
+func (f faultOps) SyncDir(dir string) error {
+	if err := f.check(fsfault.SyncDir, dir); err != nil {
+		return err
+	}
+	return f.inner.SyncDir(dir)
+}
+
+func (f faultOps) Mkdir(dir string, perm os.FileMode) error {
+	if err := f.check(fsfault.Mkdir, dir); err != nil {
+		return err
+	}
+	return f.inner.Mkdir(dir, perm)
+}
+
+// faultSyncOps makes the syncfs itself one more operation that can fail.
+type faultSyncOps struct {
+	f     faultOps
+	inner syncer
+	dir   string
+}
+
+func (s faultSyncOps) Sync() error {
+	if err := s.f.check(fsfault.SyncFSFlush, s.dir); err != nil {
+		return err
+	}
+	return s.inner.Sync()
+}
+
+func (s faultSyncOps) Close() error { return s.inner.Close() }

@@ -1,0 +1,193 @@
+package torture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// waitDir holds, under the records, each waiter's log (<name>.log): a line
+// "N\t<id>" for each Wait that found no job, and the summary
+// "W\t<started>\t<returned>\t<p99 wake ns>\t<max wake ns>", written when it
+// stops.
+const waitDir = "waits"
+
+// waitGrace is how long a waiter, told to stop once every job has ended,
+// gives its Waits to return before it counts the rest as stuck.
+const waitGrace = 20 * time.Second
+
+// runWaiter is the wait storm: it keeps spec.Waits Waits going at once on
+// queued and running jobs, from as many goroutines, until ctx ends. Each
+// Wait must return the job in a terminal state. The driver stops waiters
+// only after the drain, when every job has ended: every Wait must then
+// return within waitGrace, or it is a violation.
+func runWaiter(ctx context.Context, st jobstore.Store, rec *recorder, spec childSpec) error {
+	var (
+		mu       sync.Mutex
+		inFlight = map[string]int{}
+		wakes    []time.Duration
+		started  int
+		returned int
+		wg       sync.WaitGroup
+	)
+	logPath := filepath.Join(rec.dir, waitDir, spec.Name+".log")
+	// Waits outlive ctx: they end when their job does.
+	wctx, cancelWaits := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWaits()
+	wait := func(id string) {
+		defer wg.Done()
+		var j jobstore.Job
+		err := rec.retry(wctx, "wait", func() (err error) {
+			j, err = st.Wait(wctx, id)
+			return err
+		})
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		inFlight[id]--
+		if wctx.Err() != nil {
+			return // given up: counted as not returned
+		}
+		returned++
+		switch {
+		case errors.Is(err, jobstore.ErrNotFound):
+			// Listed, then gone: the rollback of a failed Submit, unless
+			// a Submit returned its ID (the driver checks).
+			if err := appendLine(logPath, "N\t"+id); err != nil {
+				rec.violation("job %s: Wait found no job, and the waiter could not record it: %v", id, err)
+			}
+		case err != nil:
+			rec.violation("job %s: Wait: %v", id, err)
+		case !j.State.Terminal():
+			rec.violation("job %s: Wait returned it %s", id, j.State)
+		case !j.FinishedAt.IsZero():
+			wakes = append(wakes, now.Sub(j.FinishedAt))
+		}
+	}
+	for ctx.Err() == nil {
+		var page jobstore.Page
+		err := rec.retry(ctx, "list", func() (err error) {
+			page, err = st.List(ctx, jobstore.ListOptions{
+				States: []jobstore.State{jobstore.StateRunning, jobstore.StateQueued}, Limit: 200})
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("list: %w", err)
+		}
+		mu.Lock()
+		n := started - returned
+		for _, j := range page.Jobs {
+			if n >= spec.Waits {
+				break
+			}
+			// Several Waits on one job, as many clients of one job do.
+			for range min(4, spec.Waits-n) {
+				inFlight[j.ID]++
+				started++
+				n++
+				wg.Add(1)
+				go wait(j.ID)
+			}
+		}
+		mu.Unlock()
+		sleep(ctx, 100*time.Millisecond)
+	}
+	// Every job has ended (the driver stops waiters after the drain).
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(waitGrace):
+		cancelWaits()
+		<-done
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if started > returned {
+		var stuck []string
+		for id, n := range inFlight {
+			if n > 0 {
+				stuck = append(stuck, id)
+			}
+		}
+		slices.Sort(stuck)
+		rec.violation("%d of %d Waits did not return within %s of the end of every job, on %d jobs: %v",
+			started-returned, started, waitGrace, len(stuck), stuck[:min(len(stuck), 5)])
+	}
+	l := latencyOf(wakes)
+	return appendLine(logPath, fmt.Sprintf("W\t%d\t%d\t%d\t%d", started, returned, l.P99, l.Max))
+}
+
+// waitRecords is what the waiters recorded.
+type waitRecords struct {
+	started, returned int
+	// wake sums up the time from a job's end to the return of a Wait on
+	// it; its P99 is the largest of the waiters'.
+	wake Latency
+	// notFound lists the jobs a Wait found gone, each once.
+	notFound []string
+}
+
+// readWaits reads the waiters' logs.
+func readWaits(recDir string) (waitRecords, error) {
+	var w waitRecords
+	logs, err := filepath.Glob(filepath.Join(recDir, waitDir, "*.log"))
+	if err != nil {
+		return w, err
+	}
+	seen := map[string]bool{}
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return w, err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := fields(line)
+			switch {
+			case f[0] == "N" && len(f) == 2 && !seen[f[1]]:
+				seen[f[1]] = true
+				w.notFound = append(w.notFound, f[1])
+			case f[0] == "W" && len(f) == 5:
+				var n [4]int64
+				for i := range n {
+					if n[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+						return w, fmt.Errorf("%s: %q: %w", p, line, err)
+					}
+				}
+				w.started += int(n[0])
+				w.returned += int(n[1])
+				w.wake.N += int(n[1])
+				w.wake.P99 = max(w.wake.P99, time.Duration(n[2]))
+				w.wake.Max = max(w.wake.Max, time.Duration(n[3]))
+			}
+		}
+	}
+	slices.Sort(w.notFound)
+	return w, nil
+}
+
+// checkWaits adds the wait storm's figures to r: a Wait that found no job
+// is a violation if a Submit returned that job's ID (ids), and otherwise
+// counts as a job that vanished with the rollback of a failed Submit.
+func checkWaits(r *Report, w waitRecords, ids map[string]bool) {
+	r.Waits, r.WaitsReturned, r.WaitWake = w.started, w.returned, w.wake
+	for _, id := range w.notFound {
+		if ids[id] {
+			r.violate("job %s: a Wait found it gone, though a Submit returned its ID", id)
+			continue
+		}
+		r.VanishedJobs++
+	}
+}
