@@ -24,6 +24,7 @@ import (
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/webui"
 )
 
 // httpShutdownTimeout bounds how long serve waits for requests in flight
@@ -77,6 +78,10 @@ $JOBDIR_TOKEN. They run as this user, though, so they can read what this user
 can, a --token-file included: to keep tokens from jobs, run the workers as
 another user (jobdir work, on the same store). GET /v1/jobs/ID/log serves a
 job's output from the store's logs/ directory.
+
+The dashboard, web pages for people, is at /ui/ (and / redirects there): sign
+in with one of the tokens; with --insecure-no-auth it needs no sign-in and
+says so in a banner. docs/ui.md describes it.
 
 On SIGINT or SIGTERM it stops accepting requests, finishes the ones in
 flight, stops its workers as jobdir work does, and exits.`,
@@ -196,7 +201,12 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, s
 	if err != nil {
 		return usagef("%v", err)
 	}
-	hs := httpapi.NewHTTPServer(ln.Addr().String(), srv)
+	ui, err := webui.New(st, &webui.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
+		Log: srv, Logger: a.logger(level)})
+	if err != nil {
+		return usagef("%v", err)
+	}
+	hs := httpapi.NewHTTPServer(ln.Addr().String(), withDashboard(srv, ui))
 	fmt.Fprintf(a.stdout, "listening on %s\n", shown)
 
 	var (
@@ -248,6 +258,16 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, s
 	}
 	fmt.Fprintln(a.stderr, "jobdir: server stopped")
 	return nil
+}
+
+// withDashboard serves the dashboard at /ui/, redirects / there, and
+// serves the API for every other path.
+func withDashboard(api, ui http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(webui.Prefix, ui)
+	mux.Handle("GET /{$}", http.RedirectHandler(webui.Prefix, http.StatusFound))
+	mux.Handle("/", api)
+	return mux
 }
 
 // maxTokenFile is the largest token file serve reads.
