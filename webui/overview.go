@@ -3,6 +3,7 @@ package webui
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -11,7 +12,8 @@ import (
 )
 
 // overviewTTL is how long the overview's scan of the newest jobs is
-// reused: pages polling every few seconds share one scan.
+// reused while the counts by state stay the same: pages polling every few
+// seconds share one scan.
 const overviewTTL = 2 * time.Second
 
 // Chart geometry, in SVG user units.
@@ -49,6 +51,7 @@ type runningRow struct {
 // overviewData is the data of the overview page.
 type overviewData struct {
 	at         time.Time
+	counts     map[jobstore.State]int
 	States     []stateCount
 	StateNames []string
 	Total      int
@@ -87,7 +90,7 @@ func (h *Handler) overview(ctx context.Context) (*overviewData, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &overviewData{at: now, OldestWait: "no job is due", ChartW: chartMinutes * chartBarW, ChartH: chartH}
+	d := &overviewData{at: now, counts: st.Counts, OldestWait: "no job is due", ChartW: chartMinutes * chartBarW, ChartH: chartH}
 	for _, s := range jobstore.States() {
 		d.States = append(d.States, stateCount{State: string(s), Count: st.Counts[s]})
 		d.StateNames = append(d.StateNames, string(s))
@@ -108,7 +111,7 @@ func (h *Handler) overview(ctx context.Context) (*overviewData, error) {
 
 	h.overviewMu.Lock()
 	defer h.overviewMu.Unlock()
-	if c := h.overviewCache; c != nil && now.Sub(c.at) < overviewTTL && !now.Before(c.at) {
+	if c := h.overviewCache; c != nil && now.Sub(c.at) < overviewTTL && !now.Before(c.at) && maps.Equal(c.counts, d.counts) {
 		d.Kinds, d.Scanned, d.Truncated, d.Bars, d.Finished, d.Failed, d.PeakLabel =
 			c.Kinds, c.Scanned, c.Truncated, c.Bars, c.Finished, c.Failed, c.PeakLabel
 		return d, nil
