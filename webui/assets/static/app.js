@@ -51,6 +51,7 @@
   var live = document.querySelector('[data-live]');
   var last = null;
   var inFlight = false;
+  var polls = 0;
   function refresh() {
     if (!live || inFlight) return Promise.resolve();
     inFlight = true;
@@ -59,6 +60,8 @@
         signedOut(r);
         if (!r.ok) return;
         return r.text().then(function (html) {
+          polls++;
+          body.dataset.polls = String(polls);
           if (html === last) return;
           last = html;
           var focused = document.activeElement;
