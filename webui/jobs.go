@@ -89,6 +89,10 @@ func (f filter) query() url.Values {
 	return q
 }
 
+// maxListBytes bounds the size of the jobs one List call of a scan holds
+// (see jobstore.ListOptions.MaxBytes), as the API's list route does.
+const maxListBytes = 4 << 20
+
 // errStop ends a scan early; scan reports it as no error.
 var errStop = errors.New("stop")
 
@@ -100,7 +104,7 @@ var errStop = errors.New("stop")
 // whose ID lies outside f.Prefix: IDs sort, so the prefix is a range of the
 // store's cursor.
 func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, batch int, fn func(jobstore.Job) error) (string, error) {
-	opts := jobstore.ListOptions{States: f.States, Kind: f.Kind, Order: f.Order, Cursor: cursor}
+	opts := jobstore.ListOptions{States: f.States, Kind: f.Kind, Order: f.Order, Cursor: cursor, MaxBytes: maxListBytes}
 	if f.Prefix != "" && cursor == "" {
 		if f.Prefix[0] > '7' {
 			return "", nil // no ID starts so
@@ -213,7 +217,13 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusBadRequest
 	} else {
 		now := time.Now()
-		next, err := h.scan(r.Context(), f, cursor, ScanBudget, PageSize, func(j jobstore.Job) error {
+		// A key filter skips jobs after List: read a whole budget at once
+		// rather than a page per List call.
+		batch := PageSize
+		if f.Key != "" {
+			batch = ScanBudget
+		}
+		next, err := h.scan(r.Context(), f, cursor, ScanBudget, batch, func(j jobstore.Job) error {
 			data.Rows = append(data.Rows, rowOf(j, now))
 			if len(data.Rows) == PageSize {
 				return errStop

@@ -57,12 +57,12 @@ const (
 	// ScanBudget is the most jobs one request of the table reads from the
 	// store to fill a page when a filter that List cannot apply (a key)
 	// skips jobs; past it the page ends early with a link that goes on.
-	ScanBudget = 5000
+	ScanBudget = 1000
 	// MaxBulk is the most jobs one bulk action (or its count) touches.
 	MaxBulk = 10000
 	// OverviewBudget is the most jobs the overview reads for its counts by
 	// kind and its chart.
-	OverviewBudget = 2000
+	OverviewBudget = 1000
 	// maxSessions bounds the sessions held in memory; the oldest are
 	// dropped first.
 	maxSessions = 10000

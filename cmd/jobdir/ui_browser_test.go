@@ -291,3 +291,48 @@ func TestUIBrowserCrossSitePostIsRefused(t *testing.T) {
 	require.Contains(t, body, "cross-site request refused")
 	require.Equal(t, jobstore.StateQueued, getJob(t, dir, id).State, "the job was not canceled")
 }
+
+// TestUIScreenshotsForDocs writes docs/ui-overview.png and docs/ui-job.png,
+// the README's pictures of the dashboard, from a store with a mix of jobs.
+// It runs only when asked:
+//
+//	JOBDIR_UI_SCREENSHOTS=1 go test -run TestUIScreenshotsForDocs ./cmd/jobdir
+func TestUIScreenshotsForDocs(t *testing.T) {
+	if os.Getenv("JOBDIR_UI_SCREENSHOTS") == "" {
+		t.Skip("set JOBDIR_UI_SCREENSHOTS=1 to write docs/ui-*.png")
+	}
+	dir, wd := newStoreDir(t), t.TempDir()
+	srv := uiServer(t, dir, wd)
+	var quick []string
+	for i := range 12 {
+		quick = append(quick, submitBin(t, dir, wd, "--key", fmt.Sprintf("invoice-%d", 1040+i), "--", "sh", "-c", "echo sent invoice"))
+	}
+	for i := range 3 {
+		quick = append(quick, submitBin(t, dir, wd, "--key", fmt.Sprintf("sync-%d", i), "--max-attempts", "1", "--",
+			"sh", "-c", "echo 'upstream said 503' >&2; exit 2"))
+	}
+	submitBin(t, dir, wd, "--key", "nightly-report", "--delay", "5m", "--", "make", "report")
+	worker := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "2", "-q"))
+	for _, id := range quick {
+		runBin(t, dir, wd, "wait", id)
+	}
+	build := submitBin(t, dir, wd, "--key", "build-42", "--timeout", "10m", "--", "sh", "-c",
+		"echo 'compiling 12 packages'; echo 'ok   jobdir/jobstore 0.41s'; echo 'ok   jobdir/filestore 3.20s'; echo 'running the integration tests…'; exec sleep 300")
+	other := submitBin(t, dir, wd, "--key", "build-43", "--", "sh", "-c", "exec sleep 300")
+
+	ctx := tab(t)
+	signIn(t, ctx, srv.url)
+	waitJS(t, ctx, `document.querySelectorAll('#h-running ~ .scroll tbody tr').length === 2`)
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "ui-overview.png"), png, 0o644))
+
+	do(t, ctx, chromedp.Navigate(srv.url+"/ui/jobs/"+build), chromedp.WaitVisible("#log"))
+	waitJS(t, ctx, `document.querySelector('#log').textContent.includes('integration tests')`)
+	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "ui-job.png"), png, 0o644))
+	runBin(t, dir, wd, "cancel", build)
+	runBin(t, dir, wd, "cancel", other)
+	worker.stop(t)
+}
