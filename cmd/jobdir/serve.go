@@ -43,6 +43,7 @@ func (a *app) serveCommand() *cobra.Command {
 		maxRequests  int
 		maxWaits     int
 		verbose      bool
+		secureCookie bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -81,7 +82,8 @@ job's output from the store's logs/ directory.
 
 The dashboard, web pages for people, is at /ui/ (and / redirects there): sign
 in with one of the tokens; with --insecure-no-auth it needs no sign-in and
-says so in a banner. docs/ui.md describes it.
+says so in a banner. Behind a proxy that ends TLS, --secure-cookie keeps the
+session cookie off plain HTTP. docs/ui.md describes it.
 
 On SIGINT or SIGTERM it stops accepting requests, finishes the ones in
 flight, stops its workers as jobdir work does, and exits.`,
@@ -133,7 +135,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 				}
 				warnings(a.stderr, ln, shown, noAuth, allowExec)
 				return a.serve(ctx, st, ln, shown, serveConfig{workers: workers, tokens: tokens, noAuth: noAuth, kinds: allowKinds,
-					maxRequests: maxRequests, maxWaits: maxWaits, verbose: verbose, wf: &wf})
+					maxRequests: maxRequests, maxWaits: maxWaits, verbose: verbose, secureCookie: secureCookie, wf: &wf})
 			})
 		},
 	}
@@ -148,6 +150,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 	f.IntVar(&maxRequests, "max-requests", httpapi.DefaultMaxConcurrent, "serve at most `N` requests at once (wait long-polls apart); past that, 503")
 	f.IntVar(&maxWaits, "max-waits", httpapi.DefaultMaxWaits, "serve at most `N` wait long-polls at once; past that, 503")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request on stderr (by default only warnings and server errors)")
+	f.BoolVar(&secureCookie, "secure-cookie", false, "mark the dashboard's session cookie Secure, for a server behind a proxy that ends TLS")
 	wf.register(cmd)
 	return cmd
 }
@@ -187,7 +190,9 @@ type serveConfig struct {
 	maxRequests int
 	maxWaits    int
 	verbose     bool
-	wf          *workerFlags
+	// secureCookie marks the dashboard's session cookie Secure.
+	secureCookie bool
+	wf           *workerFlags
 }
 
 func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, shown string, cfg serveConfig) error {
@@ -202,7 +207,7 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, s
 		return usagef("%v", err)
 	}
 	ui, err := webui.New(st, &webui.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
-		Log: srv, Logger: a.logger(level)})
+		Log: srv, SecureCookie: cfg.secureCookie, Logger: a.logger(level)})
 	if err != nil {
 		return usagef("%v", err)
 	}

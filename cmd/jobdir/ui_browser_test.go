@@ -336,3 +336,29 @@ func TestUIScreenshotsForDocs(t *testing.T) {
 	runBin(t, dir, wd, "cancel", other)
 	worker.stop(t)
 }
+
+// TestServeMountsTheDashboard checks the wiring, without a browser: / goes
+// to /ui/, the dashboard signs in with serve's token, --secure-cookie marks
+// the cookie Secure, and the API is still served beside it.
+func TestServeMountsTheDashboard(t *testing.T) {
+	dir, wd := newStoreDir(t), t.TempDir()
+	srv := startServer(t, dir, wd, uiToken, "--secure-cookie")
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(srv.url + "/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusFound, resp.StatusCode)
+	require.Equal(t, "/ui/", resp.Header.Get("Location"))
+
+	resp, err = client.PostForm(srv.url+"/ui/signin", map[string][]string{"token": {uiToken}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	cookie := resp.Header.Get("Set-Cookie")
+	require.Contains(t, cookie, "; Secure")
+	require.Contains(t, cookie, "HttpOnly")
+
+	var stats jobstore.Stats
+	require.Equal(t, http.StatusOK, call(t, "GET", srv.url+"/v1/stats", uiToken, nil, &stats))
+	require.Equal(t, http.StatusUnauthorized, call(t, "GET", srv.url+"/v1/stats", "", nil, nil))
+}
