@@ -23,7 +23,8 @@ import (
 // BenchmarkUI measures it on a file store of $JOBDIR_BENCH_UI_JOBS jobs
 // (default 100,000: 90% succeeded, 5% failed, the rest queued, a few
 // running), built once per process in $TMPDIR, which takes a minute or
-// two:
+// two; JOBDIR_BENCH_UI_KEEP=1 keeps it, and JOBDIR_BENCH_UI_DIR=DIR measures
+// a store kept so:
 //
 //	go test -run '^$' -bench UI -benchtime 20x ./webui
 
@@ -47,7 +48,7 @@ func closeUIBench() {
 	if uiBenchEnv.store != nil {
 		_ = uiBenchEnv.store.Close()
 	}
-	if uiBenchEnv.dir != "" {
+	if uiBenchEnv.dir != "" && os.Getenv("JOBDIR_BENCH_UI_KEEP") == "" {
 		_ = os.RemoveAll(uiBenchEnv.dir)
 	}
 }
@@ -63,6 +64,22 @@ func benchJobs() int {
 // completes by several goroutines.
 func buildUIBench() (e uiBench) {
 	ctx := context.Background()
+	if dir := os.Getenv("JOBDIR_BENCH_UI_DIR"); dir != "" {
+		// A store built before (and kept): measure it again.
+		if e.store, e.err = filestore.Open(ctx, dir, &filestore.Options{NoSync: true}); e.err != nil {
+			return e
+		}
+		var p jobstore.Page
+		if p, e.err = e.store.List(ctx, jobstore.ListOptions{Limit: 1}); e.err != nil {
+			return e
+		}
+		if len(p.Jobs) == 0 {
+			e.err = fmt.Errorf("%s holds no job: not a store BenchmarkUI built", dir)
+			return e
+		}
+		e.job = p.Jobs[0].ID
+		return e.signIn()
+	}
 	e.dir, e.err = os.MkdirTemp("", "jobdir-ui-bench")
 	if e.err != nil {
 		return e
@@ -131,6 +148,11 @@ func buildUIBench() (e uiBench) {
 			return e
 		}
 	}
+	return e.signIn()
+}
+
+// signIn makes the handler and its session.
+func (e uiBench) signIn() uiBench {
 	e.prefix = e.job[:8]
 	e.ui, e.err = webui.New(e.store, &webui.Options{Tokens: []string{testToken}})
 	if e.err != nil {

@@ -93,6 +93,17 @@ func (f filter) query() url.Values {
 // (see jobstore.ListOptions.MaxBytes), as the API's list route does.
 const maxListBytes = 4 << 20
 
+// readsAll reports whether scan reads every job in the cursor's order and
+// filters them itself, within its budget, rather than have List filter:
+// for a key, which List cannot filter, and for a finished state. Finished
+// jobs are most of a store's history, and to fill a page of a state that
+// is rare among them (failed, say) List could read all of it; a store may
+// not even keep them apart (filestore keeps succeeded and failed jobs in
+// one directory). Queued and running jobs List filters.
+func (f filter) readsAll() bool {
+	return f.Key != "" || slices.ContainsFunc(f.States, jobstore.State.Terminal)
+}
+
 // errStop ends a scan early; scan reports it as no error.
 var errStop = errors.New("stop")
 
@@ -105,6 +116,10 @@ var errStop = errors.New("stop")
 // store's cursor.
 func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, batch int, fn func(jobstore.Job) error) (string, error) {
 	opts := jobstore.ListOptions{States: f.States, Kind: f.Kind, Order: f.Order, Cursor: cursor, MaxBytes: maxListBytes}
+	var states []jobstore.State // filtered here, not by List
+	if f.readsAll() {
+		states, opts.States = f.States, nil
+	}
 	if f.Prefix != "" && cursor == "" {
 		if f.Prefix[0] > '7' {
 			return "", nil // no ID starts so
@@ -143,7 +158,7 @@ func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, bat
 			if !strings.HasPrefix(j.ID, f.Prefix) {
 				return "", nil // past the prefix's range
 			}
-			if f.Key != "" && !strings.Contains(j.Key, f.Key) {
+			if f.Key != "" && !strings.Contains(j.Key, f.Key) || len(states) > 0 && !slices.Contains(states, j.State) {
 				continue
 			}
 			if err := fn(j); err != nil {
@@ -189,7 +204,8 @@ type jobsPage struct {
 	Next string
 	// First is the URL of the first page, when this is not it.
 	First string
-	// Partial says the page ended early because ScanBudget jobs were read.
+	// Partial says the page ended early because ScanBudget jobs were read
+	// (a key or a finished state filters them).
 	Partial bool
 	// Budget is ScanBudget, for the page's words.
 	Budget int
@@ -217,10 +233,10 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusBadRequest
 	} else {
 		now := time.Now()
-		// A key filter skips jobs after List: read a whole budget at once
-		// rather than a page per List call.
+		// A filter that skips jobs after List reads a whole budget at
+		// once rather than a page per List call.
 		batch := PageSize
-		if f.Key != "" {
+		if f.readsAll() {
 			batch = ScanBudget
 		}
 		next, err := h.scan(r.Context(), f, cursor, ScanBudget, batch, func(j jobstore.Job) error {
@@ -451,8 +467,9 @@ func bulkStates(action string, f filter) ([]jobstore.State, bool) {
 // bulkCount is the answer of GET /ui/bulk.
 type bulkCount struct {
 	Count int `json:"count"`
-	// More says there are more than MaxBulk; the action takes the first
-	// MaxBulk in the filter's order.
+	// More says the count stopped after reading MaxBulk jobs (matching
+	// ones, or any, for a filter List cannot apply): the action stops
+	// there too, and can be repeated.
 	More bool `json:"more"`
 }
 
@@ -481,20 +498,16 @@ func (h *Handler) handleBulkCount(w http.ResponseWriter, r *http.Request) {
 	}
 	var c bulkCount
 	if len(f.States) > 0 {
-		next, err := h.scan(r.Context(), f, "", MaxBulk+1, jobstore.MaxListLimit, func(jobstore.Job) error {
+		// The same scan as the action's, so the count is what it will do.
+		next, err := h.scan(r.Context(), f, "", MaxBulk, jobstore.MaxListLimit, func(jobstore.Job) error {
 			c.Count++
-			if c.Count > MaxBulk {
-				return errStop
-			}
 			return nil
 		})
 		if err != nil {
 			h.storeError(w, r, err)
 			return
 		}
-		if c.Count > MaxBulk || next != "" {
-			c.Count, c.More = min(c.Count, MaxBulk), true
-		}
+		c.More = next != ""
 	}
 	writeJSON(w, http.StatusOK, c)
 }
@@ -508,8 +521,8 @@ type bulkResult struct {
 	Skipped int `json:"skipped"`
 }
 
-// handleBulk cancels or retries every job the filter matches, at most
-// MaxBulk of them, a page of the store at a time.
+// handleBulk cancels or retries every job the filter matches among the
+// first MaxBulk it reads, a page of the store at a time.
 func (h *Handler) handleBulk(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		h.refuse(w, r, http.StatusBadRequest, "the form could not be read")
@@ -529,7 +542,7 @@ func (h *Handler) handleBulk(w http.ResponseWriter, r *http.Request) {
 		// Acting on a job moves it out of the filter's states but not
 		// out of the cursor's order, so the scan neither skips nor
 		// repeats a job.
-		_, err = h.scan(r.Context(), f, "", MaxBulk, 500, func(j jobstore.Job) error {
+		_, err = h.scan(r.Context(), f, "", MaxBulk, jobstore.MaxListLimit, func(j jobstore.Job) error {
 			if _, err := op(r.Context(), j.ID); err != nil {
 				if errors.Is(err, jobstore.ErrInvalidTransition) || errors.Is(err, jobstore.ErrNotFound) {
 					res.Skipped++

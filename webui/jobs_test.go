@@ -285,3 +285,29 @@ func TestOverview(t *testing.T) {
 	require.NotContains(t, f.body, "<html")
 	require.Contains(t, f.body, `id="count-queued"`)
 }
+
+func TestFinishedStateFilterReadsABoundedPage(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	ctx := t.Context()
+	old, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	_, err = e.store.Cancel(ctx, old.ID)
+	require.NoError(t, err)
+	specs := make([]jobstore.Spec, webui.ScanBudget+10)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "k"}
+	}
+	_, err = e.store.SubmitBatch(ctx, specs)
+	require.NoError(t, err)
+
+	r := e.do("GET", "/ui/jobs?state=canceled", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Empty(t, rows(r.body), "the one canceled job lies beyond the first page's budget")
+	require.Contains(t, r.body, "This page ends early")
+	m := nextRE.FindStringSubmatch(r.body)
+	require.NotNil(t, m)
+	r = e.do("GET", strings.ReplaceAll(m[1], "&amp;", "&"), nil)
+	require.Equal(t, []string{old.ID}, rows(r.body))
+	require.Nil(t, nextRE.FindStringSubmatch(r.body), "the last page")
+}

@@ -55,10 +55,12 @@ const (
 	// PageSize is the number of jobs a page of the table shows.
 	PageSize = 50
 	// ScanBudget is the most jobs one request of the table reads from the
-	// store to fill a page when a filter that List cannot apply (a key)
-	// skips jobs; past it the page ends early with a link that goes on.
+	// store to fill a page when it filters jobs itself (by key, or by a
+	// finished state); past it the page ends early with a link that goes
+	// on.
 	ScanBudget = 1000
-	// MaxBulk is the most jobs one bulk action (or its count) touches.
+	// MaxBulk is the most jobs one bulk action (or its count) reads, and
+	// so the most it touches.
 	MaxBulk = 10000
 	// OverviewBudget is the most jobs the overview reads for its counts by
 	// kind and its chart.

@@ -113,7 +113,7 @@
         say(action === 'cancel' ? 'No matching job can be canceled.' : 'No matching job can be retried.');
         return;
       }
-      var n = c.more ? 'the first ' + c.count + ' of more than ' + c.count : String(c.count);
+      var n = c.more ? c.count + ' (the first ones: repeat the action for the rest)' : String(c.count);
       var verb = action === 'cancel' ? 'Cancel' : 'Retry';
       if (!window.confirm(verb + ' ' + n + ' matching jobs?')) return;
       return send('POST', base + 'bulk', q).then(function (res) {
