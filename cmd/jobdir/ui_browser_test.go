@@ -242,6 +242,15 @@ func TestUIBrowserRetryAFailedJob(t *testing.T) {
 	require.Equal(t, jobstore.StateQueued, j.State)
 	require.Equal(t, 2, j.MaxAttempts, "one more attempt allowed")
 	require.True(t, evalJS[bool](t, ctx, "document.querySelector('#cancel').disabled === false"), "a queued job can be canceled")
+
+	// Readable on a phone: nothing wider than the screen, on this page
+	// and the table.
+	do(t, ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	for _, path := range []string{"/ui/jobs/" + id, "/ui/jobs", "/ui/"} {
+		do(t, ctx, chromedp.Navigate(srv.url+path), chromedp.WaitVisible("#main"))
+		require.True(t, evalJS[bool](t, ctx, "document.documentElement.scrollWidth <= window.innerWidth"),
+			"%s is %d pixels wide on a 390-pixel screen", path, evalJS[int](t, ctx, "document.documentElement.scrollWidth"))
+	}
 }
 
 func TestUIBrowserLogFollowsTheProgram(t *testing.T) {
