@@ -30,8 +30,9 @@
 //
 // Each request reads a bounded number of jobs, whatever the store holds:
 // the table pages through the store's cursor (List) and never counts all
-// matching jobs, a filter that List cannot apply (a key) reads at most
-// ScanBudget jobs per request, and a bulk action touches at most MaxBulk.
+// matching jobs, a filter it applies itself (a key, a finished state) reads
+// at most ScanBudget jobs per request, and a bulk action reads at most
+// MaxBulk.
 //
 // # Caveats
 //
