@@ -48,6 +48,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	stopBrowser()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

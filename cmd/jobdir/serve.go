@@ -24,6 +24,7 @@ import (
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/webui"
 )
 
 // httpShutdownTimeout bounds how long serve waits for requests in flight
@@ -42,6 +43,7 @@ func (a *app) serveCommand() *cobra.Command {
 		maxRequests  int
 		maxWaits     int
 		verbose      bool
+		secureCookie bool
 	)
 	cmd := &cobra.Command{
 		Use:         "serve",
@@ -78,6 +80,11 @@ $JOBDIR_TOKEN. They run as this user, though, so they can read what this user
 can, a --token-file included: to keep tokens from jobs, run the workers as
 another user (jobdir work, on the same store). GET /v1/jobs/ID/log serves a
 job's output from the store's logs/ directory.
+
+The dashboard, web pages for people, is at /ui/ (and / redirects there): sign
+in with one of the tokens; with --insecure-no-auth it needs no sign-in and
+says so in a banner. Behind a proxy that ends TLS, --secure-cookie keeps the
+session cookie off plain HTTP. docs/ui.md describes it.
 
 On SIGINT or SIGTERM it stops accepting requests, finishes the ones in
 flight, stops its workers as jobdir work does, and exits.`,
@@ -129,7 +136,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 				}
 				warnings(a.stderr, ln, shown, noAuth, allowExec)
 				return a.serve(ctx, st, ln, shown, serveConfig{workers: workers, tokens: tokens, noAuth: noAuth, kinds: allowKinds,
-					maxRequests: maxRequests, maxWaits: maxWaits, verbose: verbose, wf: &wf})
+					maxRequests: maxRequests, maxWaits: maxWaits, verbose: verbose, secureCookie: secureCookie, wf: &wf})
 			})
 		},
 	}
@@ -144,6 +151,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 	f.IntVar(&maxRequests, "max-requests", httpapi.DefaultMaxConcurrent, "serve at most `N` requests at once (wait long-polls apart); past that, 503")
 	f.IntVar(&maxWaits, "max-waits", httpapi.DefaultMaxWaits, "serve at most `N` wait long-polls at once; past that, 503")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request on stderr (by default only warnings and server errors)")
+	f.BoolVar(&secureCookie, "secure-cookie", false, "mark the dashboard's session cookie Secure, for a server behind a proxy that ends TLS")
 	wf.register(cmd)
 	return cmd
 }
@@ -183,7 +191,9 @@ type serveConfig struct {
 	maxRequests int
 	maxWaits    int
 	verbose     bool
-	wf          *workerFlags
+	// secureCookie marks the dashboard's session cookie Secure.
+	secureCookie bool
+	wf           *workerFlags
 }
 
 func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, shown string, cfg serveConfig) error {
@@ -197,7 +207,12 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, s
 	if err != nil {
 		return usagef("%v", err)
 	}
-	hs := httpapi.NewHTTPServer(ln.Addr().String(), srv)
+	ui, err := webui.New(st, &webui.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
+		Log: srv, SecureCookie: cfg.secureCookie, Logger: a.logger(level)})
+	if err != nil {
+		return usagef("%v", err)
+	}
+	hs := httpapi.NewHTTPServer(ln.Addr().String(), withDashboard(srv, ui))
 	fmt.Fprintf(a.stdout, "listening on %s\n", shown)
 
 	var (
@@ -249,6 +264,16 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, s
 	}
 	fmt.Fprintln(a.stderr, "jobdir: server stopped")
 	return nil
+}
+
+// withDashboard serves the dashboard at /ui/, redirects / there, and
+// serves the API for every other path.
+func withDashboard(api, ui http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(webui.Prefix, ui)
+	mux.Handle("GET /{$}", http.RedirectHandler(webui.Prefix, http.StatusFound))
+	mux.Handle("/", api)
+	return mux
 }
 
 // maxTokenFile is the largest token file serve reads.
