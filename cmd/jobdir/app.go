@@ -60,6 +60,7 @@ type app struct {
 	stdout, stderr io.Writer
 
 	dir           string // --dir
+	store         string // --store
 	allowUnsafeFS bool   // --allow-unsafe-filesystem
 	groupAccess   bool   // --group-access
 	syncFS        bool   // --syncfs
@@ -117,8 +118,11 @@ Jobs submitted from the command line run a program with its arguments (no
 shell) in the directory they were submitted from. Their output goes to a log
 file per job, which "jobdir logs" prints.
 
-The store is --dir DIR, else $JOBDIR_DIR, else ./.jobdir. It is created on
-first use.
+The store is --store URL, else --dir DIR, else $JOBDIR_STORE, else
+$JOBDIR_DIR, else ./.jobdir. A URL is a directory (a path or file:///path) or
+a PostgreSQL database, postgres://USER@HOST/DB?schema=NAME (schema "jobdir"
+by default), for workers and servers on several machines. A store is created
+on first use.
 
 Exit status: 0 on success, 1 on an error, 2 on a usage error; "jobdir wait"
 also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
@@ -143,6 +147,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "use the store in `DIR` (default $JOBDIR_DIR, else ./.jobdir)")
+	a.registerStoreFlag(root)
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
 		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,

@@ -3,10 +3,12 @@
 //
 // Usage:
 //
-//	jobdir [--dir DIR] COMMAND [FLAGS] [ARGS]
+//	jobdir [--store URL | --dir DIR] COMMAND [FLAGS] [ARGS]
 //
-// The store is --dir DIR, else $JOBDIR_DIR, else ./.jobdir, created on first
-// use. Jobs submitted with "jobdir submit" are of kind "exec": they run a
+// The store is --store URL, else --dir DIR, else $JOBDIR_STORE, else
+// $JOBDIR_DIR, else ./.jobdir, created on first use. A URL is a directory (a
+// path or file:///path) or postgres://USER@HOST/DB?schema=NAME, a store in
+// PostgreSQL that workers and servers on several machines share. Jobs submitted with "jobdir submit" are of kind "exec": they run a
 // program with arguments (no shell) in the submitter's working directory.
 // "jobdir work" runs them; "jobdir serve" exposes the store over HTTP.
 //

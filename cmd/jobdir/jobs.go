@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/execjob"
-	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -26,7 +25,7 @@ result or last error, and where its log is.`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				j, err := st.Get(cmd.Context(), id)
 				if err != nil {
 					return explainJob(id, err)
@@ -35,8 +34,8 @@ result or last error, and where its log is.`,
 					return writeJSON(a.stdout, j)
 				}
 				logPath := ""
-				if j.Kind == execjob.Kind && j.Attempt > 0 {
-					logPath, _ = execjob.LogPath(logDir(st), j.ID)
+				if j.Kind == execjob.Kind && j.Attempt > 0 && st.logDir() != "" {
+					logPath, _ = execjob.LogPath(st.logDir(), j.ID)
 				}
 				return printJob(a.stdout, j, logPath, time.Now())
 			})
@@ -89,7 +88,7 @@ commas. The states are queued, running, succeeded, failed and canceled.
 			if limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				jobs, err := listJobs(cmd.Context(), st, opts, limit, func(err error) {
 					fmt.Fprintf(a.stderr, "jobdir: skipped: %v\n", err)
 				})
@@ -150,7 +149,7 @@ succeeded or failed cannot be canceled.`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				j, err := st.Cancel(cmd.Context(), id)
 				if err != nil {
 					return explainJob(id, err)
@@ -177,7 +176,7 @@ it gets one more.`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				j, err := st.Retry(cmd.Context(), id)
 				if err != nil {
 					return explainJob(id, err)
@@ -213,7 +212,7 @@ func (a *app) waitCommand() *cobra.Command {
 			if timeout < 0 {
 				return usagef("--timeout must not be negative")
 			}
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				ctx := cmd.Context()
 				if timeout > 0 {
 					var cancel context.CancelFunc

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/execjob"
-	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/joblog"
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -39,9 +38,9 @@ job has finished, through its retries, and then exits as "jobdir wait" does:
 				return usagef("--tail must not be negative")
 			}
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(st *filestore.Store) error {
+			return a.withStore(ctx, func(st *cliStore) error {
 				out := &countingWriter{w: a.stdout}
-				j, err := joblog.Copy(ctx, out, st, logDir(st), id, opts)
+				j, err := joblog.Copy(ctx, out, st.Store, st.logDir(), id, opts)
 				switch {
 				case errors.Is(err, joblog.ErrNotRegular):
 					return fmt.Errorf("%w: jobdir reads only a regular file there; remove it", err)

@@ -120,7 +120,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 			}
 			defer ln.Close()
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(st *filestore.Store) error {
+			return a.withStore(ctx, func(st *cliStore) error {
 				if workers > 0 {
 					if err := checkTrust(st); err != nil {
 						return err
@@ -185,14 +185,14 @@ type serveConfig struct {
 	wf          *workerFlags
 }
 
-func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, shown string, cfg serveConfig) error {
+func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown string, cfg serveConfig) error {
 	// No --allow-kind leaves httpapi's default: any kind but exec.
 	level := slog.LevelWarn
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
-		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), LogDir: logDir(st)})
+	srv, err := httpapi.New(st.Store, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
+		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), LogDir: st.logDir()})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -416,18 +416,24 @@ func (l *unixListener) Close() error {
 
 // checkTrust refuses to run jobs from a store that other users can
 // write, explaining why and what to do.
-func checkTrust(st *filestore.Store) error {
-	err := st.CheckTrust()
+//
+// A PostgreSQL store is trusted as the database's access control says:
+// whoever may write its schema chooses the programs its workers run.
+func checkTrust(st *cliStore) error {
+	if st.file == nil {
+		return nil
+	}
+	err := st.file.CheckTrust()
 	if err == nil {
 		return nil
 	}
 	hint := "Whoever can write a store chooses the programs its workers run. Make the store and the directories above it " +
-		"yours and writable only by you (for example: chmod -R go-w " + st.Dir() + "), or run the worker as the user who owns them."
+		"yours and writable only by you (for example: chmod -R go-w " + st.name + "), or run the worker as the user who owns them."
 	var ue *filestore.UntrustedError
 	if errors.As(err, &ue) && ue.GroupWritable {
 		hint += "\nIf every member of its group may run programs as you, pass --group-access: with it, the members of the group share the store."
 	}
-	return withHint(fmt.Errorf("refusing to run jobs from %s: %w", st.Dir(), err), hint)
+	return withHint(fmt.Errorf("refusing to run jobs from %s: %w", st.name, err), hint)
 }
 
 // execValidators makes the HTTP API refuse an exec job whose payload a
