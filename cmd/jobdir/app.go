@@ -171,7 +171,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand()} {
+	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand(), a.copyCommand()} {
 		c.GroupID = "admin"
 		root.AddCommand(c)
 	}

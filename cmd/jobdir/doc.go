@@ -25,6 +25,7 @@
 //	stats     count jobs by state
 //	prune     delete old finished jobs
 //	fsck      check the store, and repair it with --repair
+//	copy      copy every job from one store to another (a directory, PostgreSQL)
 //	serve     serve the HTTP API
 //
 // Exit status: 0 on success, 1 on an error, 2 on a usage error. "jobdir
