@@ -24,13 +24,14 @@ func (a *app) copyCommand() *cobra.Command {
 		Short: "Copy every job from one store to another",
 		Long: `Copy every job of the store --from into the store --to, each as it is: its
 ID, key, state, attempts, times, payload, result, errors and history, and
-the output of exec jobs. A store is a directory (a path or file:///path) or
+the output of exec jobs (the log files of a directory, the logs table of
+PostgreSQL). A store is a directory (a path or file:///path) or
 postgres://USER@HOST/DB?schema=NAME, in either direction: to move from a
 directory to PostgreSQL, or back.
 
 It is safe to run again: a job already in --to (by its ID) is left as it
-is, so an interrupted copy is finished by running it again, and nothing is
-ever copied twice. A job whose key names another job in --to stops the copy
+is, and of a log only what --to lacks is copied, so an interrupted copy is
+finished by running it again, and nothing is ever copied twice. A job whose key names another job in --to stops the copy
 with an error.
 
 Stop the workers of --from first: a job that runs cannot be copied (its
@@ -147,8 +148,8 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 			"Stop the workers of the store you copy from and run copy again once no job runs, or pass --skip-running to copy every other job now.")
 	}
 	var (
-		seen, added, skipped, corrupt int
-		batch                         []jobstore.Job
+		seen, added, skipped, corrupt, logs int
+		batch                               []jobstore.Job
 	)
 	flush := func() error {
 		if len(batch) == 0 {
@@ -156,10 +157,19 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 		}
 		n, err := im.Import(ctx, batch)
 		added += n
-		batch = batch[:0]
 		if err != nil {
 			return fmt.Errorf("copy into %s: %w", out.name, err)
 		}
+		for _, j := range batch {
+			copied, err := copyLog(ctx, in, out, j.ID)
+			if err != nil {
+				return err
+			}
+			if copied {
+				logs++
+			}
+		}
+		batch = batch[:0]
 		return nil
 	}
 	opts := jobstore.ListOptions{Order: jobstore.OldestFirst, Limit: jobstore.MaxListLimit}
@@ -193,7 +203,7 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 	if err := flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "copied %d jobs from %s to %s; %d were there already\n", added, in.name, out.name, seen-skipped-added)
+	fmt.Fprintf(a.stdout, "copied %d jobs and %d logs from %s to %s; %d jobs were there already\n", added, logs, in.name, out.name, seen-skipped-added)
 	if skipped > 0 {
 		fmt.Fprintf(a.stdout, "not copied: %d running jobs; run copy again once they have finished\n", skipped)
 	}
@@ -201,4 +211,33 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 		return errors.New("some records of the source could not be read and were not copied (see above); run jobdir fsck on it")
 	}
 	return nil
+}
+
+// copyLog copies what the log of job id in in has and its log in out lacks:
+// all of it, or the end that an interrupted copy did not write, and
+// reports whether it copied anything.
+func copyLog(ctx context.Context, in, out *cliStore, id string) (bool, error) {
+	want, err := in.logs().Size(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("read the log of job %s in %s: %w", id, in.name, err)
+	}
+	have, err := out.logs().Size(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("read the log of job %s in %s: %w", id, out.name, err)
+	}
+	if have >= want {
+		return false, nil
+	}
+	w, err := out.logs().Append(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("write the log of job %s in %s: %w", id, out.name, err)
+	}
+	_, err = in.logs().CopyFrom(ctx, w, id, have)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("copy the log of job %s: %w", id, err)
+	}
+	return true, nil
 }

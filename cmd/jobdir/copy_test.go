@@ -46,19 +46,26 @@ func TestCopyBetweenStores(t *testing.T) {
 	want := listAll(t, dir)
 	require.Len(t, want, 4)
 
+	okLog, badLog := jdOK(t, dir, "logs", ok).stdout, jdOK(t, dir, "logs", bad).stdout
+	require.Contains(t, okLog, "copied output")
+
 	r := jdOK(t, "", "copy", "--from", dir, "--to", pg)
-	require.Contains(t, r.stdout, "copied 4 jobs from "+dir+" to postgres://")
-	require.Contains(t, r.stdout, "; 0 were there already")
+	require.Contains(t, r.stdout, "copied 4 jobs and 2 logs from "+dir+" to postgres://")
+	require.Contains(t, r.stdout, "; 0 jobs were there already")
 	require.Equal(t, want, listAll(t, pg), "every field of every job")
+	require.Equal(t, okLog, jdOK(t, pg, "logs", ok).stdout, "the logs, byte for byte")
+	require.Equal(t, badLog, jdOK(t, pg, "logs", bad).stdout)
 
 	r = jdOK(t, "", "copy", "--from", dir, "--to", pg)
-	require.Contains(t, r.stdout, "copied 0 jobs")
-	require.Contains(t, r.stdout, "4 were there already")
+	require.Contains(t, r.stdout, "copied 0 jobs and 0 logs")
+	require.Contains(t, r.stdout, "4 jobs were there already")
 	require.Equal(t, want, listAll(t, pg))
+	require.Equal(t, okLog, jdOK(t, pg, "logs", ok).stdout, "nothing twice")
 
 	r = jdOK(t, "", "copy", "--from", pg, "--to", "file://"+back)
-	require.Contains(t, r.stdout, "copied 4 jobs")
+	require.Contains(t, r.stdout, "copied 4 jobs and 2 logs")
 	require.Equal(t, want, listAll(t, back), "and back")
+	require.Equal(t, okLog, jdOK(t, back, "logs", ok).stdout)
 
 	// The copy is a store like any other: its keys hold, its queued job
 	// runs there.
@@ -100,7 +107,7 @@ func TestCopyRefusesRunningJobs(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(to, "queued", second+".json"))
 
 	r = jdOK(t, "", "copy", "--from", dir, "--to", to, "--skip-running")
-	require.Contains(t, r.stdout, "copied 1 jobs")
+	require.Contains(t, r.stdout, "copied 1 jobs and 0 logs")
 	require.Contains(t, r.stdout, "not copied: 1 running jobs")
 	require.Equal(t, jobstore.StateQueued, getJob(t, to, second).State)
 	require.Equal(t, exitError, jd(t, to, "get", first).code)

@@ -34,7 +34,11 @@ result or last error, and where its log is.`,
 					return writeJSON(a.stdout, j)
 				}
 				logPath := ""
-				if j.Kind == execjob.Kind && j.Attempt > 0 && st.logDir() != "" {
+				switch {
+				case j.Kind != execjob.Kind || j.Attempt == 0:
+				case st.pg != nil:
+					logPath = "in the database (jobdir logs " + j.ID + ")"
+				default:
 					logPath, _ = execjob.LogPath(st.logDir(), j.ID)
 				}
 				return printJob(a.stdout, j, logPath, time.Now())

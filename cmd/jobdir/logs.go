@@ -40,7 +40,7 @@ job has finished, through its retries, and then exits as "jobdir wait" does:
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *cliStore) error {
 				out := &countingWriter{w: a.stdout}
-				j, err := joblog.Copy(ctx, out, st.Store, st.logDir(), id, opts)
+				j, err := joblog.CopyLogs(ctx, out, st.Store, st.logs(), id, opts)
 				switch {
 				case errors.Is(err, joblog.ErrNotRegular):
 					return fmt.Errorf("%w: jobdir reads only a regular file there; remove it", err)

@@ -76,7 +76,8 @@ Jobs run by --work get the environment "jobdir work --help" describes: never
 $JOBDIR_TOKEN. They run as this user, though, so they can read what this user
 can, a --token-file included: to keep tokens from jobs, run the workers as
 another user (jobdir work, on the same store). GET /v1/jobs/ID/log serves a
-job's output from the store's logs/ directory.
+job's output from the store's logs/ directory, or, for a store in
+PostgreSQL, from the database, whichever machine ran the job.
 
 On SIGINT or SIGTERM it stops accepting requests, finishes the ones in
 flight, stops its workers as jobdir work does, and exits.`,
@@ -192,7 +193,7 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		level = slog.LevelDebug
 	}
 	srv, err := httpapi.New(st.Store, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
-		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), LogDir: st.logDir()})
+		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), Logs: st.logs()})
 	if err != nil {
 		return usagef("%v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/joblog"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/pgstore"
 )
@@ -189,4 +190,13 @@ func (s *cliStore) logDir() string {
 		return ""
 	}
 	return filepath.Join(s.file.Dir(), logsDirName)
+}
+
+// logs returns where the store keeps the exec jobs' output: files in the
+// store directory, or the database.
+func (s *cliStore) logs() joblog.Logs {
+	if s.pg != nil {
+		return s.pg.Logs()
+	}
+	return joblog.Dir{Path: s.logDir()}
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -147,6 +151,9 @@ func TestPostgresStoreThroughTheCommand(t *testing.T) {
 	require.Contains(t, r.stderr, bad+"  failed: exit status 9")
 
 	require.Equal(t, "succeeded\n", jdOK(t, store, "wait", ok).stdout)
+	require.Contains(t, jdOK(t, store, "logs", ok).stdout, "hello from "+ok+"\n")
+	require.Equal(t, "hello from "+ok+"\n", jdOK(t, store, "logs", "--raw", ok).stdout)
+	require.Contains(t, jdOK(t, store, "get", ok).stdout, "in the database (jobdir logs "+ok+")")
 	r = jd(t, store, "wait", bad)
 	require.Equal(t, exitFailed, r.code, "%s", r)
 	require.Contains(t, r.stderr, "something broke")
@@ -208,3 +215,45 @@ func TestE2EPostgresKilledWorkersJobRunsElsewhere(t *testing.T) {
 }
 
 func TestE2EPostgresTwoServersOneStore(t *testing.T) { e2eTwoServersOneStore(t, pgStore(t)) }
+
+// TestE2EPostgresLogsOnAnyNode: with a store in PostgreSQL, a job's output
+// is in the database while it runs, so "jobdir logs --follow" and the
+// HTTP log route of a server that runs no jobs, in other processes than
+// the worker (as on other machines), print it as it comes and end with
+// the job.
+func TestE2EPostgresLogsOnAnyNode(t *testing.T) {
+	store, wd := pgStore(t), t.TempDir()
+	const token = "e2e-token-0123456789"
+	id := submitBin(t, store, wd, "--", "sh", "-c", `echo one; while [ ! -e go ]; do sleep 0.05; done; echo two`)
+	follower := start(t, jobdirCmd(store, wd, "logs", "--follow", "--raw", id))
+	srv := startServer(t, store, wd, token)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.url+"/v1/jobs/"+id+"/log?follow=1&raw=1", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	worker := start(t, jobdirCmd(store, wd, "work", "-q"))
+
+	// "one" arrives while the job still waits for "go".
+	body := bufio.NewReader(resp.Body)
+	line, err := body.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "one\n", line)
+	deadline := time.Now().Add(liveness)
+	for follower.out.String() != "one\n" {
+		require.True(t, time.Now().Before(deadline) && !follower.exited(), "logs --follow printed %q", follower.out.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(wd, "go"), nil, 0o600))
+
+	require.Equal(t, 0, follower.wait(t), "stderr:\n%s", follower.errb.String())
+	require.Equal(t, "one\ntwo\n", follower.out.String())
+	rest, err := io.ReadAll(body)
+	require.NoError(t, err)
+	require.Equal(t, "two\n", string(rest))
+	require.Equal(t, "succeeded", resp.Trailer.Get("Jobdir-State"))
+	worker.stop(t)
+	srv.stop(t)
+}

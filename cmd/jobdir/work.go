@@ -57,6 +57,9 @@ func (wf *workerFlags) handler(st *cliStore) (execjob.Handler, string, error) {
 	}
 	h := execjob.Handler{LogDir: st.logDir(), GroupAccess: wf.groupAccess, MaxLogBytes: wf.maxLogBytes,
 		KillGrace: wf.killGrace, CleanEnv: wf.cleanEnv, Contain: contain}
+	if st.pg != nil {
+		h.Logs = st.pg.Logs() // in the database, where every machine reads them
+	}
 	info, err := h.Containment()
 	if err != nil {
 		return execjob.Handler{}, "", fmt.Errorf("cannot run jobs: %w", err)
