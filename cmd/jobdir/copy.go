@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -62,6 +64,12 @@ After the copy, point every jobdir command, worker and server at --to
 				return err
 			} else if same {
 				return usagef("--from and --to name the same store")
+			}
+			if src.kind == fileStore {
+				// Opening would make an empty store there.
+				if _, err := os.Stat(src.dir); errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("--from %s: there is no store there", src.dir)
+				}
 			}
 			ctx := cmd.Context()
 			in, err := a.openAt(ctx, src)

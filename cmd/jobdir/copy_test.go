@@ -121,6 +121,11 @@ func TestCopyRefusesRunningJobs(t *testing.T) {
 
 func TestCopyUsage(t *testing.T) {
 	dir := newStoreDir(t)
+	r := jd(t, "", "copy", "--from", dir, "--to", newStoreDir(t))
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "--from "+dir+": there is no store there")
+	require.NoDirExists(t, dir, "copy makes no empty store to copy from")
+
 	for name, tc := range map[string]struct {
 		args []string
 		want string

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/filestore"
@@ -163,6 +164,10 @@ func pgName(dsn, schema string) string {
 	shown := dsn
 	if u, err := url.Parse(dsn); err == nil {
 		shown = u.Redacted()
+		if q, err := url.QueryUnescape(u.RawQuery); err == nil && u.RawQuery != "" {
+			u.RawQuery = ""
+			shown = u.Redacted() + "?" + q
+		}
 	}
 	return shown + " (schema " + schema + ")"
 }
@@ -173,7 +178,14 @@ func explainOpenPG(loc location, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	wrapped := fmt.Errorf("cannot open the store in PostgreSQL at %s: %w", pgName(loc.dsn, cmp.Or(loc.schema, pgstore.DefaultSchema)), err)
+	where := pgName(loc.dsn, cmp.Or(loc.schema, pgstore.DefaultSchema))
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		// pgx's own words, without the chain of what was being done.
+		return withHint(fmt.Errorf("cannot connect to PostgreSQL for the store at %s: %w", where, errors.Unwrap(ce)),
+			"Check that the server runs and listens there, and that this user may connect to the database.")
+	}
+	wrapped := fmt.Errorf("cannot open the store in PostgreSQL at %s: %w", where, err)
 	switch {
 	case errors.Is(err, pgstore.ErrSchemaTooNew):
 		return withHint(wrapped, "The schema was written by a newer jobdir; use that version, or upgrade this one.")

@@ -190,8 +190,10 @@ func TestPostgresStoreThroughTheCommand(t *testing.T) {
 func TestPostgresStoreThatCannotOpen(t *testing.T) {
 	r := jd(t, "postgres://app:hunter2@127.0.0.1:1/app?connect_timeout=5", "list")
 	require.Equal(t, exitError, r.code, "%s", r)
-	require.Contains(t, r.stderr, "cannot open the store in PostgreSQL at postgres://app:xxxxx@127.0.0.1:1/app")
+	require.Contains(t, r.stderr, "cannot connect to PostgreSQL for the store at postgres://app:xxxxx@127.0.0.1:1/app?connect_timeout=5 (schema jobdir): ")
+	require.Contains(t, r.stderr, "connection refused")
 	require.Contains(t, r.stderr, "Check that the server runs")
+	require.NotContains(t, r.stderr, "pgstore:", "plain words, not the chain of calls")
 	require.NotContains(t, r.stderr, "hunter2")
 
 	r = jd(t, "postgres://app:hunter2@127.0.0.1:1/app?schema=Bad-Name", "list")
