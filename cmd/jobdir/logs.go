@@ -22,7 +22,9 @@ the job's log after a header line, and a footer line gives its exit status;
 these lines of jobdir's start with "--- jobdir: ". Logs are bounded (10 MiB by
 default): an attempt whose output does not fit keeps its beginning and its end,
 where errors are, with a line saying how many bytes were dropped between them
-(the end appears when the attempt ends).
+(the end appears when the attempt ends). With a store in PostgreSQL the
+output is kept in the database, written while the job runs: any machine reads
+it, --follow included.
 
 --raw prints only the program's output, without jobdir's lines. --tail N
 starts with the last N lines. --follow keeps printing new output until the
