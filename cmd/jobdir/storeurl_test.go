@@ -259,3 +259,27 @@ func TestE2EPostgresLogsOnAnyNode(t *testing.T) {
 	worker.stop(t)
 	srv.stop(t)
 }
+
+// TestPostgresLogsAreBounded: output kept in the database is bounded as a
+// log file is: each attempt keeps its beginning and its end, with a note of
+// what was dropped, and the log stays near --max-log-bytes.
+func TestPostgresLogsAreBounded(t *testing.T) {
+	store := pgStore(t)
+	t.Chdir(t.TempDir())
+	id := submit(t, store, "--max-attempts", "1", "--", "sh", "-c",
+		`echo "first line $JOBDIR_ATTEMPT"; head -c 1048576 /dev/zero | tr '\0' x; echo; echo "the error at the end $JOBDIR_ATTEMPT"; exit 1`)
+	for range 2 {
+		r := jd(t, store, "work", "--exit-when-idle", "-q", "--max-log-bytes", "8192")
+		require.Equal(t, 0, r.code, "%s", r)
+		jdOK(t, store, "retry", id)
+	}
+	log := jdOK(t, store, "logs", id).stdout
+	has := func(s string) bool { return strings.Contains(log, s) }
+	// The bound, and the end (2 KiB) that a later attempt on a full log
+	// keeps, with the notes.
+	require.LessOrEqual(t, len(log), 8192+2048+2048, "the log is bounded")
+	require.True(t, has("first line 1\n"), "the beginning is kept")
+	require.True(t, has("the error at the end 1\n--- jobdir: attempt 1 exited with status 1"), "the end is kept")
+	require.True(t, has("the error at the end 2\n--- jobdir: attempt 2 exited with status 1"), "a later attempt on a full log keeps its end")
+	require.Equal(t, 2, strings.Count(log, "log limit of 8192 bytes reached"))
+}
