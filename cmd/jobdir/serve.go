@@ -79,7 +79,8 @@ Jobs run by --work get the environment "jobdir work --help" describes: never
 $JOBDIR_TOKEN. They run as this user, though, so they can read what this user
 can, a --token-file included: to keep tokens from jobs, run the workers as
 another user (jobdir work, on the same store). GET /v1/jobs/ID/log serves a
-job's output from the store's logs/ directory.
+job's output from the store's logs/ directory, or, for a store in
+PostgreSQL, from the database, whichever machine ran the job.
 
 The dashboard, web pages for people, is at /ui/ (and / redirects there): sign
 in with one of the tokens; with --insecure-no-auth it needs no sign-in and
@@ -128,7 +129,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 			}
 			defer ln.Close()
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(st *filestore.Store) error {
+			return a.withStore(ctx, func(st *cliStore) error {
 				if workers > 0 {
 					if err := checkTrust(st); err != nil {
 						return err
@@ -196,14 +197,14 @@ type serveConfig struct {
 	wf           *workerFlags
 }
 
-func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, shown string, cfg serveConfig) error {
+func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown string, cfg serveConfig) error {
 	// No --allow-kind leaves httpapi's default: any kind but exec.
 	level := slog.LevelWarn
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
-		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), LogDir: logDir(st)})
+	srv, err := httpapi.New(st.Store, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
+		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), Logs: st.logs()})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -442,18 +443,24 @@ func (l *unixListener) Close() error {
 
 // checkTrust refuses to run jobs from a store that other users can
 // write, explaining why and what to do.
-func checkTrust(st *filestore.Store) error {
-	err := st.CheckTrust()
+//
+// A PostgreSQL store is trusted as the database's access control says:
+// whoever may write its schema chooses the programs its workers run.
+func checkTrust(st *cliStore) error {
+	if st.file == nil {
+		return nil
+	}
+	err := st.file.CheckTrust()
 	if err == nil {
 		return nil
 	}
 	hint := "Whoever can write a store chooses the programs its workers run. Make the store and the directories above it " +
-		"yours and writable only by you (for example: chmod -R go-w " + st.Dir() + "), or run the worker as the user who owns them."
+		"yours and writable only by you (for example: chmod -R go-w " + st.name + "), or run the worker as the user who owns them."
 	var ue *filestore.UntrustedError
 	if errors.As(err, &ue) && ue.GroupWritable {
 		hint += "\nIf every member of its group may run programs as you, pass --group-access: with it, the members of the group share the store."
 	}
-	return withHint(fmt.Errorf("refusing to run jobs from %s: %w", st.Dir(), err), hint)
+	return withHint(fmt.Errorf("refusing to run jobs from %s: %w", st.name, err), hint)
 }
 
 // execValidators makes the HTTP API refuse an exec job whose payload a
