@@ -155,6 +155,18 @@ func (p *progress) line(l []byte) {
 			return
 		}
 		delete(p.running, ev.Package)
+		// Tests that never ended (a timeout's panic, a crash) left their
+		// output unprinted: it says why the package failed.
+		var open []string
+		for k := range p.output {
+			if strings.HasPrefix(k, ev.Package+"\x00") {
+				open = append(open, k)
+			}
+		}
+		slices.Sort(open)
+		for _, k := range open {
+			p.printf("%s", p.output[k].String())
+		}
 		p.printf("%s", p.buffer(key).String())
 		p.printf("FAIL  %s %.1fs\n", ev.Package, ev.Elapsed)
 		p.forget(ev.Package)

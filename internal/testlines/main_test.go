@@ -101,3 +101,18 @@ func TestQuietRunNamesRunningPackages(t *testing.T) {
 	require.True(t, <-done)
 	require.Equal(t, "ok    x/slow 120.0s\n", <-out)
 }
+
+// TestTimeoutShowsRunningTests: a package that times out fails with tests
+// that never ended; their output (the timeout's panic among it) is printed.
+func TestTimeoutShowsRunningTests(t *testing.T) {
+	in := `{"Time":"2026-01-01T10:00:00Z","Action":"start","Package":"x/c"}
+{"Time":"2026-01-01T10:00:01Z","Action":"output","Package":"x/c","Test":"TestSlow","Output":"=== RUN   TestSlow\n"}
+{"Time":"2026-01-01T10:10:00Z","Action":"output","Package":"x/c","Test":"TestSlow","Output":"panic: test timed out after 10m0s\n"}
+{"Time":"2026-01-01T10:10:00Z","Action":"output","Package":"x/c","Output":"FAIL\tx/c\t600.0s\n"}
+{"Time":"2026-01-01T10:10:00Z","Action":"fail","Package":"x/c","Elapsed":600.0}
+`
+	out, ok := run(t, in)
+	require.False(t, ok)
+	require.Contains(t, out, "panic: test timed out after 10m0s\n")
+	require.Contains(t, out, "FAIL  x/c 600.0s\n")
+}
