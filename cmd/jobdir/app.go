@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit statuses. The wait command documents 3, 4 and 5.
@@ -82,11 +83,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ue *usageError
 	if !a.started || errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "jobdir: %v\n\n", err)
+		// One line for the mistake, one for where to read more: the
+		// whole usage would bury the mistake.
 		if cmd == nil {
 			cmd = root
 		}
-		fmt.Fprint(stderr, cmd.UsageString())
+		fmt.Fprintf(stderr, "jobdir: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
 		return exitUsage
 	}
 	var ee *exitStatusError
@@ -142,7 +144,17 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
   JOBDIR_TOKEN=secret jobdir serve --work 2 --allow-kind exec`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Args:          cobra.NoArgs,
+		Version:       version(),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q", args[0])
+			if sugg := cmd.SuggestionsFor(args[0]); len(sugg) > 0 {
+				msg += "; did you mean " + strings.Join(sugg, " or ") + "?"
+			}
+			return errors.New(msg)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()
 		},
@@ -160,8 +172,10 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		"create the store's directories 0770 and files 0660, for users of one group (default 0700 and 0600)")
 	root.PersistentFlags().BoolVar(&a.syncFS, "syncfs", false,
 		"make changes durable with one syncfs(2) shared by concurrent operations: faster with many workers, but it also flushes every other program's writes on the file system; for a store on a volume of its own")
+	root.SuggestionsMinimumDistance = 2
+	root.SetVersionTemplate("jobdir {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &usageError{err}
+		return &usageError{plainFlagError(err)}
 	})
 	root.AddGroup(
 		&cobra.Group{ID: "jobs", Title: "Jobs:"},
@@ -177,12 +191,30 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand()} {
+	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand(), a.versionCommand()} {
 		c.GroupID = "admin"
 		root.AddCommand(c)
 	}
 	a.addCompletions(root)
 	return root
+}
+
+// plainFlagError rewrites pflag's error for a flag value that does not
+// parse, which quotes Go's strconv, in plain words.
+func plainFlagError(err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err
+	}
+	f := ive.GetFlag()
+	why := ive.Unwrap().Error()
+	switch f.Value.Type() {
+	case "int", "int64":
+		why = "want a whole number"
+	case "bool":
+		why = "want true or false"
+	}
+	return fmt.Errorf("--%s %q: %s", f.Name, ive.GetValue(), why)
 }
 
 // idArg validates the single job ID argument of a command.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,21 @@ func TestHelpReadsWell(t *testing.T) {
 	require.Contains(t, r.stdout, "Usage:\n  jobdir wait ID | --key KEY [flags]")
 }
 
+func TestVersion(t *testing.T) {
+	r := jdOK(t, "", "version")
+	require.Regexp(t, `^jobdir \S+.* go1\.\d+`, r.stdout)
+	require.Equal(t, r.stdout, jdOK(t, "", "--version").stdout)
+
+	info := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "5858f55a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e"},
+		{Key: "vcs.time", Value: "2026-11-30T10:00:00Z"},
+		{Key: "vcs.modified", Value: "true"},
+	}}
+	require.Equal(t, "devel 5858f55a0b1c (modified) 2026-11-30T10:00:00Z go1.26.0", versionOf(info))
+	info.Main.Version = "v1.2.3"
+	require.Equal(t, "v1.2.3 go1.26.0", versionOf(info))
+}
+
 func TestCompletion(t *testing.T) {
 	r := jdOK(t, "", "completion", "bash")
 	require.Contains(t, r.stdout, "bash completion")
@@ -60,8 +76,9 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"list", "--bogus"}, "unknown flag: --bogus"},
-		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
-		{"bad flag value", []string{"list", "--limit", "many"}, "invalid argument"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"` + "\n"},
+		{"typo", []string{"sumbit", "true"}, `unknown command "sumbit"; did you mean submit?`},
+		{"bad flag value", []string{"list", "--limit", "many"}, `--limit "many": want a whole number`},
 		{"submit without program", []string{"submit"}, "submit needs a PROGRAM"},
 		{"delay and at", []string{"submit", "--delay", "1m", "--at", "2030-01-01T00:00:00Z", "true"}, "--delay and --at"},
 		{"bad at", []string{"submit", "--at", "tomorrow", "true"}, "--at \"tomorrow\""},
@@ -80,7 +97,10 @@ func TestUsageErrors(t *testing.T) {
 			r := jd(t, dir, tt.args...)
 			require.Equal(t, exitUsage, r.code, "%s", r)
 			require.Contains(t, r.stderr, tt.want)
-			require.Contains(t, r.stderr, "Usage:")
+			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			require.Len(t, lines, 2, "the mistake, and where to read more")
+			require.Regexp(t, `^Run 'jobdir( [a-z]+)? --help' for usage\.$`, lines[1])
+			require.NotContains(t, r.stderr, "strconv")
 			require.Empty(t, r.stdout)
 		})
 	}

@@ -31,8 +31,11 @@
 //	prune     delete old finished jobs
 //	fsck      check the store, and repair it with --repair
 //	serve     serve the HTTP API
+//	version   print jobdir's version (also jobdir --version)
 //
-// Exit status: 0 on success, 1 on an error, 2 on a usage error. "jobdir
+// Exit status: 0 on success, 1 on an error, 2 on a usage error (said in
+// one line, with "did you mean" for a mistyped command, and a pointer to
+// --help). "jobdir
 // wait" exits 3 when the job failed, 4 when it was canceled and 5 when its
 // --timeout passed first. "jobdir help COMMAND" documents each command.
 package main
