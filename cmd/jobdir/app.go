@@ -66,6 +66,8 @@ type app struct {
 	started       bool   // a command's RunE was reached: later errors are not usage errors
 	createStore   bool   // the command creates the store if it finds none
 	storeName     string // the open store, for messages
+	logFormat     string // --log-format
+	errLines      *lineWriter
 }
 
 // run executes the jobdir command line args and returns the exit status.
@@ -161,11 +163,16 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			a.started = true
 			a.createStore = cmd.Annotations[createsStore] != ""
+			if a.logFormat != logText && a.logFormat != logJSON {
+				return usagef("--log-format %q: want text or json", a.logFormat)
+			}
 			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "use the store in `DIR` (default $JOBDIR_DIR, else the nearest .jobdir in this directory or above)")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "say which store is used")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", logText,
+		"how work and serve write their lines and warnings on stderr: text, for people, or json, one object a line")
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
 		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
