@@ -260,7 +260,23 @@ func Interrupted(why error) Outcome {
 type Stats struct {
 	// Counts holds the number of jobs in each state; every state is present.
 	Counts map[State]int `json:"counts"`
+	// Kinds holds, for each kind that has jobs, its number of jobs in each
+	// state that has some of them (a state without jobs of the kind is
+	// absent). It is never nil.
+	Kinds map[string]map[State]int `json:"kinds"`
 	// OldestQueuedAt is the RunAt of the longest-waiting due queued job, or
 	// zero if none is due.
 	OldestQueuedAt time.Time `json:"oldest_queued_at,omitzero"`
+}
+
+// AddKind adds n jobs of kind in state to s.Kinds, which it makes if nil.
+// Stores use it to fill Stats.
+func (s *Stats) AddKind(kind string, state State, n int) {
+	if s.Kinds == nil {
+		s.Kinds = make(map[string]map[State]int)
+	}
+	if s.Kinds[kind] == nil {
+		s.Kinds[kind] = make(map[State]int)
+	}
+	s.Kinds[kind][state] += n
 }

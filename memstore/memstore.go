@@ -552,13 +552,14 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 		return jobstore.Stats{}, err
 	}
 	defer s.mu.Unlock()
-	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int)}
 	for _, state := range jobstore.States() {
 		st.Counts[state] = 0
 	}
 	now := time.Now()
 	for _, e := range s.jobs {
 		st.Counts[e.job.State]++
+		st.AddKind(e.job.Kind, e.job.State, 1)
 		if e.job.Due(now) && (st.OldestQueuedAt.IsZero() || e.job.RunAt.Before(st.OldestQueuedAt)) {
 			st.OldestQueuedAt = e.job.RunAt
 		}

@@ -111,13 +111,13 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 }
 
 // Stats counts the jobs in each state and reports the RunAt of the
-// longest-waiting due queued job. The counts read the state index whole:
+// longest-waiting due queued job. The counts read the table whole:
 // their cost grows with the number of jobs kept, so prune.
 func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	if err := s.check(ctx, "stats"); err != nil {
 		return jobstore.Stats{}, err
 	}
-	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int)}
 	for _, state := range jobstore.States() {
 		st.Counts[state] = 0
 	}
@@ -127,12 +127,13 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var state string
+		var kind, state string
 		var n int
-		if err := rows.Scan(&state, &n); err != nil {
+		if err := rows.Scan(&kind, &state, &n); err != nil {
 			return jobstore.Stats{}, s.fail(ctx, "stats", err)
 		}
-		st.Counts[jobstore.State(state)] = n
+		st.Counts[jobstore.State(state)] += n
+		st.AddKind(kind, jobstore.State(state), n)
 	}
 	if err := rows.Err(); err != nil {
 		return jobstore.Stats{}, s.fail(ctx, "stats", err)

@@ -246,7 +246,7 @@ func newQueries(schema string) queries {
 		SELECT id FROM ` + t + `
 		WHERE finished_at < $1 AND state IN ('succeeded', 'failed', 'canceled')
 		LIMIT $2)`
-	q.counts = `SELECT state, count(*) FROM ` + t + ` GROUP BY state`
+	q.counts = `SELECT kind, state, count(*) FROM ` + t + ` GROUP BY kind, state`
 	q.oldest = `SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued' AND run_at <= $1`
 
 	ss := s + ".sessions"

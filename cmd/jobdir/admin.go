@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,9 +25,9 @@ func (a *app) statsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "Count jobs by state",
-		Long: `Say which store this is, count the jobs in each state, and say how long the
-oldest due job has been waiting in the queue (a growing age means the
-workers do not keep up).`,
+		Long: `Say which store this is, count the jobs in each state, say how long the
+oldest due job has been waiting in the queue (a growing wait means the
+workers do not keep up), and count the jobs of each kind by state.`,
 		Example: `  jobdir stats
   jobdir stats --json | jq .counts.queued`,
 		Args: cobra.NoArgs,
@@ -46,22 +49,53 @@ workers do not keep up).`,
 					}
 					return writeJSON(a.stdout, out)
 				}
-				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintf(tw, "store\t%s\n", st.Dir())
-				for _, state := range jobstore.States() {
-					fmt.Fprintf(tw, "%s\t%d\n", state, s.Counts[state])
-				}
-				oldest := "none due"
-				if !s.OldestQueuedAt.IsZero() {
-					oldest = "waiting since " + stamp(s.OldestQueuedAt, now)
-				}
-				fmt.Fprintf(tw, "oldest queued\t%s\n", oldest)
-				return tw.Flush()
+				return printStats(a.stdout, st.Dir(), s, now)
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the counts as JSON")
 	return cmd
+}
+
+// printStats writes the stats of the store in dir for people.
+func printStats(w io.Writer, dir string, s jobstore.Stats, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "store\t%s\n", dir)
+	for _, state := range jobstore.States() {
+		fmt.Fprintf(tw, "%s\t%d\n", state, s.Counts[state])
+	}
+	var oldest string
+	switch queued := s.Counts[jobstore.StateQueued]; {
+	case !s.OldestQueuedAt.IsZero():
+		oldest = "waiting " + roundDuration(now.Sub(s.OldestQueuedAt)).Truncate(time.Second).String() +
+			" (due since " + s.OldestQueuedAt.Local().Format("2006-01-02 15:04:05") + ")"
+	case queued > 0:
+		oldest = "none: the " + plural(int64(queued), "queued job") + " wait for their time or a retry"
+	default:
+		oldest = "none: no job is queued"
+	}
+	fmt.Fprintf(tw, "oldest due job\t%s\n", oldest)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(s.Kinds) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "KIND")
+	for _, state := range jobstore.States() {
+		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(state)))
+	}
+	fmt.Fprintln(tw)
+	for _, kind := range slices.Sorted(maps.Keys(s.Kinds)) {
+		fmt.Fprint(tw, kind)
+		for _, state := range jobstore.States() {
+			fmt.Fprintf(tw, "\t%d", s.Kinds[kind][state])
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }
 
 func (a *app) pruneCommand() *cobra.Command {

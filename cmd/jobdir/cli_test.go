@@ -195,7 +195,7 @@ func TestListTableAndJSON(t *testing.T) {
 	r = jdOK(t, dir, "list")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 4)
-	require.Regexp(t, `^ID\s+STATE\s+KIND\s+ATTEMPT\s+CREATED\s+COMMAND$`, lines[0])
+	require.Regexp(t, `^ID\s+STATE\s+KIND\s+PRI\s+KEY\s+ATTEMPT\s+CREATED\s+COMMAND$`, lines[0])
 	require.Contains(t, lines[1], ids[2], "newest first")
 	require.Contains(t, lines[1], "echo job c")
 	require.Contains(t, lines[3], "canceled")
@@ -394,15 +394,22 @@ func TestStats(t *testing.T) {
 	require.Regexp(t, `(?m)^store\s+`+regexp.QuoteMeta(dir)+`$`, r.stdout)
 	require.Regexp(t, `(?m)^queued\s+2$`, r.stdout)
 	require.Regexp(t, `(?m)^running\s+0$`, r.stdout)
-	require.Regexp(t, `(?m)^oldest queued\s+waiting since .* ago\)$`, r.stdout)
+	require.Regexp(t, `(?m)^oldest due job\s+waiting \d+s \(due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)$`, r.stdout)
+	require.Regexp(t, `(?m)^KIND\s+QUEUED\s+RUNNING\s+SUCCEEDED\s+FAILED\s+CANCELED\nexec\s+2\s+0\s+0\s+0\s+0$`, r.stdout)
+
+	later := newStoreDir(t)
+	submit(t, later, "--delay", "1h", "--", "true")
+	require.Regexp(t, `(?m)^oldest due job\s+none: the 1 queued job wait`, jdOK(t, later, "stats").stdout)
 
 	var s struct {
-		Counts                 map[string]int `json:"counts"`
-		OldestQueuedAt         time.Time      `json:"oldest_queued_at"`
-		OldestQueuedAgeSeconds float64        `json:"oldest_queued_age_seconds"`
+		Counts                 map[string]int            `json:"counts"`
+		Kinds                  map[string]map[string]int `json:"kinds"`
+		OldestQueuedAt         time.Time                 `json:"oldest_queued_at"`
+		OldestQueuedAgeSeconds float64                   `json:"oldest_queued_age_seconds"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "stats", "--json").stdout), &s))
 	require.Equal(t, map[string]int{"queued": 2, "running": 0, "succeeded": 0, "failed": 0, "canceled": 0}, s.Counts)
+	require.Equal(t, map[string]map[string]int{"exec": {"queued": 2}}, s.Kinds)
 	require.False(t, s.OldestQueuedAt.IsZero())
 	require.Greater(t, s.OldestQueuedAgeSeconds, 0.0)
 }

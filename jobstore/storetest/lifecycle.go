@@ -83,6 +83,8 @@ func testStats(t *testing.T, s jobstore.Store) {
 		require.Zero(t, n)
 	}
 	require.Len(t, st.Counts, len(jobstore.States()))
+	require.NotNil(t, st.Kinds)
+	require.Empty(t, st.Kinds)
 	require.True(t, st.OldestQueuedAt.IsZero())
 
 	byState := jobsInEveryState(t, s, func(jobstore.State) string { return "" })
@@ -94,6 +96,11 @@ func testStats(t *testing.T, s jobstore.Store) {
 		jobstore.StateQueued: 3, jobstore.StateRunning: 1, jobstore.StateSucceeded: 1,
 		jobstore.StateFailed: 1, jobstore.StateCanceled: 1,
 	}, st.Counts)
+	kinds := map[string]map[jobstore.State]int{"k": {jobstore.StateQueued: 2}}
+	for state, j := range byState {
+		kinds[j.Kind] = map[jobstore.State]int{state: 1}
+	}
+	require.Equal(t, kinds, st.Kinds, "counts by kind")
 	oldest := byState[jobstore.StateQueued].RunAt
 	require.True(t, st.OldestQueuedAt.Equal(oldest), "OldestQueuedAt %s, want %s", st.OldestQueuedAt, oldest)
 }
