@@ -106,12 +106,12 @@ func (a *app) pruneCommand() *cobra.Command {
 		Long: `Delete the jobs that finished (succeeded, failed or canceled) more than
 --older-than ago, with their logs. Their idempotency keys become free again.
 Queued and running jobs are never pruned.`,
-		Example: `  jobdir prune --older-than 168h   # a week
+		Example: `  jobdir prune --older-than 1w     # 7d, 168h
   jobdir prune --older-than 0       # every finished job`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("older-than") {
-				return usagef("prune needs --older-than, for example --older-than 168h")
+				return usagef("prune needs --older-than, for example --older-than 7d")
 			}
 			if olderThan < 0 {
 				return usagef("--older-than must not be negative")
@@ -128,7 +128,7 @@ Queued and running jobs are never pruned.`,
 			})
 		},
 	}
-	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "prune jobs that finished longer ago than this, e.g. 72h")
+	durationVar(cmd.Flags(), &olderThan, "older-than", 0, "prune jobs that finished longer ago than this, e.g. 72h, 7d or 2w")
 	return cmd
 }
 

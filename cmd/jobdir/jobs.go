@@ -346,7 +346,7 @@ func (a *app) waitCommand() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long, with exit status 5 (default: wait forever)")
+	durationVar(cmd.Flags(), &timeout, "timeout", 0, "give up after this long, with exit status 5 (default: wait forever)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the finished job as JSON")
 	ja.register(cmd)
 	return cmd

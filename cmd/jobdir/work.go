@@ -35,12 +35,12 @@ type workerFlags struct {
 
 func (wf *workerFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.DurationVar(&wf.shutdownGrace, "shutdown-grace", runner.DefaultShutdownGrace,
+	durationVar(f, &wf.shutdownGrace, "shutdown-grace", runner.DefaultShutdownGrace,
 		"on SIGINT or SIGTERM, how long running jobs may go on before they are stopped")
-	f.DurationVar(&wf.killGrace, "kill-grace", execjob.DefaultKillGrace,
+	durationVar(f, &wf.killGrace, "kill-grace", execjob.DefaultKillGrace,
 		"how long a stopped program has between SIGTERM and SIGKILL")
 	f.Int64Var(&wf.maxLogBytes, "max-log-bytes", execjob.DefaultMaxLogBytes, "bound on each job's log file, in `BYTES`")
-	f.DurationVar(&wf.jobTimeout, "job-timeout", 0, "stop attempts of jobs without a --timeout of their own after this long (default: no limit)")
+	durationVar(f, &wf.jobTimeout, "job-timeout", 0, "stop attempts of jobs without a --timeout of their own after this long (default: no limit)")
 	f.BoolVarP(&wf.quiet, "quiet", "q", false, "do not print a line per job started and finished")
 	f.BoolVar(&wf.cleanEnv, "clean-env", false, "give programs only PATH, HOME, LANG, TZ and USER of this process's environment (and their own env)")
 	f.StringVar(&wf.containment, "containment", "auto",
