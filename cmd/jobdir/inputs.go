@@ -77,7 +77,14 @@ func (d *durationValue) Set(s string) error {
 	return nil
 }
 
-func (d *durationValue) String() string { return time.Duration(*d).String() }
+// String is the value as Go writes durations, and "0" for none, which
+// pflag leaves out of the help as a zero default.
+func (d *durationValue) String() string {
+	if *d == 0 {
+		return "0"
+	}
+	return time.Duration(*d).String()
+}
 func (d *durationValue) Type() string   { return "duration" }
 
 // durationVar defines a duration flag on f that accepts d and w.
