@@ -154,8 +154,24 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 // become free again. If ctx ends or an error stops it, the jobs deleted so
 // far stay deleted, and their number is returned with the error.
 func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error) {
+	return s.PruneStates(ctx, olderThan, nil)
+}
+
+// PruneStates is Prune limited to jobs in states; it implements
+// jobstore.StatePruner.
+func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states []jobstore.State) (int, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("pgstore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
+	}
+	if _, err := jobstore.PruneFilter(states); err != nil {
+		return 0, fmt.Errorf("pgstore: prune: %w", err)
+	}
+	names := []string{string(jobstore.StateSucceeded), string(jobstore.StateFailed), string(jobstore.StateCanceled)}
+	if len(states) > 0 {
+		names = names[:0]
+		for _, st := range states {
+			names = append(names, string(st))
+		}
 	}
 	if err := s.check(ctx, "prune"); err != nil {
 		return 0, err
@@ -163,7 +179,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error)
 	cutoff := usec(time.Now().Add(-olderThan))
 	total := 0
 	for {
-		tag, err := s.pool.Exec(ctx, s.q.prune, cutoff, pruneBatch)
+		tag, err := s.pool.Exec(ctx, s.q.prune, cutoff, pruneBatch, names)
 		if err != nil {
 			return total, s.fail(ctx, "prune", err)
 		}

@@ -18,6 +18,36 @@ import (
 
 var pruneTests = []test{
 	{"OnlyTerminalOlderThanCutoff", testPrune},
+	{"OnlyGivenStates", testPruneStates},
+}
+
+func testPruneStates(t *testing.T, s jobstore.Store) {
+	sp, ok := s.(jobstore.StatePruner)
+	if !ok {
+		t.Skip("the store is not a jobstore.StatePruner")
+	}
+	ctx := t.Context()
+	byState := jobsInEveryState(t, s, func(jobstore.State) string { return "" })
+	_, err := sp.PruneStates(ctx, 0, []jobstore.State{jobstore.StateQueued})
+	require.ErrorIs(t, err, jobstore.ErrInvalidInput, "a queued job is never pruned")
+
+	time.Sleep(20 * time.Millisecond)
+	n, err := sp.PruneStates(ctx, 10*time.Millisecond, []jobstore.State{jobstore.StateFailed, jobstore.StateCanceled})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	for st, j := range byState {
+		_, err := s.Get(ctx, j.ID)
+		if st == jobstore.StateFailed || st == jobstore.StateCanceled {
+			require.ErrorIs(t, err, jobstore.ErrNotFound, "%s job still there", st)
+		} else {
+			require.NoError(t, err, "%s job pruned", st)
+		}
+	}
+	n, err = sp.PruneStates(ctx, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "no states: every terminal state")
+	_, err = s.Get(ctx, byState[jobstore.StateSucceeded].ID)
+	require.ErrorIs(t, err, jobstore.ErrNotFound)
 }
 
 func testPrune(t *testing.T, s jobstore.Store) {
