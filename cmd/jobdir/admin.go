@@ -99,15 +99,20 @@ func printStats(w io.Writer, dir string, s jobstore.Stats, now time.Time) error 
 }
 
 func (a *app) pruneCommand() *cobra.Command {
-	var olderThan time.Duration
+	var (
+		olderThan time.Duration
+		states    []string
+	)
 	cmd := &cobra.Command{
-		Use:   "prune --older-than DURATION",
+		Use:   "prune --older-than DURATION [--state STATE]",
 		Short: "Delete finished jobs older than a given age",
 		Long: `Delete the jobs that finished (succeeded, failed or canceled) more than
 --older-than ago, with their logs. Their idempotency keys become free again.
-Queued and running jobs are never pruned.`,
+Queued and running jobs are never pruned. --state prunes only the finished
+jobs in the given states (repeat it, or separate states with commas).`,
 		Example: `  jobdir prune --older-than 1w     # 7d, 168h
-  jobdir prune --older-than 0       # every finished job`,
+  jobdir prune --older-than 0       # every finished job
+  jobdir prune --older-than 1d --state succeeded   # keep failures for a look`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("older-than") {
@@ -116,18 +121,40 @@ Queued and running jobs are never pruned.`,
 			if olderThan < 0 {
 				return usagef("--older-than must not be negative")
 			}
+			var only []jobstore.State
+			for _, s := range states {
+				for _, name := range strings.Split(s, ",") {
+					st, err := jobstore.ParseState(strings.TrimSpace(name))
+					if err != nil {
+						return usagef("--state: %v", err)
+					}
+					if !st.Terminal() {
+						return usagef("--state %s: only succeeded, failed or canceled jobs are pruned", st)
+					}
+					only = append(only, st)
+				}
+			}
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *filestore.Store) error {
-				n, err := st.Prune(ctx, olderThan)
+				var n int
+				var err error
+				if sp, ok := jobstore.Store(st).(jobstore.StatePruner); ok {
+					n, err = sp.PruneStates(ctx, olderThan, only)
+				} else if len(only) > 0 {
+					return errors.New("this store cannot prune by state")
+				} else {
+					n, err = st.Prune(ctx, olderThan)
+				}
 				if err != nil {
 					return err
 				}
 				logs, err := pruneLogs(ctx, st)
-				fmt.Fprintf(a.stdout, "pruned %d jobs and %d logs\n", n, logs)
+				fmt.Fprintf(a.stdout, "pruned %s and %s\n", plural(int64(n), "job"), plural(int64(logs), "log"))
 				return err
 			})
 		},
 	}
+	cmd.Flags().StringSliceVar(&states, "state", nil, "prune only finished jobs in this `STATE` (repeatable, or comma-separated)")
 	durationVar(cmd.Flags(), &olderThan, "older-than", 0, "prune jobs that finished longer ago than this, e.g. 72h, 7d or 2w")
 	return cmd
 }

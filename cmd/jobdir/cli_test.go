@@ -424,7 +424,7 @@ func TestPruneRemovesJobsAndLogs(t *testing.T) {
 	r := jdOK(t, dir, "prune", "--older-than", "1h")
 	require.Equal(t, "pruned 0 jobs and 0 logs\n", r.stdout)
 	r = jdOK(t, dir, "prune", "--older-than", "0s")
-	require.Equal(t, "pruned 1 jobs and 1 logs\n", r.stdout)
+	require.Equal(t, "pruned 1 job and 1 log\n", r.stdout)
 	require.NoFileExists(t, filepath.Join(dir, "logs", done+".log"))
 	require.Equal(t, exitError, jd(t, dir, "get", done).code)
 	getJob(t, dir, waiting)

@@ -24,11 +24,12 @@
 //	get       show one job
 //	list      list jobs
 //	logs      print a job's output
-//	cancel    cancel a job
-//	retry     queue a failed or canceled job again
+//	cancel    cancel a job, or every job a filter selects
+//	retry     queue a failed or canceled job again, or every one a filter selects
+//	rerun     submit a new job that copies another one
 //	wait      wait until a job has finished
 //	stats     count jobs by state
-//	prune     delete old finished jobs
+//	prune     delete old finished jobs (--state: only in those states)
 //	fsck      check the store, and repair it with --repair
 //	serve     serve the HTTP API
 //	version   print jobdir's version (also jobdir --version)

@@ -85,7 +85,7 @@ func (d *durationValue) String() string {
 	}
 	return time.Duration(*d).String()
 }
-func (d *durationValue) Type() string   { return "duration" }
+func (d *durationValue) Type() string { return "duration" }
 
 // durationVar defines a duration flag on f that accepts d and w.
 func durationVar(f *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {

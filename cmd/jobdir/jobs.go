@@ -225,20 +225,37 @@ func listJobs(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions,
 }
 
 func (a *app) cancelCommand() *cobra.Command {
-	var ja jobArg
+	var (
+		ja jobArg
+		bf bulkFilter
+	)
 	cmd := &cobra.Command{
-		Use:   "cancel ID | --key KEY",
+		Use:   "cancel ID | --key KEY | --state STATE --kind KIND",
 		Short: "Cancel a job",
 		Long: `Cancel a job. A queued job is canceled at once and never runs. A running job
 is marked for cancellation; its worker, in whatever process, sends SIGTERM to
 every process of the job (those that left its process group too), then SIGKILL
 after a grace period, and the job ends canceled. Canceling a canceled job does nothing; a job that already
-succeeded or failed cannot be canceled.`,
+succeeded or failed cannot be canceled.
+
+With --state or --kind instead of an ID, cancel every queued or running job
+in those states and of that kind: jobdir says how many, asks before it goes
+on (--yes does not ask), then says how many it canceled.`,
 		Example: `  jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB && jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
-  jobdir cancel --key deploy-42`,
-		Args: ja.args,
+  jobdir cancel --key deploy-42
+  jobdir cancel --state queued --kind exec --yes`,
+		Args: bulkArgs(&bf, &ja),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if bf.set() {
+				opts, err := bf.options([]jobstore.State{jobstore.StateQueued, jobstore.StateRunning})
+				if err != nil {
+					return err
+				}
+				return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+					return a.bulk(cmd.Context(), st, &bf, opts, "cancel", "canceled", st.Cancel)
+				})
+			}
 			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
 				id, err := ja.resolve(cmd.Context(), a, st, args)
 				if err != nil {
@@ -258,19 +275,38 @@ succeeded or failed cannot be canceled.`,
 		},
 	}
 	ja.register(cmd)
+	bf.register(cmd, "cancel")
 	return cmd
 }
 
 func (a *app) retryCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "retry ID",
+	var (
+		ja jobArg
+		bf bulkFilter
+	)
+	cmd := &cobra.Command{
+		Use:   "retry ID | --state STATE --kind KIND",
 		Short: "Queue a failed or canceled job again",
 		Long: `Queue a failed or canceled job again, due now. If its attempts are used up,
-it gets one more.`,
+it gets one more. To run a job that succeeded again, see jobdir rerun.
+
+With --state or --kind instead of an ID, retry every failed or canceled job
+in those states and of that kind: jobdir says how many, asks before it goes
+on (--yes does not ask), then says how many it queued again.`,
 		Example: `  jobdir retry 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
-  jobdir list --state failed --json | jq -r '.[].id' | xargs -n1 jobdir retry`,
-		Args: idArg,
+  jobdir retry --state failed --kind exec
+  jobdir retry --state failed,canceled --yes`,
+		Args: bulkArgs(&bf, &ja),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if bf.set() {
+				opts, err := bf.options([]jobstore.State{jobstore.StateFailed, jobstore.StateCanceled})
+				if err != nil {
+					return err
+				}
+				return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+					return a.bulk(cmd.Context(), st, &bf, opts, "retry", "queued again", st.Retry)
+				})
+			}
 			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
 				id, err := a.resolveID(cmd.Context(), st, args[0])
 				if err != nil {
@@ -285,6 +321,8 @@ it gets one more.`,
 			})
 		},
 	}
+	bf.register(cmd, "retry")
+	return cmd
 }
 
 func (a *app) waitCommand() *cobra.Command {
