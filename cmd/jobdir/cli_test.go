@@ -327,7 +327,7 @@ func TestLogsFollowExitsWithTheJobsResult(t *testing.T) {
 	r := jd(t, dir, "logs", "--follow", "--raw", failing)
 	require.Equal(t, exitFailed, r.code, "%s", r)
 	require.Equal(t, "doomed\n", r.stdout)
-	require.Contains(t, r.stderr, "failed after 1 attempts: exit status 4")
+	require.Contains(t, r.stderr, "failed after 1 attempt: exit status 4")
 
 	canceled := submit(t, dir, "--delay", "1h", "--", "true")
 	jdOK(t, dir, "cancel", canceled)
