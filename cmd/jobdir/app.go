@@ -90,7 +90,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if cmd == nil {
 			cmd = root
 		}
-		fmt.Fprintf(stderr, "jobdir: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+		// The library's "invalid input: " says nothing a person needs.
+		msg := strings.ReplaceAll(err.Error(), "invalid input: ", "")
+		fmt.Fprintf(stderr, "jobdir: %s\nRun '%s --help' for usage.\n", msg, cmd.CommandPath())
 		return exitUsage
 	}
 	var ee *exitStatusError

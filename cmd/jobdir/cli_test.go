@@ -101,6 +101,7 @@ func TestUsageErrors(t *testing.T) {
 			require.Len(t, lines, 2, "the mistake, and where to read more")
 			require.Regexp(t, `^Run 'jobdir( [a-z]+)? --help' for usage\.$`, lines[1])
 			require.NotContains(t, r.stderr, "strconv")
+			require.NotContains(t, r.stderr, "invalid input")
 			require.Empty(t, r.stdout)
 		})
 	}
