@@ -21,7 +21,7 @@ demo: ## The main job: build jobdir, submit jobs to the default store (./.jobdir
 	./bin/jobdir submit --priority 10 -- sh -c 'echo I jumped the queue'
 	./bin/jobdir work --concurrency 2 --exit-when-idle
 	./bin/jobdir list --limit 10
-	./bin/jobdir logs "$$(./bin/jobdir submit --key demo-report -- true 2>/dev/null)"
+	./bin/jobdir logs --key demo-report
 	./bin/jobdir stats
 
 build: ## Build every package and the jobdir command into ./bin.

@@ -267,7 +267,7 @@ func (h Handler) run(ctx context.Context, job jobstore.Job, p Payload, out *logW
 	}
 	select {
 	case <-stopped:
-		return nil, ex, fmt.Errorf("execjob: program stopped: %w (%s)", context.Cause(ctx), exitText(ex))
+		return nil, ex, fmt.Errorf("program stopped: %w (%s)", context.Cause(ctx), exitText(ex))
 	default:
 	}
 	if ex.Code != 0 || ex.Signal != "" {

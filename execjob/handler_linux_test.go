@@ -354,7 +354,7 @@ func TestStopKillsTree(t *testing.T) {
 				require.ErrorIs(t, err, cause)
 				requireTreeGone(t, dir, 1)
 				log := readLog(t, logDir, j.ID)
-				require.Contains(t, log, "ended: execjob: program stopped")
+				require.Contains(t, log, "ended: program stopped")
 				require.Contains(t, err.Error(), "killed by signal SIGTERM", "the program got SIGTERM")
 				if tc.grace < time.Minute {
 					// A process ignores SIGTERM: only the SIGKILL after

@@ -17,11 +17,21 @@ import (
 // lock file without a record, which is rolled back. It lists done/, whose
 // size grows with history: prune steadily rather than rarely.
 func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error) {
+	return s.PruneStates(ctx, olderThan, nil)
+}
+
+// PruneStates is Prune limited to jobs in states; it implements
+// jobstore.StatePruner.
+func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states []jobstore.State) (int, error) {
 	if err := s.enter(ctx, "prune"); err != nil {
 		return 0, err
 	}
 	if olderThan < 0 {
 		return 0, fmt.Errorf("filestore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
+	}
+	inStates, err := jobstore.PruneFilter(states)
+	if err != nil {
+		return 0, fmt.Errorf("filestore: prune: %w", err)
 	}
 	cutoff := time.Now().Add(-olderThan)
 	ids, _, err := s.listDir(dirDone)
@@ -33,7 +43,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error)
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		ok, err := s.pruneOne(ctx, id, cutoff)
+		ok, err := s.pruneOne(ctx, id, cutoff, inStates)
 		if err != nil {
 			return n, fmt.Errorf("filestore: prune %s: %w", id, err)
 		}
@@ -44,7 +54,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error)
 	return n, nil
 }
 
-func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time) (bool, error) {
+func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inStates func(jobstore.State) bool) (bool, error) {
 	unlock, err := s.lockJob(ctx, id)
 	if errors.Is(err, jobstore.ErrNotFound) {
 		return false, nil
@@ -60,7 +70,7 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time) (bool
 	if err != nil {
 		return false, err
 	}
-	if rec.dir != dirDone || !rec.Job.Prunable(cutoff) {
+	if rec.dir != dirDone || !rec.Job.Prunable(cutoff) || !inStates(rec.Job.State) {
 		return false, nil
 	}
 	if err := s.fs.Remove(s.recordPath(dirDone, id)); err != nil {

@@ -321,5 +321,5 @@ func (f found) current(id string) (record, error) {
 	if len(f.corrupt) > 0 {
 		return record{}, f.corrupt[0]
 	}
-	return record{}, fmt.Errorf("filestore: job %s: %w", id, jobstore.ErrNotFound)
+	return record{}, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
 }

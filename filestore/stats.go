@@ -28,6 +28,7 @@ type statsEntry struct {
 	size  int64
 	mtime int64
 	state jobstore.State
+	kind  string
 	runAt time.Time
 }
 
@@ -39,7 +40,7 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	if err := s.enter(ctx, "stats"); err != nil {
 		return jobstore.Stats{}, err
 	}
-	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int)}
 	for _, state := range jobstore.States() {
 		st.Counts[state] = 0
 	}
@@ -75,6 +76,7 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 			}
 			seen[id] = true
 			st.Counts[ent.state]++
+			st.AddKind(ent.kind, ent.state, 1)
 			if ent.state == jobstore.StateQueued && !ent.runAt.After(now) &&
 				(st.OldestQueuedAt.IsZero() || ent.runAt.Before(st.OldestQueuedAt)) {
 				st.OldestQueuedAt = ent.runAt
@@ -116,7 +118,7 @@ func (s *Store) statEntry(dir, id, key string, e fs.DirEntry) (statsEntry, bool)
 		// way, as claimed/ is the running set.
 		state = jobstore.StateRunning
 	}
-	ent = statsEntry{ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), state: state, runAt: env.Job.RunAt}
+	ent = statsEntry{ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), state: state, kind: env.Job.Kind, runAt: env.Job.RunAt}
 	s.stats.m[key] = ent
 	return ent, true
 }

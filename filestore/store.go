@@ -102,7 +102,10 @@ type idWatch struct {
 	refs int
 }
 
-var _ jobstore.Store = (*Store)(nil)
+var (
+	_ jobstore.Store       = (*Store)(nil)
+	_ jobstore.StatePruner = (*Store)(nil)
+)
 
 // Open opens the store in dir, creating dir and the store's layout if they
 // are missing, and returns it once the store is consistent: it checks the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -273,7 +274,44 @@ func Interrupted(why error) Outcome {
 type Stats struct {
 	// Counts holds the number of jobs in each state; every state is present.
 	Counts map[State]int `json:"counts"`
+	// Kinds holds, for each kind that has jobs, its number of jobs in each
+	// state that has some of them (a state without jobs of the kind is
+	// absent). It is never nil.
+	Kinds map[string]map[State]int `json:"kinds"`
 	// OldestQueuedAt is the RunAt of the longest-waiting due queued job, or
 	// zero if none is due.
 	OldestQueuedAt time.Time `json:"oldest_queued_at,omitzero"`
+}
+
+// StatePruner is a Store that prunes only the terminal jobs in some
+// states; memstore, filestore and pgstore implement it.
+type StatePruner interface {
+	// PruneStates is Prune limited to jobs in one of states, each a
+	// terminal state; no states means every terminal state, as Prune.
+	// Returns an error wrapping ErrInvalidInput for a state that is not
+	// terminal, or a negative olderThan.
+	PruneStates(ctx context.Context, olderThan time.Duration, states []State) (int, error)
+}
+
+// PruneFilter checks the states given to StatePruner.PruneStates and
+// returns whether a job in state is among them.
+func PruneFilter(states []State) (func(State) bool, error) {
+	for _, st := range states {
+		if !st.Terminal() {
+			return nil, fmt.Errorf("%w: state %q: only finished (succeeded, failed, canceled) jobs are pruned", ErrInvalidInput, st)
+		}
+	}
+	return func(st State) bool { return len(states) == 0 || slices.Contains(states, st) }, nil
+}
+
+// AddKind adds n jobs of kind in state to s.Kinds, which it makes if nil.
+// Stores use it to fill Stats.
+func (s *Stats) AddKind(kind string, state State, n int) {
+	if s.Kinds == nil {
+		s.Kinds = make(map[string]map[State]int)
+	}
+	if s.Kinds[kind] == nil {
+		s.Kinds[kind] = make(map[State]int)
+	}
+	s.Kinds[kind][state] += n
 }

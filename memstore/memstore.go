@@ -57,7 +57,10 @@ type entry struct {
 	changed chan struct{}
 }
 
-var _ jobstore.Store = (*Store)(nil)
+var (
+	_ jobstore.Store       = (*Store)(nil)
+	_ jobstore.StatePruner = (*Store)(nil)
+)
 
 // New returns an empty Store configured by opts, which may be nil.
 func New(opts *Options) *Store {
@@ -546,8 +549,18 @@ func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
 // Prune deletes the terminal jobs that finished more than olderThan ago and
 // returns how many it deleted. Their idempotency keys become free again.
 func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error) {
+	return s.PruneStates(ctx, olderThan, nil)
+}
+
+// PruneStates is Prune limited to jobs in states; it implements
+// jobstore.StatePruner.
+func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states []jobstore.State) (int, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("memstore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
+	}
+	inStates, err := jobstore.PruneFilter(states)
+	if err != nil {
+		return 0, fmt.Errorf("memstore: prune: %w", err)
 	}
 	if err := s.lock(ctx, "prune"); err != nil {
 		return 0, err
@@ -557,7 +570,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error)
 	n := 0
 	s.ids = slices.DeleteFunc(s.ids, func(id string) bool {
 		e := s.jobs[id]
-		if !e.job.Prunable(cutoff) {
+		if !e.job.Prunable(cutoff) || !inStates(e.job.State) {
 			return false
 		}
 		delete(s.jobs, id)
@@ -578,13 +591,14 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 		return jobstore.Stats{}, err
 	}
 	defer s.mu.Unlock()
-	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int)}
 	for _, state := range jobstore.States() {
 		st.Counts[state] = 0
 	}
 	now := time.Now()
 	for _, e := range s.jobs {
 		st.Counts[e.job.State]++
+		st.AddKind(e.job.Kind, e.job.State, 1)
 		if e.job.Due(now) && (st.OldestQueuedAt.IsZero() || e.job.RunAt.Before(st.OldestQueuedAt)) {
 			st.OldestQueuedAt = e.job.RunAt
 		}

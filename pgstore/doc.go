@@ -69,8 +69,8 @@
 //   - A job may run more than once: if its worker dies mid-attempt, or
 //     loses its lease session (a restart of the server, a network cut),
 //     the job runs again elsewhere. Handlers must be idempotent.
-//   - Stats counts rows by reading the state index whole: its cost grows
-//     with the number of jobs kept. Prune steadily.
+//   - Stats counts rows by kind and state, reading the table whole: its
+//     cost grows with the number of jobs kept. Prune steadily.
 //   - Many jobs scheduled far in the future slow a Claim that finds
 //     nothing due, which steps over them in the claim index.
 package pgstore

@@ -111,13 +111,13 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 }
 
 // Stats counts the jobs in each state and reports the RunAt of the
-// longest-waiting due queued job. The counts read the state index whole:
+// longest-waiting due queued job. The counts read the table whole:
 // their cost grows with the number of jobs kept, so prune.
 func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	if err := s.check(ctx, "stats"); err != nil {
 		return jobstore.Stats{}, err
 	}
-	st := jobstore.Stats{Counts: make(map[jobstore.State]int)}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int)}
 	for _, state := range jobstore.States() {
 		st.Counts[state] = 0
 	}
@@ -127,12 +127,13 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var state string
+		var kind, state string
 		var n int
-		if err := rows.Scan(&state, &n); err != nil {
+		if err := rows.Scan(&kind, &state, &n); err != nil {
 			return jobstore.Stats{}, s.fail(ctx, "stats", err)
 		}
-		st.Counts[jobstore.State(state)] = n
+		st.Counts[jobstore.State(state)] += n
+		st.AddKind(kind, jobstore.State(state), n)
 	}
 	if err := rows.Err(); err != nil {
 		return jobstore.Stats{}, s.fail(ctx, "stats", err)
@@ -153,8 +154,24 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 // become free again. If ctx ends or an error stops it, the jobs deleted so
 // far stay deleted, and their number is returned with the error.
 func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error) {
+	return s.PruneStates(ctx, olderThan, nil)
+}
+
+// PruneStates is Prune limited to jobs in states; it implements
+// jobstore.StatePruner.
+func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states []jobstore.State) (int, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("pgstore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
+	}
+	if _, err := jobstore.PruneFilter(states); err != nil {
+		return 0, fmt.Errorf("pgstore: prune: %w", err)
+	}
+	names := []string{string(jobstore.StateSucceeded), string(jobstore.StateFailed), string(jobstore.StateCanceled)}
+	if len(states) > 0 {
+		names = names[:0]
+		for _, st := range states {
+			names = append(names, string(st))
+		}
 	}
 	if err := s.check(ctx, "prune"); err != nil {
 		return 0, err
@@ -162,7 +179,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error)
 	cutoff := usec(time.Now().Add(-olderThan))
 	total := 0
 	for {
-		tag, err := s.pool.Exec(ctx, s.q.prune, cutoff, pruneBatch)
+		tag, err := s.pool.Exec(ctx, s.q.prune, cutoff, pruneBatch, names)
 		if err != nil {
 			return total, s.fail(ctx, "prune", err)
 		}

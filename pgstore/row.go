@@ -255,9 +255,9 @@ func newQueries(schema string) queries {
 	q.watch = `SELECT state, worker, attempt, cancel_requested FROM ` + t + ` WHERE id = $1`
 	q.prune = `DELETE FROM ` + t + ` WHERE id IN (
 		SELECT id FROM ` + t + `
-		WHERE finished_at < $1 AND state IN ('succeeded', 'failed', 'canceled')
+		WHERE finished_at < $1 AND state = ANY($3::text[])
 		LIMIT $2)`
-	q.counts = `SELECT state, count(*) FROM ` + t + ` GROUP BY state`
+	q.counts = `SELECT kind, state, count(*) FROM ` + t + ` GROUP BY kind, state`
 	q.oldest = `SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued' AND run_at <= $1`
 
 	ss := s + ".sessions"

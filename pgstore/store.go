@@ -76,8 +76,9 @@ type idWatch struct {
 }
 
 var (
-	_ jobstore.Store  = (*Store)(nil)
-	_ jobstore.Pinger = (*Store)(nil)
+	_ jobstore.Store       = (*Store)(nil)
+	_ jobstore.Pinger      = (*Store)(nil)
+	_ jobstore.StatePruner = (*Store)(nil)
 )
 
 // Open opens the store in the schema opts.Schema (default "jobdir") of the

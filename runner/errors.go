@@ -7,20 +7,22 @@ import (
 )
 
 // Causes of a handler's ctx ending, as context.Cause reports them. Test for
-// them with errors.Is: the cause may wrap one of them with details.
+// them with errors.Is: the cause may wrap one of them with details. Their
+// text is in plain words, without the package's name: a handler that
+// returns one becomes the job's LastError, which people read.
 var (
 	// ErrCanceled is the cause when Cancel was requested for the running
 	// job.
-	ErrCanceled = errors.New("runner: job canceled")
+	ErrCanceled = errors.New("job canceled")
 	// ErrLeaseLost is the cause when the store reports that this worker no
 	// longer holds the job, for example because it was presumed dead and
 	// the job was recovered. The handler's outcome will not be recorded.
-	ErrLeaseLost = errors.New("runner: lease lost")
+	ErrLeaseLost = errors.New("lease lost")
 	// ErrTimeout is the cause when the attempt ran longer than its timeout.
-	ErrTimeout = errors.New("runner: attempt timed out")
+	ErrTimeout = errors.New("attempt timed out")
 	// ErrShutdown is the cause when the runner shut down and the handler
 	// did not return within Options.ShutdownGrace, or the store was closed.
-	ErrShutdown = errors.New("runner: worker shutting down")
+	ErrShutdown = errors.New("worker shutting down")
 )
 
 // ErrNoHandlers is returned by Run when no handler was registered: claiming

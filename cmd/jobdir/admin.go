@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,9 +24,9 @@ func (a *app) statsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "Count jobs by state",
-		Long: `Say which store this is, count the jobs in each state, and say how long the
-oldest due job has been waiting in the queue (a growing age means the
-workers do not keep up).`,
+		Long: `Say which store this is, count the jobs in each state, say how long the
+oldest due job has been waiting in the queue (a growing wait means the
+workers do not keep up), and count the jobs of each kind by state.`,
 		Example: `  jobdir stats
   jobdir stats --json | jq .counts.queued`,
 		Args: cobra.NoArgs,
@@ -45,17 +48,7 @@ workers do not keep up).`,
 					}
 					return writeJSON(a.stdout, out)
 				}
-				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintf(tw, "store\t%s\n", st.name)
-				for _, state := range jobstore.States() {
-					fmt.Fprintf(tw, "%s\t%d\n", state, s.Counts[state])
-				}
-				oldest := "none due"
-				if !s.OldestQueuedAt.IsZero() {
-					oldest = "waiting since " + stamp(s.OldestQueuedAt, now)
-				}
-				fmt.Fprintf(tw, "oldest queued\t%s\n", oldest)
-				return tw.Flush()
+				return printStats(a.stdout, st.name, s, now)
 			})
 		},
 	}
@@ -63,27 +56,94 @@ workers do not keep up).`,
 	return cmd
 }
 
+// printStats writes the stats of the store in dir for people.
+func printStats(w io.Writer, dir string, s jobstore.Stats, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "store\t%s\n", dir)
+	for _, state := range jobstore.States() {
+		fmt.Fprintf(tw, "%s\t%d\n", state, s.Counts[state])
+	}
+	var oldest string
+	switch queued := s.Counts[jobstore.StateQueued]; {
+	case !s.OldestQueuedAt.IsZero():
+		oldest = "waiting " + roundDuration(now.Sub(s.OldestQueuedAt)).Truncate(time.Second).String() +
+			" (due since " + s.OldestQueuedAt.Local().Format("2006-01-02 15:04:05") + ")"
+	case queued > 0:
+		oldest = "none: the " + plural(int64(queued), "queued job") + " wait for their time or a retry"
+	default:
+		oldest = "none: no job is queued"
+	}
+	fmt.Fprintf(tw, "oldest due job\t%s\n", oldest)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(s.Kinds) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "KIND")
+	for _, state := range jobstore.States() {
+		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(state)))
+	}
+	fmt.Fprintln(tw)
+	for _, kind := range slices.Sorted(maps.Keys(s.Kinds)) {
+		fmt.Fprint(tw, kind)
+		for _, state := range jobstore.States() {
+			fmt.Fprintf(tw, "\t%d", s.Kinds[kind][state])
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
 func (a *app) pruneCommand() *cobra.Command {
-	var olderThan time.Duration
+	var (
+		olderThan time.Duration
+		states    []string
+	)
 	cmd := &cobra.Command{
-		Use:   "prune --older-than DURATION",
+		Use:   "prune --older-than DURATION [--state STATE]",
 		Short: "Delete finished jobs older than a given age",
 		Long: `Delete the jobs that finished (succeeded, failed or canceled) more than
 --older-than ago, with their logs. Their idempotency keys become free again.
-Queued and running jobs are never pruned.`,
-		Example: `  jobdir prune --older-than 168h   # a week
-  jobdir prune --older-than 0       # every finished job`,
+Queued and running jobs are never pruned. --state prunes only the finished
+jobs in the given states (repeat it, or separate states with commas).`,
+		Example: `  jobdir prune --older-than 1w     # 7d, 168h
+  jobdir prune --older-than 0       # every finished job
+  jobdir prune --older-than 1d --state succeeded   # keep failures for a look`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("older-than") {
-				return usagef("prune needs --older-than, for example --older-than 168h")
+				return usagef("prune needs --older-than, for example --older-than 7d")
 			}
 			if olderThan < 0 {
 				return usagef("--older-than must not be negative")
 			}
+			var only []jobstore.State
+			for _, s := range states {
+				for _, name := range strings.Split(s, ",") {
+					st, err := jobstore.ParseState(strings.TrimSpace(name))
+					if err != nil {
+						return usagef("--state: %v", err)
+					}
+					if !st.Terminal() {
+						return usagef("--state %s: only succeeded, failed or canceled jobs are pruned", st)
+					}
+					only = append(only, st)
+				}
+			}
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *cliStore) error {
-				n, err := st.Prune(ctx, olderThan)
+				var n int
+				var err error
+				if sp, ok := st.Store.(jobstore.StatePruner); ok {
+					n, err = sp.PruneStates(ctx, olderThan, only)
+				} else if len(only) > 0 {
+					return errors.New("this store cannot prune by state")
+				} else {
+					n, err = st.Prune(ctx, olderThan)
+				}
 				if err != nil {
 					return err
 				}
@@ -93,12 +153,13 @@ Queued and running jobs are never pruned.`,
 					return err
 				}
 				logs, err := pruneLogs(ctx, st)
-				fmt.Fprintf(a.stdout, "pruned %d jobs and %d logs\n", n, logs)
+				fmt.Fprintf(a.stdout, "pruned %s and %s\n", plural(int64(n), "job"), plural(int64(logs), "log"))
 				return err
 			})
 		},
 	}
-	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "prune jobs that finished longer ago than this, e.g. 72h")
+	cmd.Flags().StringSliceVar(&states, "state", nil, "prune only finished jobs in this `STATE` (repeatable, or comma-separated)")
+	durationVar(cmd.Flags(), &olderThan, "older-than", 0, "prune jobs that finished longer ago than this, e.g. 72h, 7d or 2w")
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit statuses. The wait command documents 3, 4 and 5.
@@ -66,6 +67,8 @@ type app struct {
 	started       bool   // a command's RunE was reached: later errors are not usage errors
 	createStore   bool   // the command creates the store if it finds none
 	storeName     string // the open store, for messages
+	logFormat     string // --log-format
+	errLines      *lineWriter
 }
 
 // run executes the jobdir command line args and returns the exit status.
@@ -83,11 +86,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ue *usageError
 	if !a.started || errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "jobdir: %v\n\n", err)
+		// One line for the mistake, one for where to read more: the
+		// whole usage would bury the mistake.
 		if cmd == nil {
 			cmd = root
 		}
-		fmt.Fprint(stderr, cmd.UsageString())
+		// The library's "invalid input: " says nothing a person needs.
+		msg := strings.ReplaceAll(err.Error(), "invalid input: ", "")
+		fmt.Fprintf(stderr, "jobdir: %s\nRun '%s --help' for usage.\n", msg, cmd.CommandPath())
 		return exitUsage
 	}
 	var ee *exitStatusError
@@ -146,27 +152,44 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
   JOBDIR_TOKEN=secret jobdir serve --work 2 --allow-kind exec`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Args:          cobra.NoArgs,
+		Version:       version(),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q", args[0])
+			if sugg := cmd.SuggestionsFor(args[0]); len(sugg) > 0 {
+				msg += "; did you mean " + strings.Join(sugg, " or ") + "?"
+			}
+			return errors.New(msg)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			a.started = true
 			a.createStore = cmd.Annotations[createsStore] != ""
+			if a.logFormat != logText && a.logFormat != logJSON {
+				return usagef("--log-format %q: want text or json", a.logFormat)
+			}
 			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "use the store in `DIR` (default $JOBDIR_DIR, else the nearest .jobdir in this directory or above)")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "say which store is used")
 	a.registerStoreFlag(root)
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", logText,
+		"how work and serve write their lines and warnings on stderr: text, for people, or json, one object a line")
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
 		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
 		"create the store's directories 0770 and files 0660, for users of one group (default 0700 and 0600)")
 	root.PersistentFlags().BoolVar(&a.syncFS, "syncfs", false,
 		"make changes durable with one syncfs(2) shared by concurrent operations: faster with many workers, but it also flushes every other program's writes on the file system; for a store on a volume of its own")
+	root.SuggestionsMinimumDistance = 2
+	root.SetVersionTemplate("jobdir {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &usageError{err}
+		return &usageError{plainFlagError(err)}
 	})
 	root.AddGroup(
 		&cobra.Group{ID: "jobs", Title: "Jobs:"},
@@ -174,7 +197,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		&cobra.Group{ID: "admin", Title: "Store administration:"},
 	)
 	for _, c := range []*cobra.Command{a.submitCommand(), a.getCommand(), a.listCommand(), a.logsCommand(),
-		a.cancelCommand(), a.retryCommand(), a.waitCommand()} {
+		a.cancelCommand(), a.retryCommand(), a.rerunCommand(), a.waitCommand()} {
 		c.GroupID = "jobs"
 		root.AddCommand(c)
 	}
@@ -182,12 +205,30 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand(), a.copyCommand()} {
+	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand(), a.copyCommand(), a.versionCommand()} {
 		c.GroupID = "admin"
 		root.AddCommand(c)
 	}
 	a.addCompletions(root)
 	return root
+}
+
+// plainFlagError rewrites pflag's error for a flag value that does not
+// parse, which quotes Go's strconv, in plain words.
+func plainFlagError(err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err
+	}
+	f := ive.GetFlag()
+	why := ive.Unwrap().Error()
+	switch f.Value.Type() {
+	case "int", "int64":
+		why = "want a whole number"
+	case "bool":
+		why = "want true or false"
+	}
+	return fmt.Errorf("--%s %q: %s", f.Name, ive.GetValue(), why)
 }
 
 // idArg validates the single job ID argument of a command.

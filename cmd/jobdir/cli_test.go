@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,21 @@ func TestHelpReadsWell(t *testing.T) {
 	require.Contains(t, r.stdout, "Usage:\n  jobdir wait ID | --key KEY [flags]")
 }
 
+func TestVersion(t *testing.T) {
+	r := jdOK(t, "", "version")
+	require.Regexp(t, `^jobdir \S+.* go1\.\d+`, r.stdout)
+	require.Equal(t, r.stdout, jdOK(t, "", "--version").stdout)
+
+	info := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "5858f55a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e"},
+		{Key: "vcs.time", Value: "2026-11-30T10:00:00Z"},
+		{Key: "vcs.modified", Value: "true"},
+	}}
+	require.Equal(t, "devel 5858f55a0b1c (modified) 2026-11-30T10:00:00Z go1.26.0", versionOf(info))
+	info.Main.Version = "v1.2.3"
+	require.Equal(t, "v1.2.3 go1.26.0", versionOf(info))
+}
+
 func TestCompletion(t *testing.T) {
 	r := jdOK(t, "", "completion", "bash")
 	require.Contains(t, r.stdout, "bash completion")
@@ -60,8 +76,9 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"list", "--bogus"}, "unknown flag: --bogus"},
-		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
-		{"bad flag value", []string{"list", "--limit", "many"}, "invalid argument"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"` + "\n"},
+		{"typo", []string{"sumbit", "true"}, `unknown command "sumbit"; did you mean submit?`},
+		{"bad flag value", []string{"list", "--limit", "many"}, `--limit "many": want a whole number`},
 		{"submit without program", []string{"submit"}, "submit needs a PROGRAM"},
 		{"delay and at", []string{"submit", "--delay", "1m", "--at", "2030-01-01T00:00:00Z", "true"}, "--delay and --at"},
 		{"bad at", []string{"submit", "--at", "tomorrow", "true"}, "--at \"tomorrow\""},
@@ -80,7 +97,11 @@ func TestUsageErrors(t *testing.T) {
 			r := jd(t, dir, tt.args...)
 			require.Equal(t, exitUsage, r.code, "%s", r)
 			require.Contains(t, r.stderr, tt.want)
-			require.Contains(t, r.stderr, "Usage:")
+			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			require.Len(t, lines, 2, "the mistake, and where to read more")
+			require.Regexp(t, `^Run 'jobdir( [a-z]+)? --help' for usage\.$`, lines[1])
+			require.NotContains(t, r.stderr, "strconv")
+			require.NotContains(t, r.stderr, "invalid input")
 			require.Empty(t, r.stdout)
 		})
 	}
@@ -175,7 +196,7 @@ func TestListTableAndJSON(t *testing.T) {
 	r = jdOK(t, dir, "list")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 4)
-	require.Regexp(t, `^ID\s+STATE\s+KIND\s+ATTEMPT\s+CREATED\s+COMMAND$`, lines[0])
+	require.Regexp(t, `^ID\s+STATE\s+KIND\s+PRI\s+KEY\s+ATTEMPT\s+CREATED\s+COMMAND$`, lines[0])
 	require.Contains(t, lines[1], ids[2], "newest first")
 	require.Contains(t, lines[1], "echo job c")
 	require.Contains(t, lines[3], "canceled")
@@ -207,7 +228,7 @@ func TestWorkRunsJobsAndWaitReportsHow(t *testing.T) {
 	r := jdOK(t, dir, "work", "--exit-when-idle", "--concurrency", "2")
 	require.Contains(t, r.stderr, ok+"  started attempt 1 of 3")
 	require.Contains(t, r.stderr, ok+"  succeeded after")
-	require.Contains(t, r.stderr, bad+"  failed: exit status 9")
+	require.Regexp(t, regexp.QuoteMeta(bad)+`  failed after \S+: exit status 9`, r.stderr)
 	require.Contains(t, r.stderr, "worker stopped")
 
 	r = jdOK(t, dir, "wait", ok)
@@ -233,7 +254,7 @@ func TestWorkRunsJobsAndWaitReportsHow(t *testing.T) {
 	require.Equal(t, bad+" queued (attempt 2 of 2 next)\n", r.stdout)
 	r = jd(t, dir, "retry", ok)
 	require.Equal(t, exitError, r.code)
-	require.Contains(t, r.stderr, "job "+ok+" is succeeded: it cannot become queued")
+	require.Contains(t, r.stderr, "job "+ok+" already succeeded: only a failed or canceled job can be retried")
 }
 
 func TestWaitCanceledAndTimeout(t *testing.T) {
@@ -267,7 +288,7 @@ func TestCancelFinishedJob(t *testing.T) {
 	jdOK(t, dir, "work", "--exit-when-idle", "-q")
 	r := jd(t, dir, "cancel", id)
 	require.Equal(t, exitError, r.code)
-	require.Contains(t, r.stderr, "job "+id+" is succeeded: it cannot become canceled")
+	require.Contains(t, r.stderr, "job "+id+" already succeeded: only a queued or running job can be canceled\n")
 }
 
 func TestLogsFollow(t *testing.T) {
@@ -307,7 +328,7 @@ func TestLogsFollowExitsWithTheJobsResult(t *testing.T) {
 	r := jd(t, dir, "logs", "--follow", "--raw", failing)
 	require.Equal(t, exitFailed, r.code, "%s", r)
 	require.Equal(t, "doomed\n", r.stdout)
-	require.Contains(t, r.stderr, "failed after 1 attempts: exit status 4")
+	require.Contains(t, r.stderr, "failed after 1 attempt: exit status 4")
 
 	canceled := submit(t, dir, "--delay", "1h", "--", "true")
 	jdOK(t, dir, "cancel", canceled)
@@ -343,9 +364,9 @@ func TestLogsRefusesPlantedLink(t *testing.T) {
 func TestWorkSaysHowJobsAreContained(t *testing.T) {
 	dir := newStoreDir(t)
 	r := jdOK(t, dir, "work", "--exit-when-idle", "--containment", "supervisor")
-	require.Contains(t, r.stderr, "jobdir: containment: each job runs under a supervisor (no cgroup: containment set to supervisor)")
+	require.Regexp(t, `(?m)^\d\d:\d\d:\d\d  containment: each job runs under a supervisor \(no cgroup: containment set to supervisor\)`, r.stderr)
 	r = jdOK(t, dir, "work", "--exit-when-idle")
-	require.Regexp(t, `jobdir: containment: each job runs (in a cgroup v2 of its own under /|under a supervisor \(no cgroup: )`, r.stderr)
+	require.Regexp(t, `  containment: each job runs (in a cgroup v2 of its own under /|under a supervisor \(no cgroup: )`, r.stderr)
 	r = jd(t, dir, "work", "--exit-when-idle", "--containment", "jail")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, `unknown containment "jail": want auto, cgroup or supervisor`)
@@ -374,15 +395,22 @@ func TestStats(t *testing.T) {
 	require.Regexp(t, `(?m)^store\s+`+regexp.QuoteMeta(dir)+`$`, r.stdout)
 	require.Regexp(t, `(?m)^queued\s+2$`, r.stdout)
 	require.Regexp(t, `(?m)^running\s+0$`, r.stdout)
-	require.Regexp(t, `(?m)^oldest queued\s+waiting since .* ago\)$`, r.stdout)
+	require.Regexp(t, `(?m)^oldest due job\s+waiting \d+s \(due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)$`, r.stdout)
+	require.Regexp(t, `(?m)^KIND\s+QUEUED\s+RUNNING\s+SUCCEEDED\s+FAILED\s+CANCELED\nexec\s+2\s+0\s+0\s+0\s+0$`, r.stdout)
+
+	later := newStoreDir(t)
+	submit(t, later, "--delay", "1h", "--", "true")
+	require.Regexp(t, `(?m)^oldest due job\s+none: the 1 queued job wait`, jdOK(t, later, "stats").stdout)
 
 	var s struct {
-		Counts                 map[string]int `json:"counts"`
-		OldestQueuedAt         time.Time      `json:"oldest_queued_at"`
-		OldestQueuedAgeSeconds float64        `json:"oldest_queued_age_seconds"`
+		Counts                 map[string]int            `json:"counts"`
+		Kinds                  map[string]map[string]int `json:"kinds"`
+		OldestQueuedAt         time.Time                 `json:"oldest_queued_at"`
+		OldestQueuedAgeSeconds float64                   `json:"oldest_queued_age_seconds"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "stats", "--json").stdout), &s))
 	require.Equal(t, map[string]int{"queued": 2, "running": 0, "succeeded": 0, "failed": 0, "canceled": 0}, s.Counts)
+	require.Equal(t, map[string]map[string]int{"exec": {"queued": 2}}, s.Kinds)
 	require.False(t, s.OldestQueuedAt.IsZero())
 	require.Greater(t, s.OldestQueuedAgeSeconds, 0.0)
 }
@@ -397,7 +425,7 @@ func TestPruneRemovesJobsAndLogs(t *testing.T) {
 	r := jdOK(t, dir, "prune", "--older-than", "1h")
 	require.Equal(t, "pruned 0 jobs and 0 logs\n", r.stdout)
 	r = jdOK(t, dir, "prune", "--older-than", "0s")
-	require.Equal(t, "pruned 1 jobs and 1 logs\n", r.stdout)
+	require.Equal(t, "pruned 1 job and 1 log\n", r.stdout)
 	require.NoFileExists(t, filepath.Join(dir, "logs", done+".log"))
 	require.Equal(t, exitError, jd(t, dir, "get", done).code)
 	getJob(t, dir, waiting)

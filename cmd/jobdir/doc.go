@@ -27,16 +27,20 @@
 //	get       show one job
 //	list      list jobs
 //	logs      print a job's output
-//	cancel    cancel a job
-//	retry     queue a failed or canceled job again
+//	cancel    cancel a job, or every job a filter selects
+//	retry     queue a failed or canceled job again, or every one a filter selects
+//	rerun     submit a new job that copies another one
 //	wait      wait until a job has finished
 //	stats     count jobs by state
-//	prune     delete old finished jobs
+//	prune     delete old finished jobs (--state: only in those states)
 //	fsck      check the store, and repair it with --repair
 //	copy      copy every job from one store to another (a directory, PostgreSQL)
 //	serve     serve the HTTP API
+//	version   print jobdir's version (also jobdir --version)
 //
-// Exit status: 0 on success, 1 on an error, 2 on a usage error. "jobdir
+// Exit status: 0 on success, 1 on an error, 2 on a usage error (said in
+// one line, with "did you mean" for a mistyped command, and a pointer to
+// --help). "jobdir
 // wait" exits 3 when the job failed, 4 when it was canceled and 5 when its
 // --timeout passed first. "jobdir help COMMAND" documents each command.
 package main

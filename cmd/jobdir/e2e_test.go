@@ -315,7 +315,7 @@ func e2eKilledWorkersJobRunsElsewhere(t *testing.T, dir string) {
 		pids = append(pids, pid)
 	}
 	require.Len(t, pids, 6)
-	require.Contains(t, first.errb.String(), "jobdir: containment: each job runs")
+	require.Contains(t, first.errb.String(), "  containment: each job runs")
 
 	second := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1", "-q"))
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
@@ -518,7 +518,8 @@ func TestE2EWorkerStopsGracefully(t *testing.T) {
 	worker.stop(t)
 	require.False(t, running(pid), "the worker left its program running")
 	require.Contains(t, worker.errb.String(), "stopping: waiting up to 3s")
-	require.Contains(t, worker.errb.String(), long+"  interrupted by the shutdown: queued again, the attempt not counted")
+	require.Contains(t, worker.errb.String(), long+"  interrupted by the shutdown after ")
+	require.Contains(t, worker.errb.String(), ": queued again, the attempt not counted")
 	require.Equal(t, jobstore.StateSucceeded, getJob(t, dir, short).State)
 	j := getJob(t, dir, long)
 	require.Equal(t, jobstore.StateQueued, j.State)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -90,14 +92,17 @@ func (a *app) resolveID(ctx context.Context, st jobstore.Store, arg string) (str
 		return matches[0].ID, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s starts the IDs of several jobs; give more of the one you mean:", id)
+	fmt.Fprintf(&b, "%s starts the IDs of several jobs; give more of the one you mean:\n", id)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	now := time.Now()
 	for _, j := range matches {
-		fmt.Fprintf(&b, "\n  %s  %s  %s", j.ID, stateText(j), oneLine(describeWork(j), 50))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", j.ID, stateAt(j, now), oneLine(describeWork(j), 50))
 	}
+	_ = tw.Flush()
 	if page.Next != "" && len(matches) == len(page.Jobs) {
-		b.WriteString("\n  …")
+		b.WriteString("  …\n")
 	}
-	return "", &plainError{err: errAmbiguous, msg: b.String()}
+	return "", &plainError{err: errAmbiguous, msg: strings.TrimSuffix(b.String(), "\n")}
 }
 
 // isIDPrefix reports whether s could begin a job ID.

@@ -34,7 +34,7 @@ func TestJobIDsForPeople(t *testing.T) {
 	require.Equal(t, exitError, r.code, "%s", r)
 	require.Contains(t, r.stderr, "jobdir: "+first[:4]+" starts the IDs of several jobs; give more of the one you mean:\n")
 	for _, id := range []string{first, second, third} {
-		require.Contains(t, r.stderr, "\n  "+id+"  queued  ")
+		require.Regexp(t, "\n  "+id+`  +queued  +\S`, r.stderr)
 	}
 	require.Contains(t, r.stderr, "echo two")
 	require.NotContains(t, r.stderr, "Usage:")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,18 +68,30 @@ func (a *app) listCommand() *cobra.Command {
 		limit  int
 		oldest bool
 		asJSON bool
+		output string
+		format string
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs, newest first",
-		Long: `List jobs, newest first (--oldest-first to reverse), as a table, or as a JSON
-array of jobs with --json.
+		Long: `List jobs, newest first (--oldest-first to reverse), as a table, as a JSON
+array of jobs with --json, or as --format, a Go template applied to each job
+(its fields are those of jobdir get --json, named as in Go: .ID, .State,
+.Kind, .Key, .Priority, .Attempt, .MaxAttempts, .RunAt, .LastError, ...).
+
+The table gives each job's ID, state, kind, priority, key, attempts, age and
+command; -o wide adds the worker, how long the latest attempt ran, and the
+start of the last error. A queued job that is not due yet shows as
+"scheduled (in 5m)", or "retrying (in 30s, attempt 2/3)" when it waits to be
+tried again.
 
 --state keeps jobs in the given states: repeat it or separate states with
 commas. The states are queued, running, succeeded, failed and canceled.
---limit 0 lists every job.`,
+At most --limit jobs are listed (100 by default); when more match, a line on
+stderr says how many more. --limit 0 lists every job.`,
 		Example: `  jobdir list
-  jobdir list --state queued,running
+  jobdir list --state queued,running -o wide
+  jobdir list --format '{{.ID}} {{.State}} {{.Attempt}}'
   jobdir list --state failed --json | jq -r '.[].id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -102,17 +116,44 @@ commas. The states are queued, running, succeeded, failed and canceled.
 			if limit < 0 {
 				return usagef("--limit must not be negative")
 			}
+			if output != "" && output != "wide" {
+				return usagef("-o %q: the only output is wide (or --json, --format)", output)
+			}
+			var tmpl *template.Template
+			if format != "" {
+				var err error
+				if tmpl, err = template.New("format").Parse(format); err != nil {
+					return usagef("--format: %v", strings.TrimPrefix(err.Error(), "template: format:"))
+				}
+			}
+			if asJSON && format != "" {
+				return usagef("--json and --format cannot be used together")
+			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
-				jobs, err := listJobs(cmd.Context(), st, opts, limit, func(err error) {
-					fmt.Fprintf(a.stderr, "jobdir: skipped: %v\n", err)
+				jobs, more, err := listJobs(cmd.Context(), st, opts, limit, func(err error) {
+					fmt.Fprintf(a.stderr, "jobdir: skipped: %s\n", plainMessage(err.Error()))
 				})
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return writeJSON(a.stdout, jobs)
+				switch {
+				case asJSON:
+					err = writeJSON(a.stdout, jobs)
+				case tmpl != nil:
+					for _, j := range jobs {
+						if err = tmpl.Execute(a.stdout, j); err != nil {
+							return fmt.Errorf("--format: %s", strings.TrimPrefix(err.Error(), "template: format:"))
+						}
+						fmt.Fprintln(a.stdout)
+					}
+				default:
+					err = printTable(a.stdout, jobs, time.Now(), output == "wide")
 				}
-				return printTable(a.stdout, jobs, time.Now())
+				if err != nil || !more {
+					return err
+				}
+				fmt.Fprintln(a.stderr, moreLine(cmd.Context(), st, opts, len(jobs)))
+				return nil
 			})
 		},
 	}
@@ -122,12 +163,39 @@ commas. The states are queued, running, succeeded, failed and canceled.
 	f.IntVar(&limit, "limit", jobstore.DefaultListLimit, "at most `N` jobs (0: all)")
 	f.BoolVar(&oldest, "oldest-first", false, "list the oldest jobs first")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array of jobs")
+	f.StringVarP(&output, "output", "o", "", "wide: add the worker, duration and last error columns")
+	f.StringVar(&format, "format", "", "print each job with this Go `TEMPLATE`, e.g. '{{.ID}} {{.State}}'")
 	return cmd
 }
 
+// moreLine says how many jobs matching opts were left out of a list of
+// shown, from the store's counts (by state, and by kind with --kind).
+func moreLine(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions, shown int) string {
+	const more = "; use --limit 0 to list them all, or --limit N"
+	s, err := st.Stats(ctx)
+	if err != nil {
+		return "more jobs" + more
+	}
+	counts := s.Counts
+	if opts.Kind != "" {
+		counts = s.Kinds[opts.Kind]
+	}
+	total := 0
+	for state, n := range counts {
+		if len(opts.States) == 0 || slices.Contains(opts.States, state) {
+			total += n
+		}
+	}
+	if total <= shown {
+		return "more jobs" + more // counted while others submitted or pruned
+	}
+	return fmt.Sprintf("%d more%s", total-shown, more)
+}
+
 // listJobs pages through st until it has limit jobs (all if limit is 0),
-// reporting records the store skipped to skipped. It never returns nil.
-func listJobs(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions, limit int, skipped func(error)) ([]jobstore.Job, error) {
+// reporting records the store skipped to skipped, and says whether more
+// jobs match. It never returns nil jobs.
+func listJobs(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions, limit int, skipped func(error)) ([]jobstore.Job, bool, error) {
 	jobs := []jobstore.Job{}
 	for {
 		opts.Limit = jobstore.MaxListLimit
@@ -136,34 +204,61 @@ func listJobs(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions,
 		}
 		page, err := st.List(ctx, opts)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, e := range page.Errors {
 			skipped(e)
 		}
 		jobs = append(jobs, page.Jobs...)
-		if page.Next == "" || (limit > 0 && len(jobs) >= limit) {
-			return jobs, nil
+		if page.Next == "" {
+			return jobs, false, nil
+		}
+		if limit > 0 && len(jobs) >= limit {
+			// A page that ends exactly at the last job still has a Next
+			// in some stores: look.
+			opts.Cursor, opts.Limit = page.Next, 1
+			next, err := st.List(ctx, opts)
+			if err != nil {
+				return nil, false, err
+			}
+			return jobs, len(next.Jobs) > 0, nil
 		}
 		opts.Cursor = page.Next
 	}
 }
 
 func (a *app) cancelCommand() *cobra.Command {
-	var ja jobArg
+	var (
+		ja jobArg
+		bf bulkFilter
+	)
 	cmd := &cobra.Command{
-		Use:   "cancel ID | --key KEY",
+		Use:   "cancel ID | --key KEY | --state STATE --kind KIND",
 		Short: "Cancel a job",
 		Long: `Cancel a job. A queued job is canceled at once and never runs. A running job
 is marked for cancellation; its worker, in whatever process, sends SIGTERM to
 every process of the job (those that left its process group too), then SIGKILL
 after a grace period, and the job ends canceled. Canceling a canceled job does nothing; a job that already
-succeeded or failed cannot be canceled.`,
+succeeded or failed cannot be canceled.
+
+With --state or --kind instead of an ID, cancel every queued or running job
+in those states and of that kind: jobdir says how many, asks before it goes
+on (--yes does not ask), then says how many it canceled.`,
 		Example: `  jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB && jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
-  jobdir cancel --key deploy-42`,
-		Args: ja.args,
+  jobdir cancel --key deploy-42
+  jobdir cancel --state queued --kind exec --yes`,
+		Args: bulkArgs(&bf, &ja),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if bf.set() {
+				opts, err := bf.options([]jobstore.State{jobstore.StateQueued, jobstore.StateRunning})
+				if err != nil {
+					return err
+				}
+				return a.withStore(cmd.Context(), func(st *cliStore) error {
+					return a.bulk(cmd.Context(), st, &bf, opts, "cancel", "canceled", st.Cancel)
+				})
+			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				id, err := ja.resolve(cmd.Context(), a, st, args)
 				if err != nil {
@@ -183,19 +278,38 @@ succeeded or failed cannot be canceled.`,
 		},
 	}
 	ja.register(cmd)
+	bf.register(cmd, "cancel")
 	return cmd
 }
 
 func (a *app) retryCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "retry ID",
+	var (
+		ja jobArg
+		bf bulkFilter
+	)
+	cmd := &cobra.Command{
+		Use:   "retry ID | --state STATE --kind KIND",
 		Short: "Queue a failed or canceled job again",
 		Long: `Queue a failed or canceled job again, due now. If its attempts are used up,
-it gets one more.`,
+it gets one more. To run a job that succeeded again, see jobdir rerun.
+
+With --state or --kind instead of an ID, retry every failed or canceled job
+in those states and of that kind: jobdir says how many, asks before it goes
+on (--yes does not ask), then says how many it queued again.`,
 		Example: `  jobdir retry 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
-  jobdir list --state failed --json | jq -r '.[].id' | xargs -n1 jobdir retry`,
-		Args: idArg,
+  jobdir retry --state failed --kind exec
+  jobdir retry --state failed,canceled --yes`,
+		Args: bulkArgs(&bf, &ja),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if bf.set() {
+				opts, err := bf.options([]jobstore.State{jobstore.StateFailed, jobstore.StateCanceled})
+				if err != nil {
+					return err
+				}
+				return a.withStore(cmd.Context(), func(st *cliStore) error {
+					return a.bulk(cmd.Context(), st, &bf, opts, "retry", "queued again", st.Retry)
+				})
+			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				id, err := a.resolveID(cmd.Context(), st, args[0])
 				if err != nil {
@@ -210,6 +324,8 @@ it gets one more.`,
 			})
 		},
 	}
+	bf.register(cmd, "retry")
+	return cmd
 }
 
 func (a *app) waitCommand() *cobra.Command {
@@ -271,7 +387,7 @@ func (a *app) waitCommand() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long, with exit status 5 (default: wait forever)")
+	durationVar(cmd.Flags(), &timeout, "timeout", 0, "give up after this long, with exit status 5 (default: wait forever)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the finished job as JSON")
 	ja.register(cmd)
 	return cmd

@@ -77,7 +77,7 @@ job has finished, through its retries, and then exits as "jobdir wait" does:
 func jobResult(j jobstore.Job) error {
 	switch j.State {
 	case jobstore.StateFailed:
-		return &exitStatusError{code: exitFailed, err: fmt.Errorf("job %s failed after %d attempts: %s", j.ID, j.Attempt, j.LastError)}
+		return &exitStatusError{code: exitFailed, err: fmt.Errorf("job %s failed after %s: %s", j.ID, plural(int64(j.Attempt), "attempt"), plainMessage(j.LastError))}
 	case jobstore.StateCanceled:
 		return &exitStatusError{code: exitCanceled, silent: true}
 	}

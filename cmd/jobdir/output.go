@@ -91,6 +91,49 @@ func stateText(j jobstore.Job) string {
 	return string(j.State)
 }
 
+// stateAt is the job's state as a person needs it at now: a queued job
+// that is not due yet is "scheduled (in 5m)", or "retrying (in 30s,
+// attempt 2/3)" when it waits for a retry.
+func stateAt(j jobstore.Job, now time.Time) string {
+	if j.State != jobstore.StateQueued || !j.RunAt.After(now) {
+		return stateText(j)
+	}
+	in := "in " + roundDuration(j.RunAt.Sub(now)).Truncate(time.Second).String()
+	if j.RunAt.Sub(now) < time.Second {
+		in = "in <1s"
+	}
+	if j.Attempt > 0 {
+		return fmt.Sprintf("retrying (%s, attempt %d/%d)", in, j.Attempt+1, j.MaxAttempts)
+	}
+	return "scheduled (" + in + ")"
+}
+
+// runTime is how long the job's latest attempt ran (or runs, at now), or
+// "-".
+func runTime(j jobstore.Job, now time.Time) string {
+	switch {
+	case j.StartedAt.IsZero():
+		return "-"
+	case j.State == jobstore.StateRunning:
+		return roundDuration(now.Sub(j.StartedAt)).String()
+	case !j.FinishedAt.IsZero() && !j.FinishedAt.Before(j.StartedAt):
+		return roundDuration(j.FinishedAt.Sub(j.StartedAt)).String()
+	}
+	if n := len(j.History); n > 0 {
+		a := j.History[n-1]
+		return roundDuration(a.FinishedAt.Sub(a.StartedAt)).String()
+	}
+	return "-"
+}
+
+// orDash is s, or "-" if it is empty, so that a table's columns line up.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // printJob writes a job for people, one field a line.
 func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -161,13 +204,22 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 	return nil
 }
 
-// printTable writes jobs as a table for people.
-func printTable(w io.Writer, jobs []jobstore.Job, now time.Time) error {
+// printTable writes jobs as a table for people; wide adds the worker, the
+// run time and the start of the last error.
+func printTable(w io.Writer, jobs []jobstore.Job, now time.Time, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tKIND\tATTEMPT\tCREATED\tCOMMAND")
+	head := "ID\tSTATE\tKIND\tPRI\tKEY\tATTEMPT\tCREATED\t"
+	if wide {
+		head += "WORKER\tDURATION\tLAST ERROR\t"
+	}
+	fmt.Fprintln(tw, head+"COMMAND")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, stateText(j), j.Kind, j.Attempt, j.MaxAttempts,
-			agoCoarse(j.CreatedAt, now), oneLine(describeWork(j), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d/%d\t%s\t", j.ID, stateAt(j, now), j.Kind, j.Priority, orDash(oneLine(j.Key, 24)),
+			j.Attempt, j.MaxAttempts, agoCoarse(j.CreatedAt, now))
+		if wide {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t", orDash(j.Worker), runTime(j, now), orDash(oneLine(plainMessage(j.LastError), 40)))
+		}
+		fmt.Fprintln(tw, orDash(oneLine(describeWork(j), 60)))
 	}
 	return tw.Flush()
 }

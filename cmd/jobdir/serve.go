@@ -229,10 +229,11 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		if err != nil {
 			return err
 		}
+		log := a.logger(slog.LevelInfo)
 		if !cfg.wf.quiet {
-			fmt.Fprintf(a.stderr, "jobdir: containment: %s\n", contained)
+			log.Info("containment: " + contained)
 		}
-		r := cfg.wf.newRunner(st, h, cfg.workers, a.stderr, srv.ObserveRunner)
+		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, srv.ObserveRunner)
 		wg.Go(func() {
 			runErr = r.Run(runCtx)
 			if runErr != nil {

@@ -168,20 +168,6 @@ func withHint(err error, hint string) error { return &hintError{err: err, hint: 
 func (e *hintError) Error() string { return e.err.Error() + "\n" + e.hint }
 func (e *hintError) Unwrap() error { return e.err }
 
-// logger returns a logger that writes records of level or above to stderr,
-// without timestamps: a person reads them as the command runs.
-func (a *app) logger(level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{
-		Level: level,
-		ReplaceAttr: func(groups []string, attr slog.Attr) slog.Attr {
-			if len(groups) == 0 && attr.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return attr
-		},
-	}))
-}
-
 // withStore opens the store (see openCLIStore), runs f, and closes the
 // store.
 func (a *app) withStore(ctx context.Context, f func(st *cliStore) error) error {
@@ -205,7 +191,29 @@ func (a *app) explainJob(id string, err error) error {
 	case errors.Is(err, jobstore.ErrNotFound):
 		return fmt.Errorf("no job %s in the store %s (it never existed there, or was pruned)", id, a.storeName)
 	case errors.As(err, &te):
-		return fmt.Errorf("job %s is %s: it cannot become %s", id, te.From, te.To)
+		return &plainError{err: err, msg: transitionText(id, te)}
 	}
 	return err
+}
+
+// transitionText says in plain words why job id cannot make the move te
+// describes.
+func transitionText(id string, te *jobstore.TransitionError) string {
+	is := map[jobstore.State]string{
+		jobstore.StateQueued:    "is queued",
+		jobstore.StateRunning:   "is running",
+		jobstore.StateSucceeded: "already succeeded",
+		jobstore.StateFailed:    "already failed",
+		jobstore.StateCanceled:  "was canceled",
+	}[te.From]
+	if is == "" {
+		is = "is " + string(te.From)
+	}
+	switch te.To {
+	case jobstore.StateCanceled:
+		return fmt.Sprintf("job %s %s: only a queued or running job can be canceled", id, is)
+	case jobstore.StateQueued:
+		return fmt.Sprintf("job %s %s: only a failed or canceled job can be retried (jobdir rerun %s runs a copy of it)", id, is, id)
+	}
+	return fmt.Sprintf("job %s %s: it cannot become %s", id, is, te.To)
 }

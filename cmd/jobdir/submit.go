@@ -46,6 +46,7 @@ says so on stderr, and the exit status is still 0.`,
 		Example: `  jobdir submit -- make test
   jobdir submit --key deploy-42 --max-attempts 1 -- ./deploy.sh v42
   jobdir submit --delay 10m --timeout 1h -- backup --full /srv
+  jobdir submit --at 'tomorrow 03:00' -- ./nightly.sh
   jobdir submit --json -- sh -c 'date; sleep 5'
   id=$(jobdir submit -- ./build.sh) && jobdir wait "$id"`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -61,6 +62,9 @@ says so on stderr, and the exit status is still 0.`,
 			if delay < 0 {
 				return usagef("--delay must not be negative")
 			}
+			if cmd.Flags().Changed("max-attempts") && maxAttempts < 1 {
+				return usagef("--max-attempts %d: a job needs at least 1 attempt", maxAttempts)
+			}
 			wd, err := os.Getwd()
 			if err != nil {
 				return fmt.Errorf("working directory: %w", err)
@@ -74,9 +78,9 @@ says so on stderr, and the exit status is still 0.`,
 				spec.RunAt = time.Now().Add(delay)
 			}
 			if at != "" {
-				t, err := time.Parse(time.RFC3339, at)
+				t, err := parseAt(at, time.Now())
 				if err != nil {
-					return usagef("--at %q: want a time like 2026-11-29T18:30:00Z or 2026-11-29T19:30:00+01:00", at)
+					return usagef("--at %q: %v", at, err)
 				}
 				spec.RunAt = t
 			}
@@ -104,9 +108,9 @@ says so on stderr, and the exit status is still 0.`,
 	f.StringVar(&key, "key", "", "idempotency key: submit only if no job has this `KEY`")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "`N` attempts before the job fails for good (default 3)")
 	f.IntVar(&priority, "priority", 0, "priority `P`: higher runs first, from -1000 to 1000")
-	f.DurationVar(&delay, "delay", 0, "run no sooner than this long from now, e.g. 90s or 2h")
-	f.StringVar(&at, "at", "", "run no sooner than `TIME` (RFC 3339, e.g. 2026-11-29T18:30:00Z)")
-	f.DurationVar(&timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")
+	durationVar(f, &delay, "delay", 0, "run no sooner than this long from now, e.g. 90s, 2h or 1d")
+	f.StringVar(&at, "at", "", "run no sooner than `TIME`: 18:30 (the next one), tomorrow 09:00, 2026-11-29 18:30 (local time) or RFC 3339")
+	durationVar(f, &timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")
 	f.StringArrayVar(&env, "env", nil, "add `KEY=VALUE` to the program's environment (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON instead of its ID")
 	return cmd

@@ -3,9 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"log/slog"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,12 +34,12 @@ type workerFlags struct {
 
 func (wf *workerFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.DurationVar(&wf.shutdownGrace, "shutdown-grace", runner.DefaultShutdownGrace,
+	durationVar(f, &wf.shutdownGrace, "shutdown-grace", runner.DefaultShutdownGrace,
 		"on SIGINT or SIGTERM, how long running jobs may go on before they are stopped")
-	f.DurationVar(&wf.killGrace, "kill-grace", execjob.DefaultKillGrace,
+	durationVar(f, &wf.killGrace, "kill-grace", execjob.DefaultKillGrace,
 		"how long a stopped program has between SIGTERM and SIGKILL")
 	f.Int64Var(&wf.maxLogBytes, "max-log-bytes", execjob.DefaultMaxLogBytes, "bound on each job's log file, in `BYTES`")
-	f.DurationVar(&wf.jobTimeout, "job-timeout", 0, "stop attempts of jobs without a --timeout of their own after this long (default: no limit)")
+	durationVar(f, &wf.jobTimeout, "job-timeout", 0, "stop attempts of jobs without a --timeout of their own after this long (default: no limit)")
 	f.BoolVarP(&wf.quiet, "quiet", "q", false, "do not print a line per job started and finished")
 	f.BoolVar(&wf.cleanEnv, "clean-env", false, "give programs only PATH, HOME, LANG, TZ and USER of this process's environment (and their own env)")
 	f.StringVar(&wf.containment, "containment", "auto",
@@ -68,9 +67,9 @@ func (wf *workerFlags) handler(st *cliStore) (execjob.Handler, string, error) {
 }
 
 // newRunner returns a runner of exec jobs run by h on st with concurrency
-// slots, reporting to w (unless quiet) and to observe (if not nil).
-func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency int, w io.Writer, observe func(runner.Event)) *runner.Runner {
-	var mu sync.Mutex // keeps lines whole
+// slots, reporting to log (unless quiet) and to observe (if not nil).
+// With json, log gets each event as a record; else a line for people.
+func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency int, log *slog.Logger, json bool, observe func(runner.Event)) *runner.Runner {
 	r := runner.New(st.Store, &runner.Options{
 		Concurrency:   concurrency,
 		ShutdownGrace: wf.shutdownGrace,
@@ -79,13 +78,18 @@ func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency in
 			if observe != nil {
 				observe(ev)
 			}
-			if wf.quiet {
-				return
-			}
-			if line := eventLine(ev); line != "" {
-				mu.Lock()
-				fmt.Fprintln(w, line)
-				mu.Unlock()
+			switch {
+			case wf.quiet && ev.Type != runner.EventDropped && ev.Type != runner.EventStoreError:
+			case json:
+				logEvent(log, ev)
+			default:
+				if line := eventLine(ev); line != "" {
+					level := slog.LevelInfo
+					if ev.Type == runner.EventDropped || ev.Type == runner.EventStoreError {
+						level = slog.LevelWarn
+					}
+					log.Log(context.Background(), level, line)
+				}
 			}
 		},
 	})
@@ -93,29 +97,42 @@ func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency in
 	return r
 }
 
-// eventLine is the line a worker prints for ev, or "".
+// eventLine is the line a worker prints for ev, after the time, or "".
 func eventLine(ev runner.Event) string {
 	j := ev.Job
 	switch ev.Type {
 	case runner.EventClaimed:
-		return fmt.Sprintf("%s  %s  started attempt %d of %d: %s", ev.Time.Local().Format(time.TimeOnly), j.ID, j.Attempt, j.MaxAttempts, oneLine(describeWork(j), 80))
+		return fmt.Sprintf("%s  started attempt %d of %d: %s", j.ID, j.Attempt, j.MaxAttempts, oneLine(describeWork(j), 80))
 	case runner.EventFinished:
-		what := string(j.State)
+		took := roundDuration(ev.RunDuration).String()
 		switch {
 		case j.State == jobstore.StateQueued && ev.Outcome.Interrupted:
-			what = "interrupted by the shutdown: queued again, the attempt not counted"
+			return fmt.Sprintf("%s  interrupted by the shutdown after %s: queued again, the attempt not counted", j.ID, took)
 		case j.State == jobstore.StateQueued:
-			what = "failed, retry " + ago(j.RunAt, ev.Time)
+			when := "now"
+			if d := j.RunAt.Sub(ev.Time); d > 0 {
+				when = "in " + roundDuration(d).String()
+			}
+			return fmt.Sprintf("%s  failed after %s: %s; retrying %s (attempt %d of %d)", j.ID, took,
+				oneLine(plainMessage(errText(ev)), 100), when, j.Attempt+1, j.MaxAttempts)
 		case ev.Err != nil:
-			what += ": " + oneLine(ev.Err.Error(), 100)
+			return fmt.Sprintf("%s  %s after %s: %s", j.ID, j.State, took, oneLine(plainMessage(ev.Err.Error()), 100))
 		}
-		return fmt.Sprintf("%s  %s  %s after %s", ev.Time.Local().Format(time.TimeOnly), j.ID, what, roundDuration(ev.RunDuration))
+		return fmt.Sprintf("%s  %s after %s", j.ID, j.State, took)
 	case runner.EventDropped:
-		return fmt.Sprintf("%s  %s  outcome not recorded: %v", ev.Time.Local().Format(time.TimeOnly), j.ID, ev.Err)
+		return fmt.Sprintf("%s  outcome not recorded: %s", j.ID, plainMessage(errText(ev)))
 	case runner.EventStoreError:
-		return fmt.Sprintf("%s  store error (retrying): %v", ev.Time.Local().Format(time.TimeOnly), ev.Err)
+		return fmt.Sprintf("store error (retrying): %s", plainMessage(errText(ev)))
 	}
 	return ""
+}
+
+// errText is the error of ev, or of its job.
+func errText(ev runner.Event) string {
+	if ev.Err != nil {
+		return ev.Err.Error()
+	}
+	return ev.Job.LastError
 }
 
 func (a *app) workCommand() *cobra.Command {
@@ -188,7 +205,8 @@ may write its schema chooses the programs its workers run.`,
 				if err != nil {
 					return err
 				}
-				r := wf.newRunner(st, h, concurrency, a.stderr, func(ev runner.Event) {
+				log := a.logger(slog.LevelInfo)
+				r := wf.newRunner(st, h, concurrency, log, a.logFormat == logJSON, func(ev runner.Event) {
 					switch ev.Type {
 					case runner.EventClaimed:
 						claims.Add(1)
@@ -207,18 +225,18 @@ may write its schema chooses the programs its workers run.`,
 					}()
 				}
 				if !wf.quiet {
-					fmt.Fprintf(a.stderr, "jobdir: worker %s running up to %d jobs from %s\n", r.Worker(), concurrency, st.name)
-					fmt.Fprintf(a.stderr, "jobdir: containment: %s\n", contained)
+					log.Info(fmt.Sprintf("worker %s running up to %s from %s", r.Worker(), plural(int64(concurrency), "job"), st.name))
+					log.Info("containment: " + contained)
 				}
 				go func() {
 					<-runCtx.Done()
-					if ctx.Err() != nil && !wf.quiet && active.Load() > 0 {
-						fmt.Fprintf(a.stderr, "jobdir: stopping: waiting up to %s for %d running jobs\n", wf.shutdownGrace, active.Load())
+					if n := active.Load(); ctx.Err() != nil && !wf.quiet && n > 0 {
+						log.Info(fmt.Sprintf("stopping: waiting up to %s for %s", wf.shutdownGrace, plural(n, "running job")))
 					}
 				}()
 				err = r.Run(runCtx)
 				if err == nil && !wf.quiet {
-					fmt.Fprintln(a.stderr, "jobdir: worker stopped")
+					log.Info("worker stopped")
 				}
 				return err
 			})

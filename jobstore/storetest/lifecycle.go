@@ -18,6 +18,36 @@ import (
 
 var pruneTests = []test{
 	{"OnlyTerminalOlderThanCutoff", testPrune},
+	{"OnlyGivenStates", testPruneStates},
+}
+
+func testPruneStates(t *testing.T, s jobstore.Store) {
+	sp, ok := s.(jobstore.StatePruner)
+	if !ok {
+		t.Skip("the store is not a jobstore.StatePruner")
+	}
+	ctx := t.Context()
+	byState := jobsInEveryState(t, s, func(jobstore.State) string { return "" })
+	_, err := sp.PruneStates(ctx, 0, []jobstore.State{jobstore.StateQueued})
+	require.ErrorIs(t, err, jobstore.ErrInvalidInput, "a queued job is never pruned")
+
+	time.Sleep(20 * time.Millisecond)
+	n, err := sp.PruneStates(ctx, 10*time.Millisecond, []jobstore.State{jobstore.StateFailed, jobstore.StateCanceled})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	for st, j := range byState {
+		_, err := s.Get(ctx, j.ID)
+		if st == jobstore.StateFailed || st == jobstore.StateCanceled {
+			require.ErrorIs(t, err, jobstore.ErrNotFound, "%s job still there", st)
+		} else {
+			require.NoError(t, err, "%s job pruned", st)
+		}
+	}
+	n, err = sp.PruneStates(ctx, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "no states: every terminal state")
+	_, err = s.Get(ctx, byState[jobstore.StateSucceeded].ID)
+	require.ErrorIs(t, err, jobstore.ErrNotFound)
 }
 
 func testPrune(t *testing.T, s jobstore.Store) {
@@ -83,6 +113,8 @@ func testStats(t *testing.T, s jobstore.Store) {
 		require.Zero(t, n)
 	}
 	require.Len(t, st.Counts, len(jobstore.States()))
+	require.NotNil(t, st.Kinds)
+	require.Empty(t, st.Kinds)
 	require.True(t, st.OldestQueuedAt.IsZero())
 
 	byState := jobsInEveryState(t, s, func(jobstore.State) string { return "" })
@@ -94,6 +126,11 @@ func testStats(t *testing.T, s jobstore.Store) {
 		jobstore.StateQueued: 3, jobstore.StateRunning: 1, jobstore.StateSucceeded: 1,
 		jobstore.StateFailed: 1, jobstore.StateCanceled: 1,
 	}, st.Counts)
+	kinds := map[string]map[jobstore.State]int{"k": {jobstore.StateQueued: 2}}
+	for state, j := range byState {
+		kinds[j.Kind] = map[jobstore.State]int{state: 1}
+	}
+	require.Equal(t, kinds, st.Kinds, "counts by kind")
 	oldest := byState[jobstore.StateQueued].RunAt
 	require.True(t, st.OldestQueuedAt.Equal(oldest), "OldestQueuedAt %s, want %s", st.OldestQueuedAt, oldest)
 }

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// bulkFilter selects the jobs a bulk cancel or retry acts on.
+type bulkFilter struct {
+	states []string
+	kind   string
+	yes    bool
+}
+
+// register adds --state, --kind and --yes to cmd.
+func (bf *bulkFilter) register(cmd *cobra.Command, verb string) {
+	f := cmd.Flags()
+	f.StringSliceVar(&bf.states, "state", nil, "instead of one job, "+verb+" every job in this `STATE` (repeatable, or comma-separated)")
+	f.StringVar(&bf.kind, "kind", "", "instead of one job, "+verb+" every job of this `KIND` (with --state, of both)")
+	f.BoolVarP(&bf.yes, "yes", "y", false, "do not ask before acting on many jobs (for scripts)")
+}
+
+// set reports whether the command acts on jobs by filter.
+func (bf *bulkFilter) set() bool { return len(bf.states) > 0 || bf.kind != "" }
+
+// options returns the list options of the filter; states, when no --state
+// is given, are the states the operation applies to.
+func (bf *bulkFilter) options(allowed []jobstore.State) (jobstore.ListOptions, error) {
+	opts := jobstore.ListOptions{Kind: bf.kind, Order: jobstore.OldestFirst}
+	if bf.kind != "" {
+		if err := jobstore.ValidateKind(bf.kind); err != nil {
+			return opts, usagef("--kind: %v", err)
+		}
+	}
+	for _, s := range bf.states {
+		for _, name := range strings.Split(s, ",") {
+			st, err := jobstore.ParseState(strings.TrimSpace(name))
+			if err != nil {
+				return opts, usagef("--state: %v", err)
+			}
+			if !containsState(allowed, st) {
+				return opts, usagef("--state %s: only %s jobs can be", st, joinStates(allowed))
+			}
+			opts.States = append(opts.States, st)
+		}
+	}
+	if len(opts.States) == 0 {
+		opts.States = allowed
+	}
+	return opts, nil
+}
+
+func containsState(states []jobstore.State, st jobstore.State) bool {
+	for _, s := range states {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+func joinStates(states []jobstore.State) string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return strings.Join(names, " or ")
+}
+
+// describe says which jobs the filter selects, for people: "queued or
+// running jobs of kind x".
+func describeFilter(opts jobstore.ListOptions, n int) string {
+	s := plural(int64(n), "job")
+	if len(opts.States) > 0 {
+		s = fmt.Sprintf("%d %s %s", n, joinStates(opts.States), strings.TrimPrefix(plural(int64(n), "job"), fmt.Sprint(n)+" "))
+	}
+	if opts.Kind != "" {
+		s += " of kind " + opts.Kind
+	}
+	return s
+}
+
+// errNotConfirmed is returned when a person did not confirm a bulk
+// operation.
+var errNotConfirmed = errors.New("not confirmed")
+
+// confirm asks on stderr whether to go on, and reads the answer from
+// stdin. Anything but y or yes, or no answer at all (stdin is not a
+// terminal, or empty), is a no.
+func (a *app) confirm(question string) error {
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	fmt.Fprintln(a.stderr)
+	return &plainError{err: errNotConfirmed, msg: "nothing done: not confirmed (pass --yes to skip the question)"}
+}
+
+// bulk applies op to every job of st that opts selects, after asking (unless
+// bf.yes), and says how many it changed. verb is "cancel" or "retry", done
+// "canceled" or "queued again".
+func (a *app) bulk(ctx context.Context, st jobstore.Store, bf *bulkFilter, opts jobstore.ListOptions, verb, done string,
+	op func(context.Context, string) (jobstore.Job, error)) error {
+	jobs, _, err := listJobs(ctx, st, opts, 0, func(error) {})
+	if err != nil {
+		return err
+	}
+	what := describeFilter(opts, len(jobs))
+	if len(jobs) == 0 {
+		_, err := fmt.Fprintf(a.stdout, "no %s in the store %s: nothing to %s\n", strings.TrimPrefix(what, "0 "), a.storeName, verb)
+		return err
+	}
+	if !bf.yes {
+		if err := a.confirm(fmt.Sprintf("%s %s in the store %s?", strings.ToUpper(verb[:1])+verb[1:], what, a.storeName)); err != nil {
+			return err
+		}
+	}
+	changed, moved := 0, 0
+	for _, j := range jobs {
+		_, err := op(ctx, j.ID)
+		var te *jobstore.TransitionError
+		switch {
+		case err == nil:
+			changed++
+		case errors.As(err, &te), errors.Is(err, jobstore.ErrNotFound):
+			moved++ // it finished, or was retried, canceled or pruned, since it was listed
+		default:
+			return fmt.Errorf("%s after %d of %s: %w", verb, changed, plural(int64(len(jobs)), "job"), err)
+		}
+	}
+	msg := fmt.Sprintf("%s %s", done, plural(int64(changed), "job"))
+	if moved > 0 {
+		msg += fmt.Sprintf(" (%d changed state or went away meanwhile)", moved)
+	}
+	_, err = fmt.Fprintln(a.stdout, msg)
+	return err
+}
+
+// bulkArgs checks the arguments of a command that takes one job or, with
+// a filter, none.
+func bulkArgs(bf *bulkFilter, ja *jobArg) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if !bf.set() {
+			return ja.args(cmd, args)
+		}
+		if len(args) > 0 || ja.key != "" {
+			return fmt.Errorf("%s takes an ID, or --state and --kind, not both", cmd.Name())
+		}
+		return nil
+	}
+}
+
+func (a *app) rerunCommand() *cobra.Command {
+	var (
+		asJSON bool
+		ja     jobArg
+	)
+	cmd := &cobra.Command{
+		Use:   "rerun ID | --key KEY",
+		Short: "Submit a new job that copies another one",
+		Long: `Submit a new job with the kind, payload (the command, its directory and
+environment), priority, attempts and timeout of another job, in whatever
+state it is, and print the new job's ID. The copy has no key, is due now,
+and the job it copies is left as it is. Use it to run again a job that
+succeeded; "jobdir retry" queues a failed or canceled job itself again.`,
+		Example: `  jobdir rerun 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
+  jobdir wait "$(jobdir rerun --key nightly-report)"`,
+		Args: ja.args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			return a.withStore(ctx, func(st *cliStore) error {
+				id, err := ja.resolve(ctx, a, st, args)
+				if err != nil {
+					return err
+				}
+				j, err := st.Get(ctx, id)
+				if err != nil {
+					return a.explainJob(id, err)
+				}
+				spec := jobstore.Spec{Kind: j.Kind, Payload: j.Payload, MaxAttempts: j.MaxAttempts, Priority: j.Priority, Timeout: j.Timeout}
+				nj, _, err := st.Submit(ctx, spec)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(a.stdout, nj)
+				}
+				_, err = fmt.Fprintln(a.stdout, nj.ID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the new job as JSON instead of its ID")
+	ja.register(cmd)
+	return cmd
+}
