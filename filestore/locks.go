@@ -240,6 +240,9 @@ type leaseHold struct {
 	f     *os.File
 	owner *Store
 	lease jobstore.Lease // zero until the claim is written
+	// recorded is the outcome a Complete wrote whose fsync failed, with
+	// the lease still held; a retried Complete makes it durable.
+	recorded *record
 }
 
 // tryLease takes the lease lock at path without blocking. It returns
@@ -297,6 +300,24 @@ func heldLease(path string) (*leaseHold, bool) {
 	defer leases.Unlock()
 	h, ok := leases.m[path]
 	return h, ok
+}
+
+// setRecorded remembers the outcome rec that a Complete of h's attempt
+// wrote but could not make durable.
+func setRecorded(h *leaseHold, rec record) {
+	leases.Lock()
+	h.recorded = &rec
+	leases.Unlock()
+}
+
+// recordedOf returns the outcome setRecorded remembered for h, if any.
+func recordedOf(h *leaseHold) (record, bool) {
+	leases.Lock()
+	defer leases.Unlock()
+	if h.recorded == nil {
+		return record{}, false
+	}
+	return *h.recorded, true
 }
 
 // setLease records which attempt h holds.
