@@ -29,12 +29,14 @@ func returnsPromptly[T any](t *testing.T, what string, f func() (T, error)) (T, 
 		err error
 	}
 	done := make(chan result, 1)
+	start := time.Now()
 	go func() {
 		v, err := f()
 		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
+		t.Logf("%s returned after %v: %v", what, time.Since(start).Round(time.Millisecond), r.err)
 		return r.v, r.err
 	case <-time.After(stallBound):
 		t.Fatalf("%s did not return while another process held a lock it needs", what)
@@ -131,15 +133,20 @@ func TestSubmitLockWaitEndsWithCtx(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
 	holdStripes(t, dir, "all")
-	c, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-	defer cancel()
+	short := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(t.Context(), 200*time.Millisecond)
+	}
 	for _, key := range []string{"", "stalled"} {
+		c, cancel := short()
+		defer cancel()
 		_, err := returnsPromptly(t, "Submit", func() (jobstore.Job, error) {
 			j, _, err := s.Submit(c, jobstore.Spec{Kind: "k", Key: key})
 			return j, err
 		})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	}
+	c, cancel := short()
+	defer cancel()
 	_, err := returnsPromptly(t, "SubmitBatch", func() ([]jobstore.Submitted, error) {
 		return s.SubmitBatch(c, []jobstore.Spec{{Kind: "k", Key: "stalled-too"}, {Kind: "k"}})
 	})
