@@ -186,7 +186,14 @@ func flockPath(ctx context.Context, path string, exclusive, create bool, perm os
 			delay = min(2*delay, lockPollMax)
 			continue
 		}
-		if ok, err := sameInode(fl, path, perm); err != nil || !ok {
+		// Only a lock file this call may have created gets the store's
+		// permissions: a reader must not chmod (or fail to chmod) a lock
+		// file another user made.
+		fixPerm := perm
+		if !create {
+			fixPerm = 0
+		}
+		if ok, err := sameInode(fl, path, fixPerm); err != nil || !ok {
 			_ = fl.Unlock()
 			if err != nil && !(create && errors.Is(err, fs.ErrNotExist)) {
 				return nil, false, fmt.Errorf("lock %s: %w", path, err)
