@@ -122,15 +122,13 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 	if err := s.writeDurably(ctx, news); err != nil {
 		return fail(err)
 	}
-	// The record locks of the keyed jobs are held from before their key
-	// files are linked until their records are published, as in Submit.
-	// They are taken in one order, so two batches cannot deadlock, and no
-	// one else holds more than one.
+	// The record locks of the jobs are held from before their key files
+	// are linked until their records are durable, as in Submit. They are
+	// taken in one order, so two batches cannot deadlock, and no one else
+	// holds more than one.
 	var paths []string
 	for _, b := range news {
-		if b.hash != "" {
-			paths = append(paths, s.lockPath(b.job.ID))
-		}
+		paths = append(paths, s.lockPath(b.job.ID))
 	}
 	slices.Sort(paths)
 	paths = slices.Compact(paths)
@@ -258,16 +256,21 @@ feed:
 
 // takeBack removes whatever a failed batch made: temp files, records in
 // queued/ and key files. A record goes before its key file, as in Prune.
+// The caller holds the record locks of the jobs it published or linked,
+// since before it did, so nobody else can have changed them; each record
+// and key file is still checked before it goes (see unpublish).
 func (s *Store) takeBack(news []*batchJob) {
 	for _, b := range news {
 		if b.tmp != "" {
 			_ = s.fs.Remove(b.tmp)
 		}
 		if b.queued {
-			_ = s.fs.Remove(s.recordPath(dirQueued, b.job.ID))
+			s.takeBackRecord(b.job.ID)
 		}
 		if b.linked {
-			_ = s.fs.Remove(s.keyPath(b.hash))
+			if err := s.removeKeyFile(b.hash, b.job.ID); err != nil {
+				s.log.Warn("filestore: submit batch failed; a key file stays (the next submit of the key removes it)", "id", b.job.ID, "err", err)
+			}
 		}
 	}
 }

@@ -164,6 +164,20 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 		}
 	case "runner":
 		return runDrain(ctx, s, worker)
+	case "claim-once":
+		// One Claim, with no waiting for work; a job claimed is completed.
+		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
+		if errors.Is(err, jobstore.ErrNoJob) {
+			fmt.Println("nojob")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
+			return err
+		}
+		fmt.Printf("claimed %s\n", j.ID)
 
 	default:
 		return fmt.Errorf("unknown role %q", role)

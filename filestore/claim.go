@@ -108,6 +108,9 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 			lockBusy = append(lockBusy, id)
 			continue
 		}
+		if errors.Is(err, jobstore.ErrClosed) {
+			return jobstore.Job{}, err
+		}
 		if err != nil {
 			claimErr = fmt.Errorf("filestore: claim %s: %w", id, err)
 			if nerr++; nerr >= maxClaimErrors || ctx.Err() != nil {
@@ -136,6 +139,9 @@ func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimR
 			return j, true, nil
 		}
 		if err := ctx.Err(); err != nil {
+			return jobstore.Job{}, false, err
+		}
+		if errors.Is(err, jobstore.ErrClosed) {
 			return jobstore.Job{}, false, err
 		}
 		if err != nil && !errors.Is(err, errLeaseBusy) && wctx.Err() == nil {
@@ -182,6 +188,11 @@ func (s *Store) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]
 // Without wait it does not wait for the record lock: it returns
 // errRecordBusy if another holder has it.
 func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimRequest, now time.Time, wait bool) (jobstore.Job, bool, error) {
+	s.claiming.RLock()
+	defer s.claiming.RUnlock()
+	if s.isClosed() {
+		return jobstore.Job{}, false, fmt.Errorf("filestore: claim: %w", jobstore.ErrClosed)
+	}
 	lp := s.leasePath(id)
 	// Lease before record, always: the lease is what tells other processes
 	// this claimant is alive, so it is held before the job is visible in
@@ -259,6 +270,16 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	}
 	if err := s.fs.Rename(s.recordPath(dirQueued, id), s.recordPath(dirClaimed, id)); err != nil {
 		return jobstore.Job{}, false, fmt.Errorf("move to claimed/: %w", err)
+	}
+	if s.isClosed() {
+		// Close began during the claim: its caller will not run the job,
+		// so put it back unchanged (the note only counts in claimed/).
+		if err := s.fs.Rename(s.recordPath(dirClaimed, id), s.recordPath(dirQueued, id)); err != nil {
+			// Left in claimed/ with the lease released by Close: recovered
+			// like a dead worker's job.
+			s.log.Warn("filestore: claim interrupted by Close; the job is left to recovery", "id", id, "err", err)
+		}
+		return jobstore.Job{}, false, fmt.Errorf("filestore: claim: %w", jobstore.ErrClosed)
 	}
 	s.dropCand(id)
 	setLease(h, j.Lease())

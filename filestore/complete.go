@@ -36,6 +36,9 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)
 	}
+	if done, ok := recordedOf(h); ok {
+		return s.completeAgain(lp, h, done, unlock)
+	}
 	rec, err := s.readJob(lease.ID, true)
 	if err != nil {
 		unlock()
@@ -52,7 +55,15 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 		unlock()
 		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)
 	}
-	if _, err := s.store(rec, j, true); err != nil {
+	next, err := s.store(rec, j, true)
+	if errors.Is(err, jobstore.ErrNotDurable) {
+		// The outcome is recorded: keep the lease, and the claimed/ copy,
+		// until a retry makes it durable (completeAgain).
+		setRecorded(h, next)
+		unlock()
+		return jobstore.Job{}, fmt.Errorf("filestore: complete %s: the outcome is recorded, but not yet durable; call Complete again: %w", lease.ID, err)
+	}
+	if err != nil {
 		unlock()
 		return jobstore.Job{}, fmt.Errorf("filestore: complete %s: %w", lease.ID, err)
 	}
@@ -63,6 +74,40 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	releaseLease(lp, h)
 	s.setCand(j)
 	return j, nil
+}
+
+// completeAgain finishes a Complete of h's attempt whose outcome done was
+// written but whose fsync failed: it fsyncs done's directory again and, if
+// that works, removes the claimed/ copy and releases the lease, returning
+// the recorded job whatever outcome the retry carries (the first one
+// recorded stands). If the record changed since (another process acted on
+// the recorded outcome), the outcome was durable enough for that: the
+// lease is released and the current job returned. The caller holds the
+// record lock; completeAgain releases it.
+func (s *Store) completeAgain(lp string, h *leaseHold, done record, unlock func()) (jobstore.Job, error) {
+	id := done.Job.ID
+	f, err := s.locate(id)
+	if err != nil {
+		unlock()
+		return jobstore.Job{}, fmt.Errorf("filestore: complete %s: %w", id, err)
+	}
+	rec, err := f.current(id)
+	if err != nil {
+		unlock()
+		return jobstore.Job{}, fmt.Errorf("filestore: complete %s: %w", id, err)
+	}
+	if rec.Rev == done.Rev && rec.dir == done.dir {
+		if err := s.syncDir(done.dir); err != nil {
+			unlock()
+			return jobstore.Job{}, fmt.Errorf("filestore: complete %s: the outcome is recorded, but %w: %w", id, jobstore.ErrNotDurable, err)
+		}
+	}
+	s.removeStale(f)
+	unlock()
+	releaseLease(lp, h)
+	s.touched(id)
+	s.setCand(rec.Job)
+	return rec.Job, nil
 }
 
 // notHeld returns the ErrNotHeld for a lease this process does not hold,

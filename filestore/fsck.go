@@ -48,6 +48,11 @@ const (
 	// ProblemDeadWorker is a job in claimed/ whose lease lock is free: its
 	// worker is dead. It is recovered (queued again or failed).
 	ProblemDeadWorker ProblemKind = "dead-worker"
+	// ProblemUnrecoverable is a job in claimed/ that recovery could not
+	// handle: its lease lock file cannot be opened (a symbolic link, a
+	// file of another user), or recovering it failed (a full disk). The
+	// other jobs are recovered; this one is tried again on every pass.
+	ProblemUnrecoverable ProblemKind = "unrecoverable"
 )
 
 // Problem is one finding of Fsck.

@@ -176,7 +176,14 @@ func flockPath(ctx context.Context, path string, exclusive, create bool, perm os
 			delay = min(2*delay, lockPollMax)
 			continue
 		}
-		if ok, err := sameInode(fl, path, perm); err != nil || !ok {
+		// Only a lock file this call may have created gets the store's
+		// permissions: a reader must not chmod (or fail to chmod) a lock
+		// file another user made.
+		fixPerm := perm
+		if !create {
+			fixPerm = 0
+		}
+		if ok, err := sameInode(fl, path, fixPerm); err != nil || !ok {
 			_ = fl.Unlock()
 			if err != nil && !(create && errors.Is(err, fs.ErrNotExist)) {
 				return nil, false, fmt.Errorf("lock %s: %w", path, err)
@@ -230,6 +237,9 @@ type leaseHold struct {
 	f     *os.File
 	owner *Store
 	lease jobstore.Lease // zero until the claim is written
+	// recorded is the outcome a Complete wrote whose fsync failed, with
+	// the lease still held; a retried Complete makes it durable.
+	recorded *record
 }
 
 // tryLease takes the lease lock at path without blocking. It returns
@@ -287,6 +297,24 @@ func heldLease(path string) (*leaseHold, bool) {
 	defer leases.Unlock()
 	h, ok := leases.m[path]
 	return h, ok
+}
+
+// setRecorded remembers the outcome rec that a Complete of h's attempt
+// wrote but could not make durable.
+func setRecorded(h *leaseHold, rec record) {
+	leases.Lock()
+	h.recorded = &rec
+	leases.Unlock()
+}
+
+// recordedOf returns the outcome setRecorded remembered for h, if any.
+func recordedOf(h *leaseHold) (record, bool) {
+	leases.Lock()
+	defer leases.Unlock()
+	if h.recorded == nil {
+		return record{}, false
+	}
+	return *h.recorded, true
 }
 
 // setLease records which attempt h holds.

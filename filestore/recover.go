@@ -15,7 +15,9 @@ import (
 // mistaken for dead. Without repair it only reports.
 //
 // A job whose record lock stays busy (see patience) is left for the next
-// pass.
+// pass. A job that cannot be recovered is logged, reported as a
+// ProblemUnrecoverable, and skipped; recoverDead returns an error only
+// when it cannot list claimed/ or ctx ends.
 func (s *Store) recoverDead(ctx context.Context, repair bool) ([]Problem, error) {
 	ids, _, err := s.listDir(dirClaimed)
 	if err != nil {
@@ -29,7 +31,16 @@ func (s *Store) recoverDead(ctx context.Context, repair bool) ([]Problem, error)
 		}
 		prob, err := s.recoverOne(ctx, id, repair, p)
 		if err != nil {
-			return probs, err
+			if ctx.Err() != nil {
+				return probs, ctx.Err()
+			}
+			// One job that cannot be recovered (its lease file a link or
+			// another user's, a full disk) must not strand the others:
+			// report it and go on. The next pass tries it again.
+			s.log.Warn("filestore: recovery: cannot recover a job; skipping it", "id", id, "err", err)
+			probs = append(probs, Problem{Kind: ProblemUnrecoverable, ID: id, Path: s.recordPath(dirClaimed, id),
+				Detail: "cannot tell whether its worker is alive, or cannot recover it: " + err.Error()})
+			continue
 		}
 		if prob != nil {
 			probs = append(probs, *prob)

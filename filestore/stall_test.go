@@ -2,7 +2,9 @@ package filestore
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,12 +29,14 @@ func returnsPromptly[T any](t *testing.T, what string, f func() (T, error)) (T, 
 		err error
 	}
 	done := make(chan result, 1)
+	start := time.Now()
 	go func() {
 		v, err := f()
 		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
+		t.Logf("%s returned after %v: %v", what, time.Since(start).Round(time.Millisecond), r.err)
 		return r.v, r.err
 	case <-time.After(stallBound):
 		t.Fatalf("%s did not return while another process held a lock it needs", what)
@@ -122,28 +126,61 @@ func TestLockWaitsEndWithCtx(t *testing.T) {
 	require.False(t, nj.NextRunAt.IsZero())
 }
 
-// TestSubmitLockWaitEndsWithCtx: a keyed Submit, which takes its new job's
-// record lock, returns its ctx error when every record lock is held by a
-// stopped process (one stopped in a large SubmitBatch holds hundreds); a
-// Submit without a key is not delayed.
+// TestSubmitLockWaitEndsWithCtx: Submit and SubmitBatch take the record
+// locks of their new jobs; when a stopped process holds every record lock,
+// they return their ctx error.
 func TestSubmitLockWaitEndsWithCtx(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
 	holdStripes(t, dir, "all")
-	c, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	short := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(t.Context(), 200*time.Millisecond)
+	}
+	for _, key := range []string{"", "stalled"} {
+		c, cancel := short()
+		defer cancel()
+		_, err := returnsPromptly(t, "Submit", func() (jobstore.Job, error) {
+			j, _, err := s.Submit(c, jobstore.Spec{Kind: "k", Key: key})
+			return j, err
+		})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	c, cancel := short()
 	defer cancel()
-	_, err := returnsPromptly(t, "Submit", func() (jobstore.Job, error) {
-		j, _, err := s.Submit(c, jobstore.Spec{Kind: "k", Key: "stalled"})
-		return j, err
+	_, err := returnsPromptly(t, "SubmitBatch", func() ([]jobstore.Submitted, error) {
+		return s.SubmitBatch(c, []jobstore.Spec{{Kind: "k", Key: "stalled-too"}, {Kind: "k"}})
 	})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	_, err = returnsPromptly(t, "SubmitBatch", func() ([]jobstore.Submitted, error) {
-		return s.SubmitBatch(c, []jobstore.Spec{{Kind: "k", Key: "stalled-too"}})
-	})
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
-	require.NoError(t, err)
-	require.Equal(t, jobstore.StateQueued, j.State)
+}
+
+// TestSubmitAvoidsLockedStripes: a process stopped while it holds record
+// locks (one stopped in a large SubmitBatch holds hundreds) does not delay
+// Submit: a new job whose record lock is busy gets another ID.
+func TestSubmitAvoidsLockedStripes(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	var held []string
+	busy := make(map[string]bool)
+	for n := 0; n < lockStripes; n += 2 {
+		name := fmt.Sprintf("rec-%03x%s", n, recordLock)
+		held = append(held, name)
+		busy[name] = true
+	}
+	holdStripes(t, dir, strings.Join(held, ","))
+	c, cancel := context.WithTimeout(t.Context(), stallBound)
+	defer cancel()
+	for i := range 20 {
+		j, err := returnsPromptly(t, "Submit", func() (jobstore.Job, error) {
+			key := ""
+			if i%2 == 0 {
+				key = fmt.Sprint("key-", i)
+			}
+			j, _, err := s.Submit(c, jobstore.Spec{Kind: "k", Key: key})
+			return j, err
+		})
+		require.NoError(t, err)
+		require.False(t, busy[stripeName(j.ID)], "a new job on a lock held elsewhere")
+	}
 }
 
 // TestOpenSkipsLockedRepairs: the repairs Open makes (a dead worker's job,

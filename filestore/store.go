@@ -67,6 +67,11 @@ type Store struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
+	// claiming is held shared by each claim attempt and exclusively by
+	// Close before it releases this Store's leases, so that Close never
+	// releases a lease a claim has just taken while that claim goes on
+	// to return the job.
+	claiming sync.RWMutex
 
 	watchMu sync.Mutex
 	watcher *fsnotify.Watcher
@@ -199,7 +204,9 @@ func (s *Store) Close() error {
 		}
 		s.watchMu.Unlock()
 		s.wg.Wait()
+		s.claiming.Lock()
 		releaseOwned(s)
+		s.claiming.Unlock()
 		if s.fsSync != nil {
 			s.fsSyncMu.Lock()
 			s.fsSyncClosed = true
@@ -315,6 +322,12 @@ func (s *Store) writeRecord(dir string, env envelope) error {
 // then removes rec's file if it was in another directory. The caller holds
 // the record lock exclusively. A crash between the two steps leaves two
 // copies, of which the new one has the higher revision and wins.
+//
+// If the write fails, nothing changed and rec is returned with the error.
+// If the fsync fails, the new record is in place (every reader sees it)
+// and rec's file is kept, so that a power cut that loses the new record
+// leaves the old one: store returns the new record with an error matching
+// jobstore.ErrNotDurable.
 func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) {
 	next := record{envelope: envelope{Format: FormatVersion, Rev: rec.Rev + 1, Job: j}, dir: dirOf(j.State)}
 	if err := s.writeRecord(next.dir, next.envelope); err != nil {
@@ -322,7 +335,8 @@ func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) 
 	}
 	if durable {
 		if err := s.syncDir(next.dir); err != nil {
-			return rec, err
+			s.touched(j.ID)
+			return next, fmt.Errorf("job %s is now %s, but %w: %w", j.ID, j.State, jobstore.ErrNotDurable, err)
 		}
 	}
 	if rec.dir != next.dir {

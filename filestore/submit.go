@@ -73,17 +73,15 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 // of its steps and what a crash after each leaves.
 func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string) (jobstore.Job, bool, bool, error) {
 	j := jobstore.NewJob(spec, time.Now())
-	unlock := func() {}
-	if hash != "" {
-		// Held from before the key file is linked until the record is
-		// published, so that a process that finds the key file waits for
-		// the record instead of taking it for an abandoned submit. A job
-		// without a key needs no lock: nobody knows its ID until the rename
-		// publishes it.
-		var err error
-		if unlock, err = lockRecord(ctx, s.lockPath(j.ID), true, true, s.filePerm); err != nil {
-			return j, false, false, err
-		}
+	// Held from before the key file is linked until the record is durable,
+	// so that a process that finds the key file waits for the record
+	// instead of taking it for an abandoned submit, and so that nobody
+	// claims or changes the job before it is durable: if the fsync of
+	// queued/ fails, the job is taken back, and that must find it as this
+	// call wrote it.
+	unlock, err := s.lockNewJob(ctx, &j)
+	if err != nil {
+		return j, false, false, err
 	}
 	locked := true
 	defer func() {
@@ -132,6 +130,26 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	return j, true, false, nil
 }
 
+// newIDTries is how many IDs lockNewJob tries for a new job before it
+// waits for the record lock of the last.
+const newIDTries = 8
+
+// lockNewJob takes the exclusive record lock of the new job j. Its ID is
+// not known to anyone yet, so if another holder has that lock (a process
+// stopped while it holds it, say), j gets a new ID, on another lock,
+// rather than wait: only when every one tried is busy does it wait, until
+// ctx ends.
+func (s *Store) lockNewJob(ctx context.Context, j *jobstore.Job) (func(), error) {
+	for range newIDTries {
+		unlock, ok, err := tryLockRecord(s.lockPath(j.ID), true, true, s.filePerm)
+		if err != nil || ok {
+			return unlock, err
+		}
+		j.ID = jobstore.NewID(j.CreatedAt)
+	}
+	return lockRecord(ctx, s.lockPath(j.ID), true, true, s.filePerm)
+}
+
 // publish renames the new job's temp file into queued/, taking back its key
 // file if that fails.
 func (s *Store) publish(j jobstore.Job, tmp, hash string) error {
@@ -147,11 +165,33 @@ func (s *Store) publish(j jobstore.Job, tmp, hash string) error {
 
 // unpublish takes back a published job whose directory fsync failed: the
 // record may or may not survive a power cut, and the caller is told the
-// submit failed, so it must not stay as a job nobody expects.
+// submit failed, so it must not stay as a job nobody expects. The caller
+// holds the job's record lock, exclusively, since before the job was
+// published, so nobody else can have changed it; the record is still
+// checked before it goes, and the key file goes only if it names the job.
 func (s *Store) unpublish(j jobstore.Job, hash string) {
-	_ = s.fs.Remove(s.recordPath(dirQueued, j.ID))
+	s.takeBackRecord(j.ID)
 	if hash != "" {
-		_ = s.fs.Remove(s.keyPath(hash))
+		if err := s.removeKeyFile(hash, j.ID); err != nil {
+			s.log.Warn("filestore: submit failed; its key file stays (the next submit of the key removes it)", "id", j.ID, "err", err)
+		}
+	}
+}
+
+// takeBackRecord removes queued/<id>.json if it is the first record of job
+// id, as a submit that is being taken back wrote it. The caller holds the
+// job's record lock exclusively.
+func (s *Store) takeBackRecord(id string) {
+	p := s.recordPath(dirQueued, id)
+	env, err := s.readRecord(p, id)
+	if err != nil || env.Rev != 1 || env.Job.State != jobstore.StateQueued {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("filestore: a failed submit's record is not as it wrote it; left alone", "id", id, "err", err)
+		}
+		return
+	}
+	if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("filestore: cannot take back the record of a failed submit", "id", id, "err", err)
 	}
 }
 

@@ -43,6 +43,13 @@ var (
 	// refused. A store that cannot tell whose its data is never returns
 	// it.
 	ErrUntrusted = errors.New("store writable by other users")
+	// ErrNotDurable is returned when a change took effect (every reader
+	// sees it) but the flush that makes it survive a power cut failed, so
+	// whether it survives one is unknown. The change is not undone: the
+	// operation's documentation says what a retry does. For Complete, a
+	// retry with the same lease makes the recorded outcome durable and
+	// returns the job.
+	ErrNotDurable = errors.New("change made, but not known to survive a power cut")
 )
 
 // TransitionError reports an operation that the state machine does not allow.
