@@ -21,7 +21,7 @@ for f in filestore/waitstorm_bench_test.go httpapi/waitstorm_bench_test.go; do
 	cp "$root/$f" "$work/base/$f"
 done
 run() {
-	(cd "$1" && go test -run '^$' -bench '^BenchmarkWaitStorm$' -benchtime 1x -count 1 ./filestore ./httpapi)
+	(cd "$1" && go test -run '^$' -bench '^BenchmarkWaitStorm$/' -benchtime 1x -count 1 ./filestore ./httpapi)
 }
 i=0
 while [ "$i" -lt "$rounds" ]; do

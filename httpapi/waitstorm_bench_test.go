@@ -47,10 +47,16 @@ func (e *enteredStore) Wait(ctx context.Context, id string) (jobstore.Job, error
 // (get-max-ms over 20 requests across a poll interval), the Complete of
 // the worker, another process (complete-ms), and the time until every
 // long-poll has answered (wake-all-ms). Run it
-// with -benchtime=1x: one iteration is a whole storm.
+// with -benchtime=1x: one iteration is a whole storm. With no waiters
+// (waiters=0) it measures the same calls on a quiet store: the baseline
+// that the storm's figures are compared with.
 func BenchmarkWaitStorm(b *testing.B) {
-	for b.Loop() {
-		httpWaitStorm(b, stormWaiters)
+	for _, n := range []int{0, stormWaiters} {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				httpWaitStorm(b, n)
+			}
+		})
 	}
 }
 
