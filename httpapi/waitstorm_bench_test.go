@@ -45,22 +45,27 @@ func (e *enteredStore) Wait(ctx context.Context, id string) (jobstore.Job, error
 // to allow them), lets them settle for two poll intervals, then measures
 // what they must not delay: GET /v1/jobs/{id} of that job
 // (get-max-ms over 20 requests across a poll interval), the Complete of
-// the worker, another process (complete-ms), and the time until every
+// the worker, another process or a Store of its own in this process
+// (complete-ms), and the time until every
 // long-poll has answered (wake-all-ms). Run it
 // with -benchtime=1x: one iteration is a whole storm. With no waiters
 // (waiters=0) it measures the same calls on a quiet store: the baseline
 // that the storm's figures are compared with.
 func BenchmarkWaitStorm(b *testing.B) {
-	for _, n := range []int{0, stormWaiters} {
-		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
-			for b.Loop() {
-				httpWaitStorm(b, n)
+	for _, worker := range []string{"process", "inproc"} {
+		b.Run("worker="+worker, func(b *testing.B) {
+			for _, n := range []int{0, stormWaiters} {
+				b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+					for b.Loop() {
+						httpWaitStorm(b, n, worker == "inproc")
+					}
+				})
 			}
 		})
 	}
 }
 
-func httpWaitStorm(b *testing.B, n int) {
+func httpWaitStorm(b *testing.B, n int, inProcess bool) {
 	ctx := b.Context()
 	dir := b.TempDir()
 	st, err := filestore.Open(ctx, dir, nil)
@@ -77,7 +82,7 @@ func httpWaitStorm(b *testing.B, n int) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n + 10}}
 	defer client.CloseIdleConnections()
 
-	worker := startStormWorker(b, dir)
+	worker := startStormWorker(b, dir, inProcess)
 	j := jobstore.Job{ID: worker.id}
 
 	do := func(ctx context.Context, path string) (int, string, error) {
@@ -169,18 +174,33 @@ func TestStormWorkerChild(t *testing.T) {
 	fmt.Println("completed", d.Nanoseconds())
 }
 
-// stormWorker is the worker process of BenchmarkWaitStorm.
+// stormWorker is the worker of BenchmarkWaitStorm: another process, or
+// with inProcess a Store of its own in this process (as `jobdir serve
+// --work` runs one).
 type stormWorker struct {
 	id    string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	out   *bufio.Scanner
+	// store and lease are the in-process worker's.
+	store *filestore.Store
+	lease jobstore.Lease
 }
 
-// startStormWorker starts the worker process on the store in dir and
-// returns once it holds its job.
-func startStormWorker(b *testing.B, dir string) *stormWorker {
+// startStormWorker starts the worker on the store in dir and returns once
+// it holds its job.
+func startStormWorker(b *testing.B, dir string, inProcess bool) *stormWorker {
 	b.Helper()
+	if inProcess {
+		s, err := filestore.Open(b.Context(), dir, nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = s.Close() })
+		_, _, err = s.Submit(b.Context(), jobstore.Spec{Kind: "k", Payload: []byte(`{"n":1}`)})
+		require.NoError(b, err)
+		c, err := s.Claim(b.Context(), jobstore.ClaimRequest{Worker: "storm-worker"})
+		require.NoError(b, err)
+		return &stormWorker{id: c.ID, store: s, lease: c.Lease()}
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestStormWorkerChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), stormDirEnv+"="+dir)
 	cmd.Stderr = os.Stderr
@@ -214,6 +234,12 @@ func (w *stormWorker) expect(b *testing.B, word string) string {
 // Complete took.
 func (w *stormWorker) complete(b *testing.B) time.Duration {
 	b.Helper()
+	if w.store != nil {
+		t0 := time.Now()
+		_, err := w.store.Complete(b.Context(), w.lease, jobstore.Succeeded(nil))
+		require.NoError(b, err)
+		return time.Since(t0)
+	}
 	_, err := fmt.Fprintln(w.stdin, "complete")
 	require.NoError(b, err)
 	ns, err := strconv.ParseInt(w.expect(b, "completed"), 10, 64)
