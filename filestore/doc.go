@@ -31,7 +31,13 @@
 //   - Cancel and Wait work across processes: a cancel reaches the running
 //     worker's WatchCancel, and Wait returns when another process finishes
 //     the job, both driven by inotify events within milliseconds, with a
-//     poll (Options.PollInterval) as the fallback.
+//     poll (Options.PollInterval) as the fallback. All the Waits of a Store
+//     on one job share one reader of its record, so thousands of waiters
+//     cost one read per change, and readers never keep a change waiting
+//     for more than the reads under way.
+//   - A worker that cannot record an outcome gives the attempt back
+//     (Release); its lease is let go even if that cannot be written
+//     either, so the job never stays running while the worker lives.
 //   - Submit, SubmitBatch, Complete, Cancel, Retry and Prune are durable when they
 //     return (files and directories fsynced) unless Options.NoSync.
 //   - A process killed at any instant leaves a store that opens cleanly,

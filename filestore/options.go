@@ -44,9 +44,11 @@ type Options struct {
 	// died. Zero means 250ms, so a dead worker's job is queued again within
 	// about one second.
 	RecoverInterval time.Duration
-	// PollInterval is how often Wait, WatchCancel and AwaitWork re-read the
-	// disk when no filesystem event arrives, in case events were lost. Zero
-	// means 1s.
+	// PollInterval is how often WatchCancel and AwaitWork re-read the disk
+	// when no filesystem event arrives, in case events were lost; the one
+	// reader that all Waits on a job share re-reads every 10
+	// PollIntervals (every PollInterval when the store gets no events).
+	// Zero means 1s.
 	PollInterval time.Duration
 	// Logger receives warnings (unusual filesystem, corrupt records found,
 	// recovered jobs). Nil means silent.

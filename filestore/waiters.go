@@ -3,6 +3,7 @@ package filestore
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -11,25 +12,35 @@ import (
 // Waits on one job share one reader. However many Wait calls (HTTP
 // long-polls, say) watch a job, one goroutine per job and Store reads its
 // record: when an event touches the job, when a new waiter joins, and
-// every PollInterval in case events were lost. It hands what it read to
-// every waiter at once, so waiters cost the disk and the record lock
-// nothing, and a Complete waits only for the one read under way.
+// every waitPollFactor PollIntervals in case events were lost (every
+// PollInterval when the store has no watcher). It hands a terminal job
+// (or an error) to every waiter at once, without a lock; waiters cost the
+// disk and the record lock nothing, and a Complete waits only for the one
+// read under way.
 
-// jobReader is the shared reader of one job's record. Its fields are
-// guarded by Store.mu.
+// jobReader is the shared reader of one job's record.
 type jobReader struct {
-	refs int
-	// started counts the reads begun; published is the count of the read
-	// whose result job and err hold (0: none yet).
-	started, published uint64
-	job                jobstore.Job
-	err                error
-	// next is closed and replaced when a read is published.
-	next chan struct{}
+	// refs and started (the count of reads begun) are guarded by
+	// Store.mu.
+	refs    int
+	started uint64
+	// last is the latest read that a waiter may return: a terminal job or
+	// an error. Its next is closed when another replaces it. Reads that
+	// find the job still running change nothing and wake nobody.
+	last atomic.Pointer[readResult]
 	// kick asks for a read now (a waiter joined); stop is closed when the
 	// last waiter leaves.
 	kick chan struct{}
 	stop chan struct{}
+}
+
+// readResult is one read of a jobReader.
+type readResult struct {
+	job jobstore.Job
+	err error
+	// seq is the read's number in jobReader.started; 0 for none.
+	seq  uint64
+	next chan struct{}
 }
 
 // joinReader returns the shared reader of job id, starting it if need be,
@@ -45,7 +56,8 @@ func (s *Store) joinReader(id string) (r *jobReader, need uint64, leave func(), 
 	}
 	r = s.readers[id]
 	if r == nil {
-		r = &jobReader{next: make(chan struct{}), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		r = &jobReader{kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		r.last.Store(&readResult{next: make(chan struct{})})
 		s.readers[id] = r
 		s.wg.Add(1)
 		go s.readLoop(id, r)
@@ -80,7 +92,7 @@ func (s *Store) readLoop(id string, r *jobReader) {
 		}
 		cancel()
 	}()
-	poll := time.NewTimer(s.opts.PollInterval)
+	poll := time.NewTimer(s.waitPoll())
 	defer poll.Stop()
 	for {
 		select {
@@ -99,12 +111,11 @@ func (s *Store) readLoop(id string, r *jobReader) {
 			unwatch()
 			return
 		}
-		s.mu.Lock()
-		r.job, r.err, r.published = j, err, seq
-		close(r.next)
-		r.next = make(chan struct{})
-		s.mu.Unlock()
-		poll.Reset(s.opts.PollInterval)
+		if err != nil || j.State.Terminal() {
+			old := r.last.Swap(&readResult{job: j, err: err, seq: seq, next: make(chan struct{})})
+			close(old.next)
+		}
+		poll.Reset(s.waitPoll())
 		select {
 		case <-ch:
 		case <-r.kick:
@@ -117,10 +128,27 @@ func (s *Store) readLoop(id string, r *jobReader) {
 	}
 }
 
+// waitPollFactor is how many PollIntervals a job's shared reader waits for
+// an event before it reads anyway, while the store's watcher works: a
+// lost event is reported as an overflow, which wakes every reader, so the
+// poll is only a last resort.
+const waitPollFactor = 10
+
+// waitPoll is how long a job's shared reader waits for an event.
+func (s *Store) waitPoll() time.Duration {
+	s.watchMu.Lock()
+	w := s.watcher
+	s.watchMu.Unlock()
+	if w == nil {
+		return s.opts.PollInterval
+	}
+	return waitPollFactor * s.opts.PollInterval
+}
+
 // Wait blocks until job id is terminal and returns it. Every Wait on a job
 // in this Store shares one reader of its record (see jobReader), woken by
 // every event about the job, from any process, and at least every
-// PollInterval.
+// 10 PollIntervals (every PollInterval without filesystem events).
 func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
 	if err := s.enter(ctx, "wait"); err != nil {
 		return jobstore.Job{}, err
@@ -134,17 +162,15 @@ func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
 	}
 	defer leave()
 	for {
-		s.mu.Lock()
-		j, err, seq, next := r.job, r.err, r.published, r.next
-		s.mu.Unlock()
-		if seq >= need && (err != nil || j.State.Terminal()) {
-			if err != nil {
-				return jobstore.Job{}, fmt.Errorf("filestore: wait: %w", err)
+		res := r.last.Load()
+		if res.seq >= need {
+			if res.err != nil {
+				return jobstore.Job{}, fmt.Errorf("filestore: wait: %w", res.err)
 			}
-			return j, nil
+			return res.job, nil
 		}
 		select {
-		case <-next:
+		case <-res.next:
 		case <-ctx.Done():
 			return jobstore.Job{}, ctx.Err()
 		case <-s.closed:

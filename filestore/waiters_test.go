@@ -42,7 +42,7 @@ func TestWaitersShareOneReader(t *testing.T) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		r := s.readers[j.ID]
-		return r != nil && r.refs == waiters && r.published > 0
+		return r != nil && r.refs == waiters
 	}, 30*time.Second, time.Millisecond)
 	s.mu.Lock()
 	require.Len(t, s.readers, 1)
@@ -83,9 +83,7 @@ func TestWaitAfterRetryIsNotStale(t *testing.T) {
 	require.NoError(t, err)
 	defer leave()
 	require.Eventually(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return r.published > 0 && r.job.State == jobstore.StateFailed
+		return r.last.Load().job.State == jobstore.StateFailed
 	}, 10*time.Second, time.Millisecond)
 
 	// Retried by another Store: only a filesystem event, which comes a
