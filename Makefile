@@ -5,8 +5,10 @@ GO      ?= go
 PKGS    ?= ./...
 # Extra flags for go test, e.g. make test TESTFLAGS='-run Conformance -v'.
 TESTFLAGS ?=
+# The test recipe pipes go test into a filter; pipefail keeps go test's status.
+SHELL := bash
 
-.PHONY: help demo build test race vet fmt fmt-check lint staticcheck cover bench bench-peers bench-build torture clean
+.PHONY: help demo build test race vet fmt fmt-check tidy-check lint staticcheck cover bench bench-peers bench-build torture clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -26,8 +28,8 @@ build: ## Build every package and the jobdir command into ./bin.
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/jobdir ./cmd/jobdir
 
-test: vet fmt-check staticcheck bench-build ## What CI runs: vet, gofmt and staticcheck checks, the bench module's build, and the race-enabled tests (with the short torture run).
-	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
+test: vet fmt-check tidy-check staticcheck bench-build ## What CI runs: vet, gofmt, go.mod tidiness and staticcheck checks, the bench module's build, and the race-enabled tests (with the short torture run), a line as each package starts and ends.
+	set -o pipefail; $(GO) test -race -count=1 -json $(TESTFLAGS) $(PKGS) | $(GO) run ./internal/testlines
 
 race: test ## Alias of test (the tests always run with -race).
 
@@ -39,6 +41,10 @@ fmt: ## Rewrite files with gofmt.
 
 fmt-check: ## Fail if a file is not gofmt-formatted.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+tidy-check: ## Fail if go.mod or go.sum (of this module or of bench/) is not tidy.
+	$(GO) mod tidy -diff
+	cd bench && $(GO) mod tidy -diff
 
 lint: vet staticcheck ## go vet and staticcheck.
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -34,6 +36,16 @@ const (
 )
 
 func runChild(role string) int {
+	if role == "hold-locks" {
+		// Hold the record lock files named in childKey (comma-separated;
+		// "all": every stripe) exclusively, as a process stopped in the
+		// middle of a SubmitBatch would, until killed. No Store: its Open
+		// would make the repairs the test leaves to others.
+		if err := holdLocks(os.Getenv(childDir), os.Getenv(childKey)); err != nil {
+			fmt.Fprintln(os.Stderr, role+":", err)
+		}
+		return 1
+	}
 	ctx := context.Background()
 	s, err := Open(ctx, os.Getenv(childDir), &Options{RecoverInterval: 100 * time.Millisecond, NoSync: os.Getenv(childNoSync) != ""})
 	if err != nil {
@@ -152,10 +164,34 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 		}
 	case "runner":
 		return runDrain(ctx, s, worker)
+
 	default:
 		return fmt.Errorf("unknown role %q", role)
 	}
 	return nil
+}
+
+// holdLocks locks the record lock files names lists, prints "locked" and
+// blocks.
+func holdLocks(dir, names string) error {
+	var paths []string
+	if names == "all" {
+		for n := range lockStripes {
+			paths = append(paths, filepath.Join(dir, dirLocks, fmt.Sprintf("rec-%03x%s", n, recordLock)))
+		}
+	} else {
+		for _, name := range strings.Split(names, ",") {
+			paths = append(paths, filepath.Join(dir, dirLocks, name))
+		}
+	}
+	for _, p := range paths {
+		fl := flock.New(p, flock.SetFlag(os.O_RDONLY|os.O_CREATE))
+		if err := fl.Lock(); err != nil {
+			return err
+		}
+	}
+	fmt.Println("locked")
+	select {} // until killed
 }
 
 // claimOne claims a job, waiting for one to appear.

@@ -51,6 +51,11 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	// queue. That holder's release makes no event, so ask to be called
 	// again shortly rather than at the next poll.
 	busy := false
+	// lockBusy lists due jobs skipped because another process (or
+	// goroutine) held their record lock: a holder that is stopped must not
+	// keep this claim from the other jobs. Once no other job is claimable,
+	// they are tried again with a short wait (see recordLockPatience).
+	var lockBusy []string
 	for {
 		if err := ctx.Err(); err != nil {
 			return jobstore.Job{}, err
@@ -67,6 +72,15 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 			if n, err := s.refreshCands(); err == nil && n > 0 {
 				continue
 			}
+		}
+		if id == "" && len(lockBusy) > 0 {
+			j, ok, err := s.claimBusy(ctx, lockBusy, req)
+			lockBusy = nil
+			if ok || err != nil {
+				return j, err
+			}
+			busy = true
+			continue
 		}
 		if id == "" && claimErr != nil {
 			return jobstore.Job{}, claimErr
@@ -85,9 +99,13 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", &jobstore.NoJobError{NextRunAt: next})
 		}
 		tried[id] = true
-		j, ok, err := s.claimOne(ctx, id, req, now)
+		j, ok, err := s.claimOne(ctx, id, req, now, false)
 		if errors.Is(err, errLeaseBusy) {
 			busy = true
+			continue
+		}
+		if errors.Is(err, errRecordBusy) {
+			lockBusy = append(lockBusy, id)
 			continue
 		}
 		if err != nil {
@@ -103,6 +121,43 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		}
 	}
 }
+
+// claimBusy tries again the jobs Claim skipped because their record lock
+// was held, this time waiting for each lock, all of them together for at
+// most recordLockPatience: a lock held longer than that is held by a
+// stopped or hung process, and its jobs are left for a later Claim. It
+// returns an error only for ctx.
+func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimRequest) (jobstore.Job, bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, recordLockPatience)
+	defer cancel()
+	for _, id := range ids {
+		j, ok, err := s.claimOne(wctx, id, req, time.Now(), true)
+		if ok {
+			return j, true, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return jobstore.Job{}, false, err
+		}
+		if err != nil && !errors.Is(err, errLeaseBusy) && wctx.Err() == nil {
+			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
+		}
+		if wctx.Err() != nil {
+			break
+		}
+	}
+	return jobstore.Job{}, false, nil
+}
+
+// recordLockPatience is how long Claim, recovery and the repair at Open
+// wait in all for record locks that were busy when first tried, before
+// they leave those jobs for later. A record lock is held for a read, or a
+// write and an fsync: a wait longer than this means a holder that is
+// stopped or hung.
+const recordLockPatience = 100 * time.Millisecond
+
+// errRecordBusy is claimOne's answer, without wait, when another holder
+// has the job's record lock.
+var errRecordBusy = errors.New("record lock held elsewhere")
 
 // errLeaseBusy is claimOne's answer when another holder has the job's
 // lease: the job may become claimable the moment that holder lets go.
@@ -123,7 +178,10 @@ func (s *Store) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]
 // claimOne tries to claim candidate id. It returns ok=false, with no
 // error, when the job is not claimable after all (someone else holds or
 // took it, it is not due, or it is gone); the candidate set is corrected.
-func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimRequest, now time.Time) (jobstore.Job, bool, error) {
+//
+// Without wait it does not wait for the record lock: it returns
+// errRecordBusy if another holder has it.
+func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimRequest, now time.Time, wait bool) (jobstore.Job, bool, error) {
 	lp := s.leasePath(id)
 	// Lease before record, always: the lease is what tells other processes
 	// this claimant is alive, so it is held before the job is visible in
@@ -141,7 +199,16 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 			releaseLease(lp, h)
 		}
 	}()
-	unlock, err := s.lockJob(ctx, id)
+	var unlock func()
+	if wait {
+		unlock, err = s.lockJob(ctx, id)
+	} else {
+		var got bool
+		unlock, got, err = s.tryLockJob(id)
+		if err == nil && !got {
+			return jobstore.Job{}, false, errRecordBusy
+		}
+	}
 	if errors.Is(err, jobstore.ErrNotFound) || errors.Is(err, jobstore.ErrCorrupt) {
 		s.dropCand(id)
 		return jobstore.Job{}, false, nil

@@ -75,7 +75,7 @@ func TestClaimNoteLost(t *testing.T) {
 			n, ok := s.readClaimNote(id)
 			require.True(t, ok)
 			n.Rev++
-			require.NoError(t, s.fs.Overwrite(s.leasePath(id), mustJSON(t, n)))
+			require.NoError(t, osFS{}.Overwrite(s.leasePath(id), mustJSON(t, n))) // s is closed
 		}, 0},
 		{"NoteGarbage", func(t *testing.T, s *Store, id string) {
 			require.NoError(t, os.WriteFile(s.leasePath(id), []byte("\x00\x00\x00"), 0o600))

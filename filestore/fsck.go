@@ -132,6 +132,12 @@ func (s *Store) repairAtOpen(ctx context.Context) error {
 func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 	var r Report
 	add := func(p Problem) { r.Problems = append(r.Problems, p) }
+	// At Open, a record lock that stays busy (a stopped process holds it)
+	// must not stall the Open: its job is left for later. Fsck waits.
+	var pat *patience
+	if !full {
+		pat = newPatience()
+	}
 	if full {
 		tmps, err := s.sweep(repair)
 		if err != nil {
@@ -141,7 +147,7 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 			add(Problem{Kind: ProblemTempFile, Path: p, Detail: "left by a writer that is gone", Repaired: repair})
 		}
 	}
-	if err := s.checkKeys(ctx, repair, &r); err != nil {
+	if err := s.checkKeys(ctx, repair, pat, &r); err != nil {
 		return r, err
 	}
 	where := make(map[string][]string)
@@ -172,7 +178,7 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 		if !full && len(where[id]) < 2 {
 			continue
 		}
-		if err := s.checkRecord(ctx, id, repair, &r); err != nil {
+		if err := s.checkRecord(ctx, id, repair, pat, &r); err != nil {
 			return r, err
 		}
 	}
@@ -182,8 +188,12 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 }
 
 // checkRecord checks the copies of one job's record and its key file.
-func (s *Store) checkRecord(ctx context.Context, id string, repair bool, r *Report) error {
-	unlock, err := s.lockFor(ctx, id, repair)
+func (s *Store) checkRecord(ctx context.Context, id string, repair bool, pat *patience, r *Report) error {
+	unlock, ok, err := pat.lock(ctx, func(ctx context.Context) (func(), error) { return s.lockFor(ctx, id, repair) })
+	if err == nil && !ok {
+		s.log.Info("filestore: open: a record lock is held by another process; its check is left for later", "id", id)
+		return nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
@@ -281,7 +291,7 @@ func (s *Store) relinkKey(rec record, kp string) error {
 
 // checkKeys rolls back key files whose job has no record, and reports
 // corrupt ones.
-func (s *Store) checkKeys(ctx context.Context, repair bool, r *Report) error {
+func (s *Store) checkKeys(ctx context.Context, repair bool, pat *patience, r *Report) error {
 	ents, err := os.ReadDir(filepath.Join(s.dir, dirKeys))
 	if err != nil {
 		return err
@@ -328,19 +338,27 @@ func (s *Store) checkKeys(ctx context.Context, repair bool, r *Report) error {
 		if exists {
 			continue
 		}
-		if err := s.checkDangling(ctx, hash, id, repair, r); err != nil {
+		if err := s.checkDangling(ctx, hash, id, repair, pat, r); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool, r *Report) error {
+func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool, pat *patience, r *Report) error {
 	// Exclusive even without repair: a submitter holds it until its record
 	// is published, so this waits instead of reporting a submit in flight.
-	unlock, err := lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
+	// A key file left for later is rolled back by the next submit of its
+	// key (see resolveKey) or by fsck.
+	unlock, ok, err := pat.lock(ctx, func(ctx context.Context) (func(), error) {
+		return lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
+	})
 	if err != nil {
 		return err
+	}
+	if !ok {
+		s.log.Info("filestore: open: a key file's record lock is held by another process; its check is left for later", "id", id)
+		return nil
 	}
 	defer unlock()
 	f, err := s.locate(id)

@@ -6,11 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/google/renameio/v2"
+	"github.com/jobdir/jobdir/jobstore"
 )
 
 // fileOps is the seam through which the store changes the directory. Every
@@ -54,105 +55,187 @@ type syncer interface {
 	Close() error
 }
 
-// osFS is the real fileOps.
-type osFS struct{}
+// osFS is the real fileOps. Once Open has pinned the store's directory,
+// root holds it open and every path under dir is resolved from that
+// descriptor, component by component, never through a symbolic link that
+// leads out of the store: a state directory swapped for a link after Open
+// cannot redirect a write to a foreign directory (TestStateDirSwapped). Paths
+// outside dir, and every path before the directory is pinned, are used as
+// given.
+type osFS struct {
+	root *os.Root
+	dir  string
+}
+
+// dirOps is what osFS needs of a directory tree: an *os.Root, or hostFS for
+// plain paths.
+type dirOps interface {
+	OpenFile(name string, flag int, perm os.FileMode) (*os.File, error)
+	Rename(oldname, newname string) error
+	Link(oldname, newname string) error
+	Remove(name string) error
+	Mkdir(name string, perm os.FileMode) error
+	Lstat(name string) (os.FileInfo, error)
+	Chmod(name string, mode os.FileMode) error
+}
+
+// hostFS resolves paths as given.
+type hostFS struct{}
+
+func (hostFS) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(name, flag, perm)
+}
+func (hostFS) Rename(oldname, newname string) error      { return os.Rename(oldname, newname) }
+func (hostFS) Link(oldname, newname string) error        { return os.Link(oldname, newname) }
+func (hostFS) Remove(name string) error                  { return os.Remove(name) }
+func (hostFS) Mkdir(name string, perm os.FileMode) error { return os.Mkdir(name, perm) }
+func (hostFS) Lstat(name string) (os.FileInfo, error)    { return os.Lstat(name) }
+func (hostFS) Chmod(name string, mode os.FileMode) error { return os.Chmod(name, mode) }
+
+// at returns the dirOps that resolve paths, and paths relative to it: the
+// pinned root when every path is inside the store's directory.
+func (f osFS) at(paths ...string) (dirOps, []string) {
+	if f.root == nil {
+		return hostFS{}, paths
+	}
+	rel := make([]string, len(paths))
+	for i, p := range paths {
+		if p == f.dir {
+			rel[i] = "."
+			continue
+		}
+		r, ok := strings.CutPrefix(p, f.dir+string(filepath.Separator))
+		if !ok || r == "" {
+			return hostFS{}, paths
+		}
+		rel[i] = r
+	}
+	return f.root, rel
+}
+
+// abs puts the store's directory back in front of the relative paths that
+// errors from the pinned root carry, so messages name the whole path.
+// An operation still in flight when Close released the descriptor fails
+// with jobstore.ErrClosed, as it would had it started a moment later.
+func (f osFS) abs(err error) error {
+	if f.root == nil || err == nil {
+		return err
+	}
+	if errors.Is(err, os.ErrClosed) {
+		return jobstore.ErrClosed
+	}
+	var pe *os.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe) && !filepath.IsAbs(pe.Path):
+		pe.Path = filepath.Join(f.dir, pe.Path)
+	case errors.As(err, &le) && !filepath.IsAbs(le.Old):
+		le.Old, le.New = filepath.Join(f.dir, le.Old), filepath.Join(f.dir, le.New)
+	}
+	return err
+}
 
 func (osFS) SyncFS(dir string) (syncer, error) { return openSyncFS(dir) }
 
-func (osFS) WriteFile(path, tmpDir string, data []byte, perm os.FileMode, sync bool) error {
-	if !sync {
-		tmp, err := writeTemp(tmpDir, filepath.Base(path), data, perm, false)
-		if err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			_ = os.Remove(tmp)
-			return err
-		}
-		return nil
-	}
-	// renameio writes the temp file, fsyncs it and renames it; it never
-	// fsyncs the directory, which the caller does where it matters.
-	t, err := renameio.NewPendingFile(path, renameio.WithTempDir(tmpDir), renameio.WithStaticPermissions(perm))
+// WriteFile writes a temp file in tmpDir (fsynced when sync is set) and
+// renames it over path; it does not fsync the directory, which the caller
+// does where it matters.
+func (f osFS) WriteFile(path, tmpDir string, data []byte, perm os.FileMode, sync bool) error {
+	tmp, err := f.writeTemp(tmpDir, filepath.Base(path), data, perm, sync)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = t.Cleanup() }()
-	if _, err := t.Write(data); err != nil {
+	if err := f.Rename(tmp, path); err != nil {
+		_ = f.Remove(tmp)
 		return err
 	}
-	return t.CloseAtomicallyReplace()
+	return nil
 }
 
-func (osFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool) (string, error) {
-	return writeTemp(tmpDir, "new", data, perm, sync)
+func (f osFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool) (string, error) {
+	return f.writeTemp(tmpDir, "new", data, perm, sync)
 }
 
 var tempSeq atomic.Uint64
 
 // writeTemp writes data to a fresh file in dir named after base, with the
 // process ID and a sequence so that concurrent writers never collide.
-func writeTemp(dir, base string, data []byte, perm os.FileMode, sync bool) (string, error) {
+func (f osFS) writeTemp(dir, base string, data []byte, perm os.FileMode, sync bool) (string, error) {
 	name := filepath.Join(dir, "."+base+"."+strconv.Itoa(os.Getpid())+"."+
 		strconv.FormatUint(tempSeq.Add(1), 10)+"."+strconv.FormatInt(time.Now().UnixNano()%1e9, 10))
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	ops, rel := f.at(name)
+	file, err := ops.OpenFile(rel[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, perm)
 	if err != nil {
-		return "", err
+		return "", f.abs(err)
 	}
 	fail := func(err error) (string, error) {
-		_ = f.Close()
-		_ = os.Remove(name)
-		return "", err
+		_ = file.Close()
+		_ = ops.Remove(rel[0])
+		return "", f.abs(err)
 	}
-	if err := f.Chmod(perm); err != nil { // not subject to the umask
+	if err := file.Chmod(perm); err != nil { // not subject to the umask
 		return fail(err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := file.Write(data); err != nil {
 		return fail(err)
 	}
 	if sync {
-		if err := f.Sync(); err != nil {
+		if err := file.Sync(); err != nil {
 			return fail(err)
 		}
 	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(name)
-		return "", err
+	if err := file.Close(); err != nil {
+		_ = ops.Remove(rel[0])
+		return "", f.abs(err)
 	}
 	return name, nil
 }
 
-func (osFS) Overwrite(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|noFollow|syscall.O_NONBLOCK, 0)
+func (f osFS) Overwrite(path string, data []byte) error {
+	ops, rel := f.at(path)
+	file, err := ops.OpenFile(rel[0], os.O_WRONLY|noFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return err
+		return f.abs(err)
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		_ = f.Close()
+	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		_ = file.Close()
 		if err == nil {
 			err = fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
 		}
 		return err
 	}
-	_, err = f.WriteAt(data, 0)
+	_, err = file.WriteAt(data, 0)
 	if err == nil {
-		err = f.Truncate(int64(len(data)))
+		err = file.Truncate(int64(len(data)))
 	}
-	if cerr := f.Close(); err == nil {
+	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-func (osFS) Link(oldname, newname string) error   { return os.Link(oldname, newname) }
-func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
-func (osFS) Remove(path string) error             { return os.Remove(path) }
-func (osFS) Mkdir(dir string, perm os.FileMode) error {
-	err := os.Mkdir(dir, perm)
+func (f osFS) Link(oldname, newname string) error {
+	ops, rel := f.at(oldname, newname)
+	return f.abs(ops.Link(rel[0], rel[1]))
+}
+
+func (f osFS) Rename(oldname, newname string) error {
+	ops, rel := f.at(oldname, newname)
+	return f.abs(ops.Rename(rel[0], rel[1]))
+}
+
+func (f osFS) Remove(path string) error {
+	ops, rel := f.at(path)
+	return f.abs(ops.Remove(rel[0]))
+}
+
+func (f osFS) Mkdir(dir string, perm os.FileMode) error {
+	ops, rel := f.at(dir)
+	err := ops.Mkdir(rel[0], perm)
 	if errors.Is(err, os.ErrExist) {
-		fi, serr := os.Lstat(dir)
+		fi, serr := ops.Lstat(rel[0])
 		if serr != nil {
-			return serr
+			return f.abs(serr)
 		}
 		if !fi.IsDir() {
 			return &os.PathError{Op: "mkdir", Path: dir, Err: errors.New("exists and is not a directory")}
@@ -160,9 +243,13 @@ func (osFS) Mkdir(dir string, perm os.FileMode) error {
 		return nil
 	}
 	if err != nil {
-		return err
+		return f.abs(err)
 	}
-	return chmodKeepSetgid(dir, perm)
+	fi, err := ops.Lstat(rel[0])
+	if err != nil {
+		return f.abs(err)
+	}
+	return f.abs(ops.Chmod(rel[0], perm|fi.Mode()&os.ModeSetgid))
 }
 
 // chmodKeepSetgid sets the permissions of a new directory to perm, which
@@ -177,14 +264,15 @@ func chmodKeepSetgid(dir string, perm os.FileMode) error {
 	return os.Chmod(dir, perm|fi.Mode()&os.ModeSetgid)
 }
 
-func (osFS) SyncDir(dir string) error {
-	f, err := os.Open(dir)
+func (f osFS) SyncDir(dir string) error {
+	ops, rel := f.at(dir)
+	file, err := ops.OpenFile(rel[0], os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
-		return err
+		return f.abs(err)
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
+	err = file.Sync()
+	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	return f.abs(err)
 }

@@ -1084,3 +1084,50 @@ func removedRunnerChild(t *testing.T) {
 	_, err = s.Fsck(op, true)
 	report("fsck", err, "")
 }
+
+// TestStateDirSwapped replaces state directories with symbolic links to a
+// foreign directory after Open, as a local attacker with write access to the
+// store's parent might. The store resolves its paths from the directory it
+// opened, so the operations that would write there fail, and nothing lands in
+// the foreign directory.
+func TestStateDirSwapped(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, err := Open(t.Context(), dir, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+
+	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	claimed, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+
+	foreign := t.TempDir()
+	swap := func(name string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.Rename(p, p+".moved"))
+		require.NoError(t, os.Symlink(foreign, p))
+	}
+	requireForeignEmpty := func() {
+		t.Helper()
+		entries, err := os.ReadDir(foreign)
+		require.NoError(t, err)
+		require.Empty(t, entries, "a write went through a swapped state directory")
+	}
+
+	swap(dirDone)
+	_, err = s.Complete(ctx, claimed.Lease(), jobstore.Outcome{})
+	require.Error(t, err, "Complete wrote through done/ swapped for a link")
+	requireForeignEmpty()
+
+	swap(dirQueued)
+	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.Error(t, err, "Submit wrote through queued/ swapped for a link")
+	requireForeignEmpty()
+
+	swap(dirKeys)
+	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "a-key"})
+	require.Error(t, err, "Submit wrote a key through keys/ swapped for a link")
+	requireForeignEmpty()
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/gofrs/flock"
 	"github.com/jobdir/jobdir/jobstore"
@@ -17,7 +18,9 @@ import (
 // goroutine waiting on a second handle for a lock its process already holds
 // would wait forever. The tables below keep at most one handle per lock file
 // per process, shared by every Store of the process, with an in-process
-// semaphore in front of each record lock.
+// turn in front of each record lock: shared readers hold it together, each
+// with a shared flock of its own, and a change waits only for the reads
+// under way (see turn).
 
 // recordLocks is the process-wide table of record locks, by lock file path.
 var recordLocks = struct {
@@ -26,7 +29,7 @@ var recordLocks = struct {
 }{m: make(map[string]*recordLockEntry)}
 
 type recordLockEntry struct {
-	sem  chan struct{} // capacity 1: holds the in-process turn
+	turn turn // the in-process turn
 	refs int
 }
 
@@ -36,11 +39,27 @@ type recordLockEntry struct {
 // returned function releases the lock. A goroutine must not hold two record
 // locks at once: two jobs may share a lock file (see lockStripes), and the
 // second wait would never end.
+//
+// The wait, in this process and for other processes, ends with ctx: a
+// process stopped (SIGSTOP) or hung while it holds the lock delays the
+// caller only until its ctx ends, and the error is then ctx.Err().
 func lockRecord(ctx context.Context, path string, exclusive, create bool, perm os.FileMode) (func(), error) {
+	unlock, _, err := acquireRecord(ctx, path, exclusive, create, perm, true)
+	return unlock, err
+}
+
+// tryLockRecord takes the record lock at path as lockRecord does, but
+// without waiting: it returns ok=false if any goroutine of this process or
+// any other process holds it in a conflicting mode.
+func tryLockRecord(path string, exclusive, create bool, perm os.FileMode) (unlock func(), ok bool, err error) {
+	return acquireRecord(context.Background(), path, exclusive, create, perm, false)
+}
+
+func acquireRecord(ctx context.Context, path string, exclusive, create bool, perm os.FileMode, wait bool) (func(), bool, error) {
 	recordLocks.Lock()
 	e := recordLocks.m[path]
 	if e == nil {
-		e = &recordLockEntry{sem: make(chan struct{}, 1)}
+		e = &recordLockEntry{}
 		recordLocks.m[path] = e
 	}
 	e.refs++
@@ -52,53 +71,119 @@ func lockRecord(ctx context.Context, path string, exclusive, create bool, perm o
 		}
 		recordLocks.Unlock()
 	}
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
+	if wait {
+		if err := e.turn.lock(ctx, exclusive); err != nil {
+			drop()
+			return nil, false, err
+		}
+	} else if !e.turn.tryLock(exclusive) {
 		drop()
-		return nil, ctx.Err()
+		return nil, false, nil
 	}
-	fl, err := flockPath(path, exclusive, create, perm)
-	if err != nil {
-		<-e.sem
+	fl, ok, err := flockPath(ctx, path, exclusive, create, perm, wait)
+	if err != nil || !ok {
+		e.turn.unlock(exclusive)
 		drop()
-		return nil, err
+		return nil, false, err
 	}
 	return func() {
 		_ = fl.Unlock()
-		<-e.sem
+		e.turn.unlock(exclusive)
 		drop()
-	}, nil
+	}, true, nil
 }
 
-// flockPath opens and locks path (blocking), and makes sure the lock is on
-// the inode the path names now: Prune deletes lease lock files, and a lock
-// file removed by hand or by a tool would leave a process that opened it
-// just before holding a lock on an orphan inode (gofrs/flock #8, #41).
-func flockPath(path string, exclusive, create bool, perm os.FileMode) (*flock.Flock, error) {
+// patience bounds the total time that one pass of repair or recovery
+// waits for busy record locks: a process stopped while it holds some must
+// not stall the pass, whose skipped jobs the next pass handles. Once the
+// deadline has passed, each lock is only tried. A nil *patience waits as
+// long as the caller's ctx allows.
+type patience struct{ deadline time.Time }
+
+func newPatience() *patience { return &patience{deadline: time.Now().Add(recordLockPatience)} }
+
+// lock takes a record lock with lock, waiting no longer than p allows. It
+// returns ok=false, with no error, if p ran out first.
+func (p *patience) lock(ctx context.Context, lock func(context.Context) (func(), error)) (func(), bool, error) {
+	if p == nil {
+		unlock, err := lock(ctx)
+		return unlock, err == nil, err
+	}
+	wctx, cancel := context.WithDeadline(ctx, p.deadline)
+	defer cancel()
+	unlock, err := lock(wctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, false, nil
+	}
+	return unlock, err == nil, err
+}
+
+// Lock waits poll: flock(2) cannot be interrupted, so a blocking flock on a
+// lock that a stopped process holds would outlive any ctx. The first
+// retries come fast, for the common short hold (a write and an fsync);
+// the interval then grows to lockPollMax.
+const (
+	lockPollMin = 100 * time.Microsecond
+	lockPollMax = 10 * time.Millisecond
+)
+
+// flockPath opens and locks path, and makes sure the lock is on the inode
+// the path names now: Prune deletes lease lock files, and a lock file
+// removed by hand or by a tool would leave a process that opened it just
+// before holding a lock on an orphan inode (gofrs/flock #8, #41). With
+// wait it retries until ctx ends (then the error is ctx.Err()); without,
+// it returns ok=false at once if another holder has the lock.
+func flockPath(ctx context.Context, path string, exclusive, create bool, perm os.FileMode, wait bool) (*flock.Flock, bool, error) {
 	flag := os.O_RDONLY
 	if create {
 		flag |= os.O_CREATE
 	}
+	delay := lockPollMin
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for {
 		fl := flock.New(path, flock.SetFlag(flag|noFollow), flock.SetPermissions(perm))
+		var ok bool
 		var err error
 		if exclusive {
-			err = fl.Lock()
+			ok, err = fl.TryLock()
 		} else {
-			err = fl.RLock()
+			ok, err = fl.TryRLock()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("lock %s: %w", path, err)
+			_ = fl.Close()
+			return nil, false, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if !ok {
+			_ = fl.Close()
+			if !wait {
+				return nil, false, nil
+			}
+			if t == nil {
+				t = time.NewTimer(delay)
+			} else {
+				t.Reset(delay)
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return nil, false, ctx.Err()
+			}
+			delay = min(2*delay, lockPollMax)
+			continue
 		}
 		if ok, err := sameInode(fl, path, perm); err != nil || !ok {
 			_ = fl.Unlock()
 			if err != nil && !(create && errors.Is(err, fs.ErrNotExist)) {
-				return nil, fmt.Errorf("lock %s: %w", path, err)
+				return nil, false, fmt.Errorf("lock %s: %w", path, err)
 			}
 			continue
 		}
-		return fl, nil
+		return fl, true, nil
 	}
 }
 

@@ -32,7 +32,10 @@ func (s *Store) createRoot(context.Context) error {
 		if err := os.MkdirAll(s.dir, s.dirPerm); err != nil {
 			return err
 		}
-		return chmodKeepSetgid(s.dir, s.dirPerm)
+		if err := chmodKeepSetgid(s.dir, s.dirPerm); err != nil {
+			return err
+		}
+		return s.pinRoot()
 	}
 	if err != nil {
 		return err
@@ -46,6 +49,20 @@ func (s *Store) createRoot(context.Context) error {
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", s.dir)
+	}
+	return s.pinRoot()
+}
+
+// pinRoot opens the store's directory once and, for the real file system,
+// resolves every later write from that descriptor (see osFS).
+func (s *Store) pinRoot() error {
+	root, err := os.OpenRoot(s.dir)
+	if err != nil {
+		return err
+	}
+	s.root = root
+	if f, ok := s.fs.(osFS); ok && f.root == nil {
+		s.fs = osFS{root: root, dir: s.dir}
 	}
 	return nil
 }

@@ -165,31 +165,3 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	p.Errors = skipped
 	return p, nil
 }
-
-// Wait blocks until job id is terminal and returns it. It re-reads the
-// record on every event about the job, from any process, and at least
-// every PollInterval.
-func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
-	if err := s.enter(ctx, "wait"); err != nil {
-		return jobstore.Job{}, err
-	}
-	if err := jobstore.ValidateID(id); err != nil {
-		return jobstore.Job{}, fmt.Errorf("filestore: wait: %w", err)
-	}
-	for {
-		ch, stop := s.watchJob(id)
-		j, err := s.get(ctx, id)
-		if err != nil || j.State.Terminal() {
-			stop()
-			if err != nil {
-				err = fmt.Errorf("filestore: wait: %w", err)
-			}
-			return j, err
-		}
-		err = s.wait(ctx, "wait", ch)
-		stop()
-		if err != nil {
-			return jobstore.Job{}, err
-		}
-	}
-}

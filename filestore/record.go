@@ -109,7 +109,8 @@ func (s *Store) recordPath(dir, id string) string {
 // lock is locks/rec-<n>.lock, n = FNV-1a(id) mod lockStripes: a fixed set of
 // files, created on first use and never deleted, so that no submit creates
 // a lock file and no prune deletes one. Jobs that share a stripe share a
-// lock, which only costs a short wait, because no one holds two record
+// lock, which costs a short wait while its holder runs (see lockRecord for
+// one that does not run), because no one holds two record
 // locks at once. Every process must use the same mapping: it is part of
 // the on-disk format (docs/format.md).
 const lockStripes = 1024

@@ -13,37 +13,45 @@ import (
 // process that claimed them is gone: the kernel released its flock when it
 // died. Leases this process holds are in the lease table, so they are never
 // mistaken for dead. Without repair it only reports.
+//
+// A job whose record lock stays busy (see patience) is left for the next
+// pass.
 func (s *Store) recoverDead(ctx context.Context, repair bool) ([]Problem, error) {
 	ids, _, err := s.listDir(dirClaimed)
 	if err != nil {
 		return nil, err
 	}
+	p := newPatience()
 	var probs []Problem
 	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
 			return probs, err
 		}
-		p, err := s.recoverOne(ctx, id, repair)
+		prob, err := s.recoverOne(ctx, id, repair, p)
 		if err != nil {
 			return probs, err
 		}
-		if p != nil {
-			probs = append(probs, *p)
+		if prob != nil {
+			probs = append(probs, *prob)
 		}
 	}
 	return probs, nil
 }
 
-func (s *Store) recoverOne(ctx context.Context, id string, repair bool) (*Problem, error) {
+func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patience) (*Problem, error) {
 	lp := s.leasePath(id)
 	h, ok, err := tryLease(s, lp)
 	if err != nil || !ok {
 		return nil, err // held: its worker is alive
 	}
 	defer releaseLease(lp, h)
-	unlock, err := s.lockFor(ctx, id, repair)
+	unlock, ok, err := p.lock(ctx, func(ctx context.Context) (func(), error) { return s.lockFor(ctx, id, repair) })
 	if err != nil {
 		return nil, err
+	}
+	if !ok {
+		s.log.Info("filestore: recovery: a dead worker's job is locked by another process; left for the next pass", "id", id)
+		return nil, nil
 	}
 	defer unlock()
 	f, err := s.locate(id)

@@ -22,7 +22,9 @@ import (
 // by goroutines and by processes; see the package documentation for what
 // that rests on.
 type Store struct {
-	dir      string
+	dir string
+	// root is dir, opened once at Open; writes resolve from it (osFS).
+	root     *os.Root
 	opts     Options
 	fs       fileOps
 	dirPerm  os.FileMode
@@ -86,6 +88,10 @@ type Store struct {
 	// changed holds a channel per watched job ID, closed and removed on any
 	// event about that job (Wait, WatchCancel).
 	changed map[string]*idWatch
+	// readers holds the shared reader of each job that Wait watches;
+	// noReaders is set by Close, after which none starts.
+	readers   map[string]*jobReader
+	noReaders bool
 	// keys caches idempotency key hash -> job ID. Only a cache: an entry is
 	// used only after the job's record is read and its key compared.
 	keys map[string]string
@@ -127,6 +133,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		pending:   make(map[string]struct{}),
 		work:      make(chan struct{}),
 		changed:   make(map[string]*idWatch),
+		readers:   make(map[string]*jobReader),
 		keys:      make(map[string]string),
 		syncers:   make(map[string]*groupSync),
 		syncFSMin: syncFSBatch,
@@ -178,6 +185,11 @@ func (s *Store) Dir() string { return s.dir }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
+		// No job's shared reader starts after this (see joinReader), so
+		// s.wg below counts every one.
+		s.mu.Lock()
+		s.noReaders = true
+		s.mu.Unlock()
 		s.watchMu.Lock()
 		if s.watcher != nil {
 			_ = s.watcher.Close()
@@ -197,6 +209,9 @@ func (s *Store) Close() error {
 		}
 		if s.tmpLock != nil {
 			_ = s.tmpLock.Unlock()
+		}
+		if s.root != nil {
+			_ = s.root.Close()
 		}
 	})
 	return nil
@@ -342,6 +357,13 @@ func (s *Store) removeStale(f found) {
 func (s *Store) lockJob(ctx context.Context, id string) (func(), error) {
 	unlock, err := lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
 	return unlock, s.lockErr(id, err)
+}
+
+// tryLockJob takes job id's exclusive record lock as lockJob does, but
+// returns ok=false at once if another holder has it.
+func (s *Store) tryLockJob(id string) (unlock func(), ok bool, err error) {
+	unlock, ok, err = tryLockRecord(s.lockPath(id), true, true, s.filePerm)
+	return unlock, ok, s.lockErr(id, err)
 }
 
 // rlockJob takes job id's shared record lock for a read. If the lock file

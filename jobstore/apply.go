@@ -136,6 +136,16 @@ func ApplyRecover(j Job, now time.Time) (Job, error) {
 	return applyOutcome(j, j.Lease(), Outcome{Error: msg}, now, noBackoff, EndWorkerLost)
 }
 
+// ApplyRelease returns j after the worker that lease names gave the
+// running attempt back without an outcome (Store.Release): exactly as
+// ApplyRecover, with an error that says the outcome could not be recorded.
+// The attempt counts and the history records it as EndWorkerLost. It fails
+// with ErrNotHeld unless lease holds j.
+func ApplyRelease(j Job, lease Lease, now time.Time) (Job, error) {
+	msg := fmt.Sprintf("worker %q gave attempt %d back: its outcome could not be recorded", lease.Worker, lease.Attempt)
+	return applyOutcome(j, lease, Outcome{Error: msg}, now, noBackoff, EndWorkerLost)
+}
+
 // noBackoff makes a recovered job due at once.
 func noBackoff(int) time.Duration { return 0 }
 

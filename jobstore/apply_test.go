@@ -333,6 +333,42 @@ func TestApplyRecover(t *testing.T) {
 	}
 }
 
+func TestApplyRelease(t *testing.T) {
+	now := t0.Add(time.Hour)
+	got, err := jobstore.ApplyRelease(running(1), running(1).Lease(), now)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, got.State)
+	require.Equal(t, now, got.RunAt, "a given-back job is due again at once, as a dead worker's")
+	require.Equal(t, 1, got.Attempt, "the attempt counts")
+	require.Equal(t, `worker "w" gave attempt 1 back: its outcome could not be recorded`, got.LastError)
+	require.Equal(t, jobstore.EndWorkerLost, got.History[len(got.History)-1].End)
+
+	got, err = jobstore.ApplyRelease(running(3), running(3).Lease(), now)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateFailed, got.State, "the last attempt given back is final")
+
+	j := running(2)
+	for name, l := range map[string]jobstore.Lease{
+		"old attempt":  {ID: testID, Worker: "w", Attempt: 1},
+		"other worker": {ID: testID, Worker: "v", Attempt: 2},
+	} {
+		got, err := jobstore.ApplyRelease(j, l, now)
+		require.ErrorIs(t, err, jobstore.ErrNotHeld, name)
+		require.Equal(t, j, got, "a refused release changes nothing")
+	}
+}
+
+func TestLeaseValidate(t *testing.T) {
+	require.NoError(t, running(1).Lease().Validate())
+	for name, l := range map[string]jobstore.Lease{
+		"bad id":     {ID: "x", Worker: "w", Attempt: 1},
+		"bad worker": {ID: testID, Worker: "", Attempt: 1},
+		"no attempt": {ID: testID, Worker: "w", Attempt: 0},
+	} {
+		require.ErrorIs(t, l.Validate(), jobstore.ErrInvalidInput, name)
+	}
+}
+
 func TestApplyCancel(t *testing.T) {
 	now := t0.Add(time.Minute)
 

@@ -27,9 +27,9 @@ var (
 	// ErrNoJob is returned by Claim when no queued job is due. The concrete
 	// error may be a *NoJobError that says when the next one is due.
 	ErrNoJob = errors.New("no job available")
-	// ErrNotHeld is returned by Complete and WatchCancel when the lease no
-	// longer holds the job: another attempt has started, the job was
-	// recovered from a worker presumed dead, or it already finished.
+	// ErrNotHeld is returned by Complete, Release and WatchCancel when the
+	// lease no longer holds the job: another attempt has started, the job
+	// was recovered from a worker presumed dead, or it already finished.
 	ErrNotHeld = errors.New("job not held by this lease")
 	// ErrClosed is returned by every method of a closed store.
 	ErrClosed = errors.New("store closed")

@@ -55,8 +55,8 @@ func ExampleTransitions() {
 	// queued -> running: Claim
 	// queued -> canceled: Cancel
 	// running -> succeeded: Complete (success)
-	// running -> queued: Complete (failure, attempts left) or dead-worker recovery
-	// running -> failed: Complete (failure, no attempts left) or dead-worker recovery
+	// running -> queued: Complete (failure, attempts left) or dead-worker recovery or Release
+	// running -> failed: Complete (failure, no attempts left) or dead-worker recovery or Release
 	// running -> canceled: Complete after Cancel requested
 	// failed -> queued: Retry
 	// canceled -> queued: Retry

@@ -102,7 +102,8 @@ const (
 	// EndCanceled: the attempt was stopped because Cancel was requested.
 	EndCanceled AttemptEnd = "canceled"
 	// EndWorkerLost: the worker died during the attempt and the job was
-	// recovered by another process.
+	// recovered by another process, or the worker gave the attempt back
+	// because it could not record its outcome (Store.Release).
 	EndWorkerLost AttemptEnd = "worker_lost"
 	// EndInterrupted: the worker shut down gracefully during the attempt.
 	// Such an attempt does not count against MaxAttempts.
@@ -154,6 +155,22 @@ type Lease struct {
 	ID      string `json:"id"`
 	Worker  string `json:"worker"`
 	Attempt int    `json:"attempt"`
+}
+
+// Validate checks the fields of a lease a caller passes to a store: a
+// valid ID and worker name and an attempt of at least 1. Its error wraps
+// ErrInvalidInput.
+func (l Lease) Validate() error {
+	if err := ValidateID(l.ID); err != nil {
+		return err
+	}
+	if err := ValidateWorker(l.Worker); err != nil {
+		return err
+	}
+	if l.Attempt < 1 {
+		return fmt.Errorf("%w: lease attempt %d", ErrInvalidInput, l.Attempt)
+	}
+	return nil
 }
 
 // Lease returns the lease of the job's current attempt.

@@ -65,6 +65,19 @@ type Store interface {
 	// longer holds the job.
 	Complete(ctx context.Context, lease Lease, o Outcome) (Job, error)
 
+	// Release gives back the attempt that lease holds, without an
+	// outcome, as a dead worker's would be given back: the attempt counts
+	// (its history says EndWorkerLost) and the job is queued again due now,
+	// or failed if its attempts are used up (canceled if Cancel was
+	// requested), exactly as recovery would do (see ApplyRelease). A worker
+	// calls it when it cannot record an outcome, so that the job does not
+	// stay running for as long as the worker lives. It is fenced by the
+	// lease like Complete. Returns ErrNotHeld if lease no longer holds the
+	// job. Whatever it returns, the store stops holding the lease in this
+	// process, so that if the release could not be recorded, recovery
+	// takes the job over within its usual time.
+	Release(ctx context.Context, lease Lease) error
+
 	// WatchCancel blocks until Cancel is requested for the attempt that
 	// lease holds and returns nil. Returns ErrNotHeld as soon as the lease
 	// no longer holds the job, and ctx.Err() when ctx ends.

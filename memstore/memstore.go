@@ -390,6 +390,32 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	return clone(j), nil
 }
 
+// Release gives back the attempt that lease holds without an outcome, as
+// a dead worker's would be (see jobstore.ApplyRelease): the attempt counts,
+// and the job is queued again due now or fails if its attempts are used
+// up. It never blocks, so it goes ahead even if ctx has ended. Returns an
+// error wrapping jobstore.ErrNotHeld if lease no longer holds the job, and
+// jobstore.ErrNotFound if there is no such job.
+func (s *Store) Release(ctx context.Context, lease jobstore.Lease) error {
+	if err := lease.Validate(); err != nil {
+		return fmt.Errorf("memstore: release: %w", err)
+	}
+	if err := s.lock(context.WithoutCancel(ctx), "release"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	e, err := s.get("release", lease.ID)
+	if err != nil {
+		return err
+	}
+	j, err := jobstore.ApplyRelease(e.job, lease, time.Now())
+	if err != nil {
+		return fmt.Errorf("memstore: release: %w", err)
+	}
+	s.set(e, j)
+	return nil
+}
+
 func validateLease(l jobstore.Lease) error {
 	if err := jobstore.ValidateID(l.ID); err != nil {
 		return err

@@ -42,6 +42,9 @@ type Store struct {
 	// held maps the leases this store handed out and has not seen
 	// completed to what it knows about them.
 	held map[jobstore.Lease]heldLease
+	// releasing holds the leases whose Release failed, for maintain to
+	// try again.
+	releasing map[jobstore.Lease]struct{}
 	// work is closed and replaced whenever a job may have become
 	// claimable; workSeq counts that, and noJobSeq is workSeq when a
 	// Claim last found nothing (see AwaitWork).
@@ -102,6 +105,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 		q:             newQueries(o.Schema),
 		closed:        make(chan struct{}),
 		held:          make(map[jobstore.Lease]heldLease),
+		releasing:     make(map[jobstore.Lease]struct{}),
 		work:          make(chan struct{}),
 		watches:       make(map[string]*idWatch),
 		listenChanged: make(chan struct{}),
@@ -210,7 +214,7 @@ func (s *Store) connConfig() *pgx.ConnConfig {
 }
 
 // maintain runs until the store closes: it recovers the jobs of dead
-// lease sessions every RecoverInterval.
+// lease sessions, and retries failed releases, every RecoverInterval.
 func (s *Store) maintain(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.RecoverInterval)
@@ -219,6 +223,7 @@ func (s *Store) maintain(ctx context.Context) {
 		if err := s.recoverDead(ctx); err != nil && ctx.Err() == nil {
 			s.opts.Logger.Warn("pgstore: recovery of dead workers' jobs failed; will retry", "err", err)
 		}
+		s.retryReleases(ctx)
 		select {
 		case <-ctx.Done():
 			return

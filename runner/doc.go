@@ -32,7 +32,12 @@
 //   - The outcome is recorded even if the handler returns during shutdown:
 //     Complete runs under its own context bounded by Options.CompleteTimeout,
 //     not under Run's. If the lease was lost in the meantime (another attempt
-//     started), the store refuses the outcome and the runner drops it.
+//     started), the store refuses the outcome and the runner drops it. If
+//     Complete keeps failing (a full disk) until CompleteTimeout, the runner
+//     drops the outcome, logs it, and gives the attempt back with
+//     jobstore.Store.Release: the job is retried, or fails if that was its
+//     last attempt, exactly as if the worker had died, and never stays
+//     running while the worker lives.
 //   - Run returns only after every handler it started has returned and its
 //     outcome was recorded or dropped, and every goroutine it started has
 //     exited.

@@ -25,10 +25,12 @@ const (
 	EventFinished
 	// EventDropped: the attempt ended but its outcome was not recorded
 	// because the lease was lost or Complete kept failing. Job is the job
-	// as claimed; Err says why.
+	// as claimed; Err says why. When Complete kept failing, the runner has
+	// given the attempt back with Store.Release before this event.
 	EventDropped
 	// EventStoreError: a store call the runner retries (Claim, AwaitWork,
-	// WatchCancel, Complete) failed. Err is the error.
+	// WatchCancel, Complete) failed, or a Release after a dropped outcome
+	// did. Err is the error.
 	EventStoreError
 )
 

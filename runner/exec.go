@@ -72,6 +72,7 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 			log.Warn("outcome dropped: lease lost", "err", err, "outcome_error", o.Error)
 		} else {
 			log.Error("outcome dropped: complete failed", "err", err, "outcome_error", o.Error)
+			l.release(workCtx, lease, log)
 		}
 		r.emit(Event{Type: EventDropped, Job: job, RunDuration: ran, Outcome: o, Err: err})
 		return
@@ -157,6 +158,29 @@ func (l *loop) watch(ctx context.Context, lease jobstore.Lease, cancel context.C
 		if !sleep(ctx, retryDelay(failures)) {
 			return
 		}
+	}
+}
+
+// release gives back the attempt that lease holds after its outcome could
+// not be recorded, so that the job does not stay running for as long as
+// this worker lives: the store counts the attempt and queues the job again
+// (or fails it) as it would a dead worker's. If the release cannot be
+// recorded either, the store still lets the lease go, and recovery takes
+// the job over in its usual time.
+func (l *loop) release(workCtx context.Context, lease jobstore.Lease, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), l.r.s.completeTimeout)
+	defer cancel()
+	err := l.r.store.Release(ctx, lease)
+	switch {
+	case err == nil:
+		log.Warn("gave the job back to the store: it runs again, or fails if that was its last attempt, as if this worker had died")
+	case errors.Is(err, jobstore.ErrNotHeld), errors.Is(err, jobstore.ErrNotFound):
+		log.Warn("could not give the job back: this worker no longer holds it", "err", err)
+	case errors.Is(err, jobstore.ErrClosed):
+		log.Warn("could not give the job back: the store is closed, which gives up its jobs", "err", err)
+	default:
+		log.Error("could not give the job back; the store let its lease go, so recovery will take the job over", "err", err)
+		l.r.emit(Event{Type: EventStoreError, Job: jobstore.Job{ID: lease.ID}, Err: fmt.Errorf("runner: release %s: %w", lease.ID, err)})
 	}
 }
 

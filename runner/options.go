@@ -43,8 +43,9 @@ type Options struct {
 	// DefaultShutdownGrace (10s); a negative value cancels them at once.
 	ShutdownGrace time.Duration
 	// CompleteTimeout bounds the recording of one attempt's outcome,
-	// retries of a failing Complete included. Zero means
-	// DefaultCompleteTimeout (30s).
+	// retries of a failing Complete included; past it the outcome is
+	// dropped and the attempt given back (jobstore.Store.Release, itself
+	// bounded by CompleteTimeout). Zero means DefaultCompleteTimeout (30s).
 	CompleteTimeout time.Duration
 	// Logger receives structured logs. Nil means none.
 	Logger *slog.Logger

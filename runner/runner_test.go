@@ -1,10 +1,12 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"strings"
@@ -662,6 +664,10 @@ type flakyStore struct {
 	awaitFailures    atomic.Int32
 	watchFailures    atomic.Int32
 	watchNotHeld     bool
+	// completeDown makes every Complete fail while it is set, as on a
+	// full disk.
+	completeDown atomic.Bool
+	releases     atomic.Int32
 }
 
 func (f *flakyStore) AwaitWork(ctx context.Context) error {
@@ -680,7 +686,15 @@ func (f *flakyStore) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobs
 	return f.Store.Claim(ctx, req)
 }
 
+func (f *flakyStore) Release(ctx context.Context, l jobstore.Lease) error {
+	f.releases.Add(1)
+	return f.Store.Release(ctx, l)
+}
+
 func (f *flakyStore) Complete(ctx context.Context, l jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
+	if f.completeDown.Load() {
+		return jobstore.Job{}, fmt.Errorf("write record: %w", errFlaky)
+	}
 	if f.completeFailures.Add(-1) >= 0 {
 		return jobstore.Job{}, errFlaky
 	}
@@ -717,6 +731,92 @@ func TestTransientStoreErrorsAreRetried(t *testing.T) {
 		for _, e := range errs {
 			require.ErrorIs(t, e.Err, errFlaky)
 		}
+	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use, for logs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestDroppedOutcomeReleasesJob: when Complete keeps failing past
+// CompleteTimeout, the runner drops the outcome, says so in its log, and
+// gives the attempt back with Release: the job does not stay running while
+// the worker lives, the attempt counts, the job runs again, and Wait
+// returns.
+func TestDroppedOutcomeReleasesJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &flakyStore{Store: newStore(t, nil)}
+		s.completeDown.Store(true)
+		ev := &events{}
+		logs := &lockedBuffer{}
+		r := runner.New(s, &runner.Options{
+			OnEvent: ev.add, CompleteTimeout: time.Second,
+			Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			if job.Attempt == 2 {
+				s.completeDown.Store(false) // the disk has room again
+			}
+			return json.RawMessage(`"done"`), nil
+		}))
+		j := submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 2})
+		start(t, r)
+		j = wait(t, s, j.ID)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		require.Equal(t, 2, j.Attempt)
+		require.Len(t, j.History, 2)
+		require.Equal(t, jobstore.EndWorkerLost, j.History[0].End, "the given-back attempt counts as a lost worker's")
+		require.Contains(t, j.History[0].Error, "could not be recorded")
+		require.Equal(t, int32(1), s.releases.Load())
+
+		dropped := ev.of(runner.EventDropped)
+		require.Len(t, dropped, 1)
+		require.ErrorIs(t, dropped[0].Err, context.DeadlineExceeded)
+		require.ErrorIs(t, dropped[0].Err, errFlaky)
+		require.Contains(t, logs.String(), "outcome dropped: complete failed")
+		require.Contains(t, logs.String(), "gave the job back to the store")
+	})
+}
+
+// A worker whose lease is already gone does not try to give it back.
+func TestDroppedOutcomeOfLostLeaseNotReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newStore(t, nil)
+		s := &flakyStore{Store: base}
+		ev := &events{}
+		started := make(chan jobstore.Job, 1)
+		proceed := make(chan struct{})
+		r := runner.New(s, &runner.Options{OnEvent: ev.add})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			started <- job
+			<-proceed
+			return nil, nil
+		}))
+		j := submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 1})
+		start(t, r)
+		c := <-started
+		// Another party ends the attempt first (as recovery would).
+		require.NoError(t, base.Release(t.Context(), c.Lease()))
+		close(proceed)
+		synctest.Wait()
+		require.Len(t, ev.of(runner.EventDropped), 1)
+		require.ErrorIs(t, ev.of(runner.EventDropped)[0].Err, jobstore.ErrNotHeld)
+		require.Zero(t, s.releases.Load())
+		require.Equal(t, jobstore.StateFailed, wait(t, s, j.ID).State)
 	})
 }
 

@@ -22,8 +22,9 @@ func (a *app) statsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "Count jobs by state",
-		Long: `Count the jobs in each state, and say how long the oldest due job has been
-waiting in the queue (a growing age means the workers do not keep up).`,
+		Long: `Say which store this is, count the jobs in each state, and say how long the
+oldest due job has been waiting in the queue (a growing age means the
+workers do not keep up).`,
 		Example: `  jobdir stats
   jobdir stats --json | jq .counts.queued`,
 		Args: cobra.NoArgs,
@@ -36,15 +37,17 @@ waiting in the queue (a growing age means the workers do not keep up).`,
 				now := time.Now()
 				if asJSON {
 					out := struct {
+						Store string `json:"store"`
 						jobstore.Stats
 						OldestQueuedAgeSeconds float64 `json:"oldest_queued_age_seconds"`
-					}{Stats: s}
+					}{Store: st.Dir(), Stats: s}
 					if !s.OldestQueuedAt.IsZero() {
 						out.OldestQueuedAgeSeconds = now.Sub(s.OldestQueuedAt).Seconds()
 					}
 					return writeJSON(a.stdout, out)
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintf(tw, "store\t%s\n", st.Dir())
 				for _, state := range jobstore.States() {
 					fmt.Fprintf(tw, "%s\t%d\n", state, s.Counts[state])
 				}

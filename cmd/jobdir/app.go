@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -63,7 +61,10 @@ type app struct {
 	allowUnsafeFS bool   // --allow-unsafe-filesystem
 	groupAccess   bool   // --group-access
 	syncFS        bool   // --syncfs
+	verbose       bool   // -v: say which store is used
 	started       bool   // a command's RunE was reached: later errors are not usage errors
+	createStore   bool   // the command creates the store if it finds none
+	storeName     string // the open store, for messages
 }
 
 // run executes the jobdir command line args and returns the exit status.
@@ -117,8 +118,16 @@ Jobs submitted from the command line run a program with its arguments (no
 shell) in the directory they were submitted from. Their output goes to a log
 file per job, which "jobdir logs" prints.
 
-The store is --dir DIR, else $JOBDIR_DIR, else ./.jobdir. It is created on
-first use.
+The store is --dir DIR, else $JOBDIR_DIR, else the .jobdir directory in the
+current directory or the nearest directory above it, as git finds its
+repository. Only submit, work and serve create a store (./.jobdir when none
+is found); the other commands say so when there is none. A directory that
+holds other files is never made a store.
+
+A job is named by its ID in either case, by a prefix of it of 4 or more
+characters that no other job's ID starts with, or by "last", the newest job;
+get, logs, wait and cancel also take --key KEY. Shell completion (see jobdir
+completion --help) offers the newest jobs' IDs, states and kinds.
 
 Exit status: 0 on success, 1 on an error, 2 on a usage error; "jobdir wait"
 also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
@@ -139,10 +148,12 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			a.started = true
+			a.createStore = cmd.Annotations[createsStore] != ""
 			return nil
 		},
 	}
-	root.PersistentFlags().StringVar(&a.dir, "dir", "", "use the store in `DIR` (default $JOBDIR_DIR, else ./.jobdir)")
+	root.PersistentFlags().StringVar(&a.dir, "dir", "", "use the store in `DIR` (default $JOBDIR_DIR, else the nearest .jobdir in this directory or above)")
+	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "say which store is used")
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
 		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
@@ -170,24 +181,8 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		c.GroupID = "admin"
 		root.AddCommand(c)
 	}
+	a.addCompletions(root)
 	return root
-}
-
-// storeDir returns the absolute store directory the flags and environment
-// select.
-func (a *app) storeDir() (string, error) {
-	dir := a.dir
-	if dir == "" {
-		dir = os.Getenv("JOBDIR_DIR")
-	}
-	if dir == "" {
-		dir = defaultDirName
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("store directory %q: %w", dir, err)
-	}
-	return abs, nil
 }
 
 // idArg validates the single job ID argument of a command.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -150,7 +151,7 @@ func TestMissingAndInvalidJob(t *testing.T) {
 	for _, cmd := range []string{"get", "cancel", "retry", "wait", "logs"} {
 		r := jd(t, dir, cmd, missing)
 		require.Equal(t, exitError, r.code, "%s: %s", cmd, r)
-		require.Contains(t, r.stderr, "no job "+missing, cmd)
+		require.Contains(t, r.stderr, "no job "+missing+" in the store "+dir, cmd)
 		require.NotContains(t, r.stderr, "Usage:", cmd)
 
 		r = jd(t, dir, cmd, "../../etc/passwd")
@@ -370,6 +371,7 @@ func TestStats(t *testing.T) {
 	submit(t, dir, "--", "true")
 	submit(t, dir, "--delay", "1h", "--", "true")
 	r := jdOK(t, dir, "stats")
+	require.Regexp(t, `(?m)^store\s+`+regexp.QuoteMeta(dir)+`$`, r.stdout)
 	require.Regexp(t, `(?m)^queued\s+2$`, r.stdout)
 	require.Regexp(t, `(?m)^running\s+0$`, r.stdout)
 	require.Regexp(t, `(?m)^oldest queued\s+waiting since .* ago\)$`, r.stdout)
@@ -455,11 +457,97 @@ func TestStoreThatCannotOpen(t *testing.T) {
 	if os.Geteuid() != 0 { // root ignores permissions
 		locked := filepath.Join(base, "locked")
 		require.NoError(t, os.MkdirAll(locked, 0o500))
-		r = jd(t, filepath.Join(locked, "store"), "list")
+		r = jd(t, filepath.Join(locked, "store"), "submit", "true")
 		require.Equal(t, exitError, r.code)
 		require.Contains(t, r.stderr, "permission denied")
 		require.Contains(t, r.stderr, "Check that this user may read and write")
 	}
+}
+
+// TestStoreDiscovery: without --dir or $JOBDIR_DIR, jobdir uses the .jobdir
+// of the working directory or the nearest one above it, as git does; only
+// submit, work and serve create a store, and never in a directory that
+// holds other files.
+func TestStoreDiscovery(t *testing.T) {
+	work := t.TempDir()
+	deep := filepath.Join(work, "sub", "deeper")
+	require.NoError(t, os.MkdirAll(deep, 0o700))
+	t.Setenv("JOBDIR_DIR", "")
+	store := filepath.Join(work, ".jobdir")
+
+	t.Chdir(deep)
+	for _, args := range [][]string{{"list"}, {"get", "01JCXZ8ZQ4V6Y2W0M8R5T3N7PB"}, {"stats"}, {"fsck"}, {"prune", "--older-than", "1h"}} {
+		r := jd(t, "", args...)
+		require.Equal(t, exitError, r.code, "%v: %s", args, r)
+		require.Equal(t, "jobdir: no store found: there is no .jobdir in "+deep+" or a directory above it\n"+
+			"jobdir submit, work and serve create one in the current directory; or name a store with --dir or $JOBDIR_DIR.\n", r.stderr, "%v", args)
+		require.NoDirExists(t, filepath.Join(deep, ".jobdir"), "%v created a store", args)
+	}
+
+	t.Chdir(work)
+	id := submit(t, "", "--", "true")
+	require.DirExists(t, store)
+
+	t.Chdir(deep)
+	require.Equal(t, id, getJob(t, "", id).ID, "found in a parent directory")
+	r := jdOK(t, "", "-v", "list")
+	require.Equal(t, "jobdir: store "+store+"\n", r.stderr)
+	require.Contains(t, r.stdout, id)
+	require.Regexp(t, `(?m)^store\s+`+regexp.QuoteMeta(store)+`$`, jdOK(t, "", "stats").stdout)
+	submit(t, "", "--", "true")
+	require.NoDirExists(t, filepath.Join(deep, ".jobdir"), "submit uses the store found above")
+	require.NoDirExists(t, filepath.Join(work, "sub", ".jobdir"))
+
+	missing := jobstore.NewID(time.Now())
+	r = jd(t, "", "get", missing)
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "no job "+missing+" in the store "+store)
+}
+
+// TestStoreNamedWrongly: a --dir that does not hold a store is never
+// turned into one by a command that reads, and a directory of other files
+// is refused by every command.
+func TestStoreNamedWrongly(t *testing.T) {
+	base := t.TempDir()
+	typo := filepath.Join(base, ".jobdri")
+	r := jd(t, typo, "list")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Equal(t, "jobdir: no store in "+typo+": the directory does not exist\n"+
+		"Check --dir; jobdir submit, work and serve create a store there.\n", r.stderr)
+	require.NoDirExists(t, typo)
+
+	t.Setenv("JOBDIR_DIR", typo)
+	r = jd(t, "", "get", "01JCXZ8ZQ4V6Y2W0M8R5T3N7PB")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "Check $JOBDIR_DIR;")
+	require.NoDirExists(t, typo)
+	t.Setenv("JOBDIR_DIR", "")
+
+	empty := filepath.Join(base, "empty")
+	require.NoError(t, os.Mkdir(empty, 0o700))
+	r = jd(t, empty, "stats")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "no store in "+empty+": the directory is empty")
+	submit(t, empty, "--", "true") // an empty directory may become a store
+
+	notastore := filepath.Join(base, "notastore")
+	require.NoError(t, os.Mkdir(notastore, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(notastore, "README"), []byte("mine\n"), 0o600))
+	for _, args := range [][]string{{"list"}, {"submit", "true"}, {"work", "--exit-when-idle"}} {
+		r := jd(t, notastore, args...)
+		require.Equal(t, exitError, r.code, "%v: %s", args, r)
+		require.Contains(t, r.stderr, "jobdir: "+notastore+" is not a jobdir store: it holds other files (README) and no FORMAT file\n", "%v", args)
+	}
+	ents, err := os.ReadDir(notastore)
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "the directory was left as it was")
+
+	a := &app{dir: typo}
+	_, err = a.storeDir()
+	require.ErrorIs(t, err, errNoStore)
+	a = &app{dir: notastore, createStore: true}
+	_, err = a.storeDir()
+	require.ErrorIs(t, err, filestore.ErrNotStore)
 }
 
 func TestStoreLocation(t *testing.T) {

@@ -5,10 +5,17 @@
 //
 //	jobdir [--dir DIR] COMMAND [FLAGS] [ARGS]
 //
-// The store is --dir DIR, else $JOBDIR_DIR, else ./.jobdir, created on first
-// use. Jobs submitted with "jobdir submit" are of kind "exec": they run a
-// program with arguments (no shell) in the submitter's working directory.
-// "jobdir work" runs them; "jobdir serve" exposes the store over HTTP.
+// The store is --dir DIR, else $JOBDIR_DIR, else the .jobdir directory of
+// the working directory or the nearest one above it. Only submit, work and
+// serve create a store (./.jobdir when none is found), and never in a
+// directory that holds other files. Jobs submitted with "jobdir submit" are
+// of kind "exec": they run a program with arguments (no shell) in the
+// submitter's working directory. "jobdir work" runs them; "jobdir serve"
+// exposes the store over HTTP.
+//
+// A job is named by its ID in either case, a unique prefix of it of 4 or
+// more characters, or "last" (the newest job); get, logs, wait and cancel
+// also take --key KEY.
 //
 // Commands:
 //

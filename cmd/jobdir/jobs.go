@@ -15,21 +15,30 @@ import (
 )
 
 func (a *app) getCommand() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON bool
+		ja     jobArg
+	)
 	cmd := &cobra.Command{
-		Use:   "get ID",
+		Use:   "get ID | --key KEY",
 		Short: "Show one job",
 		Long: `Show everything known about one job: its state, command, attempts, times,
 result or last error, and where its log is.`,
 		Example: `  jobdir get 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
+  jobdir get 01jcxz8z        # a unique prefix, in either case
+  jobdir get last            # the newest job
+  jobdir get --key nightly-report
   jobdir get --json 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB | jq -r .state`,
-		Args: idArg,
+		Args: ja.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
 			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				id, err := ja.resolve(cmd.Context(), a, st, args)
+				if err != nil {
+					return err
+				}
 				j, err := st.Get(cmd.Context(), id)
 				if err != nil {
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				}
 				if asJSON {
 					return writeJSON(a.stdout, j)
@@ -43,6 +52,7 @@ result or last error, and where its log is.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the job as JSON")
+	ja.register(cmd)
 	return cmd
 }
 
@@ -137,8 +147,9 @@ func listJobs(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions,
 }
 
 func (a *app) cancelCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel ID",
+	var ja jobArg
+	cmd := &cobra.Command{
+		Use:   "cancel ID | --key KEY",
 		Short: "Cancel a job",
 		Long: `Cancel a job. A queued job is canceled at once and never runs. A running job
 is marked for cancellation; its worker, in whatever process, sends SIGTERM to
@@ -146,14 +157,18 @@ every process of the job (those that left its process group too), then SIGKILL
 after a grace period, and the job ends canceled. Canceling a canceled job does nothing; a job that already
 succeeded or failed cannot be canceled.`,
 		Example: `  jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
-  jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB && jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB`,
-		Args: idArg,
+  jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB && jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
+  jobdir cancel --key deploy-42`,
+		Args: ja.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
 			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				id, err := ja.resolve(cmd.Context(), a, st, args)
+				if err != nil {
+					return err
+				}
 				j, err := st.Cancel(cmd.Context(), id)
 				if err != nil {
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				}
 				msg := "canceled"
 				if j.State == jobstore.StateRunning {
@@ -164,6 +179,8 @@ succeeded or failed cannot be canceled.`,
 			})
 		},
 	}
+	ja.register(cmd)
+	return cmd
 }
 
 func (a *app) retryCommand() *cobra.Command {
@@ -176,11 +193,14 @@ it gets one more.`,
   jobdir list --state failed --json | jq -r '.[].id' | xargs -n1 jobdir retry`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
 			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				id, err := a.resolveID(cmd.Context(), st, args[0])
+				if err != nil {
+					return err
+				}
 				j, err := st.Retry(cmd.Context(), id)
 				if err != nil {
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				}
 				_, err = fmt.Fprintf(a.stdout, "%s queued (attempt %d of %d next)\n", j.ID, j.Attempt+1, j.MaxAttempts)
 				return err
@@ -193,9 +213,10 @@ func (a *app) waitCommand() *cobra.Command {
 	var (
 		timeout time.Duration
 		asJSON  bool
+		ja      jobArg
 	)
 	cmd := &cobra.Command{
-		Use:   "wait ID",
+		Use:   "wait ID | --key KEY",
 		Short: "Wait until a job has finished",
 		Long: `Wait until a job has finished, wherever it runs, and print its final state
 (the job as JSON with --json). The exit status says how it ended:
@@ -207,13 +228,16 @@ func (a *app) waitCommand() *cobra.Command {
   5  --timeout passed before the job finished`,
 		Example: `  jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir wait --timeout 10m "$(jobdir submit -- make release)" || echo "release did not succeed"`,
-		Args: idArg,
+		Args: ja.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
 			if timeout < 0 {
 				return usagef("--timeout must not be negative")
 			}
 			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+				id, err := ja.resolve(cmd.Context(), a, st, args)
+				if err != nil {
+					return err
+				}
 				ctx := cmd.Context()
 				if timeout > 0 {
 					var cancel context.CancelFunc
@@ -230,7 +254,7 @@ func (a *app) waitCommand() *cobra.Command {
 						}
 						return &exitStatusError{code: exitTimeout, err: fmt.Errorf("job %s: %s after %s", id, state, timeout)}
 					}
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				}
 				if asJSON {
 					err = writeJSON(a.stdout, j)
@@ -246,6 +270,7 @@ func (a *app) waitCommand() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long, with exit status 5 (default: wait forever)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the finished job as JSON")
+	ja.register(cmd)
 	return cmd
 }
 

@@ -14,9 +14,12 @@ import (
 )
 
 func (a *app) logsCommand() *cobra.Command {
-	var opts joblog.Options
+	var (
+		opts joblog.Options
+		ja   jobArg
+	)
 	cmd := &cobra.Command{
-		Use:   "logs ID",
+		Use:   "logs ID | --key KEY",
 		Short: "Print a job's output",
 		Long: `Print the output (stdout and stderr) of an exec job. Each attempt appends to
 the job's log after a header line, and a footer line gives its exit status;
@@ -32,21 +35,24 @@ job has finished, through its retries, and then exits as "jobdir wait" does:
 		Example: `  jobdir logs 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir logs --tail 20 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir logs --follow --raw "$(jobdir submit -- ./long-build.sh)" > build.log`,
-		Args: idArg,
+		Args: ja.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
 			if opts.Tail < 0 {
 				return usagef("--tail must not be negative")
 			}
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *filestore.Store) error {
+				id, err := ja.resolve(ctx, a, st, args)
+				if err != nil {
+					return err
+				}
 				out := &countingWriter{w: a.stdout}
 				j, err := joblog.Copy(ctx, out, st, logDir(st), id, opts)
 				switch {
 				case errors.Is(err, joblog.ErrNotRegular):
 					return fmt.Errorf("%w: jobdir reads only a regular file there; remove it", err)
 				case err != nil:
-					return explainJob(id, err)
+					return a.explainJob(id, err)
 				case opts.Follow:
 					return jobResult(j)
 				}
@@ -61,6 +67,7 @@ job has finished, through its retries, and then exits as "jobdir wait" does:
 	f.BoolVarP(&opts.Follow, "follow", "f", false, "keep printing output until the job has finished, then exit with its result")
 	f.BoolVar(&opts.Raw, "raw", false, "print only the program's output, without jobdir's header, footer and marker lines")
 	f.IntVarP(&opts.Tail, "tail", "n", 0, "start with the last `N` lines (default: all)")
+	ja.register(cmd)
 	return cmd
 }
 

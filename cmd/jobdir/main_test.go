@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -117,6 +118,11 @@ func getJob(t *testing.T, dir, id string) jobstore.Job {
 	return j
 }
 
+// newStoreDir returns the directory of a new, empty store.
 func newStoreDir(t *testing.T) string {
-	return filepath.Join(t.TempDir(), "store")
+	dir := filepath.Join(t.TempDir(), "store")
+	st, err := filestore.Open(t.Context(), dir, &filestore.Options{NoSync: true})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	return dir
 }

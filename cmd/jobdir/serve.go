@@ -44,8 +44,9 @@ func (a *app) serveCommand() *cobra.Command {
 		verbose      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve the HTTP API on the store",
+		Use:         "serve",
+		Annotations: map[string]string{createsStore: "yes"},
+		Short:       "Serve the HTTP API on the store",
 		Long: `Serve the HTTP API (see docs/http-api.md) on the store, and with --work N run
 N exec jobs at once in the same process. Several servers may serve one store
 directory: each answers for every job, whichever server it was submitted to.

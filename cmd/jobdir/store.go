@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/jobstore"
@@ -16,8 +18,111 @@ import (
 // output of exec jobs, one <ID>.log file per job.
 const logsDirName = "logs"
 
-// openStore opens the selected store and explains a failure in terms a
-// person can act on.
+// createsStore is the annotation of the commands that create a store
+// where they find none: submit, work and serve. Every other command only
+// reads or changes an existing one.
+const createsStore = "creates-store"
+
+// errNoStore is what a command that does not create a store returns when
+// it finds none.
+var errNoStore = errors.New("no store")
+
+// plainError is an error for people: its message stands alone, an
+// optional hint follows it on the next line, and it unwraps to a sentinel
+// for errors.Is.
+type plainError struct {
+	msg  string
+	hint string
+	err  error
+}
+
+func (e *plainError) Error() string {
+	if e.hint == "" {
+		return e.msg
+	}
+	return e.msg + "\n" + e.hint
+}
+
+func (e *plainError) Unwrap() error { return e.err }
+
+// storeDir returns the absolute directory of the store the flags and the
+// environment select, as git finds its repository: --dir DIR, else
+// $JOBDIR_DIR, else the first .jobdir in the working directory or one of
+// its parents. When none is found, a command that creates stores (see
+// createsStore) gets ./.jobdir, and any other errNoStore. A directory that
+// is neither a store nor empty is refused with filestore.ErrNotStore, so
+// that a typo never turns a directory of other files into a store.
+func (a *app) storeDir() (string, error) {
+	named, source := a.dir, "--dir"
+	if named == "" {
+		named, source = os.Getenv("JOBDIR_DIR"), "$JOBDIR_DIR"
+	}
+	if named != "" {
+		dir, err := filepath.Abs(named)
+		if err != nil {
+			return "", fmt.Errorf("store directory %q: %w", named, err)
+		}
+		return dir, a.checkStoreDir(dir, source)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("cannot look for the store: working directory: %w", err)
+	}
+	for d := wd; ; {
+		p := filepath.Join(d, defaultDirName)
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			return p, a.checkStoreDir(p, "")
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if !a.createStore {
+		return "", &plainError{err: errNoStore,
+			msg:  fmt.Sprintf("no store found: there is no %s in %s or a directory above it", defaultDirName, wd),
+			hint: "jobdir submit, work and serve create one in the current directory; or name a store with --dir or $JOBDIR_DIR."}
+	}
+	return filepath.Join(wd, defaultDirName), nil
+}
+
+// checkStoreDir returns nil if dir holds a store, or may become one for
+// this command; source names the flag or variable that named dir ("" if it
+// was found).
+func (a *app) checkStoreDir(dir, source string) error {
+	isStore, err := filestore.IsStore(dir)
+	if err != nil || isStore {
+		return nil // Open says what is wrong in full
+	}
+	names, err := filestore.OtherFiles(dir, 4)
+	if err != nil {
+		return nil // Open says what is wrong in full
+	}
+	if len(names) > 0 {
+		if len(names) > 3 {
+			names[3] = "…"
+		}
+		return &plainError{err: filestore.ErrNotStore,
+			msg:  fmt.Sprintf("%s is not a jobdir store: it holds other files (%s) and no FORMAT file", dir, strings.Join(names, ", ")),
+			hint: "Name a store, or an empty or new directory for a new one, with --dir or $JOBDIR_DIR."}
+	}
+	if a.createStore {
+		return nil
+	}
+	what := "is empty"
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		what = "does not exist"
+	}
+	hint := "jobdir submit, work and serve create a store there."
+	if source != "" {
+		hint = "Check " + source + "; " + hint
+	}
+	return &plainError{err: errNoStore, msg: fmt.Sprintf("no store in %s: the directory %s", dir, what), hint: hint}
+}
+
+// openStore opens the selected store (see storeDir) and explains a failure
+// in terms a person can act on. With -v, it says which store it opened.
 func (a *app) openStore(ctx context.Context) (*filestore.Store, error) {
 	dir, err := a.storeDir()
 	if err != nil {
@@ -26,6 +131,10 @@ func (a *app) openStore(ctx context.Context) (*filestore.Store, error) {
 	st, err := filestore.Open(ctx, dir, &filestore.Options{AllowUnsafeFilesystem: a.allowUnsafeFS, GroupAccess: a.groupAccess, SyncFS: a.syncFS, Logger: a.logger(slog.LevelWarn)})
 	if err != nil {
 		return nil, explainOpen(dir, err)
+	}
+	a.storeName = st.Dir()
+	if a.verbose {
+		fmt.Fprintf(a.stderr, "jobdir: store %s\n", a.storeName)
 	}
 	return st, nil
 }
@@ -88,8 +197,9 @@ func logDir(st *filestore.Store) string {
 	return filepath.Join(st.Dir(), logsDirName)
 }
 
-// explainJob rewrites the errors of operations on job id for a person.
-func explainJob(id string, err error) error {
+// explainJob rewrites the errors of operations on job id in the open
+// store for a person.
+func (a *app) explainJob(id string, err error) error {
 	var te *jobstore.TransitionError
 	switch {
 	case err == nil:
@@ -97,7 +207,7 @@ func explainJob(id string, err error) error {
 	case errors.Is(err, jobstore.ErrInvalidID):
 		return fmt.Errorf("%q is not a job ID (an ID is 26 characters such as 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB; see jobdir list)", id)
 	case errors.Is(err, jobstore.ErrNotFound):
-		return fmt.Errorf("no job %s in this store (it never existed here, or was pruned)", id)
+		return fmt.Errorf("no job %s in the store %s (it never existed there, or was pruned)", id, a.storeName)
 	case errors.As(err, &te):
 		return fmt.Errorf("job %s is %s: it cannot become %s", id, te.From, te.To)
 	}

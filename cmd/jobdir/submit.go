@@ -23,8 +23,9 @@ func (a *app) submitCommand() *cobra.Command {
 		asJSON      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "submit [flags] [--] PROGRAM [ARG...]",
-		Short: "Submit a job that runs a program",
+		Use:         "submit [flags] [--] PROGRAM [ARG...]",
+		Annotations: map[string]string{createsStore: "yes"},
+		Short:       "Submit a job that runs a program",
 		Long: `Submit a job of kind "exec" that runs PROGRAM with its ARGs, without a shell,
 in the current working directory, and print its ID.
 

@@ -123,8 +123,9 @@ func (a *app) workCommand() *cobra.Command {
 		exitIdle    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "work",
-		Short: "Run exec jobs until interrupted",
+		Use:         "work",
+		Annotations: map[string]string{createsStore: "yes"},
+		Short:       "Run exec jobs until interrupted",
 		Long: `Run exec jobs from the store, up to --concurrency at once, until SIGINT or
 SIGTERM. Any number of workers, in any number of processes, may work on one
 store: each job runs in exactly one of them.

@@ -122,6 +122,7 @@ func testCloseMethods(t *testing.T, s jobstore.Store) {
 	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
 	require.ErrorIs(t, err, jobstore.ErrClosed, "Complete")
 	require.ErrorIs(t, s.WatchCancel(ctx, c.Lease()), jobstore.ErrClosed, "WatchCancel")
+	require.ErrorIs(t, s.Release(ctx, c.Lease()), jobstore.ErrClosed, "Release")
 	_, err = s.Cancel(ctx, j.ID)
 	require.ErrorIs(t, err, jobstore.ErrClosed, "Cancel")
 	_, err = s.Retry(ctx, j.ID)

@@ -43,6 +43,7 @@ var groups = []group{
 	{"List", listTests},
 	{"Claim", claimTests},
 	{"Complete", completeTests},
+	{"Release", releaseTests},
 	{"Cancel", cancelTests},
 	{"Retry", retryTests},
 	{"Wait", waitTests},
