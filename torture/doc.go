@@ -53,8 +53,9 @@
 // also cuts every connection of a worker process (pg_terminate_backend), and
 // the long form may restart the server; an attempt may then lose its lease
 // or its outcome, which the checks allow only for an attempt whose worker's
-// connections were cut (or the server restarted) while it ran, and the
-// re-run must still start after the lost attempt ended. Errors that are not
+// connections were cut (or the server restarted) while it ran or in the
+// second before its start was recorded (between its claim and its start
+// marker), and the re-run must still start after the lost attempt ended. Errors that are not
 // jobstore errors are retried by the children there (Backend.Transient).
 //
 // # Caveats
