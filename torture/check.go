@@ -210,7 +210,7 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 				id, a.Attempt, mono(a.Start), p.Attempt, time.Duration(p.End-a.Start))
 		case p.HasEnd && p.Outcome != outcomeOK:
 			r.Retries++
-		case cutBetween(p.Worker, p.Start, a.Start):
+		case cutBetween(p.Worker, p.Start-int64(cutSlack), a.Start):
 			// Its worker's connections were cut while it ran or before
 			// it recorded the outcome: the lease went with them.
 			r.CutReruns++

@@ -163,6 +163,19 @@ func TestCheckRecords(t *testing.T) {
 		cuts:  map[string][]pause{"w1": {{from: 99e8, to: 99e8 + 1e6}}},
 		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.LeaseLosses) },
 	}, {
+		name: "an outcome lost to a cut between the claim and the start marker, then a re-run",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			{Attempt: 1, Worker: "w1", HasStart: true, Start: 10e9, HasEnd: true, End: 10e9 + 1e7, Outcome: outcomeOK, HasLost: true, LostAt: 10e9 + 2e7},
+			att(2, "w2", 11e9, 12e9, outcomeOK),
+		}}},
+		kills: map[string]int64{"w1": 11e9 + 3e8},
+		cuts:  map[string][]pause{"w1": {{from: 99e8, to: 99e8 + 1e6}}},
+		check: func(t *testing.T, r *Report) {
+			require.Equal(t, 1, r.CutReruns)
+			require.Equal(t, 1, r.LostOutcomes)
+		},
+	}, {
 		name: "a lease lost long after a cut",
 		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
 		rec: records{attempts: map[string][]*attemptRec{idA: {
