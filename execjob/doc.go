@@ -13,8 +13,9 @@
 //
 // Handler is the runner.Handler that executes them. Each attempt runs the
 // program with JOBDIR_JOB_ID and JOBDIR_ATTEMPT in its environment, appends
-// its standard output and standard error to <LogDir>/<job ID>.log after a
-// header line naming the attempt, and ends with a footer line giving the
+// its standard output and standard error to <LogDir>/<job ID>.log (or to
+// Handler.Logs, such as a store's in PostgreSQL) after a header line naming
+// the attempt, and ends with a footer line giving the
 // exit status (the format is package joblog's). Exit status 0 is success,
 // with the result {"exit_code":0}; any other status fails the attempt with an
 // *ExitError that carries the status and the tail of the output. A program

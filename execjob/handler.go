@@ -52,6 +52,9 @@ type Handler struct {
 	// GroupAccess) when needed. Empty means output is discarded, except the
 	// tail kept for error messages.
 	LogDir string
+	// Logs keeps the output instead of LogDir's files when not nil: for
+	// example a pgstore.Store's Logs, which every machine can read.
+	Logs joblog.Logs
 	// GroupAccess creates the log directory 0770 and log files 0660, for a
 	// store shared by the users of one group (filestore.Options.GroupAccess).
 	GroupAccess bool
@@ -152,7 +155,7 @@ func (h Handler) Work(ctx context.Context, job jobstore.Job) (json.RawMessage, e
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("execjob: not started: %w", context.Cause(ctx))
 	}
-	out, err := h.openLog(job.ID)
+	out, err := h.openLog(ctx, job.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -303,57 +306,43 @@ func exitText(ex supervise.Exit) string {
 	return "exit status " + strconv.Itoa(ex.Code)
 }
 
-func (h Handler) openLog(id string) (*logWriter, error) {
+// logs returns where the handler keeps the output: Logs, else LogDir's
+// files, else nil (discarded).
+func (h Handler) logs() joblog.Logs {
+	switch {
+	case h.Logs != nil:
+		return h.Logs
+	case h.LogDir != "":
+		return joblog.Dir{Path: h.LogDir, GroupAccess: h.GroupAccess}
+	}
+	return nil
+}
+
+// openLog opens the log of job id for one attempt. It is not bound to
+// ctx: the attempt's last notes are written after ctx ends.
+func (h Handler) openLog(ctx context.Context, id string) (*logWriter, error) {
 	limit := h.MaxLogBytes
 	if limit <= 0 {
 		limit = DefaultMaxLogBytes
 	}
 	w := &logWriter{limit: limit, lineEnd: true}
-	if h.LogDir == "" {
+	logs := h.logs()
+	if logs == nil {
 		return w, nil
 	}
-	path, err := LogPath(h.LogDir, id)
-	if err != nil {
+	a, err := logs.Append(context.WithoutCancel(ctx), id)
+	switch {
+	case errors.Is(err, errLogNotRegular):
+		return nil, runner.Permanent(fmt.Errorf("execjob: refusing to write the job's output: %w; remove it and retry the job", err))
+	case errors.Is(err, jobstore.ErrInvalidID):
 		return nil, runner.Permanent(fmt.Errorf("execjob: %w", err))
-	}
-	dirPerm, filePerm := os.FileMode(0o700), os.FileMode(0o600)
-	if h.GroupAccess {
-		dirPerm, filePerm = 0o770, 0o660
-	}
-	if err := os.MkdirAll(h.LogDir, dirPerm); err != nil {
-		return nil, fmt.Errorf("execjob: log directory: %w", err)
-	}
-	f, err := openLogFile(path, filePerm)
-	if err != nil {
-		if errors.Is(err, errLogNotRegular) {
-			return nil, runner.Permanent(fmt.Errorf("execjob: refusing to write the job's output: %w; remove it and retry the job", err))
-		}
+	case err != nil:
 		return nil, fmt.Errorf("execjob: open log: %w", err)
 	}
-	if h.GroupAccess {
-		// The umask would take the group's write bit away.
-		_ = os.Chmod(h.LogDir, dirPerm)
-		_ = f.Chmod(filePerm)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("execjob: open log: %w", err)
-	}
-	w.f = f
-	room := max(limit-fi.Size(), 0)
+	w.f = a
+	room := max(limit-a.Size(), 0)
 	w.keepMax = int(max(room/4, minTailKeep))
 	w.head = max(room-int64(w.keepMax), 0)
-	if fi.Size() > 0 {
-		w.lineEnd = lastByteIsNewline(f, fi.Size())
-	}
+	w.lineEnd = a.AtLineStart()
 	return w, nil
-}
-
-// lastByteIsNewline reports whether the file's last byte, at size-1, is a
-// newline.
-func lastByteIsNewline(f *os.File, size int64) bool {
-	var b [1]byte
-	_, err := f.ReadAt(b[:], size-1)
-	return err != nil || b[0] == '\n'
 }

@@ -410,6 +410,7 @@ func TestWorkEnvHygiene(t *testing.T) {
 	t.Setenv("JOBDIR_EXECJOB_SUPERVISE", "1")
 	t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify")
 	t.Setenv("JOBDIR_DIR", "/srv/jobs")
+	t.Setenv("JOBDIR_STORE", "postgres://jobdir:db-password@db/app")
 	t.Setenv("WORKER_SETTING", "kept")
 	t.Setenv("LANG", "C.UTF-8")
 	env := func(clean bool) map[string]string {
@@ -431,7 +432,7 @@ func TestWorkEnvHygiene(t *testing.T) {
 		require.Equal(t, "2", vars[execjob.EnvAttempt])
 		require.Equal(t, "yes", vars["FROM_PAYLOAD"])
 		require.Equal(t, "fr_FR.UTF-8", vars["LANG"], "the payload overrides the worker")
-		for _, k := range []string{"JOBDIR_TOKEN", "JOBDIR_TOKEN_FILE", "JOBDIR_EXECJOB_SUPERVISE", "NOTIFY_SOCKET"} {
+		for _, k := range []string{"JOBDIR_TOKEN", "JOBDIR_TOKEN_FILE", "JOBDIR_EXECJOB_SUPERVISE", "NOTIFY_SOCKET", "JOBDIR_STORE"} {
 			require.NotContains(t, vars, k)
 		}
 		return vars

@@ -1,14 +1,9 @@
 package execjob
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"syscall"
 	"unicode/utf8"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/jobdir/jobdir/joblog"
 )
@@ -25,7 +20,7 @@ const minTailKeep = TailBytes
 // broken log must not make the program see EPIPE.
 type logWriter struct {
 	mu       sync.Mutex
-	f        *os.File // nil discards
+	f        joblog.Appender // nil discards
 	limit    int64
 	failed   bool
 	lineEnd  bool  // the last byte written to the log was a newline (or nothing was)
@@ -153,28 +148,3 @@ func (w *logWriter) close() {
 // errLogNotRegular is wrapped by the error of an attempt whose log path
 // holds something other than a regular file.
 var errLogNotRegular = joblog.ErrNotRegular
-
-// openLogFile opens the log at path for appending, creating it with perm,
-// without following a symbolic link or blocking on a FIFO planted there,
-// and refuses anything but a regular file with one link: the job's output
-// must never land in another file.
-func openLogFile(path string, perm os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%w: %s is a symbolic link", errLogNotRegular, path)
-		}
-		if errors.Is(err, syscall.ENXIO) {
-			return nil, fmt.Errorf("%w: %s is a FIFO", errLogNotRegular, path)
-		}
-		return nil, err
-	}
-	if err := joblog.CheckRegular(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if rc, err := f.SyscallConn(); err == nil {
-		_ = rc.Control(func(fd uintptr) { _ = unix.SetNonblock(int(fd), false) })
-	}
-	return f, nil
-}

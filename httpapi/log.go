@@ -45,7 +45,7 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	if s.logDir == "" {
+	if s.logs == nil {
 		s.writeError(w, r, newError(http.StatusNotFound, CodeNotFound, "this server keeps no job logs"))
 		return
 	}
@@ -70,18 +70,20 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 	if opts.Follow {
 		// Answer at once, so that the client knows the log is coming
 		// even if there is no output yet; refuse a bad log first.
-		if path, err := joblog.Path(s.logDir, job.ID); err == nil {
-			if f, err := joblog.Open(path); err == nil {
-				f.Close()
-			} else if errors.Is(err, joblog.ErrNotRegular) {
-				s.writeError(w, r, newError(http.StatusInternalServerError, CodeInternal, "%s", err.Error()))
-				return
+		if dir, ok := s.logs.(joblog.Dir); ok {
+			if path, err := joblog.Path(dir.Path, job.ID); err == nil {
+				if f, err := joblog.Open(path); err == nil {
+					f.Close()
+				} else if errors.Is(err, joblog.ErrNotRegular) {
+					s.writeError(w, r, newError(http.StatusInternalServerError, CodeInternal, "%s", err.Error()))
+					return
+				}
 			}
 		}
 		lw.start()
 		_ = rc.Flush()
 	}
-	final, err := joblog.Copy(ctx, lw, s.store, s.logDir, job.ID, opts)
+	final, err := joblog.CopyLogs(ctx, lw, s.store, s.logs, job.ID, opts)
 	if err != nil && !lw.started {
 		if errors.Is(err, joblog.ErrNotRegular) {
 			s.writeError(w, r, newError(http.StatusInternalServerError, CodeInternal, "%s", err.Error()))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jobdir/jobdir/joblog"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -129,8 +130,12 @@ type Options struct {
 	Logger *slog.Logger
 	// LogDir is the directory of the exec jobs' logs (execjob's LogDir),
 	// which GET /v1/jobs/{id}/log serves. Empty means the route answers
-	// 404: this server keeps no logs.
+	// 404: this server keeps no logs, unless Logs is set.
 	LogDir string
+	// Logs, when not nil, is where the route reads the logs instead of
+	// LogDir: for example a pgstore.Store's Logs, which every server of a
+	// store in PostgreSQL reads, on whatever machine the job ran.
+	Logs joblog.Logs
 }
 
 // Server serves the HTTP API on one store. It implements http.Handler and
@@ -156,7 +161,7 @@ type Server struct {
 	// requests, waits and bodies are the budgets of Options.MaxConcurrent,
 	// MaxWaits and MaxBodyBytesInFlight (see admit).
 	requests, waits, bodies budget
-	logDir                  string
+	logs                    joblog.Logs
 }
 
 // The routes, as net/http patterns. They are also the route label of the
@@ -198,7 +203,7 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 		maxBatchBody: o.MaxBatchBodyBytes,
 		maxWait:      o.MaxWait,
 		log:          o.Logger,
-		logDir:       o.LogDir,
+		logs:         logsOf(o),
 	}
 	switch {
 	case len(o.Tokens) == 0 && !o.InsecureNoAuth:
@@ -899,4 +904,16 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	}
 	srv.RegisterOnShutdown(cancel)
 	return srv
+}
+
+// logsOf returns where the server reads logs: o.Logs, else o.LogDir's
+// files, else nil.
+func logsOf(o Options) joblog.Logs {
+	switch {
+	case o.Logs != nil:
+		return o.Logs
+	case o.LogDir != "":
+		return joblog.Dir{Path: o.LogDir}
+	}
+	return nil
 }

@@ -31,20 +31,22 @@ type Options struct {
 	Poll time.Duration
 }
 
-// Copy copies the log of job id, kept in logDir, to w as opts says, and
+// Copy copies the log of job id, kept in the files of logDir, to w as
+// CopyLogs does.
+func Copy(ctx context.Context, w io.Writer, st jobstore.Store, logDir, id string, opts Options) (jobstore.Job, error) {
+	return CopyLogs(ctx, w, st, Dir{Path: logDir}, id, opts)
+}
+
+// CopyLogs copies the log of job id, kept in logs, to w as opts says, and
 // returns the job: as it was when the copy began, or, with opts.Follow, as
 // it ended. A job without a log yet has an empty one. It returns the
 // store's error for a job that does not exist (jobstore.ErrNotFound), an
-// error wrapping ErrNotRegular for a log path that holds anything but a
-// regular file, and ctx's error when ctx ends while following.
-func Copy(ctx context.Context, w io.Writer, st jobstore.Store, logDir, id string, opts Options) (jobstore.Job, error) {
+// error wrapping ErrNotRegular for a log file that is not a regular file,
+// and ctx's error when ctx ends while following.
+func CopyLogs(ctx context.Context, w io.Writer, st jobstore.Store, logs Logs, id string, opts Options) (jobstore.Job, error) {
 	j, err := st.Get(ctx, id)
 	if err != nil {
 		return jobstore.Job{}, err
-	}
-	path, err := Path(logDir, j.ID)
-	if err != nil {
-		return j, err
 	}
 	sink := &switchWriter{w: w}
 	var tail *TailWriter
@@ -60,7 +62,7 @@ func Copy(ctx context.Context, w io.Writer, st jobstore.Store, logDir, id string
 	}
 	var off int64
 	copyNew := func() error {
-		n, err := copyFrom(dst, path, off)
+		n, err := logs.CopyFrom(ctx, dst, j.ID, off)
 		off += n
 		return err
 	}

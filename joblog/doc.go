@@ -1,5 +1,8 @@
-// Package joblog reads the log files of exec jobs, which execjob writes:
-// one file per job, <log dir>/<job ID>.log, that every attempt appends to.
+// Package joblog reads the logs of exec jobs, which execjob writes: one
+// log per job, that every attempt appends to. Logs is where they are kept:
+// Dir keeps them in files, <log dir>/<job ID>.log, on the worker's machine;
+// pgstore's Logs keeps them in the database, where every machine reads
+// them. The package logstest is the suite every Logs passes.
 //
 // # Format
 //

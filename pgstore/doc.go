@@ -14,6 +14,11 @@
 // the row back if its version did not change meanwhile). docs/postgres.md
 // describes the schema, the leases and what differs from filestore.
 //
+// Store.Logs keeps the output of exec jobs in the schema (joblog.Logs), so
+// that every machine reads it while the job runs; Store.Import takes in
+// jobs from another store as they are (jobstore.Importer), which "jobdir
+// copy" uses to move a store from a directory to PostgreSQL and back.
+//
 // # Guarantees
 //
 //   - Of any number of goroutines and processes claiming at once, exactly

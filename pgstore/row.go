@@ -151,6 +151,8 @@ type queries struct {
 	byKey      string
 	byKeys     string
 	insertMany string
+	importMany string
+	presentIDs string
 	claim      string
 	claimKinds string
 	nextDue    string
@@ -188,6 +190,15 @@ func newQueries(schema string) queries {
 			AS u(id, key, kind, priority, run_at, updated_at, payload, doc)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
+	// importMany inserts whole jobs of another store, skipping those whose
+	// ID (or key) is taken.
+	q.importMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
+			finished_at, cancel_requested, payload, result, doc)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[],
+			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $14::bytea[], $15::bytea[])
+		ON CONFLICT DO NOTHING
+		RETURNING id`
+	q.presentIDs = `SELECT coalesce(array_agg(id), '{}') FROM ` + t + ` WHERE id = ANY($1)`
 	// A claim does not wait for its commit to be flushed (the setting
 	// applies to its own transaction only): a claim lost in a crash of
 	// the server leaves the job queued, as if it had not happened, and its

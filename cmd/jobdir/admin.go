@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -29,7 +28,7 @@ workers do not keep up).`,
   jobdir stats --json | jq .counts.queued`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				s, err := st.Stats(cmd.Context())
 				if err != nil {
 					return err
@@ -40,14 +39,14 @@ workers do not keep up).`,
 						Store string `json:"store"`
 						jobstore.Stats
 						OldestQueuedAgeSeconds float64 `json:"oldest_queued_age_seconds"`
-					}{Store: st.Dir(), Stats: s}
+					}{Store: st.name, Stats: s}
 					if !s.OldestQueuedAt.IsZero() {
 						out.OldestQueuedAgeSeconds = now.Sub(s.OldestQueuedAt).Seconds()
 					}
 					return writeJSON(a.stdout, out)
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintf(tw, "store\t%s\n", st.Dir())
+				fmt.Fprintf(tw, "store\t%s\n", st.name)
 				for _, state := range jobstore.States() {
 					fmt.Fprintf(tw, "%s\t%d\n", state, s.Counts[state])
 				}
@@ -83,9 +82,14 @@ Queued and running jobs are never pruned.`,
 				return usagef("--older-than must not be negative")
 			}
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(st *filestore.Store) error {
+			return a.withStore(ctx, func(st *cliStore) error {
 				n, err := st.Prune(ctx, olderThan)
 				if err != nil {
+					return err
+				}
+				if st.file == nil {
+					// PostgreSQL deletes a job's log with the job.
+					_, err = fmt.Fprintf(a.stdout, "pruned %d jobs\n", n)
 					return err
 				}
 				logs, err := pruneLogs(ctx, st)
@@ -100,8 +104,8 @@ Queued and running jobs are never pruned.`,
 
 // pruneLogs removes the logs of jobs that no longer exist and returns how
 // many it removed.
-func pruneLogs(ctx context.Context, st *filestore.Store) (int, error) {
-	dir := logDir(st)
+func pruneLogs(ctx context.Context, st *cliStore) (int, error) {
+	dir := st.logDir()
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
@@ -140,13 +144,20 @@ and unexpected files, which are only reported, with their paths, for a person
 to look at. It is safe to run while other processes use the store.
 
 Exits 0 when nothing is wrong or everything found was repaired, and 1
-otherwise.`,
+otherwise.
+
+fsck checks only a file store: on a PostgreSQL store, which the database
+keeps consistent, it says so and exits 1.`,
 		Example: `  jobdir fsck
   jobdir fsck --repair`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
-				r, err := st.Fsck(cmd.Context(), repair)
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
+				if st.file == nil {
+					return fmt.Errorf("fsck checks the files of a file store; %s is a PostgreSQL store, which the database keeps consistent "+
+						"(its constraints and transactions), so there is nothing for fsck to check", st.name)
+				}
+				r, err := st.file.Fsck(cmd.Context(), repair)
 				for _, p := range r.Problems {
 					fmt.Fprintln(a.stdout, p.String())
 				}

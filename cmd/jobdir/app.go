@@ -58,6 +58,7 @@ type app struct {
 	stdout, stderr io.Writer
 
 	dir           string // --dir
+	store         string // --store
 	allowUnsafeFS bool   // --allow-unsafe-filesystem
 	groupAccess   bool   // --group-access
 	syncFS        bool   // --syncfs
@@ -118,11 +119,14 @@ Jobs submitted from the command line run a program with its arguments (no
 shell) in the directory they were submitted from. Their output goes to a log
 file per job, which "jobdir logs" prints.
 
-The store is --dir DIR, else $JOBDIR_DIR, else the .jobdir directory in the
-current directory or the nearest directory above it, as git finds its
-repository. Only submit, work and serve create a store (./.jobdir when none
-is found); the other commands say so when there is none. A directory that
-holds other files is never made a store.
+The store is --store URL, else --dir DIR, else $JOBDIR_STORE, else
+$JOBDIR_DIR, else the .jobdir directory in the current directory or the
+nearest directory above it, as git finds its repository. A URL is a
+directory (a path or file:///path) or a PostgreSQL database,
+postgres://USER@HOST/DB?schema=NAME (schema "jobdir" by default), for
+workers and servers on several machines. Only submit, work and serve create
+a store (./.jobdir when none is found); the other commands say so when there
+is none. A directory that holds other files is never made a store.
 
 A job is named by its ID in either case, by a prefix of it of 4 or more
 characters that no other job's ID starts with, or by "last", the newest job;
@@ -154,6 +158,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 	}
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "use the store in `DIR` (default $JOBDIR_DIR, else the nearest .jobdir in this directory or above)")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "say which store is used")
+	a.registerStoreFlag(root)
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
 		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
@@ -177,7 +182,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand()} {
+	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand(), a.copyCommand()} {
 		c.GroupID = "admin"
 		root.AddCommand(c)
 	}

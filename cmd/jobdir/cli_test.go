@@ -44,7 +44,7 @@ func TestHelpReadsWell(t *testing.T) {
 
 	r = jdOK(t, "", "help", "wait")
 	require.Contains(t, r.stdout, "3  the job failed")
-	require.Contains(t, r.stdout, "Usage:\n  jobdir wait ID [flags]")
+	require.Contains(t, r.stdout, "Usage:\n  jobdir wait ID | --key KEY [flags]")
 }
 
 func TestCompletion(t *testing.T) {

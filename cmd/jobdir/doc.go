@@ -3,15 +3,18 @@
 //
 // Usage:
 //
-//	jobdir [--dir DIR] COMMAND [FLAGS] [ARGS]
+//	jobdir [--store URL | --dir DIR] COMMAND [FLAGS] [ARGS]
 //
-// The store is --dir DIR, else $JOBDIR_DIR, else the .jobdir directory of
-// the working directory or the nearest one above it. Only submit, work and
-// serve create a store (./.jobdir when none is found), and never in a
-// directory that holds other files. Jobs submitted with "jobdir submit" are
-// of kind "exec": they run a program with arguments (no shell) in the
-// submitter's working directory. "jobdir work" runs them; "jobdir serve"
-// exposes the store over HTTP.
+// The store is --store URL, else --dir DIR, else $JOBDIR_STORE, else
+// $JOBDIR_DIR, else the .jobdir directory of the working directory or the
+// nearest one above it. A URL is a directory (a path or file:///path) or
+// postgres://USER@HOST/DB?schema=NAME, a store in PostgreSQL that workers and
+// servers on several machines share. Only submit, work and serve create a
+// store (./.jobdir when none is found), and never in a directory that holds
+// other files. Jobs submitted with "jobdir submit" are of kind "exec": they
+// run a program with arguments (no shell) in the submitter's working
+// directory. "jobdir work" runs them; "jobdir serve" exposes the store over
+// HTTP.
 //
 // A job is named by its ID in either case, a unique prefix of it of 4 or
 // more characters, or "last" (the newest job); get, logs, wait and cancel
@@ -30,6 +33,7 @@
 //	stats     count jobs by state
 //	prune     delete old finished jobs
 //	fsck      check the store, and repair it with --repair
+//	copy      copy every job from one store to another (a directory, PostgreSQL)
 //	serve     serve the HTTP API
 //
 // Exit status: 0 on success, 1 on an error, 2 on a usage error. "jobdir

@@ -58,10 +58,10 @@ type proc struct {
 	err  error
 }
 
-// jobdirCmd returns a command running the jobdir binary on dir from the
-// working directory wd.
+// jobdirCmd returns a command running the jobdir binary on dir (a
+// directory, or a store URL) from the working directory wd.
 func jobdirCmd(dir, wd string, args ...string) *exec.Cmd {
-	cmd := exec.Command(jobdirBin, append([]string{"--dir", dir}, args...)...)
+	cmd := exec.Command(jobdirBin, append(storeArgs(dir), args...)...)
 	cmd.Dir = wd
 	cmd.Env = append(os.Environ(), "JOBDIR_TOKEN=")
 	return cmd
@@ -181,8 +181,11 @@ func waitGone(t *testing.T, pid int) time.Duration {
 	return time.Since(start)
 }
 
-func TestE2EWorkersDrainEachJobOnce(t *testing.T) {
-	dir, wd := newStoreDir(t), t.TempDir()
+func TestE2EWorkersDrainEachJobOnce(t *testing.T) { e2eWorkersDrainEachJobOnce(t, newStoreDir(t)) }
+
+// e2eWorkersDrainEachJobOnce runs TestE2EWorkersDrainEachJobOnce on the store dir (a directory or a URL).
+func e2eWorkersDrainEachJobOnce(t *testing.T, dir string) {
+	wd := t.TempDir()
 	var workers []*proc
 	for range 3 {
 		workers = append(workers, start(t, jobdirCmd(dir, wd, "work", "--concurrency", "2", "-q")))
@@ -214,7 +217,12 @@ func TestE2EWorkersDrainEachJobOnce(t *testing.T) {
 }
 
 func TestE2EWaitReturnsWhenAnotherProcessFinishes(t *testing.T) {
-	dir, wd := newStoreDir(t), t.TempDir()
+	e2eWaitReturnsWhenAnotherProcessFinishes(t, newStoreDir(t))
+}
+
+// e2eWaitReturnsWhenAnotherProcessFinishes runs TestE2EWaitReturnsWhenAnotherProcessFinishes on the store dir (a directory or a URL).
+func e2eWaitReturnsWhenAnotherProcessFinishes(t *testing.T, dir string) {
+	wd := t.TempDir()
 	ok := submitBin(t, dir, wd, "--", "sh", "-c", "sleep 0.2")
 	bad := submitBin(t, dir, wd, "--max-attempts", "1", "--", "false")
 	waitOK := start(t, jobdirCmd(dir, wd, "wait", ok))
@@ -231,7 +239,12 @@ func TestE2EWaitReturnsWhenAnotherProcessFinishes(t *testing.T) {
 }
 
 func TestE2ECancelStopsARunningProgram(t *testing.T) {
-	dir, wd := newStoreDir(t), t.TempDir()
+	e2eCancelStopsARunningProgram(t, newStoreDir(t))
+}
+
+// e2eCancelStopsARunningProgram runs TestE2ECancelStopsARunningProgram on the store dir (a directory or a URL).
+func e2eCancelStopsARunningProgram(t *testing.T, dir string) {
+	wd := t.TempDir()
 	worker := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1", "-q", "--kill-grace", "30s"))
 	id := submitBin(t, dir, wd, "--", "sh", "-c", "echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 60")
 	waitForFile(t, filepath.Join(wd, "pid"))
@@ -280,10 +293,15 @@ mv second.tmp second
 // runs a tree of processes that escaped its process group, and checks that
 // another worker runs the job again only once every one of them is gone.
 func TestE2EKilledWorkersJobRunsElsewhere(t *testing.T) {
+	e2eKilledWorkersJobRunsElsewhere(t, newStoreDir(t))
+}
+
+// e2eKilledWorkersJobRunsElsewhere runs TestE2EKilledWorkersJobRunsElsewhere on the store dir (a directory or a URL).
+func e2eKilledWorkersJobRunsElsewhere(t *testing.T, dir string) {
 	if _, err := exec.LookPath("flock"); err != nil {
 		t.Skip("needs flock(1)")
 	}
-	dir, wd := newStoreDir(t), t.TempDir()
+	wd := t.TempDir()
 	first := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1"))
 	id := submitBin(t, dir, wd, "--", "sh", "-c", treeScript)
 	waitForFile(t, filepath.Join(wd, "ready"))
@@ -376,8 +394,11 @@ func call(t *testing.T, method, url, token string, body any, out any) int {
 	return resp.StatusCode
 }
 
-func TestE2ETwoServersOneStore(t *testing.T) {
-	dir, wd := newStoreDir(t), t.TempDir()
+func TestE2ETwoServersOneStore(t *testing.T) { e2eTwoServersOneStore(t, newStoreDir(t)) }
+
+// e2eTwoServersOneStore runs TestE2ETwoServersOneStore on the store dir (a directory or a URL).
+func e2eTwoServersOneStore(t *testing.T, dir string) {
+	wd := t.TempDir()
 	const token = "e2e-token-0123456789"
 	a := startServer(t, dir, wd, token, "--allow-kind", "exec")
 	b := startServer(t, dir, wd, token, "--allow-kind", "exec", "--work", "2")

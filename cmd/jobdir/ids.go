@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -251,7 +250,7 @@ func (a *app) completionJobs(cmd *cobra.Command) []jobstore.Job {
 		ctx = context.Background()
 	}
 	var jobs []jobstore.Job
-	_ = a.withStore(ctx, func(st *filestore.Store) error {
+	_ = a.withStore(ctx, func(st *cliStore) error {
 		page, err := st.List(ctx, jobstore.ListOptions{Limit: completionJobs})
 		jobs = page.Jobs
 		return err

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/execjob"
-	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -31,7 +30,7 @@ result or last error, and where its log is.`,
   jobdir get --json 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB | jq -r .state`,
 		Args: ja.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				id, err := ja.resolve(cmd.Context(), a, st, args)
 				if err != nil {
 					return err
@@ -44,8 +43,12 @@ result or last error, and where its log is.`,
 					return writeJSON(a.stdout, j)
 				}
 				logPath := ""
-				if j.Kind == execjob.Kind && j.Attempt > 0 {
-					logPath, _ = execjob.LogPath(logDir(st), j.ID)
+				switch {
+				case j.Kind != execjob.Kind || j.Attempt == 0:
+				case st.pg != nil:
+					logPath = "in the database (jobdir logs " + j.ID + ")"
+				default:
+					logPath, _ = execjob.LogPath(st.logDir(), j.ID)
 				}
 				return printJob(a.stdout, j, logPath, time.Now())
 			})
@@ -99,7 +102,7 @@ commas. The states are queued, running, succeeded, failed and canceled.
 			if limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				jobs, err := listJobs(cmd.Context(), st, opts, limit, func(err error) {
 					fmt.Fprintf(a.stderr, "jobdir: skipped: %v\n", err)
 				})
@@ -161,7 +164,7 @@ succeeded or failed cannot be canceled.`,
   jobdir cancel --key deploy-42`,
 		Args: ja.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				id, err := ja.resolve(cmd.Context(), a, st, args)
 				if err != nil {
 					return err
@@ -193,7 +196,7 @@ it gets one more.`,
   jobdir list --state failed --json | jq -r '.[].id' | xargs -n1 jobdir retry`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				id, err := a.resolveID(cmd.Context(), st, args[0])
 				if err != nil {
 					return err
@@ -233,7 +236,7 @@ func (a *app) waitCommand() *cobra.Command {
 			if timeout < 0 {
 				return usagef("--timeout must not be negative")
 			}
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				id, err := ja.resolve(cmd.Context(), a, st, args)
 				if err != nil {
 					return err

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/execjob"
-	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/joblog"
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -26,7 +25,9 @@ the job's log after a header line, and a footer line gives its exit status;
 these lines of jobdir's start with "--- jobdir: ". Logs are bounded (10 MiB by
 default): an attempt whose output does not fit keeps its beginning and its end,
 where errors are, with a line saying how many bytes were dropped between them
-(the end appears when the attempt ends).
+(the end appears when the attempt ends). With a store in PostgreSQL the
+output is kept in the database, written while the job runs: any machine reads
+it, --follow included.
 
 --raw prints only the program's output, without jobdir's lines. --tail N
 starts with the last N lines. --follow keeps printing new output until the
@@ -41,13 +42,13 @@ job has finished, through its retries, and then exits as "jobdir wait" does:
 				return usagef("--tail must not be negative")
 			}
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(st *filestore.Store) error {
+			return a.withStore(ctx, func(st *cliStore) error {
 				id, err := ja.resolve(ctx, a, st, args)
 				if err != nil {
 					return err
 				}
 				out := &countingWriter{w: a.stdout}
-				j, err := joblog.Copy(ctx, out, st, logDir(st), id, opts)
+				j, err := joblog.CopyLogs(ctx, out, st.Store, st.logs(), id, opts)
 				switch {
 				case errors.Is(err, joblog.ErrNotRegular):
 					return fmt.Errorf("%w: jobdir reads only a regular file there; remove it", err)

@@ -48,6 +48,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	stopBrowser()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -81,12 +82,22 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 }
 
-// jd runs jobdir in-process on the store dir with args.
+// storeArgs returns the flag that selects the store dir: --store for a
+// URL, --dir for a directory.
+func storeArgs(dir string) []string {
+	if strings.Contains(dir, "://") {
+		return []string{"--store", dir}
+	}
+	return []string{"--dir", dir}
+}
+
+// jd runs jobdir in-process on the store dir (a directory, or a store URL)
+// with args.
 func jd(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	if dir != "" {
-		args = append([]string{"--dir", dir}, args...)
+		args = append(storeArgs(dir), args...)
 	}
 	code := run(t.Context(), args, strings.NewReader(""), &out, &errb)
 	return result{stdout: out.String(), stderr: errb.String(), code: code}

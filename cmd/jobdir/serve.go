@@ -24,6 +24,7 @@ import (
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/webui"
 )
 
 // httpShutdownTimeout bounds how long serve waits for requests in flight
@@ -42,6 +43,7 @@ func (a *app) serveCommand() *cobra.Command {
 		maxRequests  int
 		maxWaits     int
 		verbose      bool
+		secureCookie bool
 	)
 	cmd := &cobra.Command{
 		Use:         "serve",
@@ -77,7 +79,13 @@ Jobs run by --work get the environment "jobdir work --help" describes: never
 $JOBDIR_TOKEN. They run as this user, though, so they can read what this user
 can, a --token-file included: to keep tokens from jobs, run the workers as
 another user (jobdir work, on the same store). GET /v1/jobs/ID/log serves a
-job's output from the store's logs/ directory.
+job's output from the store's logs/ directory, or, for a store in
+PostgreSQL, from the database, whichever machine ran the job.
+
+The dashboard, web pages for people, is at /ui/ (and / redirects there): sign
+in with one of the tokens; with --insecure-no-auth it needs no sign-in and
+says so in a banner. Behind a proxy that ends TLS, --secure-cookie keeps the
+session cookie off plain HTTP. docs/ui.md describes it.
 
 On SIGINT or SIGTERM it stops accepting requests, finishes the ones in
 flight, stops its workers as jobdir work does, and exits.`,
@@ -121,7 +129,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 			}
 			defer ln.Close()
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(st *filestore.Store) error {
+			return a.withStore(ctx, func(st *cliStore) error {
 				if workers > 0 {
 					if err := checkTrust(st); err != nil {
 						return err
@@ -129,7 +137,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 				}
 				warnings(a.stderr, ln, shown, noAuth, allowExec)
 				return a.serve(ctx, st, ln, shown, serveConfig{workers: workers, tokens: tokens, noAuth: noAuth, kinds: allowKinds,
-					maxRequests: maxRequests, maxWaits: maxWaits, verbose: verbose, wf: &wf})
+					maxRequests: maxRequests, maxWaits: maxWaits, verbose: verbose, secureCookie: secureCookie, wf: &wf})
 			})
 		},
 	}
@@ -144,6 +152,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 	f.IntVar(&maxRequests, "max-requests", httpapi.DefaultMaxConcurrent, "serve at most `N` requests at once (wait long-polls apart); past that, 503")
 	f.IntVar(&maxWaits, "max-waits", httpapi.DefaultMaxWaits, "serve at most `N` wait long-polls at once; past that, 503")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every request on stderr (by default only warnings and server errors)")
+	f.BoolVar(&secureCookie, "secure-cookie", false, "mark the dashboard's session cookie Secure, for a server behind a proxy that ends TLS")
 	wf.register(cmd)
 	return cmd
 }
@@ -183,21 +192,28 @@ type serveConfig struct {
 	maxRequests int
 	maxWaits    int
 	verbose     bool
-	wf          *workerFlags
+	// secureCookie marks the dashboard's session cookie Secure.
+	secureCookie bool
+	wf           *workerFlags
 }
 
-func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, shown string, cfg serveConfig) error {
+func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown string, cfg serveConfig) error {
 	// No --allow-kind leaves httpapi's default: any kind but exec.
 	level := slog.LevelWarn
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	srv, err := httpapi.New(st, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
-		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), LogDir: logDir(st)})
+	srv, err := httpapi.New(st.Store, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
+		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), Logs: st.logs()})
 	if err != nil {
 		return usagef("%v", err)
 	}
-	hs := httpapi.NewHTTPServer(ln.Addr().String(), srv)
+	ui, err := webui.New(st, &webui.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
+		Log: srv, SecureCookie: cfg.secureCookie, Logger: a.logger(level)})
+	if err != nil {
+		return usagef("%v", err)
+	}
+	hs := httpapi.NewHTTPServer(ln.Addr().String(), withDashboard(srv, ui))
 	fmt.Fprintf(a.stdout, "listening on %s\n", shown)
 
 	var (
@@ -249,6 +265,16 @@ func (a *app) serve(ctx context.Context, st *filestore.Store, ln net.Listener, s
 	}
 	fmt.Fprintln(a.stderr, "jobdir: server stopped")
 	return nil
+}
+
+// withDashboard serves the dashboard at /ui/, redirects / there, and
+// serves the API for every other path.
+func withDashboard(api, ui http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(webui.Prefix, ui)
+	mux.Handle("GET /{$}", http.RedirectHandler(webui.Prefix, http.StatusFound))
+	mux.Handle("/", api)
+	return mux
 }
 
 // maxTokenFile is the largest token file serve reads.
@@ -417,18 +443,24 @@ func (l *unixListener) Close() error {
 
 // checkTrust refuses to run jobs from a store that other users can
 // write, explaining why and what to do.
-func checkTrust(st *filestore.Store) error {
-	err := st.CheckTrust()
+//
+// A PostgreSQL store is trusted as the database's access control says:
+// whoever may write its schema chooses the programs its workers run.
+func checkTrust(st *cliStore) error {
+	if st.file == nil {
+		return nil
+	}
+	err := st.file.CheckTrust()
 	if err == nil {
 		return nil
 	}
 	hint := "Whoever can write a store chooses the programs its workers run. Make the store and the directories above it " +
-		"yours and writable only by you (for example: chmod -R go-w " + st.Dir() + "), or run the worker as the user who owns them."
+		"yours and writable only by you (for example: chmod -R go-w " + st.name + "), or run the worker as the user who owns them."
 	var ue *filestore.UntrustedError
 	if errors.As(err, &ue) && ue.GroupWritable {
 		hint += "\nIf every member of its group may run programs as you, pass --group-access: with it, the members of the group share the store."
 	}
-	return withHint(fmt.Errorf("refusing to run jobs from %s: %w", st.Dir(), err), hint)
+	return withHint(fmt.Errorf("refusing to run jobs from %s: %w", st.name, err), hint)
 }
 
 // execValidators makes the HTTP API refuse an exec job whose payload a

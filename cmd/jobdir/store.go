@@ -182,19 +182,15 @@ func (a *app) logger(level slog.Level) *slog.Logger {
 	}))
 }
 
-// withStore opens the store, runs f, and closes the store.
-func (a *app) withStore(ctx context.Context, f func(st *filestore.Store) error) error {
-	st, err := a.openStore(ctx)
+// withStore opens the store (see openCLIStore), runs f, and closes the
+// store.
+func (a *app) withStore(ctx context.Context, f func(st *cliStore) error) error {
+	st, err := a.openCLIStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	return f(st)
-}
-
-// logDir returns the directory of exec job logs of st.
-func logDir(st *filestore.Store) string {
-	return filepath.Join(st.Dir(), logsDirName)
 }
 
 // explainJob rewrites the errors of operations on job id in the open

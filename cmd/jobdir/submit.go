@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/execjob"
-	"github.com/jobdir/jobdir/filestore"
 )
 
 func (a *app) submitCommand() *cobra.Command {
@@ -84,7 +83,7 @@ says so on stderr, and the exit status is still 0.`,
 			if err := spec.Validate(0); err != nil {
 				return usagef("%v", err)
 			}
-			return a.withStore(cmd.Context(), func(st *filestore.Store) error {
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				job, created, err := st.Submit(cmd.Context(), spec)
 				if err != nil {
 					return err

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/execjob"
-	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
@@ -51,13 +50,16 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 // handler returns the exec job handler the flags configure for st, and
 // the sentence that says how it contains jobs. It fails, in plain words,
 // when the containment asked for is not available.
-func (wf *workerFlags) handler(st *filestore.Store) (execjob.Handler, string, error) {
+func (wf *workerFlags) handler(st *cliStore) (execjob.Handler, string, error) {
 	contain, err := execjob.ParseContainment(wf.containment)
 	if err != nil {
 		return execjob.Handler{}, "", usagef("--containment: %v", err)
 	}
-	h := execjob.Handler{LogDir: logDir(st), GroupAccess: wf.groupAccess, MaxLogBytes: wf.maxLogBytes,
+	h := execjob.Handler{LogDir: st.logDir(), GroupAccess: wf.groupAccess, MaxLogBytes: wf.maxLogBytes,
 		KillGrace: wf.killGrace, CleanEnv: wf.cleanEnv, Contain: contain}
+	if st.pg != nil {
+		h.Logs = st.pg.Logs() // in the database, where every machine reads them
+	}
 	info, err := h.Containment()
 	if err != nil {
 		return execjob.Handler{}, "", fmt.Errorf("cannot run jobs: %w", err)
@@ -67,9 +69,9 @@ func (wf *workerFlags) handler(st *filestore.Store) (execjob.Handler, string, er
 
 // newRunner returns a runner of exec jobs run by h on st with concurrency
 // slots, reporting to w (unless quiet) and to observe (if not nil).
-func (wf *workerFlags) newRunner(st *filestore.Store, h execjob.Handler, concurrency int, w io.Writer, observe func(runner.Event)) *runner.Runner {
+func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency int, w io.Writer, observe func(runner.Event)) *runner.Runner {
 	var mu sync.Mutex // keeps lines whole
-	r := runner.New(st, &runner.Options{
+	r := runner.New(st.Store, &runner.Options{
 		Concurrency:   concurrency,
 		ShutdownGrace: wf.shutdownGrace,
 		JobTimeout:    wf.jobTimeout,
@@ -164,7 +166,9 @@ store directory, each directory in it and each directory above it must be
 owned by this user or root and writable by no one else (a directory above it
 may be writable by all if it has the sticky bit, as /tmp has). With
 --group-access, the store's group may write it too, if this user is a member:
-then every member of the group can run programs as every worker's user.`,
+then every member of the group can run programs as every worker's user. A
+store in PostgreSQL is trusted as the database's permissions say: whoever
+may write its schema chooses the programs its workers run.`,
 		Example: `  jobdir work
   jobdir work --concurrency 8
   jobdir work --exit-when-idle   # drain the queue, then exit`,
@@ -174,7 +178,7 @@ then every member of the group can run programs as every worker's user.`,
 				return usagef("--concurrency must be at least 1")
 			}
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(st *filestore.Store) error {
+			return a.withStore(ctx, func(st *cliStore) error {
 				if err := checkTrust(st); err != nil {
 					return err
 				}
@@ -203,7 +207,7 @@ then every member of the group can run programs as every worker's user.`,
 					}()
 				}
 				if !wf.quiet {
-					fmt.Fprintf(a.stderr, "jobdir: worker %s running up to %d jobs from %s\n", r.Worker(), concurrency, st.Dir())
+					fmt.Fprintf(a.stderr, "jobdir: worker %s running up to %d jobs from %s\n", r.Worker(), concurrency, st.name)
 					fmt.Fprintf(a.stderr, "jobdir: containment: %s\n", contained)
 				}
 				go func() {

@@ -54,6 +54,7 @@ var groups = []group{
 	{"Close", closeTests},
 	{"Copies", copyTests},
 	{"Concurrent", concurrentTests},
+	{"Import", importTests},
 }
 
 // Run runs the conformance suite: one subtest per rule of the

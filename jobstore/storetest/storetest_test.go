@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,33 @@ var brokenStores = map[string]func() jobstore.Store{
 	"counts-interrupted": func() jobstore.Store {
 		return &countsInterrupted{Store: memstore.New(nil)}
 	},
+	"import-counts-all": func() jobstore.Store {
+		return &importCountsAll{Store: memstore.New(nil)}
+	},
+	"import-drops-keys": func() jobstore.Store {
+		return &importDropsKeys{Store: memstore.New(nil)}
+	},
+}
+
+// importCountsAll reports every job of an Import added, as a store that
+// writes without looking for the ID first would.
+type importCountsAll struct{ *memstore.Store }
+
+func (s *importCountsAll) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
+	_, err := s.Store.Import(ctx, jobs)
+	return len(jobs), err
+}
+
+// importDropsKeys imports jobs without their keys, as a store that does
+// not index imported keys would.
+type importDropsKeys struct{ *memstore.Store }
+
+func (s *importDropsKeys) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
+	keyless := slices.Clone(jobs)
+	for i := range keyless {
+		keyless[i].Key = ""
+	}
+	return s.Store.Import(ctx, keyless)
 }
 
 // doubleClaim hands each claimed job to the next claimer as well, as a
@@ -148,6 +176,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"cancel-leaves-claimable", []string{"Cancel/QueuedNeverClaimed", "Cancel/DelayedNeverClaimed"}},
 		{"no-fencing", []string{"Complete/StaleLeaseNotHeld"}},
 		{"counts-interrupted", []string{"Complete/InterruptedNotCounted", "Complete/HistoryKept"}},
+		{"import-counts-all", []string{"Import/AgainAddsNothing"}},
+		{"import-drops-keys", []string{"Import/KeepsEveryField", "Import/KeyBelongsToTheJob"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.store, func(t *testing.T) {

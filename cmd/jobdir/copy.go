@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/pgstore"
+)
+
+func (a *app) copyCommand() *cobra.Command {
+	var (
+		from, to    string
+		skipRunning bool
+	)
+	cmd := &cobra.Command{
+		Use:   "copy --from STORE --to STORE",
+		Short: "Copy every job from one store to another",
+		Long: `Copy every job of the store --from into the store --to, each as it is: its
+ID, key, state, attempts, times, payload, result, errors and history, and
+the output of exec jobs (the log files of a directory, the logs table of
+PostgreSQL). A store is a directory (a path or file:///path) or
+postgres://USER@HOST/DB?schema=NAME, in either direction: to move from a
+directory to PostgreSQL, or back.
+
+It is safe to run again: a job already in --to (by its ID) is left as it
+is, and of a log only what --to lacks is copied, so an interrupted copy is
+finished by running it again, and nothing is ever copied twice. A job whose key names another job in --to stops the copy
+with an error.
+
+Stop the workers of --from first: a job that runs cannot be copied (its
+worker holds it, and its outcome would be lost), so copy refuses while one
+does. With --skip-running it copies every other job and says how many it
+left; copy again once they have finished. A job claimed while the copy runs
+may be copied as queued and run in both stores: stop the workers.
+
+After the copy, point every jobdir command, worker and server at --to
+(--store or $JOBDIR_STORE).`,
+		Example: `  jobdir copy --from /var/lib/jobdir --to 'postgres://jobdir@db.internal/app'
+  jobdir copy --from 'postgres://jobdir@db.internal/app?schema=jobdir' --to ./rollback
+  jobdir copy --from ./.jobdir --to 'postgres:///test?host=/var/run/postgresql' --skip-running`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if from == "" || to == "" {
+				return usagef("copy needs --from STORE and --to STORE")
+			}
+			src, err := parseStoreURL(from)
+			if err != nil {
+				return usagef("--from: %v", err)
+			}
+			dst, err := parseStoreURL(to)
+			if err != nil {
+				return usagef("--to: %v", err)
+			}
+			if same, err := sameStore(src, dst); err != nil {
+				return err
+			} else if same {
+				return usagef("--from and --to name the same store")
+			}
+			if src.kind == fileStore {
+				// Opening would make an empty store there.
+				if ok, err := filestore.IsStore(src.dir); err == nil && !ok {
+					return fmt.Errorf("--from %s: there is no store there", src.dir)
+				}
+			}
+			ctx := cmd.Context()
+			in, err := a.openAt(ctx, src)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			out, err := a.openAt(ctx, dst)
+			if err != nil {
+				return err
+			}
+			defer out.Close()
+			return a.copyJobs(ctx, in, out, skipRunning)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&from, "from", "", "copy from the store at `STORE` (a directory or a postgres:// URL)")
+	f.StringVar(&to, "to", "", "copy into the store at `STORE` (a directory or a postgres:// URL)")
+	f.BoolVar(&skipRunning, "skip-running", false, "copy every job but the running ones, instead of refusing while a job runs")
+	return cmd
+}
+
+// sameStore reports whether two locations name one store.
+func sameStore(a, b location) (bool, error) {
+	if a.kind != b.kind {
+		return false, nil
+	}
+	if a.kind == postgresStore {
+		return a.dsn == b.dsn && cmpSchema(a.schema) == cmpSchema(b.schema), nil
+	}
+	x, err := filepath.Abs(a.dir)
+	if err != nil {
+		return false, err
+	}
+	y, err := filepath.Abs(b.dir)
+	if err != nil {
+		return false, err
+	}
+	return x == y, nil
+}
+
+func cmpSchema(s string) string {
+	if s == "" {
+		return pgstore.DefaultSchema
+	}
+	return s
+}
+
+// openAt opens the store at loc, as the global flags say for a file
+// store.
+func (a *app) openAt(ctx context.Context, loc location) (*cliStore, error) {
+	if loc.kind == postgresStore {
+		st, err := pgstore.OpenDSN(ctx, loc.dsn, &pgstore.Options{Schema: loc.schema, Logger: a.logger(slog.LevelWarn)})
+		if err != nil {
+			return nil, explainOpenPG(loc, err)
+		}
+		return &cliStore{Store: st, pg: st, name: pgName(loc.dsn, st.Schema())}, nil
+	}
+	dir, err := filepath.Abs(loc.dir)
+	if err != nil {
+		return nil, fmt.Errorf("store directory %q: %w", loc.dir, err)
+	}
+	st, err := filestore.Open(ctx, dir, &filestore.Options{AllowUnsafeFilesystem: a.allowUnsafeFS, GroupAccess: a.groupAccess,
+		SyncFS: a.syncFS, Logger: a.logger(slog.LevelWarn)})
+	if err != nil {
+		return nil, explainOpen(dir, err)
+	}
+	return &cliStore{Store: st, file: st, name: st.Dir()}, nil
+}
+
+// copyJobs copies every job of in that out lacks, oldest first, in
+// batches of at most jobstore.MaxImport.
+func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool) error {
+	im, ok := out.Store.(jobstore.Importer)
+	if !ok {
+		return fmt.Errorf("the store %s cannot take in jobs", out.name)
+	}
+	running, err := listJobs(ctx, in, jobstore.ListOptions{States: []jobstore.State{jobstore.StateRunning}}, 0, func(error) {})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", in.name, err)
+	}
+	if len(running) > 0 && !skipRunning {
+		return withHint(fmt.Errorf("%d jobs run in %s (for example %s, by worker %s): nothing copied", len(running), in.name, running[0].ID, running[0].Worker),
+			"Stop the workers of the store you copy from and run copy again once no job runs, or pass --skip-running to copy every other job now.")
+	}
+	var (
+		seen, added, skipped, corrupt, logs int
+		batch                               []jobstore.Job
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := im.Import(ctx, batch)
+		added += n
+		if err != nil {
+			return fmt.Errorf("copy into %s: %w", out.name, err)
+		}
+		for _, j := range batch {
+			copied, err := copyLog(ctx, in, out, j.ID)
+			if err != nil {
+				return err
+			}
+			if copied {
+				logs++
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	opts := jobstore.ListOptions{Order: jobstore.OldestFirst, Limit: jobstore.MaxListLimit}
+	for {
+		page, err := in.List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", in.name, err)
+		}
+		for _, e := range page.Errors {
+			corrupt++
+			fmt.Fprintf(a.stderr, "jobdir: not copied: %v\n", e)
+		}
+		for _, j := range page.Jobs {
+			seen++
+			if j.State == jobstore.StateRunning {
+				skipped++
+				continue
+			}
+			batch = append(batch, j)
+			if len(batch) == jobstore.MaxImport {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		opts.Cursor = page.Next
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "copied %d jobs and %d logs from %s to %s; %d jobs were there already\n", added, logs, in.name, out.name, seen-skipped-added)
+	if skipped > 0 {
+		fmt.Fprintf(a.stdout, "not copied: %d running jobs; run copy again once they have finished\n", skipped)
+	}
+	if corrupt > 0 {
+		return errors.New("some records of the source could not be read and were not copied (see above); run jobdir fsck on it")
+	}
+	return nil
+}
+
+// copyLog copies what the log of job id in in has and its log in out lacks:
+// all of it, or the end that an interrupted copy did not write, and
+// reports whether it copied anything.
+func copyLog(ctx context.Context, in, out *cliStore, id string) (bool, error) {
+	want, err := in.logs().Size(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("read the log of job %s in %s: %w", id, in.name, err)
+	}
+	have, err := out.logs().Size(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("read the log of job %s in %s: %w", id, out.name, err)
+	}
+	if have >= want {
+		return false, nil
+	}
+	w, err := out.logs().Append(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("write the log of job %s in %s: %w", id, out.name, err)
+	}
+	_, err = in.logs().CopyFrom(ctx, w, id, have)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("copy the log of job %s: %w", id, err)
+	}
+	return true, nil
+}

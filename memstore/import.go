@@ -1,0 +1,46 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+var _ jobstore.Importer = (*Store)(nil)
+
+// Import adds jobs made by another store, keeping their IDs and every
+// field, as jobstore.Importer says; a job whose ID is here already is left
+// alone.
+func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
+	if err := jobstore.ValidateImports(jobs, s.maxPayload); err != nil {
+		return 0, fmt.Errorf("memstore: import: %w", err)
+	}
+	if err := s.lock(ctx, "import"); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n := 0
+	for _, j := range jobs {
+		if _, ok := s.jobs[j.ID]; ok {
+			continue
+		}
+		if owner, ok := s.keys[j.Key]; ok && j.Key != "" {
+			return n, fmt.Errorf("memstore: import: job %s: %w: key %q belongs to job %s", j.ID, jobstore.ErrKeyTaken, j.Key, owner)
+		}
+		j = clone(j)
+		j.History = slices.Clone(j.History)
+		s.jobs[j.ID] = &entry{job: j, changed: make(chan struct{})}
+		i, _ := slices.BinarySearch(s.ids, j.ID)
+		s.ids = slices.Insert(s.ids, i, j.ID)
+		if j.Key != "" {
+			s.keys[j.Key] = j.ID
+		}
+		if j.State == jobstore.StateQueued {
+			s.signalWork()
+		}
+		n++
+	}
+	return n, nil
+}

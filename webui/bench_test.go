@@ -1,0 +1,211 @@
+package webui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/webui"
+)
+
+// The dashboard's target: every page and data request answers in under
+// 200 ms with 100,000 jobs in a file store (docs/ui.md has the figures).
+// BenchmarkUI measures it on a file store of $JOBDIR_BENCH_UI_JOBS jobs
+// (default 100,000: 90% succeeded, 5% failed, the rest queued, a few
+// running), built once per process in $TMPDIR, which takes a minute or
+// two; JOBDIR_BENCH_UI_KEEP=1 keeps it, and JOBDIR_BENCH_UI_DIR=DIR measures
+// a store kept so:
+//
+//	go test -run '^$' -bench UI -benchtime 20x ./webui
+
+type uiBench struct {
+	store  *filestore.Store
+	ui     *webui.Handler
+	cookie *http.Cookie
+	job    string // a failed job
+	prefix string // an ID prefix some jobs share
+	dir    string
+	err    error
+}
+
+var (
+	uiBenchOnce sync.Once
+	uiBenchEnv  uiBench
+)
+
+// closeUIBench closes and removes BenchmarkUI's store, if it made one.
+func closeUIBench() {
+	if uiBenchEnv.store != nil {
+		_ = uiBenchEnv.store.Close()
+	}
+	if uiBenchEnv.dir != "" && os.Getenv("JOBDIR_BENCH_UI_KEEP") == "" {
+		_ = os.RemoveAll(uiBenchEnv.dir)
+	}
+}
+
+func benchJobs() int {
+	if n, err := strconv.Atoi(os.Getenv("JOBDIR_BENCH_UI_JOBS")); err == nil && n > 0 {
+		return n
+	}
+	return 100000
+}
+
+// buildUIBench makes the store: batches of submits, then claims and
+// completes by several goroutines.
+func buildUIBench() (e uiBench) {
+	ctx := context.Background()
+	if dir := os.Getenv("JOBDIR_BENCH_UI_DIR"); dir != "" {
+		// A store built before (and kept): measure it again.
+		if e.store, e.err = filestore.Open(ctx, dir, &filestore.Options{NoSync: true}); e.err != nil {
+			return e
+		}
+		var p jobstore.Page
+		if p, e.err = e.store.List(ctx, jobstore.ListOptions{Limit: 1}); e.err != nil {
+			return e
+		}
+		if len(p.Jobs) == 0 {
+			e.err = fmt.Errorf("%s holds no job: not a store BenchmarkUI built", dir)
+			return e
+		}
+		e.job = p.Jobs[0].ID
+		return e.signIn()
+	}
+	e.dir, e.err = os.MkdirTemp("", "jobdir-ui-bench")
+	if e.err != nil {
+		return e
+	}
+	e.store, e.err = filestore.Open(ctx, e.dir, &filestore.Options{NoSync: true})
+	if e.err != nil {
+		return e
+	}
+	n := benchJobs()
+	kinds := []string{"email.send", "report.build", "image.resize", "exec"}
+	for done := 0; done < n; {
+		specs := make([]jobstore.Spec, min(jobstore.MaxBatch, n-done))
+		for i := range specs {
+			specs[i] = jobstore.Spec{Kind: kinds[(done+i)%len(kinds)], Key: fmt.Sprintf("bench-%d", done+i), MaxAttempts: 1,
+				Payload: []byte(`{"to":"someone@example.com","template":"welcome","n":` + strconv.Itoa(done+i) + `}`)}
+		}
+		if _, e.err = e.store.SubmitBatch(ctx, specs); e.err != nil {
+			return e
+		}
+		done += len(specs)
+	}
+	finish := n * 95 / 100
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for w := range 4 {
+		wg.Go(func() {
+			for {
+				j, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: fmt.Sprintf("bench-%d", w)})
+				if err != nil {
+					mu.Lock()
+					if e.err == nil {
+						e.err = err
+					}
+					mu.Unlock()
+					return
+				}
+				o := jobstore.Succeeded([]byte(`{"ok":true}`))
+				if j.Attempt%20 == 0 || strings.HasSuffix(j.Key, "7") && len(j.Key)%3 == 0 {
+					o = jobstore.Outcome{Error: "exit status 1"}
+				}
+				if _, err := e.store.Complete(ctx, j.Lease(), o); err != nil {
+					mu.Lock()
+					e.err = err
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				finish--
+				last := finish <= 0
+				if j.State == jobstore.StateRunning && o.Error != "" {
+					e.job = j.ID
+				}
+				mu.Unlock()
+				if last {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if e.err != nil {
+		return e
+	}
+	for range 10 {
+		if _, e.err = e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "bench-running"}); e.err != nil {
+			return e
+		}
+	}
+	return e.signIn()
+}
+
+// signIn makes the handler and its session.
+func (e uiBench) signIn() uiBench {
+	e.prefix = e.job[:8]
+	e.ui, e.err = webui.New(e.store, &webui.Options{Tokens: []string{testToken}})
+	if e.err != nil {
+		return e
+	}
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "/ui/signin", strings.NewReader(url.Values{"token": {testToken}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	e.ui.ServeHTTP(w, req)
+	e.cookie = w.Result().Cookies()[0]
+	return e
+}
+
+func BenchmarkUI(b *testing.B) {
+	start := time.Now()
+	uiBenchOnce.Do(func() { uiBenchEnv = buildUIBench() })
+	e := uiBenchEnv
+	if e.err != nil {
+		b.Fatal(e.err)
+	}
+	if d := time.Since(start); d > time.Second {
+		b.Logf("built a file store of %d jobs in %s", benchJobs(), d.Round(time.Second))
+	}
+	for _, tc := range []struct {
+		name, path string
+		fragment   bool
+	}{
+		{"overview", "/ui/", false},
+		{"overview-live", "/ui/", true},
+		{"jobs", "/ui/jobs", false},
+		{"jobs-live", "/ui/jobs", true},
+		{"jobs-oldest", "/ui/jobs?order=oldest", false},
+		{"jobs-failed", "/ui/jobs?state=failed", false},
+		{"jobs-kind", "/ui/jobs?kind=report.build", false},
+		{"jobs-key", "/ui/jobs?key=bench-4242", false},
+		{"jobs-id-prefix", "/ui/jobs?id=" + e.prefix, false},
+		{"job", "/ui/jobs/" + e.job, false},
+		{"job-live", "/ui/jobs/" + e.job, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				req := httptest.NewRequest("GET", tc.path, nil)
+				req.AddCookie(e.cookie)
+				if tc.fragment {
+					req.Header.Set(webui.FragmentHeader, "1")
+					req.Header.Set("Jobdir-UI", "1")
+				}
+				w := httptest.NewRecorder()
+				e.ui.ServeHTTP(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatalf("%s: %d %s", tc.path, w.Code, w.Body)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,592 @@
+package webui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// filter is what the jobs table shows: the query of /ui/jobs.
+type filter struct {
+	States []jobstore.State
+	Kind   string
+	// Key keeps the jobs whose key contains it.
+	Key string
+	// Prefix keeps the jobs whose ID starts with it (upper case).
+	Prefix string
+	Order  jobstore.Order
+}
+
+// parseFilter reads a filter from the query: state (repeatable), kind,
+// key, id (a prefix) and order (newest or oldest).
+func parseFilter(q url.Values) (filter, error) {
+	var f filter
+	for _, s := range q["state"] {
+		if s == "" {
+			continue
+		}
+		st, err := jobstore.ParseState(s)
+		if err != nil {
+			return f, errors.New("unknown state: pick one of the list")
+		}
+		if !slices.Contains(f.States, st) {
+			f.States = append(f.States, st)
+		}
+	}
+	f.Kind = strings.TrimSpace(q.Get("kind"))
+	if f.Kind != "" {
+		if err := jobstore.ValidateKind(f.Kind); err != nil {
+			return f, errors.New("a kind has only letters, digits and ._:/-")
+		}
+	}
+	f.Key = q.Get("key")
+	f.Prefix = strings.ToUpper(strings.TrimSpace(q.Get("id")))
+	if len(f.Prefix) > 26 {
+		return f, errors.New("an ID has 26 characters")
+	}
+	for i := 0; i < len(f.Prefix); i++ {
+		if !strings.ContainsRune("0123456789ABCDEFGHJKMNPQRSTVWXYZ", rune(f.Prefix[i])) {
+			return f, fmt.Errorf("an ID has only the characters 0-9 and A-Z but I, L, O and U; %q is not one", f.Prefix[i])
+		}
+	}
+	switch q.Get("order") {
+	case "", "newest":
+	case "oldest":
+		f.Order = jobstore.OldestFirst
+	default:
+		return f, errors.New("order is newest or oldest")
+	}
+	return f, nil
+}
+
+// query returns the filter as the query of /ui/jobs.
+func (f filter) query() url.Values {
+	q := url.Values{}
+	for _, s := range f.States {
+		q.Add("state", string(s))
+	}
+	if f.Kind != "" {
+		q.Set("kind", f.Kind)
+	}
+	if f.Key != "" {
+		q.Set("key", f.Key)
+	}
+	if f.Prefix != "" {
+		q.Set("id", f.Prefix)
+	}
+	if f.Order == jobstore.OldestFirst {
+		q.Set("order", "oldest")
+	}
+	return q
+}
+
+// maxListBytes bounds the size of the jobs one List call of a scan holds
+// (see jobstore.ListOptions.MaxBytes), as the API's list route does.
+const maxListBytes = 4 << 20
+
+// readsAll reports whether scan reads every job in the cursor's order and
+// filters them itself, within its budget, rather than have List filter:
+// for a key, which List cannot filter, and for a finished state. Finished
+// jobs are most of a store's history, and to fill a page of a state that
+// is rare among them (failed, say) List could read all of it; a store may
+// not even keep them apart (filestore keeps succeeded and failed jobs in
+// one directory). Queued and running jobs List filters.
+func (f filter) readsAll() bool {
+	return f.Key != "" || slices.ContainsFunc(f.States, jobstore.State.Terminal)
+}
+
+// errStop ends a scan early; scan reports it as no error.
+var errStop = errors.New("stop")
+
+// scan calls fn with each job that matches f, in f's order, after cursor
+// (empty: from the start). It reads at most budget jobs from the store, in
+// pages of at most batch, and returns the cursor to go on from: empty when
+// every matching job was seen, else the ID of the last job read (fn's
+// last, if fn stopped the scan by returning errStop). It never reads a job
+// whose ID lies outside f.Prefix: IDs sort, so the prefix is a range of the
+// store's cursor.
+func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, batch int, fn func(jobstore.Job) error) (string, error) {
+	opts := jobstore.ListOptions{States: f.States, Kind: f.Kind, Order: f.Order, Cursor: cursor, MaxBytes: maxListBytes}
+	var states []jobstore.State // filtered here, not by List
+	if f.readsAll() {
+		states, opts.States = f.States, nil
+	}
+	if f.Prefix != "" && cursor == "" {
+		if f.Prefix[0] > '7' {
+			return "", nil // no ID starts so
+		}
+		if len(f.Prefix) == 26 {
+			j, err := h.store.Get(ctx, f.Prefix)
+			if errors.Is(err, jobstore.ErrNotFound) {
+				return "", nil
+			}
+			if err != nil {
+				return "", err
+			}
+			if j.MatchesList(opts) && strings.Contains(j.Key, f.Key) {
+				if err := fn(j); err != nil && !errors.Is(err, errStop) {
+					return "", err
+				}
+			}
+			return "", nil
+		}
+		// Just outside the range, at the end the order starts from.
+		pad := "Z"
+		if f.Order == jobstore.OldestFirst {
+			pad = "0"
+		}
+		opts.Cursor = f.Prefix + strings.Repeat(pad, 26-len(f.Prefix))
+	}
+	read := 0
+	for {
+		opts.Limit = min(batch, budget-read)
+		page, err := h.store.List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		for _, j := range page.Jobs {
+			read++
+			if !strings.HasPrefix(j.ID, f.Prefix) {
+				return "", nil // past the prefix's range
+			}
+			if f.Key != "" && !strings.Contains(j.Key, f.Key) || len(states) > 0 && !slices.Contains(states, j.State) {
+				continue
+			}
+			if err := fn(j); err != nil {
+				if errors.Is(err, errStop) {
+					return j.ID, nil
+				}
+				return "", err
+			}
+		}
+		if page.Next == "" {
+			return "", nil
+		}
+		opts.Cursor = page.Next
+		if read >= budget {
+			return page.Next, nil
+		}
+	}
+}
+
+// jobRow is one line of the jobs table.
+type jobRow struct {
+	ID, Kind, Key, State, Words string
+	Created, CreatedAt          string
+}
+
+func rowOf(j jobstore.Job, now time.Time) jobRow {
+	return jobRow{ID: j.ID, Kind: j.Kind, Key: j.Key, State: string(j.State), Words: stateWords(j, now),
+		Created: ago(now.Sub(j.CreatedAt)) + " ago", CreatedAt: j.CreatedAt.Format(time.RFC3339)}
+}
+
+type stateOption struct {
+	Value    string
+	Selected bool
+}
+
+// jobsPage is the data of the jobs table.
+type jobsPage struct {
+	Kind, Key, Prefix string
+	Oldest            bool
+	States            []stateOption
+	Rows              []jobRow
+	// Next is the URL of the next page; empty on the last.
+	Next string
+	// First is the URL of the first page, when this is not it.
+	First string
+	// Partial says the page ended early because ScanBudget jobs were read
+	// (a key or a finished state filters them).
+	Partial bool
+	// Budget is ScanBudget, for the page's words.
+	Budget int
+	// Query is the filter's query, for the bulk actions.
+	Query string
+	Error string
+}
+
+func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, ferr := parseFilter(q)
+	data := jobsPage{Kind: f.Kind, Key: f.Key, Prefix: f.Prefix, Oldest: f.Order == jobstore.OldestFirst, Query: f.query().Encode(), Budget: ScanBudget}
+	for _, s := range jobstore.States() {
+		data.States = append(data.States, stateOption{Value: string(s), Selected: slices.Contains(f.States, s)})
+	}
+	status := http.StatusOK
+	cursor := q.Get("cursor")
+	if cursor != "" {
+		if err := jobstore.ValidateID(cursor); err != nil {
+			ferr = errors.New("the page link is broken: go back to the first page")
+		}
+	}
+	if ferr != nil {
+		data.Error = ferr.Error()
+		status = http.StatusBadRequest
+	} else {
+		now := time.Now()
+		// A filter that skips jobs after List reads a whole budget at
+		// once rather than a page per List call.
+		batch := PageSize
+		if f.readsAll() {
+			batch = ScanBudget
+		}
+		next, err := h.scan(r.Context(), f, cursor, ScanBudget, batch, func(j jobstore.Job) error {
+			data.Rows = append(data.Rows, rowOf(j, now))
+			if len(data.Rows) == PageSize {
+				return errStop
+			}
+			return nil
+		})
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		if next != "" {
+			nq := f.query()
+			nq.Set("cursor", next)
+			data.Next = Prefix + "jobs?" + nq.Encode()
+			data.Partial = len(data.Rows) < PageSize
+		}
+		if cursor != "" {
+			data.First = Prefix + "jobs?" + f.query().Encode()
+		}
+	}
+	h.render(w, r, status, "jobs", "Jobs", data)
+}
+
+// field is one line of a job's field table.
+type field struct{ Name, Value string }
+
+// attemptRow is one attempt of a job's history.
+type attemptRow struct {
+	Attempt                  int
+	Worker, End, Error       string
+	Started, StartedAt, Took string
+}
+
+// jobPage is the data of a job's page.
+type jobPage struct {
+	ID, Kind, State, Words string
+	Fields                 []field
+	Payload, Result        string
+	LastError              string
+	History                []attemptRow
+	Command                string
+	Dir                    string
+	Env                    []string
+	IsExec                 bool
+	CanCancel, CanRetry    bool
+	CanRerun               bool
+	RerunRefused           string
+	LogURL                 string
+	Terminal               bool
+	CancelRequested        bool
+}
+
+// prettyJSON indents a JSON value for reading; anything else is shown as
+// it is.
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func timeField(t time.Time, now time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	rel := ago(now.Sub(t)) + " ago"
+	if t.After(now) {
+		rel = "in " + ago(t.Sub(now))
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000 UTC") + " (" + rel + ")"
+}
+
+func (h *Handler) handleJob(w http.ResponseWriter, r *http.Request) {
+	j, err := h.store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	now := time.Now()
+	d := jobPage{ID: j.ID, Kind: j.Kind, State: string(j.State), Words: stateWords(j, now),
+		Payload: prettyJSON(j.Payload), Result: prettyJSON(j.Result), LastError: j.LastError,
+		CanCancel: j.State == jobstore.StateQueued || j.State == jobstore.StateRunning && !j.CancelRequested,
+		CanRetry:  j.State == jobstore.StateFailed || j.State == jobstore.StateCanceled,
+		CanRerun:  h.kindAllowed(j.Kind), Terminal: j.State.Terminal(), CancelRequested: j.CancelRequested}
+	if !d.CanRerun {
+		d.RerunRefused = fmt.Sprintf("This server does not submit jobs of kind %q, so it cannot re-run this one.", j.Kind)
+	}
+	timeout := "none"
+	if j.Timeout > 0 {
+		timeout = j.Timeout.String()
+	}
+	d.Fields = []field{
+		{"ID", j.ID}, {"Kind", j.Kind}, {"Key", j.Key}, {"State", string(j.State)},
+		{"Attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts)}, {"Priority", fmt.Sprint(j.Priority)},
+		{"Timeout", timeout}, {"Worker", j.Worker}, {"Cancel requested", fmt.Sprint(j.CancelRequested)},
+		{"Created", timeField(j.CreatedAt, now)}, {"Run at", timeField(j.RunAt, now)},
+		{"Started", timeField(j.StartedAt, now)}, {"Finished", timeField(j.FinishedAt, now)},
+		{"Updated", timeField(j.UpdatedAt, now)},
+	}
+	for _, a := range j.History {
+		d.History = append(d.History, attemptRow{Attempt: a.Attempt, Worker: a.Worker, End: string(a.End), Error: a.Error,
+			Started: timeField(a.StartedAt, now), StartedAt: a.StartedAt.Format(time.RFC3339), Took: a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond).String()})
+	}
+	if j.Kind == "exec" {
+		var p struct {
+			Argv []string `json:"argv"`
+			Dir  string   `json:"dir"`
+			Env  []string `json:"env"`
+		}
+		if json.Unmarshal(j.Payload, &p) == nil {
+			d.IsExec, d.Command, d.Dir, d.Env = true, shellQuote(p.Argv), p.Dir, p.Env
+		}
+		if h.opts.Log != nil {
+			d.LogURL = Prefix + "jobs/" + j.ID + "/log"
+		}
+	}
+	h.render(w, r, http.StatusOK, "job", j.Kind+" "+j.ID, d)
+}
+
+// handleLog forwards to the API's log route, following the log until the
+// job ends, with the session's token.
+func (h *Handler) handleLog(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if h.opts.Log == nil {
+		h.refuse(w, r, http.StatusNotFound, "this server keeps no job logs")
+		return
+	}
+	if err := jobstore.ValidateID(id); err != nil {
+		h.refuse(w, r, http.StatusBadRequest, "that is not a job ID")
+		return
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL = &url.URL{Path: "/v1/jobs/" + id + "/log", RawQuery: "follow=1"}
+	r2.RequestURI = r2.URL.RequestURI()
+	r2.Header = http.Header{}
+	if s := sessionOf(r); s != nil {
+		r2.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	h.opts.Log.ServeHTTP(w, r2)
+}
+
+// actionResult is the JSON answer of an action.
+type actionResult struct {
+	Message  string `json:"message"`
+	Location string `json:"location,omitempty"`
+}
+
+// handleAction cancels, retries or re-runs one job.
+func (h *Handler) handleAction(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var (
+		res actionResult
+		err error
+		j   jobstore.Job
+	)
+	switch r.PathValue("action") {
+	case "cancel":
+		j, err = h.store.Cancel(r.Context(), id)
+		res.Message = "Canceled."
+		if err == nil && j.State == jobstore.StateRunning {
+			res.Message = "Cancel requested: the worker is stopping the job."
+		}
+	case "retry":
+		j, err = h.store.Retry(r.Context(), id)
+		res.Message = "Queued again."
+	case "rerun":
+		j, err = h.store.Get(r.Context(), id)
+		if err == nil && !h.kindAllowed(j.Kind) {
+			h.refuse(w, r, http.StatusForbidden, fmt.Sprintf("this server does not submit jobs of kind %q", j.Kind))
+			return
+		}
+		if err == nil {
+			j, _, err = h.store.Submit(r.Context(), jobstore.Spec{Kind: j.Kind, Payload: j.Payload, MaxAttempts: j.MaxAttempts,
+				Priority: j.Priority, Timeout: j.Timeout})
+		}
+		res.Message = "Submitted a new job with the same kind and payload: " + j.ID + "."
+		res.Location = Prefix + "jobs/" + j.ID
+	default:
+		h.refuse(w, r, http.StatusNotFound, "no such action: cancel, retry or rerun")
+		return
+	}
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	loc := res.Location
+	if loc == "" {
+		loc = Prefix + "jobs/" + id
+	}
+	http.Redirect(w, r, loc, http.StatusSeeOther)
+}
+
+// bulkStates returns the states of f that action applies to, and false if
+// the action is unknown.
+func bulkStates(action string, f filter) ([]jobstore.State, bool) {
+	var from []jobstore.State
+	switch action {
+	case "cancel":
+		from = []jobstore.State{jobstore.StateQueued, jobstore.StateRunning}
+	case "retry":
+		from = []jobstore.State{jobstore.StateFailed, jobstore.StateCanceled}
+	default:
+		return nil, false
+	}
+	if len(f.States) == 0 {
+		return from, true
+	}
+	var both []jobstore.State
+	for _, s := range f.States {
+		if slices.Contains(from, s) {
+			both = append(both, s)
+		}
+	}
+	return both, true
+}
+
+// bulkCount is the answer of GET /ui/bulk.
+type bulkCount struct {
+	Count int `json:"count"`
+	// More says the count stopped after reading MaxBulk jobs (matching
+	// ones, or any, for a filter List cannot apply): the action stops
+	// there too, and can be repeated.
+	More bool `json:"more"`
+}
+
+// bulkFilter reads the filter and action of a bulk request and narrows the
+// filter to the states the action applies to.
+func bulkFilter(q url.Values) (filter, string, error) {
+	f, err := parseFilter(q)
+	if err != nil {
+		return f, "", err
+	}
+	action := q.Get("action")
+	states, ok := bulkStates(action, f)
+	if !ok {
+		return f, "", errors.New("the action is cancel or retry")
+	}
+	f.States = states
+	return f, action, nil
+}
+
+// handleBulkCount counts the jobs a bulk action would touch.
+func (h *Handler) handleBulkCount(w http.ResponseWriter, r *http.Request) {
+	f, _, err := bulkFilter(r.URL.Query())
+	if err != nil {
+		h.refuse(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	var c bulkCount
+	if len(f.States) > 0 {
+		// The same scan as the action's, so the count is what it will do.
+		next, err := h.scan(r.Context(), f, "", MaxBulk, jobstore.MaxListLimit, func(jobstore.Job) error {
+			c.Count++
+			return nil
+		})
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		c.More = next != ""
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+// bulkResult is the answer of POST /ui/bulk.
+type bulkResult struct {
+	Message string `json:"message"`
+	Done    int    `json:"done"`
+	// Skipped counts jobs that changed state between the count and the
+	// action, so the action did not apply to them.
+	Skipped int `json:"skipped"`
+}
+
+// handleBulk cancels or retries every job the filter matches among the
+// first MaxBulk it reads, a page of the store at a time.
+func (h *Handler) handleBulk(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.refuse(w, r, http.StatusBadRequest, "the form could not be read")
+		return
+	}
+	f, action, err := bulkFilter(r.PostForm)
+	if err != nil {
+		h.refuse(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	var res bulkResult
+	if len(f.States) > 0 {
+		op := h.store.Cancel
+		if action == "retry" {
+			op = h.store.Retry
+		}
+		// Acting on a job moves it out of the filter's states but not
+		// out of the cursor's order, so the scan neither skips nor
+		// repeats a job.
+		_, err = h.scan(r.Context(), f, "", MaxBulk, jobstore.MaxListLimit, func(j jobstore.Job) error {
+			if _, err := op(r.Context(), j.ID); err != nil {
+				if errors.Is(err, jobstore.ErrInvalidTransition) || errors.Is(err, jobstore.ErrNotFound) {
+					res.Skipped++
+					return nil
+				}
+				return err
+			}
+			res.Done++
+			return nil
+		})
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+	}
+	verb := map[string]string{"cancel": "Canceled", "retry": "Queued again"}[action]
+	res.Message = fmt.Sprintf("%s %d jobs.", verb, res.Done)
+	if res.Skipped > 0 {
+		res.Message += fmt.Sprintf(" %d had changed state meanwhile and were left alone.", res.Skipped)
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	http.Redirect(w, r, Prefix+"jobs?"+f.query().Encode(), http.StatusSeeOther)
+}
+
+// shellQuote writes argv as a shell would read it back: each argument
+// alone, single-quoted when it holds anything but plain characters.
+func shellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		plain := a != ""
+		for _, c := range a {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./=:,+@%", c)) {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}

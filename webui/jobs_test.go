@@ -1,0 +1,313 @@
+package webui_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/webui"
+)
+
+var rowRE = regexp.MustCompile(`<tr data-id="([0-9A-Z]{26})">`)
+
+// rows returns the job IDs of a table page, in order.
+func rows(body string) []string {
+	var ids []string
+	for _, m := range rowRE.FindAllStringSubmatch(body, -1) {
+		ids = append(ids, m[1])
+	}
+	return ids
+}
+
+var nextRE = regexp.MustCompile(`href="([^"]*)" rel="next"`)
+
+func TestJobsTablePagesByCursorInBothOrders(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	var ids []string
+	for i := range webui.PageSize*2 + 5 {
+		j, _, err := e.store.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: fmt.Sprint("key-", i)})
+		require.NoError(t, err)
+		ids = append(ids, j.ID)
+	}
+	for _, order := range []string{"newest", "oldest"} {
+		t.Run(order, func(t *testing.T) {
+			var seen []string
+			path := "/ui/jobs?order=" + order
+			for pages := 0; path != ""; pages++ {
+				require.Less(t, pages, 4)
+				r := e.do("GET", path, nil)
+				require.Equal(t, http.StatusOK, r.status)
+				got := rows(r.body)
+				require.LessOrEqual(t, len(got), webui.PageSize)
+				seen = append(seen, got...)
+				path = ""
+				if m := nextRE.FindStringSubmatch(r.body); m != nil {
+					path = strings.ReplaceAll(m[1], "&amp;", "&")
+				}
+			}
+			want := append([]string(nil), ids...)
+			if order == "newest" {
+				for i, j := 0, len(want)-1; i < j; i, j = i+1, j-1 {
+					want[i], want[j] = want[j], want[i]
+				}
+			}
+			require.Equal(t, want, seen, "every job once, in order")
+		})
+	}
+}
+
+func TestJobsTableFilters(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	ctx := t.Context()
+	a, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: "user-42-welcome"})
+	require.NoError(t, err)
+	b, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: "user-7-welcome"})
+	require.NoError(t, err)
+	c, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "report", Key: "user-42-report"})
+	require.NoError(t, err)
+	_, err = e.store.Cancel(ctx, b.ID)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{c.ID, b.ID, a.ID}},
+		{"state=canceled", []string{b.ID}},
+		{"state=queued&order=oldest", []string{a.ID, c.ID}},
+		{"kind=mail", []string{b.ID, a.ID}},
+		{"key=user-42", []string{c.ID, a.ID}},
+		{"kind=mail&key=42", []string{a.ID}},
+		{"id=" + a.ID, []string{a.ID}},
+		{"id=" + strings.ToLower(c.ID[:25]), []string{c.ID}},
+		{"id=" + a.ID[:10], nil}, // filled in below: every job shares the millisecond prefix or not
+		{"id=8", nil},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			want := tc.want
+			if strings.HasPrefix(tc.query, "id=") && len(tc.query) == 13 {
+				for _, id := range []string{c.ID, b.ID, a.ID} {
+					if strings.HasPrefix(id, a.ID[:10]) {
+						want = append(want, id)
+					}
+				}
+			}
+			r := e.do("GET", "/ui/jobs?"+tc.query, nil)
+			require.Equal(t, http.StatusOK, r.status, r.body)
+			require.Equal(t, want, rows(r.body))
+		})
+	}
+	for _, bad := range []string{"state=done", "id=IIII", "order=random", "kind=a%20b", "cursor=nope"} {
+		r := e.do("GET", "/ui/jobs?"+bad, nil)
+		require.Equal(t, http.StatusBadRequest, r.status, bad)
+		require.Contains(t, r.body, `class="error"`, bad)
+	}
+}
+
+func TestStateInWords(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	ctx := t.Context()
+	_, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "later", RunAt: time.Now().Add(5*time.Minute + 30*time.Second)})
+	require.NoError(t, err)
+	flaky, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "flaky", MaxAttempts: 3})
+	require.NoError(t, err)
+	claimed, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w1", Kinds: []string{"flaky"}})
+	require.NoError(t, err)
+	require.Equal(t, flaky.ID, claimed.ID)
+	_, err = e.store.Complete(ctx, claimed.Lease(), jobstore.Outcome{Error: "boom", RetryAfter: 30 * time.Minute})
+	require.NoError(t, err)
+
+	r := e.do("GET", "/ui/jobs", nil)
+	require.Contains(t, r.body, "scheduled in 5m")
+	require.Contains(t, r.body, "retrying in 29m, attempt 2/3")
+	r = e.do("GET", "/ui/jobs/"+flaky.ID, nil)
+	require.Contains(t, r.body, "retrying in 29m, attempt 2/3")
+	require.Contains(t, r.body, "boom")
+	require.Contains(t, r.body, "<td>w1</td>", "the attempt's worker")
+}
+
+// act posts an action as the pages' script does and returns the answer.
+func (e *env) act(csrf, path string, form url.Values) reply {
+	e.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	return e.do("POST", path, form, "X-CSRF-Token: "+csrf, "Jobdir-UI: 1")
+}
+
+func TestRetryAndRerun(t *testing.T) {
+	e := newEnv(t, &webui.Options{Tokens: []string{testToken}})
+	csrf := e.signIn(testToken)
+	ctx := t.Context()
+	job, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k", Key: "once", Payload: json.RawMessage(`{"n":1}`), Priority: 3})
+	require.NoError(t, err)
+
+	r := e.act(csrf, "/ui/jobs/"+job.ID+"/retry", nil)
+	require.Equal(t, http.StatusConflict, r.status, "a queued job cannot be retried")
+	require.Contains(t, r.body, "the job is queued")
+
+	r = e.act(csrf, "/ui/jobs/"+job.ID+"/cancel", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	r = e.act(csrf, "/ui/jobs/"+job.ID+"/retry", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	got, err := e.store.Get(ctx, job.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, got.State)
+
+	r = e.act(csrf, "/ui/jobs/"+job.ID+"/rerun", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	var res struct{ Location string }
+	require.NoError(t, json.Unmarshal([]byte(r.body), &res))
+	newID := strings.TrimPrefix(res.Location, "/ui/jobs/")
+	require.NotEqual(t, job.ID, newID)
+	copyJob, err := e.store.Get(ctx, newID)
+	require.NoError(t, err)
+	require.Equal(t, "k", copyJob.Kind)
+	require.JSONEq(t, `{"n":1}`, string(copyJob.Payload))
+	require.Equal(t, 3, copyJob.Priority)
+	require.Empty(t, copyJob.Key, "a key would name the old job")
+
+	// Exec jobs are re-run only where the server accepts them.
+	ex, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "exec", Payload: json.RawMessage(`{"argv":["true"],"dir":"/"}`)})
+	require.NoError(t, err)
+	r = e.act(csrf, "/ui/jobs/"+ex.ID+"/rerun", nil)
+	require.Equal(t, http.StatusForbidden, r.status)
+	page := e.do("GET", "/ui/jobs/"+ex.ID, nil)
+	require.Regexp(t, `id="rerun" disabled`, page.body)
+
+	r = e.act(csrf, "/ui/jobs/"+job.ID+"/explode", nil)
+	require.Equal(t, http.StatusNotFound, r.status)
+	r = e.act(csrf, "/ui/jobs/00000000000000000000000000/cancel", nil)
+	require.Equal(t, http.StatusNotFound, r.status)
+}
+
+func TestBulkActionsCountThenAct(t *testing.T) {
+	e := newEnv(t, nil)
+	csrf := e.signIn(testToken)
+	ctx := t.Context()
+	_, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: "running"})
+	require.NoError(t, err)
+	_, err = e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"mail"}})
+	require.NoError(t, err)
+	var mail []string
+	for i := range 7 {
+		j, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: fmt.Sprint("m", i)})
+		require.NoError(t, err)
+		mail = append(mail, j.ID)
+	}
+	other, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "other"})
+	require.NoError(t, err)
+
+	count := func(q string) (int, bool) {
+		r := e.do("GET", "/ui/bulk?"+q, nil, "Jobdir-UI: 1")
+		require.Equal(t, http.StatusOK, r.status, r.body)
+		var c struct {
+			Count int
+			More  bool
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.body), &c))
+		return c.Count, c.More
+	}
+	n, more := count("action=cancel&kind=mail")
+	require.Equal(t, 8, n, "7 queued and 1 running")
+	require.False(t, more)
+	n, _ = count("action=retry&kind=mail")
+	require.Zero(t, n)
+	n, _ = count("action=cancel&kind=mail&state=succeeded")
+	require.Zero(t, n, "no succeeded job can be canceled")
+
+	r := e.act(csrf, "/ui/bulk", url.Values{"action": {"cancel"}, "kind": {"mail"}, "state": {"queued"}})
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "Canceled 7 jobs")
+	for _, id := range mail {
+		j, err := e.store.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateCanceled, j.State)
+	}
+	j, err := e.store.Get(ctx, other.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, j.State, "outside the filter")
+
+	r = e.act(csrf, "/ui/bulk", url.Values{"action": {"retry"}, "key": {"m"}})
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "Queued again 7 jobs")
+
+	// Without the CSRF token, nothing happens.
+	r = e.do("POST", "/ui/bulk", url.Values{"action": {"cancel"}}, "Jobdir-UI: 1")
+	require.Equal(t, http.StatusForbidden, r.status)
+	n, _ = count("action=cancel")
+	require.Equal(t, 9, n)
+	r = e.act(csrf, "/ui/bulk", url.Values{"action": {"delete"}})
+	require.Equal(t, http.StatusBadRequest, r.status)
+}
+
+func TestOverview(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	ctx := t.Context()
+	for _, k := range []string{"a", "a", "b"} {
+		_, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: k, MaxAttempts: 1})
+		require.NoError(t, err)
+	}
+	j1, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "worker-one"})
+	require.NoError(t, err)
+	_, err = e.store.Complete(ctx, j1.Lease(), jobstore.Outcome{Error: "no"})
+	require.NoError(t, err)
+	j2, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "worker-two"})
+	require.NoError(t, err)
+
+	r := e.do("GET", "/ui/", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Regexp(t, `id="count-queued"><span class="n">1</span>`, r.body)
+	require.Regexp(t, `id="count-running"><span class="n">1</span>`, r.body)
+	require.Regexp(t, `id="count-failed"><span class="n">1</span>`, r.body)
+	require.Contains(t, r.body, `<span id="failed">1</span>`)
+	require.Contains(t, r.body, `<rect class="bad"`)
+	require.Contains(t, r.body, `<td>worker-two</td>`)
+	require.Contains(t, r.body, j2.ID)
+	require.Regexp(t, `jobs\?kind=a">a</a></th><td>\d</td><td>\d</td><td>\d</td><td>\d</td><td>\d</td><td>2</td>`, r.body)
+	require.Contains(t, r.body, `id="oldest-wait"`)
+
+	// The live part alone, for the pages' script.
+	f := e.do("GET", "/ui/", nil, "Jobdir-Fragment: 1", "Jobdir-UI: 1")
+	require.Equal(t, http.StatusOK, f.status)
+	require.NotContains(t, f.body, "<html")
+	require.Contains(t, f.body, `id="count-queued"`)
+}
+
+func TestFinishedStateFilterReadsABoundedPage(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	ctx := t.Context()
+	old, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	_, err = e.store.Cancel(ctx, old.ID)
+	require.NoError(t, err)
+	specs := make([]jobstore.Spec, webui.ScanBudget+10)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "k"}
+	}
+	_, err = e.store.SubmitBatch(ctx, specs)
+	require.NoError(t, err)
+
+	r := e.do("GET", "/ui/jobs?state=canceled", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Empty(t, rows(r.body), "the one canceled job lies beyond the first page's budget")
+	require.Contains(t, r.body, "This page ends early")
+	m := nextRE.FindStringSubmatch(r.body)
+	require.NotNil(t, m)
+	r = e.do("GET", strings.ReplaceAll(m[1], "&amp;", "&"), nil)
+	require.Equal(t, []string{old.ID}, rows(r.body))
+	require.Nil(t, nextRE.FindStringSubmatch(r.body), "the last page")
+}

@@ -1,0 +1,67 @@
+package webui
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// ago says how long d is, the way a person reads it at a glance: "0s",
+// "45s", "5m", "2h 5m", "3d 4h".
+func ago(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 24*time.Hour:
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		if m == 0 {
+			return fmt.Sprintf("%dh", h)
+		}
+		return fmt.Sprintf("%dh %dm", h, m)
+	default:
+		days, h := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour)
+		if h == 0 {
+			return fmt.Sprintf("%dd", days)
+		}
+		return fmt.Sprintf("%dd %dh", days, h)
+	}
+}
+
+// stateWords says where a job is, in words, at time now: "scheduled in
+// 5m", "retrying in 30s", "running for 12s", "succeeded 2m ago", with the
+// attempt where it matters ("attempt 2/3").
+func stateWords(j jobstore.Job, now time.Time) string {
+	attempt := func(n int) string { return fmt.Sprintf("attempt %d/%d", n, j.MaxAttempts) }
+	switch j.State {
+	case jobstore.StateQueued:
+		if wait := j.RunAt.Sub(now); wait > 0 {
+			if j.Attempt > 0 {
+				return fmt.Sprintf("retrying in %s, %s", ago(wait), attempt(j.Attempt+1))
+			}
+			return "scheduled in " + ago(wait)
+		}
+		if j.Attempt > 0 {
+			return "queued to retry now, " + attempt(j.Attempt+1)
+		}
+		return "queued, due for " + ago(now.Sub(j.RunAt))
+	case jobstore.StateRunning:
+		s := fmt.Sprintf("running for %s, %s", ago(now.Sub(j.StartedAt)), attempt(j.Attempt))
+		if j.CancelRequested {
+			s = "canceling: " + s
+		}
+		return s
+	case jobstore.StateSucceeded:
+		return fmt.Sprintf("succeeded %s ago, %s", ago(now.Sub(j.FinishedAt)), attempt(j.Attempt))
+	case jobstore.StateFailed:
+		return fmt.Sprintf("failed %s ago, after %s", ago(now.Sub(j.FinishedAt)), attempt(j.Attempt))
+	case jobstore.StateCanceled:
+		return fmt.Sprintf("canceled %s ago", ago(now.Sub(j.FinishedAt)))
+	}
+	return string(j.State)
+}
