@@ -154,6 +154,37 @@ func TestCheckRecords(t *testing.T) {
 		cuts: map[string][]pause{"w1": {{from: 30, to: 30}}, "w2": {{from: 1, to: 1}}},
 		want: "attempt 1 by w1 lost its lease, yet that worker's connections were not cut",
 	}, {
+		name: "a lease lost to a cut between the claim and the start marker",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10e9, 10e9+3e5, outcomeLost),
+			att(2, "w2", 12e9, 13e9, outcomeOK),
+		}}},
+		cuts:  map[string][]pause{"w1": {{from: 99e8, to: 99e8 + 1e6}}},
+		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.LeaseLosses) },
+	}, {
+		name: "an outcome lost to a cut between the claim and the start marker, then a re-run",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			{Attempt: 1, Worker: "w1", HasStart: true, Start: 10e9, HasEnd: true, End: 10e9 + 1e7, Outcome: outcomeOK, HasLost: true, LostAt: 10e9 + 2e7},
+			att(2, "w2", 11e9, 12e9, outcomeOK),
+		}}},
+		kills: map[string]int64{"w1": 11e9 + 3e8},
+		cuts:  map[string][]pause{"w1": {{from: 99e8, to: 99e8 + 1e6}}},
+		check: func(t *testing.T, r *Report) {
+			require.Equal(t, 1, r.CutReruns)
+			require.Equal(t, 1, r.LostOutcomes)
+		},
+	}, {
+		name: "a lease lost long after a cut",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10e9, 10e9+3e5, outcomeLost),
+			att(2, "w2", 12e9, 13e9, outcomeOK),
+		}}},
+		cuts: map[string][]pause{"w1": {{from: 8e9, to: 8e9 + 1e6}}},
+		want: "attempt 1 by w1 lost its lease, yet that worker's connections were not cut",
+	}, {
 		name: "a re-run overlapping the attempt that lost its lease",
 		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
 		rec: records{attempts: map[string][]*attemptRec{idA: {

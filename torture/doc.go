@@ -3,26 +3,32 @@
 //
 // It has two parts.
 //
-// Run is the torture run: it starts worker, submitter and canceller processes
-// (re-executions of the current binary, see [IsChild] and [ChildMain]) on one
-// store directory, SIGKILLs and restarts them at random moments, stops a
-// worker or submitter with SIGSTOP for 1-5s now and then before continuing
-// it (SIGCONT), then stops the chaos, lets the survivors drain the queue,
-// and checks the store against what the processes recorded: every
-// submitted ID exists and is terminal; one job per idempotency key; attempts
-// of one job never overlap in time; a succeeded or canceled-while-queued job
-// never starts again; every re-run follows the death of the worker that ran
-// the previous attempt; no process of an exec job's attempt outlives it (tree
-// jobs, run by the runner workers through execjob, start programs that fork,
-// call setsid and double-fork, and each such process holds a lock that the
-// next attempt and the final check test); the store reopens cleanly and its
-// consistency check finds nothing. The [Report] holds the figures and the
-// violations. The children time their store operations (on
-// CLOCK_MONOTONIC), and the Report gives the p99 and the longest duration
-// of the operations of processes that were not stopped while another was:
-// a stopped process should delay only its own jobs. Those figures are
-// reported, and a slow one is counted as a stall, but it is a violation
-// only past Config.MaxStall.
+// Run is the torture run: it starts worker, submitter, canceller and waiter
+// processes (re-executions of the current binary, see [IsChild] and
+// [ChildMain]) on one store directory, SIGKILLs and restarts them at random
+// moments, stops a worker or submitter with SIGSTOP for 1-5s now and then
+// before continuing it (SIGCONT), runs the store of some processes on a
+// failing disk (Config.FaultRate: EIO and ENOSPC on a share of their file
+// operations, which they retry), then stops the chaos, lets the survivors
+// drain the queue, and checks the store against what the processes
+// recorded: every submitted ID exists and is terminal; one job per
+// idempotency key; attempts of one job never overlap in time; a succeeded
+// or canceled-while-queued job never starts again; every re-run follows the
+// death of the worker that ran the previous attempt; no process of an exec
+// job's attempt outlives it (tree jobs, run by the runner workers through
+// execjob, start programs that fork, call setsid and double-fork, and each
+// such process holds a lock that the next attempt and the final check
+// test); no job is seen running long after its worker died or after its
+// live, unstopped worker ended the attempt (the driver samples the running
+// jobs every second: no live process holds such a job's lease); every Wait
+// of the wait storm (Config.Waiters) returns the job ended; the store
+// reopens cleanly and its consistency check finds nothing. The [Report]
+// holds the figures and the violations. The children time their store
+// operations (on CLOCK_MONOTONIC), and the Report gives the p99 and the
+// longest duration of the operations of processes that were not stopped
+// while another was: a stopped process should delay only its own jobs.
+// Those figures are reported, and a slow one is counted as a stall, but it
+// is a violation only past Config.MaxStall.
 //
 // RecordHistory and CheckHistory are the linearizability check: several
 // clients (goroutines, or processes through RunLinearizability) run random
@@ -47,21 +53,31 @@
 // also cuts every connection of a worker process (pg_terminate_backend), and
 // the long form may restart the server; an attempt may then lose its lease
 // or its outcome, which the checks allow only for an attempt whose worker's
-// connections were cut (or the server restarted) while it ran, and the
-// re-run must still start after the lost attempt ended. Errors that are not
+// connections were cut (or the server restarted) while it ran or in the
+// second before its start was recorded (between its claim and its start
+// marker), and the re-run must still start after the lost attempt ended. Errors that are not
 // jobstore errors are retried by the children there (Backend.Transient).
 //
 // # Caveats
 //
-// A worker stopped with SIGSTOP is hung but alive: it keeps the flock that
-// holds its attempt, so the store does not consider it dead and its job is
-// not run elsewhere until it is continued. A run therefore checks that a
-// paused worker's job was not re-run while it was paused, not that it was
-// rescued (with pgstore, pauses stay well under the lease TTL, so that
-// holds there too). A torture run proves properties of the interleavings it happened
-// to produce, not of all interleavings; run it long and often. The
-// linearizability check drops Claim calls that found no job (they name no
-// job to partition by), so it does not check that "no job" was true, and it
-// does not check List or Stats. The package needs Linux or another Unix
-// with CLOCK_MONOTONIC, flock and signals.
+// The latency figures leave out the runner workers (wrapping their store
+// would hide its optional interfaces from runner.Runner) and the
+// operations a SIGKILL cut off before they were written down (each child
+// writes its timings every 200ms). A worker stopped with SIGSTOP is hung
+// but alive: it keeps the flock that holds its attempt, so the store does
+// not consider it dead and its job is not run elsewhere until it is
+// continued. A run therefore checks that a paused worker's job was not
+// re-run while it was paused, not that it was rescued (with pgstore,
+// pauses stay well under the lease TTL, so that holds there too). The
+// live-holder check samples once a second, so it misses a job stranded for
+// less than that, and it cannot tell a stranded job from one whose worker
+// is slow to record an ended attempt's outcome for longer than
+// Config.HolderBound. Injected faults reach only the file operations that
+// change the store (reads never fail), and only in the processes that
+// Config.FaultRate names. A torture run proves properties of the
+// interleavings it happened to produce, not of all interleavings; run it
+// long and often. The linearizability check drops Claim calls that found
+// no job (they name no job to partition by), so it does not check that "no
+// job" was true, and it does not check List or Stats. The package needs
+// Linux or another Unix with CLOCK_MONOTONIC, flock and signals.
 package torture

@@ -48,20 +48,26 @@ func TestInjectorRecordsEachFault(t *testing.T) {
 }
 
 // TestCheckWaits shows that a Wait that found its job gone is a violation
-// only if a Submit had returned that job's ID.
+// only if a Submit had returned that job's ID, and how wake-ups split by
+// stops.
 func TestCheckWaits(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, makeRecordDirs(dir))
-	log := "N\t" + idA + "\nN\t" + idB + "\nN\t" + idB + "\nW\t10\t9\t5000000\t7000000\n"
+	ms := int64(time.Millisecond)
+	log := "N\t" + idA + "\nN\t" + idB + "\nN\t" + idB + "\n" +
+		"K\t1000000000\t1005000000\nK\t2000000000\t2700000000\nW\t10\t9\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, waitDir, "waiter-0.0.log"), []byte(log), 0o600))
 	w, err := readWaits(dir)
 	require.NoError(t, err)
 	require.Equal(t, []string{idA, idB}, w.notFound)
+	require.Len(t, w.wakes, 2)
 	var r Report
-	checkWaits(&r, w, map[string]bool{idB: true})
+	checkWaits(&r, w, map[string]bool{idB: true}, map[string][]pause{"worker-0.0": {{from: 1900 * ms, to: 2100 * ms}}})
 	require.Equal(t, 10, r.Waits)
 	require.Equal(t, 9, r.WaitsReturned)
-	require.Equal(t, 7*time.Millisecond, r.WaitWake.Max)
+	require.Equal(t, Latency{N: 2, P99: 700 * time.Millisecond, Max: 700 * time.Millisecond}, r.WaitWake)
+	require.Equal(t, Latency{N: 1, P99: 700 * time.Millisecond, Max: 700 * time.Millisecond}, r.WaitWakeDuringStops)
+	require.Equal(t, Latency{N: 1, P99: 5 * time.Millisecond, Max: 5 * time.Millisecond}, r.WaitWakeOutsideStops)
 	require.Equal(t, 1, r.VanishedJobs)
 	require.Equal(t, 1, r.NViolations)
 	require.Contains(t, r.Violations[0], idB)

@@ -111,10 +111,12 @@ type Report struct {
 	// Waits counts the Waits of the wait storm (Config.Waiters) and
 	// WaitsReturned those that returned the job ended (a waiter that
 	// stops once every job has ended gives the rest 20s, then records a
-	// violation). WaitWake is the time from a job's end (FinishedAt) to
-	// the return of a Wait on it; its P99 is the largest of the waiters'.
-	Waits, WaitsReturned int
-	WaitWake             Latency
+	// violation). WaitWake sums up the time from a job's end (FinishedAt)
+	// to the return of a Wait on it, and WaitWakeDuringStops and
+	// WaitWakeOutsideStops split it by whether a process was stopped
+	// meanwhile.
+	Waits, WaitsReturned                                int
+	WaitWake, WaitWakeDuringStops, WaitWakeOutsideStops Latency
 	// VanishedJobs counts the jobs a Wait found gone after a List had
 	// shown them: jobs whose Submit failed (an injected fault) and was
 	// rolled back, and whose ID no Submit returned.
@@ -201,6 +203,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	if r.Waits > 0 {
 		p("wait storm", "%d Waits, %d returned; from a job's end to the return of a Wait on it: p99 %s, max %s; %d jobs vanished (a failed Submit's rollback)",
 			r.Waits, r.WaitsReturned, r.WaitWake.P99.Round(time.Millisecond), r.WaitWake.Max.Round(time.Millisecond), r.VanishedJobs)
+		p("  wake", "during stops %s; otherwise %s", r.WaitWakeDuringStops, r.WaitWakeOutsideStops)
 	}
 	p("live holders", "%d sightings of running jobs; running after the worker's death up to %s, after its live worker ended the attempt up to %s",
 		r.HolderSamples, r.MaxRunningAfterKill.Round(time.Millisecond), r.MaxRunningAfterEnd.Round(time.Millisecond))

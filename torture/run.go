@@ -580,7 +580,7 @@ func (f *fleet) check(ctx context.Context) error {
 	for _, s := range rec.submits {
 		ids[s.ID] = true
 	}
-	checkWaits(f.r, waits, ids)
+	checkWaits(f.r, waits, ids, f.stops)
 	if err := checkTrees(f.r, f.recDir, treeGrace); err != nil {
 		return fmt.Errorf("torture: check trees: %w", err)
 	}

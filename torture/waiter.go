@@ -16,9 +16,10 @@ import (
 )
 
 // waitDir holds, under the records, each waiter's log (<name>.log): a line
-// "N\t<id>" for each Wait that found no job, and the summary
-// "W\t<started>\t<returned>\t<p99 wake ns>\t<max wake ns>", written when it
-// stops.
+// "N\t<id>" for each Wait that found no job, and, written when it stops, a
+// line "K\t<end>\t<return>" for each Wait that returned the job ended (the
+// job's end and the Wait's return, on CLOCK_MONOTONIC), then the summary
+// "W\t<started>\t<returned>".
 const waitDir = "waits"
 
 // waitGrace is how long a waiter, told to stop once every job has ended,
@@ -34,7 +35,7 @@ func runWaiter(ctx context.Context, st jobstore.Store, rec *recorder, spec child
 	var (
 		mu       sync.Mutex
 		inFlight = map[string]int{}
-		wakes    []time.Duration
+		wakes    []pause // from a job's end to the return of a Wait on it
 		started  int
 		returned int
 		wg       sync.WaitGroup
@@ -50,7 +51,7 @@ func runWaiter(ctx context.Context, st jobstore.Store, rec *recorder, spec child
 			j, err = st.Wait(wctx, id)
 			return err
 		})
-		now := time.Now()
+		now, mono := time.Now(), monoNow()
 		mu.Lock()
 		defer mu.Unlock()
 		inFlight[id]--
@@ -70,7 +71,9 @@ func runWaiter(ctx context.Context, st jobstore.Store, rec *recorder, spec child
 		case !j.State.Terminal():
 			rec.violation("job %s: Wait returned it %s", id, j.State)
 		case !j.FinishedAt.IsZero():
-			wakes = append(wakes, now.Sub(j.FinishedAt))
+			// FinishedAt is on the wall clock of the process that
+			// ended the job; the machine's, like CLOCK_MONOTONIC.
+			wakes = append(wakes, pause{from: mono - int64(now.Sub(j.FinishedAt)), to: mono})
 		}
 	}
 	for ctx.Err() == nil {
@@ -126,16 +129,19 @@ func runWaiter(ctx context.Context, st jobstore.Store, rec *recorder, spec child
 		rec.violation("%d of %d Waits did not return within %s of the end of every job, on %d jobs: %v",
 			started-returned, started, waitGrace, len(stuck), stuck[:min(len(stuck), 5)])
 	}
-	l := latencyOf(wakes)
-	return appendLine(logPath, fmt.Sprintf("W\t%d\t%d\t%d\t%d", started, returned, l.P99, l.Max))
+	var b strings.Builder
+	for _, w := range wakes {
+		fmt.Fprintf(&b, "K\t%d\t%d\n", w.from, w.to)
+	}
+	fmt.Fprintf(&b, "W\t%d\t%d", started, returned)
+	return appendLine(logPath, b.String())
 }
 
 // waitRecords is what the waiters recorded.
 type waitRecords struct {
 	started, returned int
-	// wake sums up the time from a job's end to the return of a Wait on
-	// it; its P99 is the largest of the waiters'.
-	wake Latency
+	// wakes runs from a job's end to the return of a Wait on it.
+	wakes []pause
 	// notFound lists the jobs a Wait found gone, each once.
 	notFound []string
 }
@@ -155,23 +161,27 @@ func readWaits(recDir string) (waitRecords, error) {
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			f := fields(line)
-			switch {
-			case f[0] == "N" && len(f) == 2 && !seen[f[1]]:
-				seen[f[1]] = true
-				w.notFound = append(w.notFound, f[1])
-			case f[0] == "W" && len(f) == 5:
-				var n [4]int64
-				for i := range n {
-					if n[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
-						return w, fmt.Errorf("%s: %q: %w", p, line, err)
-					}
+			if f[0] == "N" && len(f) == 2 {
+				if !seen[f[1]] {
+					seen[f[1]] = true
+					w.notFound = append(w.notFound, f[1])
 				}
-				w.started += int(n[0])
-				w.returned += int(n[1])
-				w.wake.N += int(n[1])
-				w.wake.P99 = max(w.wake.P99, time.Duration(n[2]))
-				w.wake.Max = max(w.wake.Max, time.Duration(n[3]))
+				continue
 			}
+			if (f[0] != "W" && f[0] != "K") || len(f) != 3 {
+				continue
+			}
+			a, err1 := strconv.ParseInt(f[1], 10, 64)
+			b, err2 := strconv.ParseInt(f[2], 10, 64)
+			if err := errors.Join(err1, err2); err != nil {
+				return w, fmt.Errorf("%s: %q: %w", p, line, err)
+			}
+			if f[0] == "K" {
+				w.wakes = append(w.wakes, pause{from: a, to: b})
+				continue
+			}
+			w.started += int(a)
+			w.returned += int(b)
 		}
 	}
 	slices.Sort(w.notFound)
@@ -180,9 +190,11 @@ func readWaits(recDir string) (waitRecords, error) {
 
 // checkWaits adds the wait storm's figures to r: a Wait that found no job
 // is a violation if a Submit returned that job's ID (ids), and otherwise
-// counts as a job that vanished with the rollback of a failed Submit.
-func checkWaits(r *Report, w waitRecords, ids map[string]bool) {
-	r.Waits, r.WaitsReturned, r.WaitWake = w.started, w.returned, w.wake
+// counts as a job that vanished with the rollback of a failed Submit. The
+// time from a job's end to the return of a Wait on it is split by whether
+// a process was stopped (stops) meanwhile.
+func checkWaits(r *Report, w waitRecords, ids map[string]bool, stops map[string][]pause) {
+	r.Waits, r.WaitsReturned = w.started, w.returned
 	for _, id := range w.notFound {
 		if ids[id] {
 			r.violate("job %s: a Wait found it gone, though a Submit returned its ID", id)
@@ -190,4 +202,22 @@ func checkWaits(r *Report, w waitRecords, ids map[string]bool) {
 		}
 		r.VanishedJobs++
 	}
+	var all, during, outside []time.Duration
+	for _, k := range w.wakes {
+		d := time.Duration(k.to - k.from)
+		all = append(all, d)
+		stopped := false
+		for _, ps := range stops {
+			if slices.ContainsFunc(ps, func(p pause) bool { return p.from < k.to && (p.to == 0 || p.to > k.from) }) {
+				stopped = true
+				break
+			}
+		}
+		if stopped {
+			during = append(during, d)
+		} else {
+			outside = append(outside, d)
+		}
+	}
+	r.WaitWake, r.WaitWakeDuringStops, r.WaitWakeOutsideStops = latencyOf(all), latencyOf(during), latencyOf(outside)
 }
