@@ -173,15 +173,18 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 		if a.HasEnd && a.End < a.Start {
 			r.violate("job %s: attempt %d ended before it started", id, a.Attempt)
 		}
+		// A lease is lost to a cut that ends after the claim (the claim
+		// binds the job to a live lease session) and begins before the
+		// worker saw the loss.
 		if a.HasEnd && a.Outcome == outcomeLost {
 			r.LeaseLosses++
-			if !cutBetween(a.Worker, a.Start, a.End) {
+			if !cutBetween(a.Worker, a.Claimed, a.End) {
 				r.violate("job %s: attempt %d by %s lost its lease, yet that worker's connections were not cut", id, a.Attempt, a.Worker)
 			}
 		}
 		if a.HasLost {
 			r.LostOutcomes++
-			if !cutBetween(a.Worker, a.Start, a.LostAt) {
+			if !cutBetween(a.Worker, a.Claimed, a.LostAt) {
 				r.violate("job %s: attempt %d by %s lost its outcome with its lease, yet that worker's connections were not cut", id, a.Attempt, a.Worker)
 			}
 		}
@@ -203,7 +206,7 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 				id, a.Attempt, mono(a.Start), p.Attempt, time.Duration(p.End-a.Start))
 		case p.HasEnd && p.Outcome != outcomeOK:
 			r.Retries++
-		case cutBetween(p.Worker, p.Start, a.Start):
+		case cutBetween(p.Worker, p.Claimed, a.Start):
 			// Its worker's connections were cut while it ran or before
 			// it recorded the outcome: the lease went with them.
 			r.CutReruns++
