@@ -22,7 +22,8 @@ const busyRetry = 5 * time.Millisecond
 // UPDATE SKIP LOCKED, so concurrent claimers in any process never wait for
 // each other and never get one attempt twice. The claim belongs to this
 // store's lease session, which Claim starts (with its own connection) the
-// first time. Returns a *jobstore.NoJobError (which wraps
+// first time, and again when the database finds the last one dead: a claim
+// is made only under a session that is alive at that moment. Returns a *jobstore.NoJobError (which wraps
 // jobstore.ErrNoJob) when no such job is due; its NextRunAt is the earliest
 // RunAt of the accepted queued jobs, or a moment from now if a due one was
 // held by someone else.
