@@ -22,7 +22,8 @@ const busyRetry = 5 * time.Millisecond
 // UPDATE SKIP LOCKED, so concurrent claimers in any process never wait for
 // each other and never get one attempt twice. The claim belongs to this
 // store's lease session, which Claim starts (with its own connection) the
-// first time. Returns a *jobstore.NoJobError (which wraps
+// first time, and again when the database finds the last one dead: a claim
+// is made only under a session that is alive at that moment. Returns a *jobstore.NoJobError (which wraps
 // jobstore.ErrNoJob) when no such job is due; its NextRunAt is the earliest
 // RunAt of the accepted queued jobs, or a moment from now if a due one was
 // held by someone else.
@@ -38,19 +39,42 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	if err := s.check(ctx, "claim"); err != nil {
 		return jobstore.Job{}, err
 	}
-	sess, err := s.session(ctx)
-	if err != nil {
-		return jobstore.Job{}, s.fail(ctx, "claim", err)
+	for try := 1; ; try++ {
+		sess, err := s.session(ctx)
+		if err != nil {
+			return jobstore.Job{}, s.fail(ctx, "claim", err)
+		}
+		j, err := s.claim(ctx, req, sess)
+		if !errors.Is(err, errSessionDead) {
+			return j, err
+		}
+		// The lease connection died and the keeper has not seen it yet:
+		// end the session, and claim again under a new one.
+		if sess.end(err) {
+			s.opts.Logger.Warn("pgstore: lease session lost; its jobs will run elsewhere", "session", sess.id, "err", err)
+		}
+		if try == 3 {
+			return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", err)
+		}
 	}
+}
+
+// errSessionDead is why a claim ends a lease session that the database no
+// longer counts as alive.
+var errSessionDead = errors.New("a claim found the session dead: its lease connection is gone")
+
+// claim is Claim under the lease session sess. It returns errSessionDead,
+// and claims nothing, if sess is dead in the database.
+func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *session) (jobstore.Job, error) {
 	s.mu.Lock()
 	seq := s.workSeq
 	s.mu.Unlock()
 	now := usec(time.Now())
 	var r pgx.Row
 	if len(req.Kinds) == 0 {
-		r = s.pool.QueryRow(ctx, s.q.claim, req.Worker, sess.id, now)
+		r = s.pool.QueryRow(ctx, s.q.claim, req.Worker, sess.id, now, s.ns)
 	} else {
-		r = s.pool.QueryRow(ctx, s.q.claimKinds, req.Worker, sess.id, now, req.Kinds)
+		r = s.pool.QueryRow(ctx, s.q.claimKinds, req.Worker, sess.id, now, req.Kinds, s.ns)
 	}
 	got, err := scanRow(r)
 	switch {
@@ -73,7 +97,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 			if err := s.burn(ctx, got, old.sess); err != nil {
 				return jobstore.Job{}, s.fail(ctx, "claim", err)
 			}
-			return s.Claim(ctx, req)
+			return s.claim(ctx, req, sess)
 		}
 		return got.job, nil
 	case errors.Is(err, jobstore.ErrCorrupt):
@@ -83,13 +107,17 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	}
 
 	var next *time.Time
+	var live bool
 	if len(req.Kinds) == 0 {
-		err = s.pool.QueryRow(ctx, s.q.nextDue).Scan(&next)
+		err = s.pool.QueryRow(ctx, s.q.nextDue, sess.id, s.ns).Scan(&next, &live)
 	} else {
-		err = s.pool.QueryRow(ctx, s.q.nextKinds, req.Kinds).Scan(&next)
+		err = s.pool.QueryRow(ctx, s.q.nextKinds, sess.id, s.ns, req.Kinds).Scan(&next, &live)
 	}
 	if err != nil {
 		return jobstore.Job{}, s.fail(ctx, "claim", err)
+	}
+	if !live {
+		return jobstore.Job{}, errSessionDead
 	}
 	var at time.Time
 	if next != nil {

@@ -24,7 +24,11 @@
 //   - Of any number of goroutines and processes claiming at once, exactly
 //     one gets each attempt of each job: a claim is one UPDATE of the job
 //     that an index scan in claim order (priority, RunAt, ID) picks and
-//     locks with FOR UPDATE SKIP LOCKED.
+//     locks with FOR UPDATE SKIP LOCKED. The same statement binds the job
+//     to the claimant's lease session only while that session lives (its
+//     advisory lock is held, and its row is locked against a recovery), so
+//     a claim never hands out a lease that is already lost, and no job is
+//     left running under a session that no recovery will look at.
 //   - Of any number of processes submitting one key at once, exactly one
 //     creates the job (a unique index on the key); the others get it with
 //     created=false. SubmitBatch inserts its jobs in one statement of one

@@ -211,32 +211,54 @@ func newQueries(schema string) queries {
 	// only what it returns, however many jobs the table holds (and the
 	// planner, given a filter on kind, might otherwise choose a scan of
 	// every queued job and a sort).
-	claim := func(pick string) string {
-		return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true) AS off)
+	//
+	// A claim binds the job to the claimant's lease session only while
+	// that session lives: its row is there and not found dead, and its
+	// advisory lock is held (by the lease connection: this transaction
+	// cannot take it). The session's row is locked FOR KEY SHARE, so a
+	// recovery that deletes it waits for the claim to commit and then
+	// queues the job again, or goes first, and the claim finds no session
+	// and claims nothing. Without that, a claim made just after the lease
+	// connection died would hand out a lease that is already lost, or
+	// leave its job running under a session that no recovery will look at
+	// again.
+	ss := s + ".sessions"
+	claim := func(pick, ns string) string {
+		return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true) AS off),
+		live AS (SELECT id FROM ` + ss + `
+			WHERE id = $2 AND dead_since IS NULL AND expires_at >= now()
+			FOR KEY SHARE)
 		UPDATE ` + t + ` SET state = 'running', attempt = attempt + 1, worker = $1, session = $2,
 			started_at = $3, updated_at = $3, cancel_requested = false, version = version + 1
 		WHERE id = (` + pick + `)
 		AND (SELECT off FROM async) IS NOT NULL
+		AND EXISTS (SELECT 1 FROM live)
+		AND NOT pg_try_advisory_xact_lock(` + ns + `::int, $2)
 		RETURNING ` + cols
 	}
-	q.claim = claim(`SELECT id FROM ` + t + `
+	q.claim = claim(`SELECT id FROM `+t+`
 		WHERE state = 'queued' AND run_at <= $3
 		ORDER BY priority DESC, run_at, id
 		LIMIT 1
-		FOR UPDATE SKIP LOCKED`)
-	q.claimKinds = claim(`SELECT j.id FROM ` + t + ` j
+		FOR UPDATE SKIP LOCKED`, "$4")
+	q.claimKinds = claim(`SELECT j.id FROM `+t+` j
 		WHERE j.id IN (
 			SELECT c.id FROM unnest($4::text[]) AS k(kind),
-			LATERAL (SELECT id FROM ` + t + `
+			LATERAL (SELECT id FROM `+t+`
 				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3
 				ORDER BY priority DESC, run_at, id
 				LIMIT 8) c)
 		AND j.state = 'queued' AND j.run_at <= $3
 		ORDER BY j.priority DESC, j.run_at, j.id
 		LIMIT 1
-		FOR UPDATE OF j SKIP LOCKED`)
-	q.nextDue = `SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued'`
-	q.nextKinds = q.nextDue + ` AND kind = ANY($1)`
+		FOR UPDATE OF j SKIP LOCKED`, "$5")
+	// After a claim that found nothing: the earliest RunAt of the
+	// queued jobs, and whether the session $1 (its lock in the space $2)
+	// still lives.
+	sessionLive := `EXISTS (SELECT 1 FROM ` + ss + ` WHERE id = $1 AND dead_since IS NULL AND expires_at >= now())
+		AND NOT pg_try_advisory_xact_lock($2::int, $1)`
+	q.nextDue = `SELECT (SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued'), ` + sessionLive
+	q.nextKinds = `SELECT (SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued' AND kind = ANY($3)), ` + sessionLive
 	// update writes a job read at version $2 back, notifying the work
 	// channel if it is now queued and the job channel if $14 says so or
 	// it reached a terminal state while a Wait watches it.
@@ -260,7 +282,6 @@ func newQueries(schema string) queries {
 	q.counts = `SELECT kind, state, count(*) FROM ` + t + ` GROUP BY kind, state`
 	q.oldest = `SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued' AND run_at <= $1`
 
-	ss := s + ".sessions"
 	// A new session: a fresh id, locked at once on this connection.
 	q.newSession = `INSERT INTO ` + ss + ` (id, host, pid, backend_pid, expires_at)
 		SELECT n.id, $1, $2, pg_backend_pid(), now() + make_interval(secs => $3)

@@ -135,13 +135,6 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 	}
 }
 
-// cutSlack is how long before an attempt's start marker a cut of its
-// worker's connections may have cost it its lease: the claim returns
-// before the marker is written, so a cut between the two (or one that
-// the worker had not noticed yet when it claimed) takes the lease of an
-// attempt that has not started in the records.
-const cutSlack = time.Second
-
 // pause is one SIGSTOP of a child, from SIGSTOP to SIGCONT on
 // CLOCK_MONOTONIC (to is zero if it was never continued).
 type pause struct{ from, to int64 }
@@ -180,15 +173,18 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 		if a.HasEnd && a.End < a.Start {
 			r.violate("job %s: attempt %d ended before it started", id, a.Attempt)
 		}
+		// A lease is lost to a cut that ends after the claim (the claim
+		// binds the job to a live lease session) and begins before the
+		// worker saw the loss.
 		if a.HasEnd && a.Outcome == outcomeLost {
 			r.LeaseLosses++
-			if !cutBetween(a.Worker, a.Start-int64(cutSlack), a.End) {
+			if !cutBetween(a.Worker, a.Claimed, a.End) {
 				r.violate("job %s: attempt %d by %s lost its lease, yet that worker's connections were not cut", id, a.Attempt, a.Worker)
 			}
 		}
 		if a.HasLost {
 			r.LostOutcomes++
-			if !cutBetween(a.Worker, a.Start-int64(cutSlack), a.LostAt) {
+			if !cutBetween(a.Worker, a.Claimed, a.LostAt) {
 				r.violate("job %s: attempt %d by %s lost its outcome with its lease, yet that worker's connections were not cut", id, a.Attempt, a.Worker)
 			}
 		}
@@ -210,7 +206,7 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 				id, a.Attempt, mono(a.Start), p.Attempt, time.Duration(p.End-a.Start))
 		case p.HasEnd && p.Outcome != outcomeOK:
 			r.Retries++
-		case cutBetween(p.Worker, p.Start-int64(cutSlack), a.Start):
+		case cutBetween(p.Worker, p.Claimed, a.Start):
 			// Its worker's connections were cut while it ran or before
 			// it recorded the outcome: the lease went with them.
 			r.CutReruns++

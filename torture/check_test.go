@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/stretchr/testify/require"
@@ -15,12 +16,19 @@ const (
 	idB = "01JBBBBBBBBBBBBBBBBBBBBBBB"
 )
 
-// start and end build attempt records; times are in arbitrary ns.
+// att builds an attempt record, claimed at its start; times are in
+// arbitrary ns.
 func att(n int, worker string, start int64, end int64, outcome string) *attemptRec {
-	a := &attemptRec{Attempt: n, Worker: worker, HasStart: true, Start: start}
+	a := &attemptRec{Attempt: n, Worker: worker, HasStart: true, Start: start, Claimed: start}
 	if outcome != "" {
 		a.HasEnd, a.End, a.Outcome = true, end, outcome
 	}
+	return a
+}
+
+// claimedAt sets when a's worker claimed it.
+func claimedAt(a *attemptRec, at int64) *attemptRec {
+	a.Claimed = at
 	return a
 }
 
@@ -154,35 +162,26 @@ func TestCheckRecords(t *testing.T) {
 		cuts: map[string][]pause{"w1": {{from: 30, to: 30}}, "w2": {{from: 1, to: 1}}},
 		want: "attempt 1 by w1 lost its lease, yet that worker's connections were not cut",
 	}, {
-		name: "a lease lost to a cut between the claim and the start marker",
+		// The worker claimed, was cut, and only then wrote its start
+		// marker: the claim's lease session died with the cut.
+		name: "a lease lost to a cut between its claim and its start",
 		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
 		rec: records{attempts: map[string][]*attemptRec{idA: {
-			att(1, "w1", 10e9, 10e9+3e5, outcomeLost),
-			att(2, "w2", 12e9, 13e9, outcomeOK),
+			claimedAt(att(1, "w1", 10, 25, outcomeLost), 6),
+			att(2, "w2", 40, 50, outcomeOK),
 		}}},
-		cuts:  map[string][]pause{"w1": {{from: 99e8, to: 99e8 + 1e6}}},
+		cuts:  map[string][]pause{"w1": {{from: 7, to: 8}}},
 		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.LeaseLosses) },
 	}, {
-		name: "an outcome lost to a cut between the claim and the start marker, then a re-run",
+		// A claim binds its job to a live lease session only: a cut that
+		// was over before the claim cannot take its lease.
+		name: "a lease lost to a cut that was over before its claim",
 		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
 		rec: records{attempts: map[string][]*attemptRec{idA: {
-			{Attempt: 1, Worker: "w1", HasStart: true, Start: 10e9, HasEnd: true, End: 10e9 + 1e7, Outcome: outcomeOK, HasLost: true, LostAt: 10e9 + 2e7},
-			att(2, "w2", 11e9, 12e9, outcomeOK),
+			claimedAt(att(1, "w1", 10, 25, outcomeLost), 6),
+			att(2, "w2", 40, 50, outcomeOK),
 		}}},
-		kills: map[string]int64{"w1": 11e9 + 3e8},
-		cuts:  map[string][]pause{"w1": {{from: 99e8, to: 99e8 + 1e6}}},
-		check: func(t *testing.T, r *Report) {
-			require.Equal(t, 1, r.CutReruns)
-			require.Equal(t, 1, r.LostOutcomes)
-		},
-	}, {
-		name: "a lease lost long after a cut",
-		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
-		rec: records{attempts: map[string][]*attemptRec{idA: {
-			att(1, "w1", 10e9, 10e9+3e5, outcomeLost),
-			att(2, "w2", 12e9, 13e9, outcomeOK),
-		}}},
-		cuts: map[string][]pause{"w1": {{from: 8e9, to: 8e9 + 1e6}}},
+		cuts: map[string][]pause{"w1": {{from: 4, to: 5}}},
 		want: "attempt 1 by w1 lost its lease, yet that worker's connections were not cut",
 	}, {
 		name: "a re-run overlapping the attempt that lost its lease",
@@ -262,6 +261,9 @@ func TestRecordsRoundTrip(t *testing.T) {
 	require.True(t, existed, "a second start marker for one attempt must be refused")
 	_, err = rec.marker(markerName(idA, 1, "end"), "w1\t42\t150\tok\n")
 	require.NoError(t, err)
+	// A start marker that says when the attempt was claimed.
+	_, err = rec.marker(markerName(idB, 1, "start"), startLine("w1", jobstore.Job{StartedAt: time.Now().Add(-time.Hour)}))
+	require.NoError(t, err)
 
 	log := filepath.Join(dir, submitDir, "0.log")
 	j := jobstore.Job{ID: idA, State: jobstore.StateCanceled, Attempt: 1}
@@ -279,7 +281,10 @@ func TestRecordsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []submitRec{{ID: idA, Key: "k-1", Created: true, Class: classQuick, By: "submitter-0.0"}}, got.submits)
 	require.Equal(t, []cancelRec{{ID: idA, State: jobstore.StateCanceled, Attempt: 1, By: "submitter-0.0"}}, got.cancels)
-	require.Equal(t, []*attemptRec{{Attempt: 1, Worker: "w1", HasStart: true, Start: 100, HasEnd: true, End: 150, Outcome: "ok"}}, got.attempts[idA])
+	require.Equal(t, []*attemptRec{{Attempt: 1, Worker: "w1", HasStart: true, Start: 100, Claimed: 100, HasEnd: true, End: 150, Outcome: "ok"}}, got.attempts[idA])
+	require.Len(t, got.attempts[idB], 1)
+	b := got.attempts[idB][0]
+	require.InDelta(t, b.Start-int64(time.Hour), b.Claimed, float64(time.Minute))
 	require.Equal(t, 1, got.torn)
 	require.Equal(t, []string{"seen 1"}, got.violations)
 	n, err := countSubmits(log)

@@ -20,10 +20,11 @@ type Backend struct {
 	Fsck func(ctx context.Context, dir string) (FsckResult, error)
 	// Cut, if set, is a chaos event of its own: it cuts the connections
 	// of the live process pid to the store's server (as a network failure
-	// would) without stopping the process, and returns how many it cut. A
-	// worker whose connections were cut may lose the attempts it runs;
-	// the checks allow that, and only that, for attempts running when
-	// their worker was cut.
+	// would) without stopping the process, and returns how many it cut,
+	// once they are gone. A worker whose connections were cut may lose
+	// the attempts it runs; the checks allow that, and only that, for
+	// attempts claimed before a cut of their worker ended and not ended
+	// before it began.
 	Cut func(ctx context.Context, dir string, pid int) (int, error)
 	// Restart, if set, restarts the store's server; a run calls it every
 	// Config.RestartInterval. Every worker counts as cut at that moment.

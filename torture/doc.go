@@ -53,9 +53,10 @@
 // also cuts every connection of a worker process (pg_terminate_backend), and
 // the long form may restart the server; an attempt may then lose its lease
 // or its outcome, which the checks allow only for an attempt whose worker's
-// connections were cut (or the server restarted) while it ran or in the
-// second before its start was recorded (between its claim and its start
-// marker), and the re-run must still start after the lost attempt ended. Errors that are not
+// connections were cut (or the server restarted) between its claim (the
+// start marker records when that was) and the loss, and the re-run must
+// still start after the lost attempt ended. A cut returns once the cut
+// connections are gone, and each child's output keeps pgstore's warnings. Errors that are not
 // jobstore errors are retried by the children there (Backend.Transient).
 //
 // # Caveats

@@ -33,3 +33,9 @@ func testBackend() Backend {
 	}
 	return b
 }
+
+// envTortureDir, if set, names an empty directory that TestTorturePostgres
+// works in instead of a temporary one, and leaves behind: the store's
+// schema (not dropped), the children's records and their output (pgstore's
+// warnings among it), to read after a failed run.
+const envTortureDir = "JOBDIR_TORTURE_DIR"

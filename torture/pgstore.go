@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +59,10 @@ func PGBackend(dsn, restart string) Backend {
 			st, err := pgstore.Open(ctx, pool, &pgstore.Options{
 				Schema:  schema,
 				Backoff: func(attempt int) time.Duration { return time.Duration(attempt) * 50 * time.Millisecond },
+				// The store's warnings (a lease session lost, a job
+				// recovered) go to the child's output, kept with the
+				// records: what the checks find is read beside them.
+				Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			})
 			if err != nil {
 				pool.Close()
@@ -143,9 +148,12 @@ func pgTerminate(ctx context.Context, dsn, where string, args ...any) (int, erro
 	defer conn.Close(ctx)
 	var n int
 	// In the select list, not the WHERE clause: the server may evaluate
-	// the conditions of a WHERE clause in any order.
+	// the conditions of a WHERE clause in any order. With a timeout,
+	// pg_terminate_backend returns once the backend has exited (and its
+	// locks are free), not when it was merely signalled: the cut's end,
+	// which the checks compare with claims, must follow its effect.
 	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE ended) FROM (
-		SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
+		SELECT pg_terminate_backend(pid, 5000) AS ended FROM pg_stat_activity
 		WHERE pid <> pg_backend_pid() AND `+where+`) t`, args...).Scan(&n)
 	return n, err
 }

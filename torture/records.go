@@ -35,9 +35,12 @@ type attemptRec struct {
 	Worker   string
 	HasStart bool
 	Start    int64 // CLOCK_MONOTONIC ns
-	HasEnd   bool
-	End      int64
-	Outcome  string
+	// Claimed is when the worker claimed the attempt, on the same clock:
+	// at or before Start (Start if the marker does not say).
+	Claimed int64
+	HasEnd  bool
+	End     int64
+	Outcome string
 	// HasLost is set when the worker could not record the attempt's
 	// outcome because its lease was lost (a "lost" marker, at LostAt).
 	HasLost bool
@@ -155,7 +158,12 @@ func (rec *records) readAttempts(dir string) error {
 		}
 		switch kind {
 		case "start":
-			a.HasStart, a.Start, a.Worker = true, at, f[0]
+			a.HasStart, a.Start, a.Claimed, a.Worker = true, at, at, f[0]
+			if len(f) >= 4 {
+				if a.Claimed, err = strconv.ParseInt(f[3], 10, 64); err != nil {
+					return fmt.Errorf("%s: %q: %w", dir, name, err)
+				}
+			}
 		case "lost":
 			a.HasLost, a.LostAt = true, at
 			if a.Worker == "" {

@@ -57,8 +57,7 @@ func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec
 		},
 	})
 	h := runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
-		existed, err := rec.marker(markerName(j.ID, j.Attempt, "start"),
-			fmt.Sprintf("%s\t%d\t%d\n", spec.Name, os.Getpid(), monoNow()))
+		existed, err := rec.marker(markerName(j.ID, j.Attempt, "start"), startLine(spec.Name, j))
 		if err != nil {
 			return nil, fmt.Errorf("start marker: %w", err)
 		}

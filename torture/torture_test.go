@@ -150,7 +150,8 @@ func TestTortureCatchesBrokenStore(t *testing.T) {
 // (pg_terminate_backend), then the drain and every check: nothing lost,
 // one job per key, no overlapping attempts, every job finished, and an
 // attempt that lost its lease only after its worker's connections were
-// cut. JOBDIR_TORTURE_SECONDS lengthens it.
+// cut. JOBDIR_TORTURE_SECONDS lengthens it; JOBDIR_TORTURE_DIR keeps its
+// directory (see envTortureDir).
 func TestTorturePostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a torture run")
@@ -158,6 +159,9 @@ func TestTorturePostgres(t *testing.T) {
 	dsn := pgtest.Require(t)
 	t.Setenv(EnvPostgres, dsn) // the children's backend
 	dir := t.TempDir()
+	if d := os.Getenv(envTortureDir); d != "" {
+		dir = d // kept for reading after the run
+	}
 	cfg := ShortConfig(dir, PGBackend(dsn, ""))
 	cfg.Duration = 15 * time.Second
 	cfg.ChaosInterval = 500 * time.Millisecond
@@ -170,7 +174,9 @@ func TestTorturePostgres(t *testing.T) {
 	cfg.Exe, cfg.Args = os.Args[0], childArgs
 	cfg.Log = logWriter{t}
 	r, err := Run(t.Context(), cfg)
-	t.Cleanup(func() { pgtest.Drop(t, PGSchema(filepath.Join(dir, "store"))) })
+	if os.Getenv(envTortureDir) == "" {
+		t.Cleanup(func() { pgtest.Drop(t, PGSchema(filepath.Join(dir, "store"))) })
+	}
 	if r != nil {
 		var b strings.Builder
 		_, _ = r.WriteTo(&b)

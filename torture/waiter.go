@@ -110,22 +110,26 @@ func runWaiter(ctx context.Context, st jobstore.Store, rec *recorder, spec child
 	// Every job has ended (the driver stops waiters after the drain).
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	var stuck []string
 	select {
 	case <-done:
 	case <-time.After(waitGrace):
+		// The jobs of the Waits still in flight, named before they are
+		// given up (which takes them out of inFlight).
+		mu.Lock()
+		for id, n := range inFlight {
+			if n > 0 {
+				stuck = append(stuck, id)
+			}
+		}
+		mu.Unlock()
+		slices.Sort(stuck)
 		cancelWaits()
 		<-done
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if started > returned {
-		var stuck []string
-		for id, n := range inFlight {
-			if n > 0 {
-				stuck = append(stuck, id)
-			}
-		}
-		slices.Sort(stuck)
 		rec.violation("%d of %d Waits did not return within %s of the end of every job, on %d jobs: %v",
 			started-returned, started, waitGrace, len(stuck), stuck[:min(len(stuck), 5)])
 	}

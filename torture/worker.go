@@ -52,6 +52,20 @@ var (
 	errLeaseLost = errors.New("lease lost")
 )
 
+// startLine is the content of the start marker of the attempt j that
+// worker name claimed: the worker, its PID, now on CLOCK_MONOTONIC, and the
+// moment of the claim on that clock, from j.StartedAt (which the store sets
+// before its claim takes effect). A lease can only be lost to a cut after
+// the claim, which may come before the start marker.
+func startLine(name string, j jobstore.Job) string {
+	now := monoNow()
+	claimed := now
+	if !j.StartedAt.IsZero() {
+		claimed = now - max(int64(time.Since(j.StartedAt)), 0)
+	}
+	return fmt.Sprintf("%s\t%d\t%d\t%d\n", name, os.Getpid(), now, claimed)
+}
+
 func markerName(id string, attempt int, kind string) string {
 	return fmt.Sprintf("%s.%d.%s", id, attempt, kind)
 }
@@ -114,8 +128,7 @@ func workLoop(ctx context.Context, st jobstore.Store, rec *recorder, name string
 // WatchCancel or the job's timeout), end marker, Complete.
 func runAttempt(ctx context.Context, st jobstore.Store, rec *recorder, name string, j jobstore.Job) error {
 	lease := j.Lease()
-	existed, err := rec.marker(markerName(j.ID, j.Attempt, "start"),
-		fmt.Sprintf("%s\t%d\t%d\n", name, os.Getpid(), monoNow()))
+	existed, err := rec.marker(markerName(j.ID, j.Attempt, "start"), startLine(name, j))
 	if err != nil {
 		return fmt.Errorf("start marker: %w", err)
 	}

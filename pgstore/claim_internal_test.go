@@ -1,0 +1,79 @@
+package pgstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/internal/pgtest"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// TestClaimRefusesDeadSession: a claim made under a lease session whose
+// connection the server has already closed, before the store's keeper
+// noticed (as after pg_terminate_backend of every connection of a worker,
+// with a claim in flight on a fresh pool connection), claims nothing: the
+// job stays queued, and the next Claim runs it under a new session. Were
+// the claim to go through, its lease would be lost at once, and if the
+// dead session had already been recovered, the job would stay running
+// with no live process holding it and no recovery ever looking at it.
+func TestClaimRefusesDeadSession(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		recovered bool // another store already recovered the session's jobs
+	}{
+		{name: "connection gone, not yet found dead"},
+		{name: "session already recovered", recovered: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			schema := pgtest.Schema(t)
+			pool := pgtest.Pool(t, 4)
+			// No background recovery: the test says when it happens.
+			s, err := Open(ctx, pool, &Options{Schema: schema, RecoverInterval: time.Hour, LeaseGrace: -1})
+			require.NoError(t, err)
+			defer s.Close()
+			j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "work"})
+			require.NoError(t, err)
+
+			sess, err := s.session(ctx)
+			require.NoError(t, err)
+			var backend int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT backend_pid FROM `+s.q.schema+`.sessions WHERE id = $1`, sess.id).Scan(&backend))
+			var ended bool
+			// With a timeout, pg_terminate_backend returns once the
+			// backend is gone, and with it the session's advisory lock.
+			require.NoError(t, pool.QueryRow(ctx, `SELECT pg_terminate_backend($1, 5000)`, backend).Scan(&ended))
+			require.True(t, ended)
+			if tc.recovered {
+				require.NoError(t, s.recoverDead(ctx))
+				var n int
+				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+s.q.schema+`.sessions WHERE id = $1`, sess.id).Scan(&n))
+				require.Zero(t, n, "the dead session was not recovered")
+			}
+
+			req := jobstore.ClaimRequest{Worker: "w"}
+			_, err = s.claim(ctx, req, sess)
+			require.ErrorIs(t, err, errSessionDead)
+			got, err := s.Get(ctx, j.ID)
+			require.NoError(t, err)
+			require.Equal(t, jobstore.StateQueued, got.State)
+			require.Zero(t, got.Attempt)
+
+			got, err = s.Claim(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, j.ID, got.ID)
+			require.Equal(t, 1, got.Attempt)
+			var session int32
+			var live bool
+			require.NoError(t, pool.QueryRow(ctx, `SELECT j.session, EXISTS (SELECT 1 FROM `+s.q.schema+`.sessions s WHERE s.id = j.session)
+				FROM `+s.q.schema+`.jobs j WHERE j.id = $1`, j.ID).Scan(&session, &live))
+			require.NotEqual(t, sess.id, session)
+			require.True(t, live, "the job runs under a session that does not exist")
+			done, err := s.Complete(ctx, got.Lease(), jobstore.Succeeded(nil))
+			require.NoError(t, err)
+			require.Equal(t, jobstore.StateSucceeded, done.State)
+		})
+	}
+}
