@@ -81,15 +81,22 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	case !errors.Is(err, pgx.ErrNoRows):
 		return jobstore.Job{}, s.fail(ctx, "claim", err)
 	}
+	return jobstore.Job{}, s.noJob(ctx, "claim", req, now, seq)
+}
 
+// noJob returns the error of a claim that found nothing at now: a
+// *jobstore.NoJobError that says when the next accepted job is due. seq is
+// the store's workSeq when the claim began.
+func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest, now time.Time, seq uint64) error {
 	var next *time.Time
+	var err error
 	if len(req.Kinds) == 0 {
 		err = s.pool.QueryRow(ctx, s.q.nextDue).Scan(&next)
 	} else {
 		err = s.pool.QueryRow(ctx, s.q.nextKinds, req.Kinds).Scan(&next)
 	}
 	if err != nil {
-		return jobstore.Job{}, s.fail(ctx, "claim", err)
+		return s.fail(ctx, op, err)
 	}
 	var at time.Time
 	if next != nil {
@@ -104,7 +111,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		s.nextDue = at
 	}
 	s.mu.Unlock()
-	return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", &jobstore.NoJobError{NextRunAt: at})
+	return fmt.Errorf("pgstore: %s: %w", op, &jobstore.NoJobError{NextRunAt: at})
 }
 
 // burn queues again the job just claimed as r, counting the attempt, as

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -155,6 +156,8 @@ type queries struct {
 	presentIDs string
 	claim      string
 	claimKinds string
+	claimMany  string
+	manyKinds  string
 	nextDue    string
 	nextKinds  string
 	update     string
@@ -235,6 +238,35 @@ func newQueries(schema string) queries {
 		ORDER BY j.priority DESC, j.run_at, j.id
 		LIMIT 1
 		FOR UPDATE OF j SKIP LOCKED`)
+	// claimMany claims up to $4 jobs ($5 with kinds, $4 the kinds) in one
+	// statement, as claim does one: the candidates are picked and locked
+	// in claim order first, then updated.
+	claimMany := func(pick string) string {
+		return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true) AS off),
+		picked AS (` + pick + `)
+		UPDATE ` + t + ` SET state = 'running', attempt = attempt + 1, worker = $1, session = $2,
+			started_at = $3, updated_at = $3, cancel_requested = false, version = version + 1
+		FROM picked
+		WHERE id = picked.pid
+		AND (SELECT off FROM async) IS NOT NULL
+		RETURNING ` + qualified(cols, t)
+	}
+	q.claimMany = claimMany(`SELECT id AS pid FROM ` + t + `
+		WHERE state = 'queued' AND run_at <= $3
+		ORDER BY priority DESC, run_at, id
+		LIMIT $4
+		FOR UPDATE SKIP LOCKED`)
+	q.manyKinds = claimMany(`SELECT j.id AS pid FROM ` + t + ` j
+		WHERE j.id IN (
+			SELECT c.id FROM unnest($4::text[]) AS k(kind),
+			LATERAL (SELECT id FROM ` + t + `
+				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3
+				ORDER BY priority DESC, run_at, id
+				LIMIT greatest(8, $5)) c)
+		AND j.state = 'queued' AND j.run_at <= $3
+		ORDER BY j.priority DESC, j.run_at, j.id
+		LIMIT $5
+		FOR UPDATE OF j SKIP LOCKED`)
 	q.nextDue = `SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued'`
 	q.nextKinds = q.nextDue + ` AND kind = ANY($1)`
 	// update writes a job read at version $2 back, notifying the work
@@ -286,4 +318,14 @@ func newQueries(schema string) queries {
 		RETURNING id`
 	q.running = `SELECT ` + cols + ` FROM ` + t + ` WHERE session = $1 AND state = 'running' FOR UPDATE`
 	return q
+}
+
+// qualified returns the column list cols with each column prefixed by
+// table, for a statement where another relation has an "id" too.
+func qualified(cols, table string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = table + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }
