@@ -39,22 +39,34 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	if err := s.check(ctx, "claim"); err != nil {
 		return jobstore.Job{}, err
 	}
+	var j jobstore.Job
+	err := s.underLiveSession(ctx, "claim", func(sess *session) error {
+		var err error
+		j, err = s.claim(ctx, req, sess)
+		return err
+	})
+	return j, err
+}
+
+// underLiveSession runs claim under the store's lease session and, if the
+// database finds that session dead (errSessionDead: the lease connection
+// died and the keeper has not seen it yet), ends it and runs claim again
+// under a new one, up to three times.
+func (s *Store) underLiveSession(ctx context.Context, op string, claim func(*session) error) error {
 	for try := 1; ; try++ {
 		sess, err := s.session(ctx)
 		if err != nil {
-			return jobstore.Job{}, s.fail(ctx, "claim", err)
+			return s.fail(ctx, op, err)
 		}
-		j, err := s.claim(ctx, req, sess)
+		err = claim(sess)
 		if !errors.Is(err, errSessionDead) {
-			return j, err
+			return err
 		}
-		// The lease connection died and the keeper has not seen it yet:
-		// end the session, and claim again under a new one.
 		if sess.end(err) {
 			s.opts.Logger.Warn("pgstore: lease session lost; its jobs will run elsewhere", "session", sess.id, "err", err)
 		}
 		if try == 3 {
-			return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", err)
+			return fmt.Errorf("pgstore: %s: %w", op, err)
 		}
 	}
 }
@@ -106,18 +118,28 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 		return jobstore.Job{}, s.fail(ctx, "claim", err)
 	}
 
+	return jobstore.Job{}, s.noJob(ctx, "claim", req, now, seq, sess)
+}
+
+// noJob returns the error of a claim under sess that found nothing at now:
+// a *jobstore.NoJobError that says when the next accepted job is due, or
+// errSessionDead if the database no longer counts sess as alive (the claim
+// found nothing because of that). seq is the store's workSeq when the claim
+// began.
+func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest, now time.Time, seq uint64, sess *session) error {
 	var next *time.Time
 	var live bool
+	var err error
 	if len(req.Kinds) == 0 {
 		err = s.pool.QueryRow(ctx, s.q.nextDue, sess.id, s.ns).Scan(&next, &live)
 	} else {
 		err = s.pool.QueryRow(ctx, s.q.nextKinds, sess.id, s.ns, req.Kinds).Scan(&next, &live)
 	}
 	if err != nil {
-		return jobstore.Job{}, s.fail(ctx, "claim", err)
+		return s.fail(ctx, op, err)
 	}
 	if !live {
-		return jobstore.Job{}, errSessionDead
+		return errSessionDead
 	}
 	var at time.Time
 	if next != nil {
@@ -132,7 +154,7 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 		s.nextDue = at
 	}
 	s.mu.Unlock()
-	return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", &jobstore.NoJobError{NextRunAt: at})
+	return fmt.Errorf("pgstore: %s: %w", op, &jobstore.NoJobError{NextRunAt: at})
 }
 
 // burn queues again the job just claimed as r, counting the attempt, as

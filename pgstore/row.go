@@ -3,6 +3,7 @@ package pgstore
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -155,6 +156,8 @@ type queries struct {
 	presentIDs string
 	claim      string
 	claimKinds string
+	claimMany  string
+	manyKinds  string
 	nextDue    string
 	nextKinds  string
 	update     string
@@ -252,6 +255,41 @@ func newQueries(schema string) queries {
 		ORDER BY j.priority DESC, j.run_at, j.id
 		LIMIT 1
 		FOR UPDATE OF j SKIP LOCKED`, "$5")
+	// claimMany claims up to $4 jobs ($5 with kinds, $4 the kinds) in one
+	// statement, as claim does one, only under a live session ($2, its
+	// lock in the space $5, $6 with kinds): the candidates are picked and locked
+	// in claim order first, then updated.
+	claimMany := func(pick, ns string) string {
+		return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true) AS off),
+		live AS (SELECT id FROM ` + ss + `
+			WHERE id = $2 AND dead_since IS NULL AND expires_at >= now()
+			FOR KEY SHARE),
+		picked AS (` + pick + `)
+		UPDATE ` + t + ` SET state = 'running', attempt = attempt + 1, worker = $1, session = $2,
+			started_at = $3, updated_at = $3, cancel_requested = false, version = version + 1
+		FROM picked
+		WHERE id = picked.pid
+		AND (SELECT off FROM async) IS NOT NULL
+		AND EXISTS (SELECT 1 FROM live)
+		AND NOT pg_try_advisory_xact_lock(` + ns + `::int, $2)
+		RETURNING ` + qualified(cols, t)
+	}
+	q.claimMany = claimMany(`SELECT id AS pid FROM `+t+`
+		WHERE state = 'queued' AND run_at <= $3
+		ORDER BY priority DESC, run_at, id
+		LIMIT $4
+		FOR UPDATE SKIP LOCKED`, "$5")
+	q.manyKinds = claimMany(`SELECT j.id AS pid FROM `+t+` j
+		WHERE j.id IN (
+			SELECT c.id FROM unnest($4::text[]) AS k(kind),
+			LATERAL (SELECT id FROM `+t+`
+				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3
+				ORDER BY priority DESC, run_at, id
+				LIMIT greatest(8, $5)) c)
+		AND j.state = 'queued' AND j.run_at <= $3
+		ORDER BY j.priority DESC, j.run_at, j.id
+		LIMIT $5
+		FOR UPDATE OF j SKIP LOCKED`, "$6")
 	// After a claim that found nothing: the earliest RunAt of the
 	// queued jobs, and whether the session $1 (its lock in the space $2)
 	// still lives.
@@ -307,4 +345,14 @@ func newQueries(schema string) queries {
 		RETURNING id`
 	q.running = `SELECT ` + cols + ` FROM ` + t + ` WHERE session = $1 AND state = 'running' FOR UPDATE`
 	return q
+}
+
+// qualified returns the column list cols with each column prefixed by
+// table, for a statement where another relation has an "id" too.
+func qualified(cols, table string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = table + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }

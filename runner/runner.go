@@ -206,18 +206,25 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 			<-l.slots
 			return nil
 		}
-		job, err := l.r.store.Claim(ctx, l.req)
+		jobs, n, err := l.claim(ctx)
 		if err == nil {
+			for range n - len(jobs) {
+				<-l.slots
+			}
 			l.failures, l.emptyWakes = 0, 0
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				defer func() { <-l.slots }()
-				l.execute(workCtx, job)
-			}()
+			for _, job := range jobs {
+				l.wg.Add(1)
+				go func() {
+					defer l.wg.Done()
+					defer func() { <-l.slots }()
+					l.execute(workCtx, job)
+				}()
+			}
 			continue
 		}
-		<-l.slots
+		for range n {
+			<-l.slots
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -243,6 +250,34 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 			l.storeError(ctx, "claim", err)
 		}
 	}
+}
+
+// claim claims jobs for the slot the caller took and for as many more
+// free slots as it can take at once (up to jobstore.MaxClaimBatch), with
+// one ClaimBatch if the store is a jobstore.BatchClaimer, else one Claim
+// for the one slot. It returns the jobs and the number of slots it holds,
+// of which the caller gives back those that got no job.
+func (l *loop) claim(ctx context.Context) ([]jobstore.Job, int, error) {
+	n := 1
+	bc, batch := l.r.store.(jobstore.BatchClaimer)
+more:
+	for batch && n < jobstore.MaxClaimBatch {
+		select {
+		case l.slots <- struct{}{}:
+			n++
+		default:
+			break more
+		}
+	}
+	if n > 1 {
+		jobs, err := bc.ClaimBatch(ctx, l.req, n)
+		return jobs, n, err
+	}
+	job, err := l.r.store.Claim(ctx, l.req)
+	if err != nil {
+		return nil, n, err
+	}
+	return []jobstore.Job{job}, n, nil
 }
 
 // await blocks until the store signals work, the next delayed job is due,

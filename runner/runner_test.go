@@ -1044,3 +1044,65 @@ func TestRunWithEndedContext(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, j.State, "nothing claimed once ctx has ended")
 }
+
+// batchCounter is a memstore that records the batches asked of
+// ClaimBatch.
+type batchCounter struct {
+	*memstore.Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (s *batchCounter) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max int) ([]jobstore.Job, error) {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, max)
+	s.mu.Unlock()
+	return s.Store.ClaimBatch(ctx, req, max)
+}
+
+// A runner on a store that claims in batches fills all its free slots with
+// one ClaimBatch, never asks for more than it has free, and runs each job
+// once.
+func TestBatchClaimsFillFreeSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit, jobs = 8, 40
+		s := &batchCounter{Store: newStore(t, nil)}
+		var inFlight, maxInFlight atomic.Int32
+		var mu sync.Mutex
+		runs := map[string]int{}
+		r := runner.New(s, &runner.Options{Concurrency: limit})
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+			}
+			mu.Lock()
+			runs[job.ID]++
+			mu.Unlock()
+			time.Sleep(time.Second)
+			return nil, nil
+		}))
+		var ids []string
+		for range jobs {
+			ids = append(ids, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
+		}
+		begin := time.Now()
+		start(t, r)
+		for _, id := range ids {
+			require.Equal(t, jobstore.StateSucceeded, wait(t, s, id).State)
+		}
+		require.Equal(t, 5*time.Second, time.Since(begin), "40 one-second jobs, 8 at a time")
+		require.EqualValues(t, limit, maxInFlight.Load())
+		for _, id := range ids {
+			require.Equal(t, 1, runs[id], "runs of job %s", id)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		require.NotEmpty(t, s.sizes)
+		require.Equal(t, limit, s.sizes[0], "the first claim fills every slot")
+		for _, n := range s.sizes {
+			require.LessOrEqual(t, n, limit)
+			require.Greater(t, n, 1, "a single free slot is claimed with Claim")
+		}
+	})
+}

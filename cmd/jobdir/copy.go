@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,7 +97,7 @@ func sameStore(a, b location) (bool, error) {
 		return false, nil
 	}
 	if a.kind == postgresStore {
-		return a.dsn == b.dsn && cmpSchema(a.schema) == cmpSchema(b.schema), nil
+		return a.dsn == b.dsn && cmp.Or(a.schema, pgstore.DefaultSchema) == cmp.Or(b.schema, pgstore.DefaultSchema), nil
 	}
 	x, err := filepath.Abs(a.dir)
 	if err != nil {
@@ -107,13 +108,6 @@ func sameStore(a, b location) (bool, error) {
 		return false, err
 	}
 	return x == y, nil
-}
-
-func cmpSchema(s string) string {
-	if s == "" {
-		return pgstore.DefaultSchema
-	}
-	return s
 }
 
 // openAt opens the store at loc, as the global flags say for a file

@@ -64,7 +64,7 @@ func parseStoreURL(s string) (location, error) {
 	case "file":
 		u, err := url.Parse(s)
 		if err != nil {
-			return location{}, fmt.Errorf("store %q: %w", s, err)
+			return location{}, fmt.Errorf("store %q: not a URL", redacted(s))
 		}
 		if u.Host != "" && u.Host != "localhost" {
 			return location{}, fmt.Errorf("store %q: a file:// URL names a directory on this machine: write file:///path (three slashes) or just the path", s)
@@ -88,7 +88,17 @@ func parseStoreURL(s string) (location, error) {
 		u.RawQuery = q.Encode()
 		return location{kind: postgresStore, dsn: u.String(), schema: schema}, nil
 	}
-	return location{}, fmt.Errorf("store %q: unknown kind of store %q: give a directory, a file:// URL or a postgres:// URL", s, scheme)
+	return location{}, fmt.Errorf("store %q: unknown kind of store %q: give a directory, a file:// URL or a postgres:// URL", redacted(s), scheme)
+}
+
+// redacted returns the URL s without its password, if it has one.
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		scheme, _, _ := strings.Cut(s, "://")
+		return scheme + "://..."
+	}
+	return u.Redacted()
 }
 
 // registerStoreFlag adds --store to root.

@@ -39,6 +39,7 @@ func TestParseStoreURL(t *testing.T) {
 		{"schema twice", "postgres://db/app?schema=a&schema=b", location{}, "give the schema once"},
 		{"bad postgres URL, password not shown", "postgres://app:se%zzcret@db/app", location{}, "cannot be read"},
 		{"unknown scheme", "mysql://db/app", location{}, `unknown kind of store "mysql"`},
+		{"unknown scheme, password not shown", "mysql://root:se%zzcret@db/app", location{}, `store "mysql://...": unknown kind`},
 		{"empty", "", location{}, "the store is empty"},
 	}
 	for _, tt := range tests {

@@ -55,6 +55,7 @@ var groups = []group{
 	{"Copies", copyTests},
 	{"Concurrent", concurrentTests},
 	{"Import", importTests},
+	{"ClaimBatch", claimBatchTests},
 }
 
 // Run runs the conformance suite: one subtest per rule of the

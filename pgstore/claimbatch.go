@@ -1,0 +1,122 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+var _ jobstore.BatchClaimer = (*Store)(nil)
+
+// ClaimBatch claims up to max due queued jobs that req accepts in one
+// statement, as Claim claims one: the candidates are picked from the claim
+// index in claim order and locked with FOR UPDATE SKIP LOCKED, then moved
+// to running in this store's lease session. It returns them in claim
+// order, or a *jobstore.NoJobError as Claim does when none is due.
+func (s *Store) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max int) ([]jobstore.Job, error) {
+	if err := jobstore.ValidateClaimBatch(max); err != nil {
+		return nil, fmt.Errorf("pgstore: claim batch: %w", err)
+	}
+	if max == 1 {
+		j, err := s.Claim(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return []jobstore.Job{j}, nil
+	}
+	if err := jobstore.ValidateWorker(req.Worker); err != nil {
+		return nil, fmt.Errorf("pgstore: claim batch: %w", err)
+	}
+	for _, k := range req.Kinds {
+		if err := jobstore.ValidateKind(k); err != nil {
+			return nil, fmt.Errorf("pgstore: claim batch: %w", err)
+		}
+	}
+	if err := s.check(ctx, "claim batch"); err != nil {
+		return nil, err
+	}
+	var jobs []jobstore.Job
+	err := s.underLiveSession(ctx, "claim batch", func(sess *session) error {
+		var err error
+		jobs, err = s.claimBatch(ctx, req, max, sess)
+		return err
+	})
+	return jobs, err
+}
+
+// claimBatch is ClaimBatch under the lease session sess. It returns
+// errSessionDead, and claims nothing, if sess is dead in the database.
+func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max int, sess *session) ([]jobstore.Job, error) {
+	var err error
+	s.mu.Lock()
+	seq := s.workSeq
+	s.mu.Unlock()
+	now := usec(time.Now())
+	var rs pgx.Rows
+	if len(req.Kinds) == 0 {
+		rs, err = s.pool.Query(ctx, s.q.claimMany, req.Worker, sess.id, now, max, s.ns)
+	} else {
+		rs, err = s.pool.Query(ctx, s.q.manyKinds, req.Worker, sess.id, now, req.Kinds, max, s.ns)
+	}
+	if err != nil {
+		return nil, s.fail(ctx, "claim batch", err)
+	}
+	var got []row
+	var corrupt error
+	for rs.Next() {
+		r, err := scanRow(rs)
+		if errors.Is(err, jobstore.ErrCorrupt) {
+			corrupt = err
+			_ = s.failCorrupt(ctx, err)
+			continue
+		}
+		if err != nil {
+			rs.Close()
+			return nil, s.fail(ctx, "claim batch", err)
+		}
+		got = append(got, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, s.fail(ctx, "claim batch", err)
+	}
+	slices.SortFunc(got, func(a, b row) int {
+		return cmp.Or(cmp.Compare(b.job.Priority, a.job.Priority), a.job.RunAt.Compare(b.job.RunAt), cmp.Compare(a.job.ID, b.job.ID))
+	})
+	jobs := make([]jobstore.Job, 0, len(got))
+	for _, r := range got {
+		lease := r.job.Lease()
+		cached := r
+		cached.job.Payload = nil
+		s.mu.Lock()
+		old, dup := s.held[lease]
+		if !dup {
+			s.held[lease] = heldLease{sess: sess, claimed: cached}
+		}
+		s.mu.Unlock()
+		if dup {
+			// As in Claim: a lease that a crash of the server undid and
+			// this claim repeated is used up, not handed out twice.
+			if err := s.burn(ctx, r, old.sess); err != nil {
+				s.opts.Logger.Warn("pgstore: using up a repeated lease failed; recovery will", "job", r.job.ID, "err", err)
+			}
+			continue
+		}
+		jobs = append(jobs, r.job)
+	}
+	switch {
+	case len(jobs) > 0:
+		return jobs, nil
+	case len(got) > 0:
+		return s.claimBatch(ctx, req, max, sess) // every one was burned: claim again
+	case corrupt != nil:
+		return nil, fmt.Errorf("pgstore: claim batch: %w", corrupt)
+	}
+	return nil, s.noJob(ctx, "claim batch", req, now, seq, sess)
+}
