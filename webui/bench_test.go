@@ -36,6 +36,8 @@ type uiBench struct {
 	prefix string // an ID prefix some jobs share
 	dir    string
 	err    error
+	// firstStats is how long the store's first Stats took.
+	firstStats time.Duration
 }
 
 var (
@@ -151,8 +153,15 @@ func buildUIBench() (e uiBench) {
 	return e.signIn()
 }
 
-// signIn makes the handler and its session.
+// signIn makes the handler and its session, after a first Stats: a file
+// store reads every record once for its first Stats (then only those that
+// changed), a cost a server pays once, not per request.
 func (e uiBench) signIn() uiBench {
+	start := time.Now()
+	if _, e.err = e.store.Stats(context.Background()); e.err != nil {
+		return e
+	}
+	e.firstStats = time.Since(start)
 	e.prefix = e.job[:8]
 	e.ui, e.err = webui.New(e.store, &webui.Options{Tokens: []string{testToken}})
 	if e.err != nil {
@@ -174,7 +183,8 @@ func BenchmarkUI(b *testing.B) {
 		b.Fatal(e.err)
 	}
 	if d := time.Since(start); d > time.Second {
-		b.Logf("built a file store of %d jobs in %s", benchJobs(), d.Round(time.Second))
+		b.Logf("opened (or built) a file store of %d jobs in %s; its first Stats took %s", benchJobs(), d.Round(time.Second),
+			e.firstStats.Round(time.Millisecond))
 	}
 	for _, tc := range []struct {
 		name, path string
