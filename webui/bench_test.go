@@ -21,8 +21,8 @@ import (
 // The dashboard's target: every page and data request answers in under
 // 200 ms with 100,000 jobs in a file store (docs/ui.md has the figures).
 // BenchmarkUI measures it on a file store of $JOBDIR_BENCH_UI_JOBS jobs
-// (default 100,000: 90% succeeded, 5% failed, the rest queued, a few
-// running), built once per process in $TMPDIR, which takes a minute or
+// (default 100,000: 95% finished, about 1 in 1,000 of them failed, 5%
+// queued, 10 running), built once per process in $TMPDIR, which takes a minute or
 // two; JOBDIR_BENCH_UI_KEEP=1 keeps it, and JOBDIR_BENCH_UI_DIR=DIR measures
 // a store kept so:
 //
@@ -119,7 +119,8 @@ func buildUIBench() (e uiBench) {
 					return
 				}
 				o := jobstore.Succeeded([]byte(`{"ok":true}`))
-				if j.Attempt%20 == 0 || strings.HasSuffix(j.Key, "7") && len(j.Key)%3 == 0 {
+				// A few fail: bench-107, bench-117, …, bench-997, bench-100007, …
+				if strings.HasSuffix(j.Key, "7") && len(j.Key)%3 == 0 {
 					o = jobstore.Outcome{Error: "exit status 1"}
 				}
 				if _, err := e.store.Complete(ctx, j.Lease(), o); err != nil {
