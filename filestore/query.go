@@ -80,21 +80,30 @@ func dirsFor(states []jobstore.State) []string {
 // listDir returns the job IDs in state directory dir, and a *CorruptError
 // for each entry that is not <id>.json.
 func (s *Store) listDir(dir string) ([]string, []error, error) {
-	ents, err := os.ReadDir(filepath.Join(s.dir, dir))
+	// Names only, sorted as strings: os.ReadDir would make a DirEntry of
+	// each and sort those through an interface, which costs several
+	// times more in a directory of 100,000 jobs.
+	f, err := os.Open(filepath.Join(s.dir, dir))
 	if err != nil {
 		return nil, nil, err
 	}
-	ids := make([]string, 0, len(ents))
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(names)
+	ids := make([]string, 0, len(names))
 	var bad []error
-	for _, e := range ents {
-		if id, ok := idFromName(e.Name()); ok {
+	for _, name := range names {
+		if id, ok := idFromName(name); ok {
 			ids = append(ids, id)
 			continue
 		}
-		if strings.HasPrefix(e.Name(), ".") {
+		if strings.HasPrefix(name, ".") {
 			continue // a temp file of a tool that stages next to its target
 		}
-		bad = append(bad, &CorruptError{Path: filepath.Join(s.dir, dir, e.Name()), Reason: "unexpected file name (want <job id>.json)"})
+		bad = append(bad, &CorruptError{Path: filepath.Join(s.dir, dir, name), Reason: "unexpected file name (want <job id>.json)"})
 	}
 	return ids, bad, nil
 }

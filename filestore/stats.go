@@ -53,7 +53,7 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	seen := make(map[string]bool)
 	present := make(map[string]bool)
 	for _, d := range stateDirs {
-		ents, err := os.ReadDir(filepath.Join(s.dir, d))
+		ents, err := readDirUnsorted(filepath.Join(s.dir, d))
 		if err != nil {
 			return jobstore.Stats{}, fmt.Errorf("filestore: stats: %w", err)
 		}
@@ -121,4 +121,15 @@ func (s *Store) statEntry(dir, id, key string, e fs.DirEntry) (statsEntry, bool)
 	ent = statsEntry{ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), state: state, kind: env.Job.Kind, runAt: env.Job.RunAt}
 	s.stats.m[key] = ent
 	return ent, true
+}
+
+// readDirUnsorted is os.ReadDir without its sort, which counting does not
+// need and which costs much in a directory of 100,000 records.
+func readDirUnsorted(dir string) ([]fs.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
 }

@@ -77,8 +77,18 @@
       .catch(function () {})
       .then(function () { inFlight = false; });
   }
+  // The next poll waits at least four times as long as the last one took,
+  // so that a page left open on a large, slow store costs it at most a
+  // fifth of one core.
+  function loop() {
+    var started = Date.now();
+    var p = document.hidden ? Promise.resolve() : refresh();
+    p.then(function () {
+      setTimeout(loop, Math.max(poll, 4 * (Date.now() - started)));
+    });
+  }
   if (live) {
-    setInterval(function () { if (!document.hidden) refresh(); }, poll);
+    setTimeout(loop, poll);
     document.addEventListener('visibilitychange', function () { if (!document.hidden) refresh(); });
   }
 
