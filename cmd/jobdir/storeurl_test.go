@@ -149,7 +149,7 @@ func TestPostgresStoreThroughTheCommand(t *testing.T) {
 	r = jdOK(t, store, "work", "--exit-when-idle", "--concurrency", "2")
 	require.Contains(t, r.stderr, "from postgres://")
 	require.Contains(t, r.stderr, ok+"  succeeded after")
-	require.Contains(t, r.stderr, bad+"  failed: exit status 9")
+	require.Regexp(t, bad+`  failed after \S+: exit status 9`, r.stderr)
 
 	require.Equal(t, "succeeded\n", jdOK(t, store, "wait", ok).stdout)
 	require.Contains(t, jdOK(t, store, "logs", ok).stdout, "hello from "+ok+"\n")
