@@ -58,3 +58,9 @@ func TestLogFormatJSON(t *testing.T) {
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, `--log-format "xml": want text or json`)
 }
+
+func TestPlainMessage(t *testing.T) {
+	require.Equal(t, "program stopped: attempt timed out after 2s", plainMessage("execjob: program stopped: attempt timed out after 2s"))
+	require.Equal(t, "get: job X: job not found", plainMessage("filestore: get: job X: job not found"))
+	require.Equal(t, "exit status 1", plainMessage("exit status 1"))
+}

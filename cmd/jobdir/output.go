@@ -191,14 +191,14 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 				end += " (not counted)"
 			}
 			fmt.Fprintf(hw, "  %d\t%s\t%s\tafter %s\t%s\n", a.Attempt, end, a.Worker,
-				roundDuration(a.FinishedAt.Sub(a.StartedAt)), oneLine(a.Error, 60))
+				roundDuration(a.FinishedAt.Sub(a.StartedAt)), oneLine(plainMessage(a.Error), 60))
 		}
 		if err := hw.Flush(); err != nil {
 			return err
 		}
 	}
 	if j.LastError != "" {
-		_, err := fmt.Fprintf(w, "Last error:\n  %s\n", strings.ReplaceAll(strings.TrimRight(j.LastError, "\n"), "\n", "\n  "))
+		_, err := fmt.Fprintf(w, "Last error:\n  %s\n", strings.ReplaceAll(strings.TrimRight(plainMessage(j.LastError), "\n"), "\n", "\n  "))
 		return err
 	}
 	return nil

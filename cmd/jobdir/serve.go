@@ -135,7 +135,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 						return err
 					}
 				}
-				warnings(a.stderr, ln, shown, noAuth, allowExec)
+				warnings(a.logger(slog.LevelWarn), ln, shown, noAuth, allowExec)
 				return a.serve(ctx, st, ln, shown, serveConfig{workers: workers, tokens: tokens, noAuth: noAuth, kinds: allowKinds,
 					maxRequests: maxRequests, maxWaits: maxWaits, verbose: verbose, secureCookie: secureCookie, wf: &wf})
 			})
@@ -157,10 +157,10 @@ flight, stops its workers as jobdir work does, and exits.`,
 	return cmd
 }
 
-// warnings prints what serving without authentication exposes.
-func warnings(w io.Writer, ln net.Listener, shown string, noAuth, exec bool) {
+// warnings logs what serving without authentication exposes.
+func warnings(log *slog.Logger, ln net.Listener, shown string, noAuth, exec bool) {
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
-		fmt.Fprintf(w, "jobdir: warning: serving on %s, which is not loopback; use TLS in front of it and keep the tokens secret\n", ln.Addr())
+		log.Warn(fmt.Sprintf("serving on %s, which is not loopback; use TLS in front of it and keep the tokens secret", ln.Addr()))
 	}
 	if !noAuth {
 		return
@@ -170,10 +170,10 @@ func warnings(w io.Writer, ln net.Listener, shown string, noAuth, exec bool) {
 		who = "every process that can open the socket " + strings.TrimPrefix(shown, "unix:") + " (mode 0600: yours and root's)"
 	}
 	if exec {
-		fmt.Fprintf(w, "jobdir: warning: serving exec jobs without authentication: %s can run any program as %s\n", who, currentUser())
+		log.Warn(fmt.Sprintf("serving exec jobs without authentication: %s can run any program as %s", who, currentUser()))
 		return
 	}
-	fmt.Fprintf(w, "jobdir: warning: serving without authentication: %s can submit, read and cancel jobs\n", who)
+	log.Warn(fmt.Sprintf("serving without authentication: %s can submit, read and cancel jobs", who))
 }
 
 // currentUser names this process's user for a person.
@@ -264,7 +264,7 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 	if serveErr != nil {
 		return serveErr
 	}
-	fmt.Fprintln(a.stderr, "jobdir: server stopped")
+	a.logger(slog.LevelInfo).Info("server stopped")
 	return nil
 }
 
