@@ -221,3 +221,15 @@ func TestScrubPaths(t *testing.T) {
 		require.Equal(t, want, scrubPaths(in), in)
 	}
 }
+
+func TestPlainMessage(t *testing.T) {
+	for in, want := range map[string]string{
+		"filestore: get: job X: job not found":           "job X: job not found",
+		"pgstore: claim batch: no job available":         "no job available",
+		"memstore: get 01ARZ: job not found":             "get 01ARZ: job not found",
+		"filestore: .../X.json: corrupt job record: bad": ".../X.json: corrupt job record: bad",
+		"job X is succeeded":                             "job X is succeeded",
+	} {
+		require.Equal(t, want, plainMessage(in), in)
+	}
+}

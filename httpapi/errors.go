@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -99,7 +100,8 @@ func newError(status int, code, format string, args ...any) *Error {
 // toError maps a store or decoding error to the Error sent to the client.
 // invalidStatus and invalidCode apply to ErrInvalidInput that is not more
 // specific: 400 invalid_input for a bad query or ID, 422 invalid_spec for a
-// submitted spec the store refused. The message is err's with every
+// submitted spec the store refused. The message is err's without the
+// package and operation it begins with (plainMessage) and with every
 // absolute path shortened to its last element (see scrubPaths): where a
 // store keeps its files is for the server's log, not for its clients.
 func toError(err error, invalidStatus int, invalidCode string) *Error {
@@ -107,7 +109,7 @@ func toError(err error, invalidStatus int, invalidCode string) *Error {
 		apiErr  *Error
 		te      *jobstore.TransitionError
 		maxErr  *http.MaxBytesError
-		message = scrubPaths(err.Error())
+		message = plainMessage(scrubPaths(err.Error()))
 	)
 	switch {
 	case errors.As(err, &apiErr):
@@ -137,6 +139,16 @@ func toError(err error, invalidStatus int, invalidCode string) *Error {
 		return newError(http.StatusServiceUnavailable, CodeUnavailable, "%s", message)
 	}
 	return newError(http.StatusInternalServerError, CodeInternal, "%s", message)
+}
+
+// packagePrefix is the "pkg: op: " with which a library error begins.
+var packagePrefix = regexp.MustCompile(`^(?:filestore|memstore|pgstore|jobstore|execjob|runner): (?:[a-z][a-z ]*: )?`)
+
+// plainMessage drops the package and operation that begin a library
+// error's message: the client knows what it asked for, and "filestore:
+// get: job X: job not found" reads as "job X: job not found".
+func plainMessage(msg string) string {
+	return packagePrefix.ReplaceAllString(msg, "")
 }
 
 // scrubPaths shortens every absolute file path in msg to ".../" and its

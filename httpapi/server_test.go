@@ -226,7 +226,10 @@ func TestGet(t *testing.T) {
 	require.Equal(t, job.ID, got.ID)
 	require.Equal(t, jobstore.StateQueued, got.State)
 
-	e.do("GET", "/v1/jobs/"+jobstore.NewID(time.Now()), "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	missing := jobstore.NewID(time.Now())
+	ae := e.do("GET", "/v1/jobs/"+missing, "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	require.NotRegexp(t, `^[a-z]+store:`, ae.Message, "a message for people, without the package")
+	require.Contains(t, ae.Message, missing)
 	e.do("GET", "/v1/jobs/not-an-id", "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
 	e.do("GET", "/v1/jobs/"+strings.ToLower(job.ID), "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
 }
