@@ -217,3 +217,27 @@ func TestCloseDuringClaim(t *testing.T) {
 	_, err = other.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
 	require.NoError(t, err)
 }
+
+// TestCancelNotDurable: a Cancel whose fsync of done/ fails has made its
+// change (the job is canceled for every reader) and says so with
+// ErrNotDurable; retried, it changes nothing more and succeeds, and a
+// Claim never gets the job.
+func TestCancelNotDurable(t *testing.T) {
+	ffs := &dirSyncFails{dir: dirDone}
+	s := openTest(t, &Options{fs: ffs})
+	ctx := t.Context()
+	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	ffs.armed.Store(true)
+	_, err = s.Cancel(ctx, j.ID)
+	require.ErrorIs(t, err, jobstore.ErrNotDurable)
+	require.ErrorIs(t, err, syscall.EIO)
+	got, err := s.Get(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateCanceled, got.State)
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
+	got, err = s.Cancel(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateCanceled, got.State)
+}
