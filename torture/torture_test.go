@@ -45,11 +45,9 @@ func TestTortureShort(t *testing.T) {
 		require.NoError(t, err)
 		cfg.Duration = d
 	}
-	// Injected I/O errors make today's store break its promises (a
-	// failed rollback leaves two jobs with one key), so CI runs without
-	// them until its error paths are safe; JOBDIR_TORTURE_FAULT_RATE
-	// (e.g. 0.02) turns them on.
-	cfg.FaultRate = 0
+	// The even-numbered workers and submitters run on a failing disk
+	// (ShortConfig's FaultRate, 2% of file operations fail with EIO or
+	// ENOSPC); JOBDIR_TORTURE_FAULT_RATE sets another rate (0 turns it off).
 	if s := os.Getenv("JOBDIR_TORTURE_FAULT_RATE"); s != "" {
 		rate, err := strconv.ParseFloat(s, 64)
 		require.NoError(t, err)
