@@ -971,7 +971,9 @@ func TestHostileStoreRemovedUnderRunner(t *testing.T) {
 	await("done ", 3)
 	await("started "+slow.ID, 1)
 
-	require.NoError(t, os.RemoveAll(dir))
+	// The worker may create a lock file while the tree is removed; remove
+	// until nothing is left.
+	require.Eventually(t, func() bool { return os.RemoveAll(dir) == nil }, 10*time.Second, 10*time.Millisecond)
 	cpu0 := processCPU(t, cmd.Process.Pid)
 	next("calls ")
 	calls0, start := calls, time.Now()

@@ -163,7 +163,7 @@ func TestPostgresStoreThroughTheCommand(t *testing.T) {
 	require.Equal(t, later+" canceled\n", jdOK(t, store, "cancel", later).stdout)
 	r = jd(t, store, "cancel", ok)
 	require.Equal(t, exitError, r.code)
-	require.Contains(t, r.stderr, "is succeeded: it cannot become canceled")
+	require.Contains(t, r.stderr, "already succeeded: only a queued or running job can be canceled")
 
 	var s struct {
 		Counts map[string]int `json:"counts"`
