@@ -38,7 +38,7 @@ type batchJob struct {
 // flushes: the records are written by batchWriters goroutines at once and
 // made durable with one syncfs (or, for a small batch, an fsync each), then
 // the key files are linked and keys/ fsynced once, then the records renamed
-// into queued/ and queued/ fsynced once (docs/format.md). A crash during a
+// into queued/ and queued/ fsynced once (docs/format.md in the repository). A crash during a
 // batch may leave some of its jobs queued, each whole. On an error in
 // writing or publishing it takes back every job it created; a key that
 // another process took meanwhile is then resolved as Submit does, and if

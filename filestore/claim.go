@@ -23,13 +23,8 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	if s.trustErr != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", s.trustErr)
 	}
-	if err := jobstore.ValidateWorker(req.Worker); err != nil {
+	if err := req.Validate(); err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", err)
-	}
-	for _, k := range req.Kinds {
-		if err := jobstore.ValidateKind(k); err != nil {
-			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", err)
-		}
 	}
 	s.mu.Lock()
 	seq := s.workSeq

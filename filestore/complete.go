@@ -19,7 +19,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	if err := s.enter(ctx, "complete"); err != nil {
 		return jobstore.Job{}, err
 	}
-	if err := jobstore.ValidateID(lease.ID); err != nil {
+	if err := lease.Validate(); err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)
 	}
 	if o.Error == "" {
@@ -137,7 +137,7 @@ func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
 	if err := s.enter(ctx, "watch cancel"); err != nil {
 		return err
 	}
-	if err := jobstore.ValidateID(lease.ID); err != nil {
+	if err := lease.Validate(); err != nil {
 		return fmt.Errorf("filestore: watch cancel: %w", err)
 	}
 	for {

@@ -9,9 +9,9 @@
 // file in keys/ published with link(2); records are guarded by 1,024 shared
 // lock files in locks/, picked by a hash of the job ID, and a running job by
 // its own lease lock file. SubmitBatch makes many jobs durable with a bounded
-// number of flushes. docs/format.md describes the layout and, for every operation,
-// the order of its locks, writes, renames and fsyncs; docs/claim-semantics.md
-// explains why claiming is safe.
+// number of flushes. In the jobdir repository, docs/format.md describes the
+// layout and, for every operation, the order of its locks, writes, renames
+// and fsyncs; docs/claim-semantics.md explains why claiming is safe.
 //
 // # Guarantees
 //

@@ -28,7 +28,7 @@ func (s *Store) LeaseFile(ctx context.Context, lease jobstore.Lease) (*os.File, 
 	if err := s.enter(ctx, "lease file"); err != nil {
 		return nil, err
 	}
-	if err := jobstore.ValidateID(lease.ID); err != nil {
+	if err := lease.Validate(); err != nil {
 		return nil, fmt.Errorf("filestore: lease file: %w", err)
 	}
 	f, held, err := dupLease(s, s.leasePath(lease.ID), lease)

@@ -19,7 +19,7 @@ type Options struct {
 	// SyncFS makes changes durable with syncfs(2), one shared by every
 	// operation of this Store waiting at that moment, instead of an fsync
 	// of each new file and of its directory. Under concurrency that is far
-	// fewer disk flushes (docs/benchmarks.md), and the guarantees are the
+	// fewer disk flushes (docs/benchmarks.md in the repository), and the guarantees are the
 	// same. But a syncfs writes back every dirty file of the whole file
 	// system, other programs' too: use it when the store has its file
 	// system (its volume) to itself, never beside a program that writes a
@@ -79,7 +79,8 @@ const (
 // format 1 had a lock file per job and rewrote the record at each claim.
 // Open upgrades a format-1 store in place (its files are all valid in
 // format 2): every process sharing it must be upgraded together, as the
-// two lock protocols do not exclude each other (docs/operations.md).
+// two lock protocols do not exclude each other (docs/operations.md in the
+// jobdir repository).
 const FormatVersion = 2
 
 // Errors returned by Open. Test for them with errors.Is.

@@ -6,8 +6,8 @@
 // wraps it in an *http.Server with the timeouts a server exposed to a
 // network needs.
 //
-// docs/http-api.md describes every route with examples, the error codes and
-// the limits.
+// The file docs/http-api.md in the jobdir repository describes every route
+// with examples, the error codes and the limits.
 //
 // # Guarantees
 //
@@ -41,7 +41,8 @@
 // holds a token can run any program as the worker's user. The kind
 // allow-list (Options.AllowedKinds) therefore refuses "exec" unless it is
 // listed by name. Serve on loopback or a Unix socket, or behind TLS, and
-// keep tokens secret. docs/http-api.md has the whole security model.
+// keep tokens secret. docs/http-api.md in the repository has the whole
+// security model.
 //
 // The server also refuses browsers' cross-origin requests that change
 // state (http.CrossOriginProtection), so a web page cannot act through a

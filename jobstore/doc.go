@@ -18,5 +18,6 @@
 // attempts remain, and StateFailed once they are used up. Cancel makes a
 // queued job StateCanceled at once and marks a running one CancelRequested,
 // which its worker observes through WatchCancel. Retry puts a failed or
-// canceled job back in the queue. See docs/state-machine.md for the diagram.
+// canceled job back in the queue. The file docs/state-machine.md in the
+// jobdir repository draws the diagram.
 package jobstore

@@ -158,8 +158,10 @@ type Lease struct {
 }
 
 // Validate checks the fields of a lease a caller passes to a store: a
-// valid ID and worker name and an attempt of at least 1. Its error wraps
-// ErrInvalidInput.
+// valid ID and worker name and an attempt of at least 1. Every store calls
+// it first in the methods that take a lease (Complete, WatchCancel,
+// Release), so a malformed lease fails with the same error in each rather
+// than as a lease that is not held. Its error wraps ErrInvalidInput.
 func (l Lease) Validate() error {
 	if err := ValidateID(l.ID); err != nil {
 		return err

@@ -152,6 +152,39 @@ func TestValidateWorker(t *testing.T) {
 	}
 }
 
+func TestValidateLease(t *testing.T) {
+	id := jobstore.NewID(time.Now())
+	require.NoError(t, jobstore.Lease{ID: id, Worker: "w", Attempt: 1}.Validate())
+	for name, l := range map[string]jobstore.Lease{
+		"zero":             {},
+		"no worker":        {ID: id, Attempt: 1},
+		"attempt 0":        {ID: id, Worker: "w"},
+		"negative attempt": {ID: id, Worker: "w", Attempt: -1},
+		"bad worker":       {ID: id, Worker: "a b", Attempt: 1},
+		"bad ID":           {ID: "x", Worker: "w", Attempt: 1},
+	} {
+		require.ErrorIs(t, l.Validate(), jobstore.ErrInvalidInput, name)
+	}
+}
+
+func TestValidateClaimRequest(t *testing.T) {
+	for name, req := range map[string]jobstore.ClaimRequest{
+		"any kind": {Worker: "w"},
+		"kinds":    {Worker: "w", Kinds: []string{"a", "b.c"}},
+	} {
+		require.NoError(t, req.Validate(), name)
+	}
+	for name, req := range map[string]jobstore.ClaimRequest{
+		"zero":          {},
+		"no worker":     {Kinds: []string{"a"}},
+		"bad worker":    {Worker: "a b"},
+		"empty kind":    {Worker: "w", Kinds: []string{"a", ""}},
+		"kind with NUL": {Worker: "w", Kinds: []string{"a\x00b"}},
+	} {
+		require.ErrorIs(t, req.Validate(), jobstore.ErrInvalidInput, name)
+	}
+}
+
 func TestValidateSpec(t *testing.T) {
 	tests := []struct {
 		name string

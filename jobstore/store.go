@@ -157,6 +157,23 @@ type ClaimRequest struct {
 	Kinds []string
 }
 
+// Validate checks the fields of a claim request a caller passes to a
+// store: a valid worker name (see ValidateWorker) and valid kinds (see
+// ValidateKind). Every store calls it first in Claim (and ClaimBatch), so a
+// malformed request fails the same way in each. Its error wraps
+// ErrInvalidInput.
+func (req ClaimRequest) Validate() error {
+	if err := ValidateWorker(req.Worker); err != nil {
+		return err
+	}
+	for _, k := range req.Kinds {
+		if err := ValidateKind(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Accepts reports whether req may claim a job of the given kind.
 func (req ClaimRequest) Accepts(kind string) bool {
 	if len(req.Kinds) == 0 {

@@ -270,13 +270,8 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 // jobstore.ErrNoJob) when no such job is due; its NextRunAt is the earliest
 // RunAt of the accepted queued jobs that are not yet due.
 func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
-	if err := jobstore.ValidateWorker(req.Worker); err != nil {
+	if err := req.Validate(); err != nil {
 		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", err)
-	}
-	for _, k := range req.Kinds {
-		if err := jobstore.ValidateKind(k); err != nil {
-			return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", err)
-		}
 	}
 	if err := s.lock(ctx, "claim"); err != nil {
 		return jobstore.Job{}, err
@@ -369,7 +364,7 @@ func (s *Store) AwaitWork(ctx context.Context) error {
 // longer holds the job, jobstore.ErrNotFound if there is no such job, and
 // jobstore.ErrPayloadTooLarge if o.Result exceeds the payload limit.
 func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
-	if err := validateLease(lease); err != nil {
+	if err := lease.Validate(); err != nil {
 		return jobstore.Job{}, fmt.Errorf("memstore: complete: %w", err)
 	}
 	if o.Error == "" {
@@ -419,25 +414,12 @@ func (s *Store) Release(ctx context.Context, lease jobstore.Lease) error {
 	return nil
 }
 
-func validateLease(l jobstore.Lease) error {
-	if err := jobstore.ValidateID(l.ID); err != nil {
-		return err
-	}
-	if err := jobstore.ValidateWorker(l.Worker); err != nil {
-		return err
-	}
-	if l.Attempt < 1 {
-		return fmt.Errorf("%w: lease attempt %d", jobstore.ErrInvalidInput, l.Attempt)
-	}
-	return nil
-}
-
 // WatchCancel blocks until Cancel is requested for the attempt that lease
 // holds and returns nil. Returns an error wrapping jobstore.ErrNotHeld as soon
 // as lease no longer holds the job, ctx.Err() when ctx ends, and an error
 // wrapping jobstore.ErrClosed when the store is closed.
 func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
-	if err := validateLease(lease); err != nil {
+	if err := lease.Validate(); err != nil {
 		return fmt.Errorf("memstore: watch cancel: %w", err)
 	}
 	for {

@@ -28,13 +28,8 @@ const busyRetry = 5 * time.Millisecond
 // RunAt of the accepted queued jobs, or a moment from now if a due one was
 // held by someone else.
 func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
-	if err := jobstore.ValidateWorker(req.Worker); err != nil {
+	if err := req.Validate(); err != nil {
 		return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", err)
-	}
-	for _, k := range req.Kinds {
-		if err := jobstore.ValidateKind(k); err != nil {
-			return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", err)
-		}
 	}
 	if err := s.check(ctx, "claim"); err != nil {
 		return jobstore.Job{}, err

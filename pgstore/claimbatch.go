@@ -31,13 +31,8 @@ func (s *Store) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 		}
 		return []jobstore.Job{j}, nil
 	}
-	if err := jobstore.ValidateWorker(req.Worker); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: claim batch: %w", err)
-	}
-	for _, k := range req.Kinds {
-		if err := jobstore.ValidateKind(k); err != nil {
-			return nil, fmt.Errorf("pgstore: claim batch: %w", err)
-		}
 	}
 	if err := s.check(ctx, "claim batch"); err != nil {
 		return nil, err

@@ -11,8 +11,9 @@
 // the columns that indexes and statements need are columns, and the other
 // fields are a JSON document, so the state machine is the one in jobstore
 // (each change reads the row, applies a jobstore.Apply function and writes
-// the row back if its version did not change meanwhile). docs/postgres.md
-// describes the schema, the leases and what differs from filestore.
+// the row back if its version did not change meanwhile). The file
+// docs/postgres.md in the jobdir repository describes the schema, the
+// leases and what differs from filestore.
 //
 // Store.Logs keeps the output of exec jobs in the schema (joblog.Logs), so
 // that every machine reads it while the job runs; Store.Import takes in

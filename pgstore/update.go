@@ -83,20 +83,6 @@ func (s *Store) change(ctx context.Context, op, id string, f func(r row, now tim
 	}
 }
 
-// validateLease checks the fields of a lease a caller passes in.
-func validateLease(l jobstore.Lease) error {
-	if err := jobstore.ValidateID(l.ID); err != nil {
-		return err
-	}
-	if err := jobstore.ValidateWorker(l.Worker); err != nil {
-		return err
-	}
-	if l.Attempt < 1 {
-		return fmt.Errorf("%w: lease attempt %d", jobstore.ErrInvalidInput, l.Attempt)
-	}
-	return nil
-}
-
 // Complete ends the attempt that lease holds with outcome o and returns the
 // updated job. The write is fenced: it happens only if the job is still
 // running the lease's attempt for the lease's worker. Returns an error
@@ -105,7 +91,7 @@ func validateLease(l jobstore.Lease) error {
 // ErrLeaseLost), jobstore.ErrNotFound if there is no such job, and
 // jobstore.ErrPayloadTooLarge if o.Result exceeds the payload limit.
 func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
-	if err := validateLease(lease); err != nil {
+	if err := lease.Validate(); err != nil {
 		return jobstore.Job{}, fmt.Errorf("pgstore: complete: %w", err)
 	}
 	if o.Error == "" {

@@ -147,7 +147,7 @@ func (s *Store) sleep(ctx context.Context, op string, w *watcher, lost <-chan st
 // an error wrapping jobstore.ErrClosed when the store is closed. A cancel
 // or a recovery in another process reaches it by notification.
 func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
-	if err := validateLease(lease); err != nil {
+	if err := lease.Validate(); err != nil {
 		return fmt.Errorf("pgstore: watch cancel: %w", err)
 	}
 	s.mu.Lock()

@@ -13,7 +13,8 @@
 // page's live part, which keeps the reader's scroll, focus and filters),
 // actions show their effect in place, and a job's log follows as it grows.
 //
-// docs/ui.md describes the pages, the actions and the security model.
+// The file docs/ui.md in the jobdir repository describes the pages, the
+// actions and the security model.
 //
 // # Guarantees
 //

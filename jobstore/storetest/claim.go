@@ -147,6 +147,7 @@ var completeTests = []test{
 	{"FailureExhaustsAttempts", testCompleteExhausts},
 	{"Permanent", testCompletePermanent},
 	{"StaleLeaseNotHeld", testCompleteStaleLease},
+	{"MalformedLease", testCompleteMalformedLease},
 	{"ErrorTruncated", testCompleteLongError},
 	{"InterruptedNotCounted", testCompleteInterrupted},
 	{"HistoryKept", testCompleteHistory},
@@ -281,6 +282,34 @@ func testCompleteStaleLease(t *testing.T, s jobstore.Store) {
 	_, err = s.Complete(ctx, second.Lease(), jobstore.Outcome{Error: "again"})
 	require.ErrorIs(t, err, jobstore.ErrNotHeld, "completing a finished attempt twice")
 	requireSameJob(t, done, get(t, s, j.ID))
+}
+
+// testCompleteMalformedLease: a lease no claim could have handed out is
+// refused as invalid input (jobstore.Lease.Validate), not reported as a
+// lease that is no longer held, by Complete, WatchCancel and Release alike;
+// the job it names is left as it was.
+func testCompleteMalformedLease(t *testing.T, s jobstore.Store) {
+	ctx := t.Context()
+	j := submitKind(t, s, "k")
+	c := claimID(t, s, "w", j.ID)
+	before := get(t, s, j.ID)
+	for name, l := range map[string]jobstore.Lease{
+		"zero worker and attempt": {Worker: "", Attempt: 0},
+		"no worker or attempt":    {ID: j.ID},
+		"no worker":               {ID: j.ID, Attempt: c.Attempt},
+		"attempt 0":               {ID: j.ID, Worker: "w"},
+		"negative attempt":        {ID: j.ID, Worker: "w", Attempt: -1},
+		"worker with a space":     {ID: j.ID, Worker: "w w", Attempt: c.Attempt},
+		"bad ID":                  {ID: "not-an-id", Worker: "w", Attempt: c.Attempt},
+	} {
+		_, err := s.Complete(ctx, l, jobstore.Succeeded(nil))
+		require.ErrorIs(t, err, jobstore.ErrInvalidInput, "Complete, %s", name)
+		require.NotErrorIs(t, err, jobstore.ErrNotHeld, "Complete, %s", name)
+		require.ErrorIs(t, s.WatchCancel(ctx, l), jobstore.ErrInvalidInput, "WatchCancel, %s", name)
+		require.ErrorIs(t, s.Release(ctx, l), jobstore.ErrInvalidInput, "Release, %s", name)
+	}
+	requireSameJob(t, before, get(t, s, j.ID))
+	complete(t, s, c, jobstore.Succeeded(nil))
 }
 
 func testCompleteLongError(t *testing.T, s jobstore.Store) {

@@ -16,8 +16,8 @@
 // idempotency keys, validation, Get and List, claim order and kind filters,
 // completion with retries, backoff and lease fencing, cancel, retry, Wait,
 // WatchCancel, AwaitWork, Prune, Stats, Close, copy semantics, and races
-// between many goroutines. docs/state-machine.md lists which subtest proves
-// which rule.
+// between many goroutines. The file docs/state-machine.md in the jobdir
+// repository lists which subtest proves which rule.
 //
 // # Requirements on the store under test
 //

@@ -56,6 +56,7 @@ var groups = []group{
 	{"Concurrent", concurrentTests},
 	{"Import", importTests},
 	{"ClaimBatch", claimBatchTests},
+	{"Errors", errorTests},
 }
 
 // Run runs the conformance suite: one subtest per rule of the
