@@ -72,7 +72,7 @@ func newDefaultRegistry() *prometheus.Registry {
 	return reg
 }
 
-func newMetrics(reg *prometheus.Registry, store jobstore.Store) (*metrics, error) {
+func newMetrics(reg *prometheus.Registry, store jobstore.Client) (*metrics, error) {
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobdir", Name: name, Help: help}, labels)
 	}
@@ -172,7 +172,7 @@ func (s *Server) ObserveRunner(ev runner.Event) {
 
 // storeCollector reports the store's job counts at scrape time.
 type storeCollector struct {
-	store jobstore.Store
+	store jobstore.Client
 }
 
 var (

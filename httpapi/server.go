@@ -141,7 +141,7 @@ type Options struct {
 // Server serves the HTTP API on one store. It implements http.Handler and
 // is safe for concurrent use. Build it with New.
 type Server struct {
-	store    jobstore.Store
+	store    jobstore.Client
 	handler  http.Handler // mux wrapped in cross-origin protection
 	mux      *http.ServeMux
 	tokens   [][sha256.Size]byte
@@ -186,7 +186,7 @@ const (
 // bytes a header cannot carry, an invalid kind or a negative limit, or if
 // the metrics cannot be registered with opts.Registry (for example because
 // another Server already registered them there).
-func New(store jobstore.Store, opts *Options) (*Server, error) {
+func New(store jobstore.Client, opts *Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("httpapi: nil store")
 	}

@@ -409,3 +409,39 @@ func TestSubmitValidators(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, st.Counts[jobstore.StateQueued], "the refused request created no job")
 }
+
+// clientOnly hides every method of a store but the client role's.
+type clientOnly struct{ jobstore.Client }
+
+// TestClientRoleSuffices: New takes a jobstore.Client, and a value with
+// only that role's methods serves every job route, the stats, the health
+// check (by a Get, as it is no jobstore.Pinger) and the metrics.
+func TestClientRoleSuffices(t *testing.T) {
+	store := memstore.New(nil)
+	t.Cleanup(func() { _ = store.Close() })
+	api, err := httpapi.New(clientOnly{store}, &httpapi.Options{Tokens: []string{testToken}, Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	e := startEnv(t, api, testToken)
+
+	j := e.submit("k", "")
+	require.Equal(t, j.ID, e.do("GET", "/v1/jobs/"+j.ID, "").job(t, http.StatusOK).ID)
+	r := e.do("POST", "/v1/jobs/batch", `{"jobs":[{"kind":"k"}]}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `"created":true`)
+	r = e.do("GET", "/v1/jobs", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var page struct{ Jobs []jobstore.Job }
+	require.NoError(t, json.Unmarshal(r.body, &page))
+	require.Len(t, page.Jobs, 2)
+	require.Equal(t, jobstore.StateCanceled, e.do("POST", "/v1/jobs/"+j.ID+"/cancel", "").job(t, http.StatusOK).State)
+	require.Equal(t, jobstore.StateQueued, e.do("POST", "/v1/jobs/"+j.ID+"/retry", "").job(t, http.StatusOK).State)
+	require.Equal(t, jobstore.StateCanceled, e.do("POST", "/v1/jobs/"+j.ID+"/cancel", "").job(t, http.StatusOK).State)
+	require.Equal(t, jobstore.StateCanceled, e.do("GET", "/v1/jobs/"+j.ID+"/wait", "").job(t, http.StatusOK).State)
+	r = e.do("GET", "/v1/stats", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `"queued":1`)
+	require.Equal(t, http.StatusOK, e.doWith("GET", "/healthz", "", nil).status)
+	r = e.do("GET", "/metrics", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `jobdir_jobs{state="canceled"} 1`)
+}

@@ -21,8 +21,9 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// Store is the part of a jobstore.Store the dashboard uses: the same
-// operations the HTTP API offers people. Every jobstore.Store is one.
+// Store is the part of a jobstore.Client the dashboard uses: the same
+// operations the HTTP API offers people. Every jobstore.Client (so every
+// jobstore.Store) is one.
 type Store interface {
 	// Get returns a job or an error wrapping jobstore.ErrNotFound.
 	Get(ctx context.Context, id string) (jobstore.Job, error)
@@ -38,7 +39,7 @@ type Store interface {
 	Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, bool, error)
 }
 
-var _ Store = jobstore.Store(nil)
+var _ Store = jobstore.Client(nil)
 
 // Defaults of Options.
 const (
