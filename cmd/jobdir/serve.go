@@ -24,6 +24,7 @@ import (
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/runner"
 	"github.com/jobdir/jobdir/webui"
 )
 
@@ -233,7 +234,7 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		if !cfg.wf.quiet {
 			log.Info("containment: " + contained)
 		}
-		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, srv.ObserveRunner)
+		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, runner.FeedMetrics(srv))
 		wg.Go(func() {
 			runErr = r.Run(runCtx)
 			if runErr != nil {
