@@ -115,7 +115,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 					"or pass --insecure-no-auth to serve without authentication (local development only)")
 			}
 			socket, isUnix := strings.CutPrefix(addr, "unix:")
-			allowExec := slices.Contains(allowKinds, httpapi.ExecKind)
+			allowExec := slices.Contains(allowKinds, execjob.Kind)
 			if noAuth && allowExec && !isUnix && !anyLocalUser {
 				return usagef("--insecure-no-auth with --allow-kind exec would let every user of this machine, and every program that can reach %s, run programs as you: "+
 					"listen on a Unix socket only you can open (--addr unix:PATH), or use a token; "+
@@ -204,7 +204,9 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	srv, err := httpapi.New(st.Store, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
+	// Exec jobs run programs: "*" does not allow them, only --allow-kind exec.
+	srv, err := httpapi.New(st.Store, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
+		ExplicitKinds: []string{execjob.Kind}, Validators: execValidators,
 		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), Logs: st.logs()})
 	if err != nil {
 		return usagef("%v", err)
