@@ -212,7 +212,7 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		return usagef("%v", err)
 	}
 	ui, err := webui.New(st, &webui.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
-		Log: srv, SecureCookie: cfg.secureCookie, Logger: a.logger(level)})
+		ExplicitKinds: []string{execjob.Kind}, Log: srv, SecureCookie: cfg.secureCookie, Logger: a.logger(level)})
 	if err != nil {
 		return usagef("%v", err)
 	}
