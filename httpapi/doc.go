@@ -1,10 +1,9 @@
-// Package httpapi serves a jobstore.Store over HTTP as JSON: submit (one
-// job or a batch), get, list, cancel, retry and wait on jobs, read (and
-// follow) an exec job's log, store statistics, a health check and
-// Prometheus metrics. A *Server is an
-// http.Handler, so a harness can mount it on its own mux, and NewHTTPServer
-// wraps it in an *http.Server with the timeouts a server exposed to a
-// network needs.
+// Package httpapi serves a jobstore.Client (every jobstore.Store is one)
+// over HTTP as JSON: submit (one job or a batch), get, list, cancel, retry
+// and wait on jobs, read (and follow) an exec job's log, store statistics,
+// a health check and Prometheus metrics. A *Server is an http.Handler, so a
+// harness can mount it on its own mux, and NewHTTPServer wraps it in an
+// *http.Server with the timeouts a server exposed to a network needs.
 //
 // The file docs/http-api.md in the jobdir repository describes every route
 // with examples, the error codes and the limits.

@@ -74,7 +74,7 @@ func ExampleNewHTTPServer() {
 	if err != nil {
 		panic(err)
 	}
-	r := runner.New(store, &runner.Options{OnEvent: api.ObserveRunner})
+	r := runner.New(store, &runner.Options{OnEvent: runner.FeedMetrics(api)})
 	r.Handle("greet", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
 		return json.RawMessage(`"hello"`), nil
 	}))

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/jobdir/jobdir/jobstore"
-	"github.com/jobdir/jobdir/runner"
 )
 
 // statsTimeout bounds the store.Stats call of a scrape.
@@ -72,7 +71,7 @@ func newDefaultRegistry() *prometheus.Registry {
 	return reg
 }
 
-func newMetrics(reg *prometheus.Registry, store jobstore.Store) (*metrics, error) {
+func newMetrics(reg *prometheus.Registry, store jobstore.Client) (*metrics, error) {
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobdir", Name: name, Help: help}, labels)
 	}
@@ -136,43 +135,70 @@ func (s *Server) metricsHandler() http.Handler {
 	})
 }
 
-// ObserveRunner feeds the claim and run metrics from a runner event. Pass
-// it as runner.Options.OnEvent of the runners in the same process. It is
-// safe for concurrent use and does not block.
-func (s *Server) ObserveRunner(ev runner.Event) {
+// kindLabel returns the kind label of an attempt of kind: none for a
+// runner event without a job.
+func (m *metrics) kindLabel(kind string) string {
+	if kind == "" {
+		return ""
+	}
+	return m.kind(kind)
+}
+
+// The runner metrics: a Server is a runner.Metrics, so that
+// runner.FeedMetrics(server) as runner.Options.OnEvent of the runners in
+// the same process feeds its claim and run metrics. Each method is safe for
+// concurrent use and does not block.
+
+// ObserveClaim counts an attempt of kind claimed and records how long its
+// job was due before (jobdir_jobs_claimed_total,
+// jobdir_claim_latency_seconds).
+func (s *Server) ObserveClaim(kind string, queueWait time.Duration) {
+	kind = s.metrics.kindLabel(kind)
+	s.metrics.claimed.WithLabelValues(kind).Inc()
+	s.metrics.claimLatency.WithLabelValues(kind).Observe(queueWait.Seconds())
+}
+
+// ObserveFinish records how long an attempt of kind ran, by the state its
+// outcome left the job in, and counts the job as completed, failed,
+// canceled or retried accordingly (jobdir_run_duration_seconds and the
+// job counters).
+func (s *Server) ObserveFinish(kind string, state jobstore.State, runDuration time.Duration) {
 	m := s.metrics
-	kind := ""
-	if ev.Job.Kind != "" {
-		kind = m.kind(ev.Job.Kind)
+	kind = m.kindLabel(kind)
+	m.runDuration.WithLabelValues(kind, string(state)).Observe(runDuration.Seconds())
+	switch state {
+	case jobstore.StateSucceeded:
+		m.completed.WithLabelValues(kind).Inc()
+	case jobstore.StateFailed:
+		m.failed.WithLabelValues(kind).Inc()
+	case jobstore.StateCanceled:
+		m.canceled.WithLabelValues(kind, "runner").Inc()
+	case jobstore.StateQueued:
+		m.retried.WithLabelValues(kind).Inc()
 	}
-	switch ev.Type {
-	case runner.EventClaimed:
-		m.claimed.WithLabelValues(kind).Inc()
-		m.claimLatency.WithLabelValues(kind).Observe(ev.QueueWait.Seconds())
-	case runner.EventFinished:
-		m.runDuration.WithLabelValues(kind, string(ev.Job.State)).Observe(ev.RunDuration.Seconds())
-		switch ev.Job.State {
-		case jobstore.StateSucceeded:
-			m.completed.WithLabelValues(kind).Inc()
-		case jobstore.StateFailed:
-			m.failed.WithLabelValues(kind).Inc()
-		case jobstore.StateCanceled:
-			m.canceled.WithLabelValues(kind, "runner").Inc()
-		case jobstore.StateQueued:
-			m.retried.WithLabelValues(kind).Inc()
-		}
-	case runner.EventDropped:
-		m.dropped.WithLabelValues(kind).Inc()
-	case runner.EventPanicked:
-		m.panics.WithLabelValues(kind).Inc()
-	case runner.EventStoreError:
-		m.storeErrors.Inc()
-	}
+}
+
+// ObserveDrop counts an attempt of kind whose outcome could not be
+// recorded (jobdir_attempts_dropped_total).
+func (s *Server) ObserveDrop(kind string) {
+	s.metrics.dropped.WithLabelValues(s.metrics.kindLabel(kind)).Inc()
+}
+
+// ObservePanic counts a handler of kind that panicked
+// (jobdir_handler_panics_total).
+func (s *Server) ObservePanic(kind string) {
+	s.metrics.panics.WithLabelValues(s.metrics.kindLabel(kind)).Inc()
+}
+
+// ObserveStoreError counts a store call a runner retried
+// (jobdir_runner_store_errors_total).
+func (s *Server) ObserveStoreError() {
+	s.metrics.storeErrors.Inc()
 }
 
 // storeCollector reports the store's job counts at scrape time.
 type storeCollector struct {
-	store jobstore.Store
+	store jobstore.Client
 }
 
 var (

@@ -44,12 +44,15 @@ const (
 // token can be guessed.
 const MinTokenLen = 16
 
-// AnyKind, in Options.AllowedKinds, allows every kind except ExecKind.
+// AnyKind, in Options.AllowedKinds, allows every kind except the
+// Options.ExplicitKinds (by default ExecKind).
 const AnyKind = "*"
 
-// ExecKind is the kind whose jobs run programs. The allow-list refuses it
-// unless it is listed by name, because accepting it over HTTP is remote
-// command execution.
+// ExecKind is the kind whose jobs run programs (execjob's kind), the
+// default of Options.ExplicitKinds: the allow-list refuses it unless it is
+// listed by name, because accepting it over HTTP is remote command
+// execution. A program that runs jobs of another kind that must not be
+// allowed by AnyKind passes its own Options.ExplicitKinds.
 const ExecKind = "exec"
 
 // TerminalHeader is the response header of the wait route: "true" when the
@@ -72,11 +75,17 @@ type Options struct {
 	// page in a local browser.
 	InsecureNoAuth bool
 	// AllowedKinds lists the kinds POST /v1/jobs and POST /v1/jobs/batch
-	// accept. The entry AnyKind ("*") allows every kind except ExecKind
-	// ("exec"); ExecKind is allowed only when listed by name. Empty means
-	// []string{AnyKind}: any kind but exec. So {"exec"} allows only exec
-	// jobs and {"*", "exec"} allows all.
+	// accept. The entry AnyKind ("*") allows every kind except the
+	// ExplicitKinds (by default ExecKind, "exec"), which are allowed only
+	// when listed by name. Empty means []string{AnyKind}: any kind but
+	// exec. So {"exec"} allows only exec jobs and {"*", "exec"} allows all.
 	AllowedKinds []string
+	// ExplicitKinds are the kinds AnyKind does not allow: each is accepted
+	// only when AllowedKinds names it, because running its jobs is
+	// something only trusted clients may ask for (jobdir serve passes
+	// execjob.Kind). Nil means []string{ExecKind}; an empty non-nil slice
+	// means none, so that AnyKind allows every kind.
+	ExplicitKinds []string
 	// Validators check the payload of a kind before a job of that kind is
 	// submitted; an error (which should wrap jobstore.ErrInvalidInput) is
 	// answered with 422 invalid_spec, so a bad payload is refused at the
@@ -141,13 +150,15 @@ type Options struct {
 // Server serves the HTTP API on one store. It implements http.Handler and
 // is safe for concurrent use. Build it with New.
 type Server struct {
-	store    jobstore.Store
-	handler  http.Handler // mux wrapped in cross-origin protection
-	mux      *http.ServeMux
-	tokens   [][sha256.Size]byte
-	noAuth   bool
-	anyKind  bool
-	kinds    map[string]bool
+	store   jobstore.Client
+	handler http.Handler // mux wrapped in cross-origin protection
+	mux     *http.ServeMux
+	tokens  [][sha256.Size]byte
+	noAuth  bool
+	anyKind bool
+	kinds   map[string]bool
+	// explicit holds Options.ExplicitKinds.
+	explicit map[string]bool
 	validate map[string]func(json.RawMessage) error
 	maxBody  int64
 	// maxBatchBody is the body limit of the batch submit.
@@ -186,7 +197,7 @@ const (
 // bytes a header cannot carry, an invalid kind or a negative limit, or if
 // the metrics cannot be registered with opts.Registry (for example because
 // another Server already registered them there).
-func New(store jobstore.Store, opts *Options) (*Server, error) {
+func New(store jobstore.Client, opts *Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("httpapi: nil store")
 	}
@@ -230,6 +241,17 @@ func New(store jobstore.Store, opts *Options) (*Server, error) {
 	}
 	if len(o.AllowedKinds) == 0 {
 		s.anyKind = true
+	}
+	explicit := o.ExplicitKinds
+	if explicit == nil {
+		explicit = []string{ExecKind}
+	}
+	s.explicit = make(map[string]bool, len(explicit))
+	for _, k := range explicit {
+		if err := jobstore.ValidateKind(k); err != nil {
+			return nil, fmt.Errorf("httpapi: explicit kind: %w", err)
+		}
+		s.explicit[k] = true
 	}
 	for _, k := range o.AllowedKinds {
 		if k == AnyKind {
@@ -414,7 +436,7 @@ func (s *Server) kindAllowed(kind string) bool {
 	if s.kinds[kind] {
 		return true
 	}
-	return s.anyKind && kind != ExecKind
+	return s.anyKind && !s.explicit[kind]
 }
 
 // defaultBatchBody returns the default body limit of the batch submit for
@@ -437,8 +459,11 @@ func (s *Server) checkSpec(spec jobstore.Spec) *Error {
 	}
 	if !s.kindAllowed(spec.Kind) {
 		msg := "this server does not accept jobs of kind %q"
-		if spec.Kind == ExecKind {
+		switch {
+		case spec.Kind == ExecKind && s.explicit[spec.Kind]:
 			msg += " (exec jobs run programs, so they must be allowed explicitly)"
+		case s.explicit[spec.Kind]:
+			msg += " (it must be allowed explicitly, by name)"
 		}
 		return newError(http.StatusForbidden, CodeKindNotAllowed, msg, spec.Kind)
 	}

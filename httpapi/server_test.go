@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func TestNewRefusesUnsafeOptions(t *testing.T) {
 		"token not ASCII":          {Tokens: []string{"tökenwithumlauts-and-more"}},
 		"invalid kind in allow":    {Tokens: []string{testToken}, AllowedKinds: []string{"bad kind"}},
 		"empty kind in allow-list": {Tokens: []string{testToken}, AllowedKinds: []string{""}},
+		"invalid explicit kind":    {Tokens: []string{testToken}, ExplicitKinds: []string{"bad kind"}},
 		"negative limit":           {Tokens: []string{testToken}, MaxConcurrent: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -193,27 +195,40 @@ func TestSubmitErrors(t *testing.T) {
 	require.Zero(t, st.Counts[jobstore.StateQueued], "a refused request created a job")
 }
 
+// TestKindAllowList: AnyKind allows every kind but the explicit kinds
+// (exec unless Options.ExplicitKinds says otherwise), which are allowed
+// only by name; a refused explicit kind is told why.
 func TestKindAllowList(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		allowed []string
-		ok      []string
-		refused []string
+		name     string
+		allowed  []string
+		explicit []string
+		ok       []string
+		refused  []string
 	}{
-		{"empty: any but exec", nil, []string{"a", "email.send"}, []string{"exec"}},
-		{"star: any but exec", []string{"*"}, []string{"a"}, []string{"exec"}},
-		{"exec only", []string{"exec"}, []string{"exec"}, []string{"a"}},
-		{"star and exec", []string{"*", "exec"}, []string{"a", "exec"}, nil},
-		{"named kinds", []string{"a", "b"}, []string{"a", "b"}, []string{"c", "exec"}},
+		{"empty: any but exec", nil, nil, []string{"a", "email.send"}, []string{"exec"}},
+		{"star: any but exec", []string{"*"}, nil, []string{"a"}, []string{"exec"}},
+		{"exec only", []string{"exec"}, nil, []string{"exec"}, []string{"a"}},
+		{"star and exec", []string{"*", "exec"}, nil, []string{"a", "exec"}, nil},
+		{"named kinds", []string{"a", "b"}, nil, []string{"a", "b"}, []string{"c", "exec"}},
+		{"explicit kinds replace exec", []string{"*"}, []string{"deploy", "shell"}, []string{"a", "exec"}, []string{"deploy", "shell"}},
+		{"explicit kind named", []string{"*", "deploy"}, []string{"deploy", "shell"}, []string{"a", "deploy"}, []string{"shell"}},
+		{"no explicit kinds", []string{"*"}, []string{}, []string{"a", "exec"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, &httpapi.Options{Tokens: []string{testToken}, AllowedKinds: tc.allowed}, nil)
+			e := newEnv(t, &httpapi.Options{Tokens: []string{testToken}, AllowedKinds: tc.allowed, ExplicitKinds: tc.explicit}, nil)
 			for _, k := range tc.ok {
 				e.submit(k, "")
 			}
 			for _, k := range tc.refused {
-				e.do("POST", "/v1/jobs", fmt.Sprintf(`{"kind":%q}`, k)).
+				ae := e.do("POST", "/v1/jobs", fmt.Sprintf(`{"kind":%q}`, k)).
 					apiError(t, http.StatusForbidden, httpapi.CodeKindNotAllowed)
+				switch {
+				case k == "exec" && tc.explicit == nil:
+					require.Contains(t, ae.Message, "exec jobs run programs, so they must be allowed explicitly")
+				case slices.Contains(tc.explicit, k):
+					require.Contains(t, ae.Message, "it must be allowed explicitly, by name")
+				}
 			}
 		})
 	}
@@ -408,4 +423,40 @@ func TestSubmitValidators(t *testing.T) {
 	st, err := e.store.Stats(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 2, st.Counts[jobstore.StateQueued], "the refused request created no job")
+}
+
+// clientOnly hides every method of a store but the client role's.
+type clientOnly struct{ jobstore.Client }
+
+// TestClientRoleSuffices: New takes a jobstore.Client, and a value with
+// only that role's methods serves every job route, the stats, the health
+// check (by a Get, as it is no jobstore.Pinger) and the metrics.
+func TestClientRoleSuffices(t *testing.T) {
+	store := memstore.New(nil)
+	t.Cleanup(func() { _ = store.Close() })
+	api, err := httpapi.New(clientOnly{store}, &httpapi.Options{Tokens: []string{testToken}, Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	e := startEnv(t, api, testToken)
+
+	j := e.submit("k", "")
+	require.Equal(t, j.ID, e.do("GET", "/v1/jobs/"+j.ID, "").job(t, http.StatusOK).ID)
+	r := e.do("POST", "/v1/jobs/batch", `{"jobs":[{"kind":"k"}]}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `"created":true`)
+	r = e.do("GET", "/v1/jobs", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var page struct{ Jobs []jobstore.Job }
+	require.NoError(t, json.Unmarshal(r.body, &page))
+	require.Len(t, page.Jobs, 2)
+	require.Equal(t, jobstore.StateCanceled, e.do("POST", "/v1/jobs/"+j.ID+"/cancel", "").job(t, http.StatusOK).State)
+	require.Equal(t, jobstore.StateQueued, e.do("POST", "/v1/jobs/"+j.ID+"/retry", "").job(t, http.StatusOK).State)
+	require.Equal(t, jobstore.StateCanceled, e.do("POST", "/v1/jobs/"+j.ID+"/cancel", "").job(t, http.StatusOK).State)
+	require.Equal(t, jobstore.StateCanceled, e.do("GET", "/v1/jobs/"+j.ID+"/wait", "").job(t, http.StatusOK).State)
+	r = e.do("GET", "/v1/stats", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `"queued":1`)
+	require.Equal(t, http.StatusOK, e.doWith("GET", "/healthz", "", nil).status)
+	r = e.do("GET", "/metrics", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `jobdir_jobs{state="canceled"} 1`)
 }

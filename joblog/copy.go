@@ -33,7 +33,7 @@ type Options struct {
 
 // Copy copies the log of job id, kept in the files of logDir, to w as
 // CopyLogs does.
-func Copy(ctx context.Context, w io.Writer, st jobstore.Store, logDir, id string, opts Options) (jobstore.Job, error) {
+func Copy(ctx context.Context, w io.Writer, st jobstore.Client, logDir, id string, opts Options) (jobstore.Job, error) {
 	return CopyLogs(ctx, w, st, Dir{Path: logDir}, id, opts)
 }
 
@@ -43,7 +43,7 @@ func Copy(ctx context.Context, w io.Writer, st jobstore.Store, logDir, id string
 // store's error for a job that does not exist (jobstore.ErrNotFound), an
 // error wrapping ErrNotRegular for a log file that is not a regular file,
 // and ctx's error when ctx ends while following.
-func CopyLogs(ctx context.Context, w io.Writer, st jobstore.Store, logs Logs, id string, opts Options) (jobstore.Job, error) {
+func CopyLogs(ctx context.Context, w io.Writer, st jobstore.Client, logs Logs, id string, opts Options) (jobstore.Job, error) {
 	j, err := st.Get(ctx, id)
 	if err != nil {
 		return jobstore.Job{}, err

@@ -8,13 +8,31 @@ import (
 	"time"
 )
 
-// Store keeps jobs and hands them to workers. Every method takes a context
-// first and returns ErrClosed after Close. Errors are wrapped; test them with
-// errors.Is. Implementations are safe for concurrent use by goroutines;
-// whether they are safe across processes is documented by each one.
+// Store keeps jobs and hands them to workers. It is the two roles a store
+// plays, Client (what submits and follows jobs) and Worker (what runs them),
+// plus Close. Every method takes a context first and returns ErrClosed after
+// Close. Errors are wrapped; test them with errors.Is. Implementations are
+// safe for concurrent use by goroutines; whether they are safe across
+// processes is documented by each one.
 //
-// The behaviour below is specified once, executably, by storetest.Run.
+// The behaviour documented here and on Client and Worker is specified once,
+// executably, by storetest.Run.
 type Store interface {
+	Client
+	Worker
+
+	// Close releases the store's resources. Methods called after Close
+	// return ErrClosed; blocked calls return ErrClosed promptly. Close is
+	// idempotent.
+	Close() error
+}
+
+// Client is the side of a Store that submits jobs and follows them: what an
+// HTTP API or a command line needs, and no more. A consumer that only
+// submits, reads, cancels or retries jobs takes a Client, so that it can be
+// given any Store (or anything else that plays the role). Every method
+// returns ErrClosed once the Store is closed.
+type Client interface {
 	// Submit creates a queued job from spec and reports created=true. If
 	// spec.Key is set and a job with that key exists, in whatever state, it
 	// returns that job and created=false instead, until that job is pruned.
@@ -43,6 +61,35 @@ type Store interface {
 	// by creation time) as opts.Order says, and a cursor for the next page.
 	List(ctx context.Context, opts ListOptions) (Page, error)
 
+	// Cancel cancels a job: a queued job becomes canceled at once and is
+	// never claimed; a running job gets CancelRequested, which its worker
+	// sees through WatchCancel. Canceling a canceled job returns it
+	// unchanged. Returns a *TransitionError for a succeeded or failed job.
+	Cancel(ctx context.Context, id string) (Job, error)
+
+	// Retry queues a failed or canceled job again, due now. If its attempts
+	// are used up, MaxAttempts is raised to allow one more. Returns a
+	// *TransitionError for a job in any other state.
+	Retry(ctx context.Context, id string) (Job, error)
+
+	// Wait blocks until the job is in a terminal state and returns it.
+	// Returns ctx.Err() when ctx ends first, and ErrNotFound if the job does
+	// not exist (or is pruned while waiting).
+	Wait(ctx context.Context, id string) (Job, error)
+
+	// Prune deletes terminal jobs that finished more than olderThan ago and
+	// returns how many it deleted. Their keys become free again.
+	Prune(ctx context.Context, olderThan time.Duration) (int, error)
+
+	// Stats counts jobs by state.
+	Stats(ctx context.Context) (Stats, error)
+}
+
+// Worker is the side of a Store that runs jobs: claim a due job, wait for
+// work, record the outcome of an attempt or give the attempt back, and learn
+// that Cancel was requested. A runner takes a Worker. Every method returns
+// ErrClosed once the Store is closed.
+type Worker interface {
 	// Claim moves the most urgent due queued job whose kind req accepts to
 	// running for req.Worker and returns it with Attempt incremented:
 	// highest Priority first, then earliest RunAt, then oldest ID. Each
@@ -83,34 +130,6 @@ type Store interface {
 	// lease holds and returns nil. Returns ErrNotHeld as soon as the lease
 	// no longer holds the job, and ctx.Err() when ctx ends.
 	WatchCancel(ctx context.Context, lease Lease) error
-
-	// Cancel cancels a job: a queued job becomes canceled at once and is
-	// never claimed; a running job gets CancelRequested, which its worker
-	// sees through WatchCancel. Canceling a canceled job returns it
-	// unchanged. Returns a *TransitionError for a succeeded or failed job.
-	Cancel(ctx context.Context, id string) (Job, error)
-
-	// Retry queues a failed or canceled job again, due now. If its attempts
-	// are used up, MaxAttempts is raised to allow one more. Returns a
-	// *TransitionError for a job in any other state.
-	Retry(ctx context.Context, id string) (Job, error)
-
-	// Wait blocks until the job is in a terminal state and returns it.
-	// Returns ctx.Err() when ctx ends first, and ErrNotFound if the job does
-	// not exist (or is pruned while waiting).
-	Wait(ctx context.Context, id string) (Job, error)
-
-	// Prune deletes terminal jobs that finished more than olderThan ago and
-	// returns how many it deleted. Their keys become free again.
-	Prune(ctx context.Context, olderThan time.Duration) (int, error)
-
-	// Stats counts jobs by state.
-	Stats(ctx context.Context) (Stats, error)
-
-	// Close releases the store's resources. Methods called after Close
-	// return ErrClosed; blocked calls return ErrClosed promptly. Close is
-	// idempotent.
-	Close() error
 }
 
 // Pinger is implemented by stores that can say cheaply whether they can

@@ -1,14 +1,14 @@
-// Package runner executes jobs from any jobstore.Store: it claims due jobs
-// of the kinds it has handlers for, runs each handler in its own goroutine
-// under a concurrency limit, and records every attempt's outcome with
-// Store.Complete.
+// Package runner executes jobs from any jobstore.Worker (every
+// jobstore.Store is one): it claims due jobs of the kinds it has handlers
+// for, runs each handler in its own goroutine under a concurrency limit, and
+// records every attempt's outcome with Worker.Complete.
 //
 //	r := runner.New(store, &runner.Options{Concurrency: 8})
 //	r.Handle("email", runner.HandlerFunc(sendEmail))
 //	err := r.Run(ctx) // until ctx ends; then a graceful shutdown
 //
 // The runner claims as soon as a job is due: it calls Claim until the store
-// has nothing for it, then blocks in Store.AwaitWork, which a store returns
+// has nothing for it, then blocks in Worker.AwaitWork, which a store returns
 // from when work arrives. It never waits longer than Options.PollInterval or
 // past the RunAt of the next delayed job the store reports, so a store that
 // cannot signal is polled. With a store that is a jobstore.BatchClaimer
@@ -38,7 +38,7 @@
 //     started), the store refuses the outcome and the runner drops it. If
 //     Complete keeps failing (a full disk) until CompleteTimeout, the runner
 //     drops the outcome, logs it, and gives the attempt back with
-//     jobstore.Store.Release: the job is retried, or fails if that was its
+//     jobstore.Worker.Release: the job is retried, or fails if that was its
 //     last attempt, exactly as if the worker had died, and never stays
 //     running while the worker lives.
 //   - Run returns only after every handler it started has returned and its

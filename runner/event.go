@@ -26,7 +26,7 @@ const (
 	// EventDropped: the attempt ended but its outcome was not recorded
 	// because the lease was lost or Complete kept failing. Job is the job
 	// as claimed; Err says why. When Complete kept failing, the runner has
-	// given the attempt back with Store.Release before this event.
+	// given the attempt back with Worker.Release before this event.
 	EventDropped
 	// EventStoreError: a store call the runner retries (Claim, AwaitWork,
 	// WatchCancel, Complete) failed, or a Release after a dropped outcome

@@ -37,12 +37,12 @@ type leaseKey struct{}
 
 // attemptLease is what a handler's ctx carries about its attempt.
 type attemptLease struct {
-	store jobstore.Store
+	store jobstore.Worker
 	lease jobstore.Lease
 }
 
 // withLease returns ctx carrying the attempt that lease holds in store.
-func withLease(ctx context.Context, store jobstore.Store, lease jobstore.Lease) context.Context {
+func withLease(ctx context.Context, store jobstore.Worker, lease jobstore.Lease) context.Context {
 	return context.WithValue(ctx, leaseKey{}, attemptLease{store: store, lease: lease})
 }
 

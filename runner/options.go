@@ -12,7 +12,7 @@ import (
 
 // Defaults for the zero fields of Options.
 const (
-	// DefaultPollInterval is the longest wait in Store.AwaitWork between
+	// DefaultPollInterval is the longest wait in Worker.AwaitWork between
 	// claims.
 	DefaultPollInterval = time.Second
 	// DefaultShutdownGrace is how long running handlers may go on after
@@ -31,7 +31,7 @@ type Options struct {
 	// leases: 1 to 256 bytes of printable ASCII, unique to this Runner
 	// among all that share the store. Empty means DefaultWorkerName().
 	Worker string
-	// PollInterval bounds how long the runner waits in Store.AwaitWork
+	// PollInterval bounds how long the runner waits in Worker.AwaitWork
 	// before trying Claim again, for stores that cannot signal new work (or
 	// miss a signal). Zero means DefaultPollInterval (1s).
 	PollInterval time.Duration
@@ -44,7 +44,7 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// CompleteTimeout bounds the recording of one attempt's outcome,
 	// retries of a failing Complete included; past it the outcome is
-	// dropped and the attempt given back (jobstore.Store.Release, itself
+	// dropped and the attempt given back (jobstore.Worker.Release, itself
 	// bounded by CompleteTimeout). Zero means DefaultCompleteTimeout (30s).
 	CompleteTimeout time.Duration
 	// Logger receives structured logs. Nil means none.

@@ -16,7 +16,7 @@ import (
 // handlers. Create it with New, register handlers with Handle, then call
 // Run. Its methods are safe for concurrent use.
 type Runner struct {
-	store jobstore.Store
+	store jobstore.Worker
 	s     settings
 
 	mu       sync.Mutex
@@ -26,7 +26,7 @@ type Runner struct {
 
 // New returns a Runner that executes jobs from store, configured by opts
 // (nil means the defaults).
-func New(store jobstore.Store, opts *Options) *Runner {
+func New(store jobstore.Worker, opts *Options) *Runner {
 	if store == nil {
 		panic("runner: New with nil store")
 	}

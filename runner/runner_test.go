@@ -1106,3 +1106,32 @@ func TestBatchClaimsFillFreeSlots(t *testing.T) {
 		}
 	})
 }
+
+// workerOnly hides every method of a store but the worker role's.
+type workerOnly struct{ jobstore.Worker }
+
+// TestWorkerRoleSuffices: New takes a jobstore.Worker, and a value with
+// only that role's methods runs jobs to their recorded outcome, both a
+// success and a retried failure.
+func TestWorkerRoleSuffices(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		r := runner.New(workerOnly{s}, nil)
+		r.Handle("ok", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			return json.RawMessage(`"done"`), nil
+		}))
+		r.Handle("flaky", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			if job.Attempt == 1 {
+				return nil, errors.New("first attempt fails")
+			}
+			return nil, nil
+		}))
+		start(t, r)
+		ok := wait(t, s, submit(t, s, jobstore.Spec{Kind: "ok"}).ID)
+		require.Equal(t, jobstore.StateSucceeded, ok.State, ok.LastError)
+		require.JSONEq(t, `"done"`, string(ok.Result))
+		flaky := wait(t, s, submit(t, s, jobstore.Spec{Kind: "flaky", MaxAttempts: 2}).ID)
+		require.Equal(t, jobstore.StateSucceeded, flaky.State, flaky.LastError)
+		require.Equal(t, 2, flaky.Attempt)
+	})
+}

@@ -22,7 +22,7 @@ type holderSample struct {
 // sampleRunning lists the running jobs every interval until ctx ends, and
 // returns what it saw. It runs beside the chaos loop, not in it: a List
 // that waits on a stopped process must not delay that process's SIGCONT.
-func sampleRunning(ctx context.Context, st jobstore.Store, interval time.Duration) func() []holderSample {
+func sampleRunning(ctx context.Context, st jobstore.Client, interval time.Duration) func() []holderSample {
 	var (
 		mu   sync.Mutex
 		seen []holderSample

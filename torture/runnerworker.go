@@ -18,7 +18,7 @@ import (
 // workers run: the runner claims, watches for cancels, enforces timeouts and
 // completes; the handler records the attempt's start and end around the
 // same work as the harness's own loop.
-func runRunnerWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec childSpec) error {
+func runRunnerWorker(ctx context.Context, st jobstore.Worker, rec *recorder, spec childSpec) error {
 	// excused holds the attempts ("id.attempt") whose outcome the runner
 	// may drop: their lease was lost, or a Complete failed transiently
 	// (it may have taken effect though its answer was cut off).

@@ -79,7 +79,7 @@ func cancelLine(j jobstore.Job, name string) string {
 
 // runSubmitter submits jobs until ctx ends or its log holds spec.Budget
 // submits (counting earlier incarnations), then idles until ctx ends.
-func runSubmitter(ctx context.Context, st jobstore.Store, rec *recorder, spec childSpec) error {
+func runSubmitter(ctx context.Context, st jobstore.Client, rec *recorder, spec childSpec) error {
 	logPath := filepath.Join(rec.dir, submitDir, fmt.Sprintf("%d.log", spec.Index))
 	done, err := countSubmits(logPath)
 	if err != nil {
@@ -185,7 +185,7 @@ func quickSpec(rng *rand.Rand, keys int) jobstore.Spec {
 
 // getRecent reads back one of the jobs this submitter submitted, as a
 // client polling its jobs does: it must exist.
-func getRecent(ctx context.Context, st jobstore.Store, rec *recorder, rng *rand.Rand, recent []string) error {
+func getRecent(ctx context.Context, st jobstore.Client, rec *recorder, rng *rand.Rand, recent []string) error {
 	if len(recent) == 0 {
 		return nil
 	}
@@ -223,7 +223,7 @@ func countSubmits(path string) (int, error) {
 
 // runCanceller cancels, from its own process, some slow jobs while they run
 // and some queued jobs before they start.
-func runCanceller(ctx context.Context, st jobstore.Store, rec *recorder, spec childSpec) error {
+func runCanceller(ctx context.Context, st jobstore.Client, rec *recorder, spec childSpec) error {
 	logPath := filepath.Join(rec.dir, cancelDir, spec.Name+".log")
 	rng := rand.New(rand.NewPCG(uint64(spec.Seed), 1<<40|uint64(spec.Incarnation)))
 	for ctx.Err() == nil {

@@ -31,7 +31,7 @@ const waitGrace = 20 * time.Second
 // Wait must return the job in a terminal state. The driver stops waiters
 // only after the drain, when every job has ended: every Wait must then
 // return within waitGrace, or it is a violation.
-func runWaiter(ctx context.Context, st jobstore.Store, rec *recorder, spec childSpec) error {
+func runWaiter(ctx context.Context, st jobstore.Client, rec *recorder, spec childSpec) error {
 	var (
 		mu       sync.Mutex
 		inFlight = map[string]int{}

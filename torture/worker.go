@@ -73,7 +73,7 @@ func markerName(id string, attempt int, kind string) string {
 // runWorker claims and runs jobs with spec.Concurrency goroutines until ctx
 // ends. An attempt in progress when ctx ends runs to its end: a SIGTERM is a
 // graceful stop, only SIGKILL abandons an attempt.
-func runWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec childSpec) error {
+func runWorker(ctx context.Context, st jobstore.Worker, rec *recorder, spec childSpec) error {
 	n := max(spec.Concurrency, 1)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -84,7 +84,7 @@ func runWorker(ctx context.Context, st jobstore.Store, rec *recorder, spec child
 	return errors.Join(errs...)
 }
 
-func workLoop(ctx context.Context, st jobstore.Store, rec *recorder, name string) error {
+func workLoop(ctx context.Context, st jobstore.Worker, rec *recorder, name string) error {
 	for ctx.Err() == nil {
 		// Tree jobs need execjob, which only runner workers run.
 		j, err := st.Claim(ctx, jobstore.ClaimRequest{Worker: name, Kinds: []string{kindTorture}})
@@ -126,7 +126,7 @@ func workLoop(ctx context.Context, st jobstore.Store, rec *recorder, name string
 
 // runAttempt runs one claimed attempt: start marker, handler (canceled by
 // WatchCancel or the job's timeout), end marker, Complete.
-func runAttempt(ctx context.Context, st jobstore.Store, rec *recorder, name string, j jobstore.Job) error {
+func runAttempt(ctx context.Context, st jobstore.Worker, rec *recorder, name string, j jobstore.Job) error {
 	lease := j.Lease()
 	existed, err := rec.marker(markerName(j.ID, j.Attempt, "start"), startLine(name, j))
 	if err != nil {

@@ -311,3 +311,29 @@ func TestFinishedStateFilterReadsABoundedPage(t *testing.T) {
 	require.Equal(t, []string{old.ID}, rows(r.body))
 	require.Nil(t, nextRE.FindStringSubmatch(r.body), "the last page")
 }
+
+// TestRerunExplicitKinds: the kinds "*" does not allow are
+// Options.ExplicitKinds when given (exec otherwise, TestRetryAndRerun):
+// a re-run of one is refused unless it is named, and exec is then a kind
+// like any other.
+func TestRerunExplicitKinds(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		allowed []string
+		deploy  int
+	}{
+		{"star", []string{"*"}, http.StatusForbidden},
+		{"star and deploy", []string{"*", "deploy"}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, &webui.Options{Tokens: []string{testToken}, AllowedKinds: tc.allowed, ExplicitKinds: []string{"deploy"}})
+			csrf := e.signIn(testToken)
+			for kind, want := range map[string]int{"exec": http.StatusOK, "deploy": tc.deploy} {
+				j, _, err := e.store.Submit(t.Context(), jobstore.Spec{Kind: kind, Payload: json.RawMessage(`{"argv":["true"],"dir":"/"}`)})
+				require.NoError(t, err)
+				r := e.act(csrf, "/ui/jobs/"+j.ID+"/rerun", nil)
+				require.Equal(t, want, r.status, "%s: %s", kind, r.body)
+			}
+		})
+	}
+}

@@ -21,8 +21,9 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// Store is the part of a jobstore.Store the dashboard uses: the same
-// operations the HTTP API offers people. Every jobstore.Store is one.
+// Store is the part of a jobstore.Client the dashboard uses: the same
+// operations the HTTP API offers people. Every jobstore.Client (so every
+// jobstore.Store) is one.
 type Store interface {
 	// Get returns a job or an error wrapping jobstore.ErrNotFound.
 	Get(ctx context.Context, id string) (jobstore.Job, error)
@@ -38,7 +39,7 @@ type Store interface {
 	Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, bool, error)
 }
 
-var _ Store = jobstore.Store(nil)
+var _ Store = jobstore.Client(nil)
 
 // Defaults of Options.
 const (
@@ -82,9 +83,14 @@ type Options struct {
 	// localhost.
 	InsecureNoAuth bool
 	// AllowedKinds lists the kinds a re-run may submit, with the meaning
-	// of httpapi.Options.AllowedKinds: "*" allows every kind but "exec",
-	// which must be named; empty means {"*"}.
+	// of httpapi.Options.AllowedKinds: "*" allows every kind but the
+	// ExplicitKinds, which must be named; empty means {"*"}.
 	AllowedKinds []string
+	// ExplicitKinds are the kinds "*" does not allow, as
+	// httpapi.Options.ExplicitKinds: nil means {"exec"}, the kind whose
+	// jobs run programs; an empty non-nil slice means none. `jobdir serve`
+	// passes execjob.Kind.
+	ExplicitKinds []string
 	// Log, when set, serves a job's log: the handler forwards
 	// GET /ui/jobs/{id}/log to GET /v1/jobs/{id}/log?follow=1 on it, with
 	// the signed-in session's bearer token. Nil means the pages show no
@@ -107,11 +113,13 @@ type Options struct {
 // Handler serves the dashboard under /ui/. It implements http.Handler and
 // is safe for concurrent use. Build it with New.
 type Handler struct {
-	store    Store
-	opts     Options
-	tokens   [][sha256.Size]byte
-	kinds    map[string]bool
-	anyKind  bool
+	store   Store
+	opts    Options
+	tokens  [][sha256.Size]byte
+	kinds   map[string]bool
+	anyKind bool
+	// explicit holds Options.ExplicitKinds.
+	explicit map[string]bool
 	sessions sessions
 	// noAuthCSRF is the CSRF token of every page when there are no
 	// sessions (InsecureNoAuth).
@@ -162,6 +170,14 @@ func New(store Store, opts *Options) (*Handler, error) {
 	}
 	if len(o.AllowedKinds) == 0 {
 		h.anyKind = true
+	}
+	explicit := o.ExplicitKinds
+	if explicit == nil {
+		explicit = []string{"exec"}
+	}
+	h.explicit = make(map[string]bool, len(explicit))
+	for _, k := range explicit {
+		h.explicit[k] = true
 	}
 	for _, k := range o.AllowedKinds {
 		if k == "*" {
@@ -233,7 +249,7 @@ func localHost(host string) bool {
 
 // kindAllowed reports whether a re-run may submit a job of kind.
 func (h *Handler) kindAllowed(kind string) bool {
-	return h.kinds[kind] || h.anyKind && kind != "exec"
+	return h.kinds[kind] || h.anyKind && !h.explicit[kind]
 }
 
 // wantsJSON reports whether the request comes from the pages' script,

@@ -108,7 +108,7 @@ func (a *app) confirm(question string) error {
 // bulk applies op to every job of st that opts selects, after asking (unless
 // bf.yes), and says how many it changed. verb is "cancel" or "retry", done
 // "canceled" or "queued again".
-func (a *app) bulk(ctx context.Context, st jobstore.Store, bf *bulkFilter, opts jobstore.ListOptions, verb, done string,
+func (a *app) bulk(ctx context.Context, st jobstore.Client, bf *bulkFilter, opts jobstore.ListOptions, verb, done string,
 	op func(context.Context, string) (jobstore.Job, error)) error {
 	jobs, _, err := listJobs(ctx, st, opts, 0, func(error) {})
 	if err != nil {

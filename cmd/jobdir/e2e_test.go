@@ -554,3 +554,34 @@ func TestE2EServeJobsDoNotSeeTheToken(t *testing.T) {
 	require.Equal(t, "failed", resp.Trailer.Get("Jobdir-State"), "grep -c found nothing: exit status 1")
 	s.stop(t)
 }
+
+// TestE2EServeWorkFeedsRunnerMetrics: jobdir serve --work feeds its
+// runner's events into the server's metrics (runner.FeedMetrics), so
+// GET /metrics counts the attempts it claimed.
+func TestE2EServeWorkFeedsRunnerMetrics(t *testing.T) {
+	dir, wd := newStoreDir(t), t.TempDir()
+	const token = "e2e-metrics-token"
+	s := startServer(t, dir, wd, token, "--allow-kind", "exec", "--work", "1")
+	var job jobstore.Job
+	require.Equal(t, http.StatusCreated, call(t, "POST", s.url+"/v1/jobs", token, map[string]any{"kind": "exec",
+		"payload": map[string]any{"argv": []string{"true"}, "dir": wd}}, &job))
+	require.Equal(t, http.StatusOK, call(t, "GET", s.url+"/v1/jobs/"+job.ID+"/wait?timeout=30s", token, nil, &job))
+	require.Equal(t, jobstore.StateSucceeded, job.State, job.LastError)
+
+	// The claim is counted before the handler runs, so before the wait
+	// above returned.
+	ctx, cancel := context.WithTimeout(t.Context(), liveness)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", s.url+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), "\njobdir_jobs_claimed_total{kind=\"exec\"} 1\n")
+	require.Contains(t, string(body), "\njobdir_claim_latency_seconds_count{kind=\"exec\"} 1\n")
+	s.stop(t)
+}

@@ -15,7 +15,7 @@ import (
 
 // This file turns what a person types for a job into its ID: the full ID
 // in either case, a unique prefix of it, "last", or --key. The lookups are
-// built on jobstore.Store.List, so that they work on every store:
+// built on jobstore.Client.List, so that they work on every store:
 //   - a prefix costs one List call of a few jobs (IDs order jobs, and the
 //     cursor starts the page just after the prefix's range);
 //   - "last" costs one List call of one job;
@@ -47,7 +47,7 @@ var (
 // resolveID returns the ID of the job that arg names in st: an ID in any
 // case, a unique prefix of at least minPrefix characters, or "last".
 // Lookup errors are in plain words and name the store.
-func (a *app) resolveID(ctx context.Context, st jobstore.Store, arg string) (string, error) {
+func (a *app) resolveID(ctx context.Context, st jobstore.Client, arg string) (string, error) {
 	if strings.EqualFold(arg, lastJob) {
 		page, err := st.List(ctx, jobstore.ListOptions{Limit: 1})
 		if err != nil {
@@ -134,7 +134,7 @@ func nextPrefix(p string) (string, bool) {
 }
 
 // keyID returns the ID of the job with idempotency key key in st.
-func (a *app) keyID(ctx context.Context, st jobstore.Store, key string) (string, error) {
+func (a *app) keyID(ctx context.Context, st jobstore.Client, key string) (string, error) {
 	opts := jobstore.ListOptions{Limit: jobstore.MaxListLimit}
 	for {
 		page, err := st.List(ctx, opts)
@@ -174,7 +174,7 @@ func (ja *jobArg) args(cmd *cobra.Command, args []string) error {
 }
 
 // resolve returns the ID of the job the arguments name in st.
-func (ja *jobArg) resolve(ctx context.Context, a *app, st jobstore.Store, args []string) (string, error) {
+func (ja *jobArg) resolve(ctx context.Context, a *app, st jobstore.Client, args []string) (string, error) {
 	if ja.key != "" {
 		return a.keyID(ctx, st, ja.key)
 	}

@@ -170,7 +170,7 @@ stderr says how many more. --limit 0 lists every job.`,
 
 // moreLine says how many jobs matching opts were left out of a list of
 // shown, from the store's counts (by state, and by kind with --kind).
-func moreLine(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions, shown int) string {
+func moreLine(ctx context.Context, st jobstore.Client, opts jobstore.ListOptions, shown int) string {
 	const more = "; use --limit 0 to list them all, or --limit N"
 	s, err := st.Stats(ctx)
 	if err != nil {
@@ -195,7 +195,7 @@ func moreLine(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions,
 // listJobs pages through st until it has limit jobs (all if limit is 0),
 // reporting records the store skipped to skipped, and says whether more
 // jobs match. It never returns nil jobs.
-func listJobs(ctx context.Context, st jobstore.Store, opts jobstore.ListOptions, limit int, skipped func(error)) ([]jobstore.Job, bool, error) {
+func listJobs(ctx context.Context, st jobstore.Client, opts jobstore.ListOptions, limit int, skipped func(error)) ([]jobstore.Job, bool, error) {
 	jobs := []jobstore.Job{}
 	for {
 		opts.Limit = jobstore.MaxListLimit

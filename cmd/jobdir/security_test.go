@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/httpapi"
 )
 
 // dialEnv, set to a socket path, makes the test binary a child that
@@ -165,6 +168,14 @@ func TestWorkTrustsOnlyPrivateStores(t *testing.T) {
 	require.Equal(t, exitError, r.code, "%s", r)
 	require.Contains(t, r.stderr, "writable by every user")
 	require.Contains(t, jdOK(t, dir, "list").stdout, id, "reading needs no trust")
+}
+
+// TestExecKindIsExplicitByDefault: the kind httpapi refuses through "*"
+// when a program passes no ExplicitKinds is the kind whose jobs run
+// programs, so a Go program that serves the API and runs execjob without
+// saying so is as safe as jobdir serve, which passes execjob.Kind itself.
+func TestExecKindIsExplicitByDefault(t *testing.T) {
+	require.Equal(t, execjob.Kind, httpapi.ExecKind)
 }
 
 // TestServeNoAuthExec: serve refuses to run exec jobs for anyone without

@@ -24,6 +24,7 @@ import (
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/runner"
 	"github.com/jobdir/jobdir/webui"
 )
 
@@ -114,7 +115,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 					"or pass --insecure-no-auth to serve without authentication (local development only)")
 			}
 			socket, isUnix := strings.CutPrefix(addr, "unix:")
-			allowExec := slices.Contains(allowKinds, httpapi.ExecKind)
+			allowExec := slices.Contains(allowKinds, execjob.Kind)
 			if noAuth && allowExec && !isUnix && !anyLocalUser {
 				return usagef("--insecure-no-auth with --allow-kind exec would let every user of this machine, and every program that can reach %s, run programs as you: "+
 					"listen on a Unix socket only you can open (--addr unix:PATH), or use a token; "+
@@ -203,13 +204,15 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	srv, err := httpapi.New(st.Store, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds, Validators: execValidators,
+	// Exec jobs run programs: "*" does not allow them, only --allow-kind exec.
+	srv, err := httpapi.New(st.Store, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
+		ExplicitKinds: []string{execjob.Kind}, Validators: execValidators,
 		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), Logs: st.logs()})
 	if err != nil {
 		return usagef("%v", err)
 	}
 	ui, err := webui.New(st, &webui.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
-		Log: srv, SecureCookie: cfg.secureCookie, Logger: a.logger(level)})
+		ExplicitKinds: []string{execjob.Kind}, Log: srv, SecureCookie: cfg.secureCookie, Logger: a.logger(level)})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -233,7 +236,7 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		if !cfg.wf.quiet {
 			log.Info("containment: " + contained)
 		}
-		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, srv.ObserveRunner)
+		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, runner.FeedMetrics(srv))
 		wg.Go(func() {
 			runErr = r.Run(runCtx)
 			if runErr != nil {

@@ -251,7 +251,7 @@ may write its schema chooses the programs its workers run.`,
 // hasDueJob reports whether st holds a queued job that is due. It reads
 // only queued jobs (Stats would read finished ones too) and stops at the
 // first due one.
-func hasDueJob(ctx context.Context, st jobstore.Store) (bool, error) {
+func hasDueJob(ctx context.Context, st jobstore.Client) (bool, error) {
 	opts := jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued}, Order: jobstore.OldestFirst, Limit: jobstore.MaxListLimit}
 	now := time.Now()
 	for {
@@ -274,7 +274,7 @@ func hasDueJob(ctx context.Context, st jobstore.Store) (bool, error) {
 // waitIdle returns nil once the store has no due job and this process runs
 // none, on two checks in a row with no claim between them (a claim is
 // reported just after the store records it).
-func waitIdle(ctx context.Context, st jobstore.Store, active, claims *atomic.Int64) error {
+func waitIdle(ctx context.Context, st jobstore.Client, active, claims *atomic.Int64) error {
 	t := time.NewTicker(idlePoll)
 	defer t.Stop()
 	quiet, last := 0, claims.Load()
