@@ -110,6 +110,7 @@ func (s *Store) rebuildWatcher(old *fsnotify.Watcher) {
 	s.mu.Lock()
 	s.rescan = true
 	s.notifyAll()
+	s.loseMoves()
 	s.mu.Unlock()
 }
 
@@ -125,6 +126,9 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 		return
 	}
 	id, ok := idFromName(name)
+	if len(s.recorders) > 0 {
+		s.recordMove(id, name)
+	}
 	if !ok {
 		return
 	}
