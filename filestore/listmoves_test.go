@@ -45,7 +45,7 @@ func cycleJob(ctx context.Context, s *Store, worker string, started func()) erro
 }
 
 // still is how many jobs stay put in each state directory while one moves.
-const still = 500
+const still = 200
 
 // TestListStatsSeeMovingJobOnce: a job that exists throughout a List or a
 // Stats call, while it moves between queued/, claimed/ and done/ as fast
@@ -105,7 +105,7 @@ func TestListStatsSeeMovingJobOnce(t *testing.T) {
 				require.Equal(t, "cycling", c.next(t))
 			}
 
-			const calls = 200
+			const calls = 100
 			for i := range calls {
 				p, err := s.List(ctx, jobstore.ListOptions{Kind: cycleKind})
 				require.NoError(t, err)
