@@ -143,3 +143,42 @@ func cycleChild(ctx context.Context, s *Store, worker string) error {
 	}
 	return err
 }
+
+// TestMoveRecorder: a recorder holds the IDs of the jobs that moved before
+// its barrier, and says so when events may have been lost (a rebuilt
+// watcher), so that List and Stats read a second time.
+func TestMoveRecorder(t *testing.T) {
+	s := openTest(t, nil)
+	ctx := t.Context()
+
+	r := s.recordMoves()
+	require.NotNil(t, r, "the store has a watcher")
+	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	ids, complete, err := s.finishMoves(ctx, r)
+	require.NoError(t, err)
+	require.True(t, complete)
+	require.Contains(t, ids, j.ID)
+
+	r = s.recordMoves()
+	require.NotNil(t, r)
+	ids, complete, err = s.finishMoves(ctx, r)
+	require.NoError(t, err)
+	require.True(t, complete)
+	require.Empty(t, ids, "nothing moved")
+
+	r = s.recordMoves()
+	require.NotNil(t, r)
+	s.watchMu.Lock()
+	w := s.watcher
+	s.watchMu.Unlock()
+	s.rebuildWatcher(w) // as after an overflow
+	_, complete, err = s.finishMoves(ctx, r)
+	require.NoError(t, err)
+	require.False(t, complete, "events may have been lost")
+
+	s.mu.Lock()
+	n := len(s.recorders)
+	s.mu.Unlock()
+	require.Zero(t, n, "every recorder is unregistered")
+}

@@ -113,6 +113,8 @@ func (s *Store) listDir(dir string) ([]string, []error, error) {
 // and reads each job under its shared lock. With a kind filter it skips
 // the records of other kinds without reading their payloads (see kindOf).
 // Records that cannot be read are skipped and reported in Page.Errors.
+// A job that exists throughout the call is listed once even if it moves
+// between state directories meanwhile (see moveRecorder).
 func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.Page, error) {
 	if err := s.enter(ctx, "list"); err != nil {
 		return jobstore.Page{}, err

@@ -36,6 +36,8 @@ type statsEntry struct {
 // grows with history; but it reads only the records that changed since its
 // last call (the others are known by their inode, size and mtime), so a
 // metrics scrape of a large store stays cheap. It is not on any hot path.
+// A job that exists throughout the call is counted once, by one state,
+// even if it moves between state directories meanwhile (see moveRecorder).
 func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	if err := s.enter(ctx, "stats"); err != nil {
 		return jobstore.Stats{}, err
