@@ -89,12 +89,15 @@ func (s *Store) watchLoop() {
 	}
 }
 
-// rebuildWatcher replaces old (which may be nil) with a new watcher, then
-// marks the queue for a rescan and wakes every waiter, since events may
-// have been lost.
+// rebuildWatcher replaces old (which may be nil), if it is still the
+// current watcher, with a new watcher, then marks the queue for a rescan,
+// wakes every waiter and tells List and Stats calls under way that events
+// may have been lost.
 func (s *Store) rebuildWatcher(old *fsnotify.Watcher) {
 	s.watchMu.Lock()
-	if s.isClosed() {
+	if s.isClosed() || s.watcher != old {
+		// Closed, or already rebuilt by another caller: a second watcher
+		// would replace that one without closing it.
 		s.watchMu.Unlock()
 		return
 	}
