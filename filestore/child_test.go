@@ -164,6 +164,8 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 		}
 	case "runner":
 		return runDrain(ctx, s, worker)
+	case "cycle":
+		return cycleChild(ctx, s, worker)
 	case "claim-once":
 		// One Claim, with no waiting for work; a job claimed is completed.
 		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})

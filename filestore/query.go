@@ -113,6 +113,8 @@ func (s *Store) listDir(dir string) ([]string, []error, error) {
 // and reads each job under its shared lock. With a kind filter it skips
 // the records of other kinds without reading their payloads (see kindOf).
 // Records that cannot be read are skipped and reported in Page.Errors.
+// A job that exists throughout the call is listed once even if it moves
+// between state directories meanwhile (see moveRecorder).
 func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.Page, error) {
 	if err := s.enter(ctx, "list"); err != nil {
 		return jobstore.Page{}, err
@@ -124,18 +126,44 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	var skipped []error
 	where := make(map[string]string) // ID -> the first state directory listing it
 	var ids []string
-	for _, d := range dirsFor(opts.States) {
-		dirIDs, bad, err := s.listDir(d)
-		if err != nil {
-			return jobstore.Page{}, fmt.Errorf("filestore: list: %w", err)
+	read := func(report bool) error {
+		for _, d := range dirsFor(opts.States) {
+			dirIDs, bad, err := s.listDir(d)
+			if err != nil {
+				return fmt.Errorf("filestore: list: %w", err)
+			}
+			if report {
+				skipped = append(skipped, bad...)
+			}
+			for _, id := range dirIDs {
+				if _, seen := where[id]; !seen && opts.AfterCursor(id) {
+					where[id] = d
+					ids = append(ids, id)
+				}
+			}
 		}
-		skipped = append(skipped, bad...)
-		for _, id := range dirIDs {
+		return nil
+	}
+	// A job that moves between directories during the reads is caught by
+	// the recorder (see moveRecorder), or else by a second read.
+	rec := s.recordMoves()
+	if err := read(true); err != nil {
+		s.stopMoves(rec)
+		return jobstore.Page{}, err
+	}
+	moved, complete, err := s.finishMoves(ctx, rec)
+	if err != nil {
+		return jobstore.Page{}, err
+	}
+	if complete {
+		for id := range moved {
 			if _, seen := where[id]; !seen && opts.AfterCursor(id) {
-				where[id] = d
+				where[id] = ""
 				ids = append(ids, id)
 			}
 		}
+	} else if err := read(false); err != nil {
+		return jobstore.Page{}, err
 	}
 	slices.Sort(ids)
 	if opts.Order == jobstore.NewestFirst {
@@ -146,7 +174,7 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 		if err := ctx.Err(); err != nil {
 			return jobstore.Page{}, err
 		}
-		if opts.Kind != "" {
+		if opts.Kind != "" && where[id] != "" {
 			if kind, ok := s.kindOf(where[id], id); ok && kind != opts.Kind {
 				continue
 			}

@@ -36,6 +36,8 @@ type statsEntry struct {
 // grows with history; but it reads only the records that changed since its
 // last call (the others are known by their inode, size and mtime), so a
 // metrics scrape of a large store stays cheap. It is not on any hot path.
+// A job that exists throughout the call is counted once, by one state,
+// even if it moves between state directories meanwhile (see moveRecorder).
 func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	if err := s.enter(ctx, "stats"); err != nil {
 		return jobstore.Stats{}, err
@@ -50,38 +52,71 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 		s.stats.m = make(map[string]statsEntry)
 	}
 	now := time.Now()
-	seen := make(map[string]bool)
+	seen := make(map[string]string) // ID -> the directory it was counted in
 	present := make(map[string]bool)
-	for _, d := range stateDirs {
-		ents, err := readDirUnsorted(filepath.Join(s.dir, d))
-		if err != nil {
-			return jobstore.Stats{}, fmt.Errorf("filestore: stats: %w", err)
-		}
-		for _, e := range ents {
-			if err := ctx.Err(); err != nil {
-				return jobstore.Stats{}, err
-			}
-			id, ok := idFromName(e.Name())
-			if !ok || seen[id] {
-				continue
-			}
-			key := d + "/" + id
-			ent, ok := s.statEntry(d, id, key, e)
-			if !ok {
-				continue
-			}
-			present[key] = true
-			if dirOf(ent.state) != d {
-				continue // a leftover of an interrupted move; counted where it went
-			}
-			seen[id] = true
-			st.Counts[ent.state]++
-			st.AddKind(ent.kind, ent.state, 1)
-			if ent.state == jobstore.StateQueued && !ent.runAt.After(now) &&
-				(st.OldestQueuedAt.IsZero() || ent.runAt.Before(st.OldestQueuedAt)) {
-				st.OldestQueuedAt = ent.runAt
+	count := func(id string, ent statsEntry, n int) {
+		st.Counts[ent.state] += n
+		st.AddKind(ent.kind, ent.state, n)
+		if n < 0 && st.Kinds[ent.kind][ent.state] == 0 {
+			delete(st.Kinds[ent.kind], ent.state)
+			if len(st.Kinds[ent.kind]) == 0 {
+				delete(st.Kinds, ent.kind)
 			}
 		}
+		if n > 0 && ent.state == jobstore.StateQueued && !ent.runAt.After(now) &&
+			(st.OldestQueuedAt.IsZero() || ent.runAt.Before(st.OldestQueuedAt)) {
+			st.OldestQueuedAt = ent.runAt
+		}
+	}
+	read := func() error {
+		for _, d := range stateDirs {
+			ents, err := readDirUnsorted(filepath.Join(s.dir, d))
+			if err != nil {
+				return fmt.Errorf("filestore: stats: %w", err)
+			}
+			for _, e := range ents {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				id, ok := idFromName(e.Name())
+				if !ok {
+					continue
+				}
+				if _, dup := seen[id]; dup {
+					continue
+				}
+				key := d + "/" + id
+				ent, ok := s.statEntry(d, id, key, e)
+				if !ok {
+					continue
+				}
+				present[key] = true
+				if dirOf(ent.state) != d {
+					continue // a leftover of an interrupted move; counted where it went
+				}
+				seen[id] = d
+				count(id, ent, 1)
+			}
+		}
+		return nil
+	}
+	// A job that moves between directories during the reads is caught by
+	// the recorder (see moveRecorder), or else by a second read.
+	rec := s.recordMoves()
+	if err := read(); err != nil {
+		s.stopMoves(rec)
+		return jobstore.Stats{}, err
+	}
+	moved, complete, err := s.finishMoves(ctx, rec)
+	if err != nil {
+		return jobstore.Stats{}, err
+	}
+	if !complete {
+		if err := read(); err != nil {
+			return jobstore.Stats{}, err
+		}
+	} else if err := s.recountMoved(ctx, &st, moved, seen, count, now); err != nil {
+		return jobstore.Stats{}, err
 	}
 	for key := range s.stats.m {
 		if !present[key] {
@@ -89,6 +124,49 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// recountMoved takes the jobs that moved during a Stats call out of the
+// counts where the directory reads saw them, and counts each once by its
+// current record. The caller holds s.stats.mu.
+func (s *Store) recountMoved(ctx context.Context, st *jobstore.Stats, moved map[string]struct{}, seen map[string]string,
+	count func(string, statsEntry, int), now time.Time) error {
+	oldestGone := false
+	for id := range moved {
+		d, ok := seen[id]
+		if !ok {
+			continue
+		}
+		ent := s.stats.m[d+"/"+id]
+		count(id, ent, -1)
+		delete(seen, id)
+		if ent.state == jobstore.StateQueued && ent.runAt.Equal(st.OldestQueuedAt) {
+			oldestGone = true
+		}
+	}
+	if oldestGone {
+		st.OldestQueuedAt = time.Time{}
+		for id, d := range seen {
+			if ent := s.stats.m[d+"/"+id]; ent.state == jobstore.StateQueued && !ent.runAt.After(now) &&
+				(st.OldestQueuedAt.IsZero() || ent.runAt.Before(st.OldestQueuedAt)) {
+				st.OldestQueuedAt = ent.runAt
+			}
+		}
+	}
+	for id := range moved {
+		j, err := s.get(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !errors.Is(err, jobstore.ErrNotFound) && !errors.Is(err, jobstore.ErrCorrupt) {
+				s.log.Debug("filestore: stats: unreadable record", "err", err)
+			}
+			continue // gone meanwhile, or unreadable as in the directory reads
+		}
+		count(id, statsEntry{state: j.State, kind: j.Kind, runAt: j.RunAt}, 1)
+	}
+	return nil
 }
 
 // statEntry returns the cached state of record dir/id, reading the record

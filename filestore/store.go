@@ -100,6 +100,9 @@ type Store struct {
 	// keys caches idempotency key hash -> job ID. Only a cache: an entry is
 	// used only after the job's record is read and its key compared.
 	keys map[string]string
+	// recorders are the List and Stats calls collecting the IDs that
+	// events name (see moveRecorder).
+	recorders map[*moveRecorder]struct{}
 }
 
 type idWatch struct {
@@ -143,6 +146,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		changed:   make(map[string]*idWatch),
 		readers:   make(map[string]*jobReader),
 		keys:      make(map[string]string),
+		recorders: make(map[*moveRecorder]struct{}),
 		syncers:   make(map[string]*groupSync),
 		syncFSMin: syncFSBatch,
 	}

@@ -89,12 +89,15 @@ func (s *Store) watchLoop() {
 	}
 }
 
-// rebuildWatcher replaces old (which may be nil) with a new watcher, then
-// marks the queue for a rescan and wakes every waiter, since events may
-// have been lost.
+// rebuildWatcher replaces old (which may be nil), if it is still the
+// current watcher, with a new watcher, then marks the queue for a rescan,
+// wakes every waiter and tells List and Stats calls under way that events
+// may have been lost.
 func (s *Store) rebuildWatcher(old *fsnotify.Watcher) {
 	s.watchMu.Lock()
-	if s.isClosed() {
+	if s.isClosed() || s.watcher != old {
+		// Closed, or already rebuilt by another caller: a second watcher
+		// would replace that one without closing it.
 		s.watchMu.Unlock()
 		return
 	}
@@ -110,6 +113,7 @@ func (s *Store) rebuildWatcher(old *fsnotify.Watcher) {
 	s.mu.Lock()
 	s.rescan = true
 	s.notifyAll()
+	s.loseMoves()
 	s.mu.Unlock()
 }
 
@@ -125,6 +129,9 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 		return
 	}
 	id, ok := idFromName(name)
+	if len(s.recorders) > 0 {
+		s.recordMove(id, name)
+	}
 	if !ok {
 		return
 	}
