@@ -68,13 +68,16 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 	defer ccancel()
 	done, err := l.complete(cctx, lease, &o, log)
 	if err != nil {
+		// The event comes first: once released, the job may run again
+		// and finish before this attempt's drop would be reported.
 		if errors.Is(err, jobstore.ErrNotHeld) {
 			log.Warn("outcome dropped: lease lost", "err", err, "outcome_error", o.Error)
-		} else {
-			log.Error("outcome dropped: complete failed", "err", err, "outcome_error", o.Error)
-			l.release(workCtx, lease, log)
+			r.emit(Event{Type: EventDropped, Job: job, RunDuration: ran, Outcome: o, Err: err})
+			return
 		}
+		log.Error("outcome dropped: complete failed", "err", err, "outcome_error", o.Error)
 		r.emit(Event{Type: EventDropped, Job: job, RunDuration: ran, Outcome: o, Err: err})
+		l.release(workCtx, lease, log)
 		return
 	}
 	switch {

@@ -776,6 +776,9 @@ func TestDroppedOutcomeReleasesJob(t *testing.T) {
 		j := submit(t, s, jobstore.Spec{Kind: "work", MaxAttempts: 2})
 		start(t, r)
 		j = wait(t, s, j.ID)
+		// The first attempt's goroutine logs its release after the store
+		// took the job back, which may be after the second attempt ended.
+		synctest.Wait()
 		require.Equal(t, jobstore.StateSucceeded, j.State)
 		require.Equal(t, 2, j.Attempt)
 		require.Len(t, j.History, 2)
