@@ -86,22 +86,13 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 	got, err := scanRow(r)
 	switch {
 	case err == nil:
-		lease := got.job.Lease()
-		cached := got
-		cached.job.Payload = nil
-		s.mu.Lock()
-		old, dup := s.held[lease]
-		if !dup {
-			s.held[lease] = heldLease{sess: sess, claimed: cached}
-		}
-		s.mu.Unlock()
-		if dup {
+		if old, dup := s.hold(got, sess); dup {
 			// This worker holds this very lease from an earlier claim,
 			// whose commit a crash of the server undid (claims do not
 			// wait for a flush): its handler may still run and complete
 			// it. Use this attempt up, so that the job's next claim has a
 			// lease of its own, and claim again.
-			if err := s.burn(ctx, got, old.sess); err != nil {
+			if err := s.burn(ctx, got, old); err != nil {
 				return jobstore.Job{}, s.fail(ctx, "claim", err)
 			}
 			return s.claim(ctx, req, sess)
@@ -150,6 +141,22 @@ func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest,
 	}
 	s.mu.Unlock()
 	return fmt.Errorf("pgstore: %s: %w", op, &jobstore.NoJobError{NextRunAt: at})
+}
+
+// hold records the job just claimed as r as held by this store under sess.
+// If this store already holds that very lease (dup), it records nothing and
+// returns the session of the earlier claim.
+func (s *Store) hold(r row, sess *session) (earlier *session, dup bool) {
+	cached := r
+	cached.job.Payload = nil
+	lease := r.job.Lease()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.held[lease]; ok {
+		return old.sess, true
+	}
+	s.held[lease] = heldLease{sess: sess, claimed: cached}
+	return nil, false
 }
 
 // burn queues again the job just claimed as r, counting the attempt, as

@@ -86,19 +86,10 @@ func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 	})
 	jobs := make([]jobstore.Job, 0, len(got))
 	for _, r := range got {
-		lease := r.job.Lease()
-		cached := r
-		cached.job.Payload = nil
-		s.mu.Lock()
-		old, dup := s.held[lease]
-		if !dup {
-			s.held[lease] = heldLease{sess: sess, claimed: cached}
-		}
-		s.mu.Unlock()
-		if dup {
+		if old, dup := s.hold(r, sess); dup {
 			// As in Claim: a lease that a crash of the server undid and
 			// this claim repeated is used up, not handed out twice.
-			if err := s.burn(ctx, r, old.sess); err != nil {
+			if err := s.burn(ctx, r, old); err != nil {
 				s.opts.Logger.Warn("pgstore: using up a repeated lease failed; recovery will", "job", r.job.ID, "err", err)
 			}
 			continue
