@@ -1,17 +1,11 @@
 package httpapi_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +16,7 @@ import (
 
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/internal/waitstorm"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -82,8 +77,8 @@ func httpWaitStorm(b *testing.B, n int, inProcess bool) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n + 10}}
 	defer client.CloseIdleConnections()
 
-	worker := startStormWorker(b, dir, inProcess)
-	j := jobstore.Job{ID: worker.id}
+	worker := waitstorm.StartWorker(b, dir, inProcess)
+	j := jobstore.Job{ID: worker.ID}
 
 	do := func(ctx context.Context, path string) (int, string, error) {
 		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
@@ -129,120 +124,14 @@ func httpWaitStorm(b *testing.B, n int, inProcess bool) {
 		time.Sleep(filestore.DefaultPollInterval / 20)
 	}
 	t0 := time.Now()
-	completed := worker.complete(b)
+	completed := worker.Complete(b)
 	wg.Wait()
 	woke := time.Since(t0)
 	require.Zero(b, failed.Load(), "long-polls that did not see the job succeed")
 
-	b.ReportMetric(ms(completed), "complete-ms")
-	b.ReportMetric(ms(slices.Max(gets)), "get-max-ms")
-	slices.Sort(gets)
-	b.ReportMetric(ms(gets[len(gets)/2]), "get-p50-ms")
-	b.ReportMetric(ms(woke), "wake-all-ms")
+	waitstorm.Report(b, completed, gets, woke)
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// stormDirEnv names the store of the worker process of BenchmarkWaitStorm.
-const stormDirEnv = "JOBDIR_STORM_WORKER_DIR"
-
-// TestStormWorkerChild is not a test on its own: BenchmarkWaitStorm runs
-// the test binary again with only this test selected and stormDirEnv set,
-// making it the worker process. It submits and claims a job, says
-// "claimed ID", and on a line on stdin completes the job and says
-// "completed NS", how long its Complete took.
-func TestStormWorkerChild(t *testing.T) {
-	dir := os.Getenv(stormDirEnv)
-	if dir == "" {
-		t.Skip("runs only as the worker process of BenchmarkWaitStorm")
-	}
-	ctx := t.Context()
-	s, err := filestore.Open(ctx, dir, nil)
-	require.NoError(t, err)
-	defer s.Close()
-	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "k", Payload: []byte(`{"n":1}`)})
-	require.NoError(t, err)
-	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "storm-worker"})
-	require.NoError(t, err)
-	fmt.Println("claimed", c.ID)
-	_, err = bufio.NewReader(os.Stdin).ReadString('\n')
-	require.NoError(t, err)
-	t0 := time.Now()
-	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
-	d := time.Since(t0)
-	require.NoError(t, err)
-	fmt.Println("completed", d.Nanoseconds())
-}
-
-// stormWorker is the worker of BenchmarkWaitStorm: another process, or
-// with inProcess a Store of its own in this process (as `jobdir serve
-// --work` runs one).
-type stormWorker struct {
-	id    string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Scanner
-	// store and lease are the in-process worker's.
-	store *filestore.Store
-	lease jobstore.Lease
-}
-
-// startStormWorker starts the worker on the store in dir and returns once
-// it holds its job.
-func startStormWorker(b *testing.B, dir string, inProcess bool) *stormWorker {
-	b.Helper()
-	if inProcess {
-		s, err := filestore.Open(b.Context(), dir, nil)
-		require.NoError(b, err)
-		b.Cleanup(func() { _ = s.Close() })
-		_, _, err = s.Submit(b.Context(), jobstore.Spec{Kind: "k", Payload: []byte(`{"n":1}`)})
-		require.NoError(b, err)
-		c, err := s.Claim(b.Context(), jobstore.ClaimRequest{Worker: "storm-worker"})
-		require.NoError(b, err)
-		return &stormWorker{id: c.ID, store: s, lease: c.Lease()}
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStormWorkerChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), stormDirEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(b, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	require.NoError(b, cmd.Start())
-	b.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	})
-	w := &stormWorker{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
-	w.id = w.expect(b, "claimed")
-	return w
-}
-
-// expect returns the rest of the worker's next line that begins with word.
-func (w *stormWorker) expect(b *testing.B, word string) string {
-	b.Helper()
-	for w.out.Scan() {
-		if rest, ok := strings.CutPrefix(w.out.Text(), word+" "); ok {
-			return rest
-		}
-	}
-	b.Fatalf("the worker process ended before saying %q: %v", word, w.out.Err())
-	return ""
-}
-
-// complete tells the worker to complete its job and returns how long its
-// Complete took.
-func (w *stormWorker) complete(b *testing.B) time.Duration {
-	b.Helper()
-	if w.store != nil {
-		t0 := time.Now()
-		_, err := w.store.Complete(b.Context(), w.lease, jobstore.Succeeded(nil))
-		require.NoError(b, err)
-		return time.Since(t0)
-	}
-	_, err := fmt.Fprintln(w.stdin, "complete")
-	require.NoError(b, err)
-	ns, err := strconv.ParseInt(w.expect(b, "completed"), 10, 64)
-	require.NoError(b, err)
-	return time.Duration(ns)
-}
+// TestStormWorkerChild is the worker process of BenchmarkWaitStorm (see
+// waitstorm.RunWorkerChild); run on its own it skips.
+func TestStormWorkerChild(t *testing.T) { waitstorm.RunWorkerChild(t) }
