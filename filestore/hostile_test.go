@@ -1133,3 +1133,17 @@ func TestStateDirSwapped(t *testing.T) {
 	require.Error(t, err, "Submit wrote a key through keys/ swapped for a link")
 	requireForeignEmpty()
 }
+
+// TestWriteAfterCloseIsErrClosed: a write still in flight when Close
+// released the store's directory fails with jobstore.ErrClosed, as it would
+// had it started a moment later, not with a raw "file already closed".
+func TestWriteAfterCloseIsErrClosed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, err := Open(t.Context(), dir, nil)
+	require.NoError(t, err)
+	fsys := s.fs
+	require.NoError(t, s.Close())
+	err = fsys.Mkdir(filepath.Join(dir, "late"), 0o700)
+	require.ErrorIs(t, err, jobstore.ErrClosed)
+	require.NoDirExists(t, filepath.Join(dir, "late"))
+}
