@@ -85,8 +85,8 @@ TORTURE_MAX_STALL ?=
 PG_DSN ?= $(or $(JOBDIR_TEST_POSTGRES),host=/var/run/postgresql dbname=test)
 PG_RESTART ?= pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main restart
 torture: ## The long multi-process torture runs (kills, SIGSTOPs, restarts) on a filestore, then on pgstore with connection cuts and server restarts, and their checks.
-	$(GO) run ./torture/cmd/jobdir-torture -long -duration $(TORTURE_DURATION) $(if $(TORTURE_MAX_STALL),-max-stall $(TORTURE_MAX_STALL))
-	$(GO) run ./torture/cmd/jobdir-torture -long -duration $(TORTURE_DURATION) -postgres '$(PG_DSN)' -pg-restart '$(PG_RESTART)' -restart-every 2m
+	$(GO) run ./cmd/jobdir-torture -long -duration $(TORTURE_DURATION) $(if $(TORTURE_MAX_STALL),-max-stall $(TORTURE_MAX_STALL))
+	$(GO) run ./cmd/jobdir-torture -long -duration $(TORTURE_DURATION) -postgres '$(PG_DSN)' -pg-restart '$(PG_RESTART)' -restart-every 2m
 
 clean: ## Remove build output.
 	rm -rf bin

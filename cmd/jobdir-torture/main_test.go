@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobdir/jobdir/torture"
+	"github.com/jobdir/jobdir/internal/torture"
 	"github.com/stretchr/testify/require"
 )
 

@@ -7,8 +7,8 @@ import (
 	"log"
 	"os"
 
+	"github.com/jobdir/jobdir/internal/torture"
 	"github.com/jobdir/jobdir/jobstore"
-	"github.com/jobdir/jobdir/torture"
 )
 
 // A binary that runs a torture run is also its own child: it must hand

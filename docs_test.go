@@ -1,4 +1,4 @@
-package torture
+package jobdir_test
 
 import (
 	"io/fs"
@@ -14,7 +14,7 @@ import (
 // TestGuaranteesNameRealTests keeps docs/guarantees.md honest: every test,
 // fuzz test or example it names must exist somewhere in the module.
 func TestGuaranteesNameRealTests(t *testing.T) {
-	doc, err := os.ReadFile("../docs/guarantees.md")
+	doc, err := os.ReadFile("docs/guarantees.md")
 	require.NoError(t, err)
 	named := map[string]bool{}
 	for _, m := range regexp.MustCompile("`((?:Test|Fuzz|Example)\\w+)`").FindAllStringSubmatch(string(doc), -1) {
@@ -24,11 +24,11 @@ func TestGuaranteesNameRealTests(t *testing.T) {
 
 	defined := map[string]bool{}
 	funcRE := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Example)\w+)\(`)
-	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "..") {
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != ".") {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {

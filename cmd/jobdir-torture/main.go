@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/jobdir/jobdir/torture"
+	"github.com/jobdir/jobdir/internal/torture"
 )
 
 func main() {
