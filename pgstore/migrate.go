@@ -20,6 +20,14 @@ import (
 // touch them.
 var ErrSchemaTooNew = errors.New("pgstore: schema written by a newer version")
 
+// ErrNoSchema is returned by Open with Options.MustExist for a schema that
+// does not exist or holds no store: Open does not create it.
+var ErrNoSchema = errors.New("pgstore: no store in the schema")
+
+// ErrSchemaTooOld is returned by Open with Options.MustExist for a schema
+// that an older version migrated: Open does not upgrade it.
+var ErrSchemaTooOld = errors.New("pgstore: schema written by an older version")
+
 // migrations are the versioned schema changes, applied in the order of
 // their names (NNNN_what.sql), each once.
 //
@@ -92,6 +100,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		return nil
 	case err == nil && v > latest:
 		return s.tooNew(v, latest)
+	case s.opts.MustExist && err != nil:
+		return fmt.Errorf("%w: schema %q has no jobdir tables (or does not exist)", ErrNoSchema, s.opts.Schema)
+	case s.opts.MustExist:
+		return fmt.Errorf("%w: schema %q is at version %d, older than this program's %d, and is not upgraded when it must exist",
+			ErrSchemaTooOld, s.opts.Schema, v, latest)
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey(s.opts.Schema)); err != nil {

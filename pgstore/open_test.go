@@ -81,6 +81,45 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	require.Equal(t, future, n)
 }
 
+// TestOpenMustExist: with MustExist, Open refuses a schema that does not
+// exist (ErrNoSchema) or that holds an older version's store
+// (ErrSchemaTooOld), and
+// creates or changes nothing; it opens a store of this version.
+func TestOpenMustExist(t *testing.T) {
+	schema := pgtest.Schema(t)
+	pool := pgtest.Pool(t, 2)
+	ctx := t.Context()
+	schemaExists := func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&n))
+		return n == 1
+	}
+	_, err := pgstore.Open(ctx, pool, &pgstore.Options{Schema: schema, MustExist: true})
+	require.ErrorIs(t, err, pgstore.ErrNoSchema)
+	require.False(t, schemaExists(), "nothing created")
+
+	_, err = pool.Exec(ctx, `CREATE SCHEMA `+schema)
+	require.NoError(t, err)
+	_, err = pgstore.Open(ctx, pool, &pgstore.Options{Schema: schema, MustExist: true})
+	require.ErrorIs(t, err, pgstore.ErrNoSchema, "a schema without the store's tables")
+
+	s, err := pgstore.Open(ctx, pool, &pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	s, err = pgstore.Open(ctx, pool, &pgstore.Options{Schema: schema, MustExist: true})
+	require.NoError(t, err, "a store of this version")
+	require.NoError(t, s.Close())
+
+	old := pgstore.SchemaVersion() - 1
+	_, err = pool.Exec(ctx, `DELETE FROM `+schema+`.migrations WHERE version > $1`, old)
+	require.NoError(t, err)
+	_, err = pgstore.Open(ctx, pool, &pgstore.Options{Schema: schema, MustExist: true})
+	require.ErrorIs(t, err, pgstore.ErrSchemaTooOld, "an older version's store is not upgraded")
+	var v int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(version) FROM `+schema+`.migrations`).Scan(&v))
+	require.Equal(t, old, v, "nothing migrated")
+}
+
 // TestOpenRejectsBadOptions: invalid options are refused before anything
 // is created.
 func TestOpenRejectsBadOptions(t *testing.T) {

@@ -34,6 +34,13 @@ type Options struct {
 	// underscores, not starting with a digit. Stores in different schemas
 	// of one database are independent. Empty means DefaultSchema.
 	Schema string
+	// MustExist makes Open refuse a schema that does not exist
+	// (ErrNoSchema) or that an older version wrote (ErrSchemaTooOld)
+	// instead of
+	// creating or upgrading it: for a store opened only to be read from,
+	// such as the source of a copy. False (the default) creates and
+	// upgrades.
+	MustExist bool
 	// MaxPayload limits the size in bytes of a job's payload and of a
 	// successful attempt's result. Zero means jobstore.DefaultMaxPayload.
 	MaxPayload int

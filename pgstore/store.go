@@ -90,8 +90,10 @@ var (
 // notifications, and, once it claims a job, one that holds its lease
 // session. Close does not close pool. opts may be nil.
 //
-// Open returns ErrSchemaTooNew for a schema written by a newer version,
-// and an error wrapping jobstore.ErrInvalidInput for invalid options.
+// Open returns ErrSchemaTooNew for a schema written by a newer version, an
+// error wrapping ErrNoSchema or ErrSchemaTooOld (with opts.MustExist) for
+// a schema it would have to create or upgrade, and an error wrapping
+// jobstore.ErrInvalidInput for invalid options.
 func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("pgstore: open: %w: nil pool", jobstore.ErrInvalidInput)

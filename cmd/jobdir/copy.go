@@ -71,12 +71,19 @@ After the copy, point every jobdir command, worker and server at --to
 				}
 			}
 			ctx := cmd.Context()
-			in, err := a.openAt(ctx, src)
-			if err != nil {
+			in, err := a.openAt(ctx, src, true)
+			switch {
+			case errors.Is(err, pgstore.ErrNoSchema):
+				return withHint(fmt.Errorf("--from %s: there is no store there", pgName(src.dsn, cmp.Or(src.schema, pgstore.DefaultSchema))),
+					"Check the database and the schema parameter of the URL (schema=NAME).")
+			case errors.Is(err, pgstore.ErrSchemaTooOld):
+				return withHint(fmt.Errorf("--from %s: the store was written by an older jobdir, and copy does not upgrade the store it reads", pgName(src.dsn, cmp.Or(src.schema, pgstore.DefaultSchema))),
+					"Run another command on it first, such as jobdir stats, which upgrades it; then copy again.")
+			case err != nil:
 				return err
 			}
 			defer in.Close()
-			out, err := a.openAt(ctx, dst)
+			out, err := a.openAt(ctx, dst, false)
 			if err != nil {
 				return err
 			}
@@ -111,10 +118,16 @@ func sameStore(a, b location) (bool, error) {
 }
 
 // openAt opens the store at loc, as the global flags say for a file
-// store.
-func (a *app) openAt(ctx context.Context, loc location) (*cliStore, error) {
+// store. With mustExist, a PostgreSQL store is neither created nor
+// upgraded: a schema without a store is refused with an error wrapping
+// pgstore.ErrNoSchema, one of an older version with pgstore.ErrSchemaTooOld. (A file store to read from is
+// checked with filestore.IsStore first, since Open would make one.)
+func (a *app) openAt(ctx context.Context, loc location, mustExist bool) (*cliStore, error) {
 	if loc.kind == postgresStore {
-		st, err := pgstore.OpenDSN(ctx, loc.dsn, &pgstore.Options{Schema: loc.schema, Logger: a.logger(slog.LevelWarn)})
+		st, err := pgstore.OpenDSN(ctx, loc.dsn, &pgstore.Options{Schema: loc.schema, MustExist: mustExist, Logger: a.logger(slog.LevelWarn)})
+		if errors.Is(err, pgstore.ErrNoSchema) || errors.Is(err, pgstore.ErrSchemaTooOld) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, explainOpenPG(loc, err)
 		}

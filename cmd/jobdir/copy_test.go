@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"net/url"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/internal/pgtest"
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/pgstore"
 )
 
 // listAll returns every job of store as list --json prints them, oldest
@@ -140,4 +144,68 @@ func TestCopyUsage(t *testing.T) {
 			require.Contains(t, r.stderr, tc.want)
 		})
 	}
+}
+
+// TestCopyRefusesMissingSource: copy opens the store it reads from as it
+// is: a directory or a PostgreSQL schema without a store (or a schema of
+// an older version) is refused in plain words, and neither that store nor
+// the target is created or upgraded.
+func TestCopyRefusesMissingSource(t *testing.T) {
+	t.Run("missing directory", func(t *testing.T) {
+		from, to := filepath.Join(t.TempDir(), "store"), filepath.Join(t.TempDir(), "target")
+		r := jd(t, "", "copy", "--from", from, "--to", to)
+		require.Equal(t, exitError, r.code, "%s", r)
+		require.Contains(t, r.stderr, "--from "+from+": there is no store there")
+		require.NoDirExists(t, from)
+		require.NoDirExists(t, to, "nothing is copied, so no target is made")
+	})
+	t.Run("empty directory", func(t *testing.T) {
+		from, to := t.TempDir(), filepath.Join(t.TempDir(), "target")
+		r := jd(t, "", "copy", "--from", from, "--to", to)
+		require.Equal(t, exitError, r.code, "%s", r)
+		require.Contains(t, r.stderr, "--from "+from+": there is no store there")
+		names, err := os.ReadDir(from)
+		require.NoError(t, err)
+		require.Empty(t, names, "the directory is left empty")
+		require.NoDirExists(t, to)
+	})
+	t.Run("missing schema", func(t *testing.T) {
+		from, to := pgStore(t), filepath.Join(t.TempDir(), "target")
+		u, err := url.Parse(from)
+		require.NoError(t, err)
+		schema := u.Query().Get(schemaParam)
+		r := jd(t, "", "copy", "--from", from, "--to", to)
+		require.Equal(t, exitError, r.code, "%s", r)
+		require.Contains(t, r.stderr, "--from postgres://")
+		require.Contains(t, r.stderr, "(schema "+schema+"): there is no store there")
+		require.NotContains(t, r.stderr, "pgstore:", "plain words")
+		require.False(t, schemaExists(t, schema), "copy does not create the schema it reads from")
+		require.NoDirExists(t, to)
+	})
+	t.Run("older schema", func(t *testing.T) {
+		from, to := pgStore(t), filepath.Join(t.TempDir(), "target")
+		u, err := url.Parse(from)
+		require.NoError(t, err)
+		schema := u.Query().Get(schemaParam)
+		jdOK(t, from, "stats")
+		pool := pgtest.Pool(t, 1)
+		old := pgstore.SchemaVersion() - 1
+		_, err = pool.Exec(t.Context(), `DELETE FROM `+schema+`.migrations WHERE version > $1`, old)
+		require.NoError(t, err)
+		r := jd(t, "", "copy", "--from", from, "--to", to)
+		require.Equal(t, exitError, r.code, "%s", r)
+		require.Contains(t, r.stderr, "the store was written by an older jobdir, and copy does not upgrade the store it reads")
+		var v int
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT max(version) FROM `+schema+`.migrations`).Scan(&v))
+		require.Equal(t, old, v, "not upgraded")
+		require.NoDirExists(t, to)
+	})
+}
+
+// schemaExists reports whether the test database has the schema.
+func schemaExists(t *testing.T, schema string) bool {
+	t.Helper()
+	var n int
+	require.NoError(t, pgtest.Pool(t, 1).QueryRow(t.Context(), `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&n))
+	return n == 1
 }
