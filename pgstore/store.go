@@ -50,6 +50,10 @@ type Store struct {
 	// Claim last found nothing (see AwaitWork).
 	work              chan struct{}
 	workSeq, noJobSeq uint64
+	// completing holds the Complete calls waiting for a batch; flushing
+	// reports whether a flusher goroutine writes them.
+	completing []*completion
+	flushing   bool
 	// nextDue is the earliest future RunAt a Claim reported, zero if none.
 	nextDue time.Time
 	// watches holds a channel per job ID that Wait or WatchCancel watches,
