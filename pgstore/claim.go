@@ -74,7 +74,7 @@ var errSessionDead = errors.New("a claim found the session dead: its lease conne
 // and claims nothing, if sess is dead in the database.
 func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *session) (jobstore.Job, error) {
 	s.mu.Lock()
-	seq := s.workSeq
+	seq, from := s.workSeq, s.notePointLocked()
 	s.mu.Unlock()
 	now := usec(time.Now())
 	var r pgx.Row
@@ -86,7 +86,7 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 	got, err := scanRow(r)
 	switch {
 	case err == nil:
-		if old, dup := s.hold(got, sess); dup {
+		if old, dup := s.hold(got, sess, from); dup {
 			// This worker holds this very lease from an earlier claim,
 			// whose commit a crash of the server undid (claims do not
 			// wait for a flush): its handler may still run and complete
@@ -143,10 +143,11 @@ func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest,
 	return fmt.Errorf("pgstore: %s: %w", op, &jobstore.NoJobError{NextRunAt: at})
 }
 
-// hold records the job just claimed as r as held by this store under sess.
-// If this store already holds that very lease (dup), it records nothing and
-// returns the session of the earlier claim.
-func (s *Store) hold(r row, sess *session) (earlier *session, dup bool) {
+// hold records the job just claimed as r as held by this store under sess,
+// by a claim that began at from. If this store already holds that very
+// lease (dup), it records nothing and returns the session of the earlier
+// claim.
+func (s *Store) hold(r row, sess *session, from notePoint) (earlier *session, dup bool) {
 	cached := r
 	cached.job.Payload = nil
 	lease := r.job.Lease()
@@ -155,7 +156,7 @@ func (s *Store) hold(r row, sess *session) (earlier *session, dup bool) {
 	if old, ok := s.held[lease]; ok {
 		return old.sess, true
 	}
-	s.held[lease] = heldLease{sess: sess, claimed: cached}
+	s.held[lease] = heldLease{sess: sess, claimed: cached, from: from}
 	return nil, false
 }
 

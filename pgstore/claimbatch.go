@@ -51,7 +51,7 @@ func (s *Store) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max int, sess *session) ([]jobstore.Job, error) {
 	var err error
 	s.mu.Lock()
-	seq := s.workSeq
+	seq, from := s.workSeq, s.notePointLocked()
 	s.mu.Unlock()
 	now := usec(time.Now())
 	var rs pgx.Rows
@@ -86,7 +86,7 @@ func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 	})
 	jobs := make([]jobstore.Job, 0, len(got))
 	for _, r := range got {
-		if old, dup := s.hold(r, sess); dup {
+		if old, dup := s.hold(r, sess, from); dup {
 			// As in Claim: a lease that a crash of the server undid and
 			// this claim repeated is used up, not handed out twice.
 			if err := s.burn(ctx, r, old); err != nil {

@@ -110,6 +110,7 @@ func (s *Store) setListening(up bool) {
 		return
 	}
 	s.listening = up
+	s.listenGen++
 	close(s.listenChanged)
 	s.listenChanged = make(chan struct{})
 	if up {
@@ -135,6 +136,7 @@ func (s *Store) signalWorkLocked() {
 func (s *Store) signalJob(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.notes.add(id)
 	if w := s.watches[id]; w != nil {
 		close(w.ch)
 		delete(s.watches, id)

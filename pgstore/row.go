@@ -161,16 +161,18 @@ type queries struct {
 	nextDue    string
 	nextKinds  string
 	update     string
-	markWaited string
-	watch      string
-	prune      string
-	counts     string
-	oldest     string
-	newSession string
-	renew      string
-	findDead   string
-	rescue     string
-	running    string
+	// completeMany is update for many rows at once, without notifyJob.
+	completeMany string
+	markWaited   string
+	watch        string
+	prune        string
+	counts       string
+	oldest       string
+	newSession   string
+	renew        string
+	findDead     string
+	rescue       string
+	running      string
 }
 
 func newQueries(schema string) queries {
@@ -310,6 +312,27 @@ func newQueries(schema string) queries {
 	nw AS (SELECT pg_notify($15, '') FROM u WHERE state = 'queued'),
 	nj AS (SELECT pg_notify($16, id) FROM u
 		WHERE $14 OR (waited AND state IN ('succeeded', 'failed', 'canceled')))
+	SELECT ` + cols + `, (SELECT count(*) FROM nw), (SELECT count(*) FROM nj) FROM u`
+	// completeMany writes many jobs, each read at the version given with
+	// it, back in one statement, notifying as update does (a completion
+	// does not ask for the job channel: its own store's watchers learn of
+	// it directly).
+	q.completeMany = `WITH v AS (
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::timestamptz[], $6::int[],
+			$7::text[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::bool[], $12::bytea[], $13::bytea[])
+			AS v(id, version, state, priority, run_at, attempt, worker, started_at, updated_at, finished_at,
+				cancel_requested, result, doc)),
+	u AS (
+		UPDATE ` + t + ` SET state = v.state, priority = v.priority, run_at = v.run_at, attempt = v.attempt,
+			worker = v.worker, started_at = v.started_at, updated_at = v.updated_at, finished_at = v.finished_at,
+			cancel_requested = v.cancel_requested,
+			session = CASE WHEN v.state = 'running' THEN ` + t + `.session END,
+			result = v.result, doc = v.doc, version = ` + t + `.version + 1
+		FROM v
+		WHERE ` + t + `.id = v.id AND ` + t + `.version = v.version
+		RETURNING ` + qualified(cols, t) + `),
+	nw AS (SELECT pg_notify($14, '') FROM u WHERE state = 'queued'),
+	nj AS (SELECT pg_notify($15, id) FROM u WHERE waited AND state IN ('succeeded', 'failed', 'canceled'))
 	SELECT ` + cols + `, (SELECT count(*) FROM nw), (SELECT count(*) FROM nj) FROM u`
 	q.markWaited = `UPDATE ` + t + ` SET waited = true WHERE id = $1 RETURNING ` + cols
 	q.watch = `SELECT state, worker, attempt, cancel_requested FROM ` + t + ` WHERE id = $1`

@@ -50,16 +50,25 @@ type Store struct {
 	// Claim last found nothing (see AwaitWork).
 	work              chan struct{}
 	workSeq, noJobSeq uint64
+	// completing holds the Complete calls waiting for a batch; flushing
+	// reports whether a flusher goroutine writes them.
+	completing []*completion
+	flushing   bool
 	// nextDue is the earliest future RunAt a Claim reported, zero if none.
 	nextDue time.Time
 	// watches holds a channel per job ID that Wait or WatchCancel watches,
 	// closed and removed on any notification about that job.
 	watches map[string]*idWatch
+	// notes remembers which jobs the latest job notifications named (see
+	// notePoint).
+	notes notes
 	// listening reports whether the listener connection is up;
 	// listenChanged is closed and replaced when that changes.
 	listening     bool
 	listenChanged chan struct{}
 	listenStarted bool
+	// listenGen counts the changes of listening.
+	listenGen uint64
 }
 
 // heldLease is what a store remembers of a lease it handed out.
@@ -68,6 +77,9 @@ type heldLease struct {
 	// claimed is the row as the claim wrote it (without the payload), for
 	// a Complete in one statement while nothing else changed it.
 	claimed row
+	// from is where the store's job notifications were when the claim
+	// began, for a WatchCancel that need not read the row again.
+	from notePoint
 }
 
 type idWatch struct {
@@ -112,6 +124,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 		work:          make(chan struct{}),
 		watches:       make(map[string]*idWatch),
 		listenChanged: make(chan struct{}),
+		notes:         notes{last: make(map[string]uint64)},
 	}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err

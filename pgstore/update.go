@@ -83,63 +83,6 @@ func (s *Store) change(ctx context.Context, op, id string, f func(r row, now tim
 	}
 }
 
-// Complete ends the attempt that lease holds with outcome o and returns the
-// updated job. The write is fenced: it happens only if the job is still
-// running the lease's attempt for the lease's worker. Returns an error
-// wrapping jobstore.ErrNotHeld if lease no longer holds the job (also when
-// this store lost the lease session it claimed the job under, see
-// ErrLeaseLost), jobstore.ErrNotFound if there is no such job, and
-// jobstore.ErrPayloadTooLarge if o.Result exceeds the payload limit.
-func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
-	if err := lease.Validate(); err != nil {
-		return jobstore.Job{}, fmt.Errorf("pgstore: complete: %w", err)
-	}
-	if o.Error == "" {
-		if err := jobstore.ValidatePayload(o.Result, s.opts.MaxPayload); err != nil {
-			return jobstore.Job{}, fmt.Errorf("pgstore: complete %s: result: %w", lease.ID, err)
-		}
-	}
-	if err := s.check(ctx, "complete"); err != nil {
-		return jobstore.Job{}, err
-	}
-	s.mu.Lock()
-	h, mine := s.held[lease]
-	s.mu.Unlock()
-	if mine && h.sess.isLost() {
-		s.forget(lease)
-		return jobstore.Job{}, fmt.Errorf("pgstore: complete %s: %w: %w", lease.ID, jobstore.ErrNotHeld, h.sess.lostError())
-	}
-	if mine && h.claimed.version != 0 {
-		// The row as the claim left it: if it did not change since (a
-		// cancel, a recovery), one conditional statement completes it.
-		j, err := jobstore.ApplyOutcome(h.claimed.job, lease, o, usec(time.Now()), s.opts.Backoff)
-		if err == nil {
-			nr, err := s.write(ctx, s.pool, h.claimed, j, false)
-			if err == nil {
-				s.forget(lease)
-				s.signalJob(lease.ID)
-				if nr.job.State == jobstore.StateQueued {
-					s.signalWork()
-				}
-				return nr.job, nil
-			}
-			if !errors.Is(err, errConflict) {
-				return jobstore.Job{}, s.fail(ctx, "complete", err)
-			}
-		}
-	}
-	j, err := s.change(ctx, "complete", lease.ID, func(r row, now time.Time) (jobstore.Job, bool, bool, error) {
-		j, err := jobstore.ApplyOutcome(r.job, lease, o, now, s.opts.Backoff)
-		// A WatchCancel in another process learns of the end of a lease
-		// it did not hand out only through a notification.
-		return j, true, !mine, err
-	})
-	if err == nil || errors.Is(err, jobstore.ErrNotHeld) || errors.Is(err, jobstore.ErrNotFound) {
-		s.forget(lease)
-	}
-	return j, err
-}
-
 // forget drops what the store remembers of lease.
 func (s *Store) forget(lease jobstore.Lease) {
 	s.mu.Lock()

@@ -145,7 +145,10 @@ func (s *Store) sleep(ctx context.Context, op string, w *watcher, lost <-chan st
 // claimed under (the error then wraps ErrLeaseLost: the worker must stop,
 // since the job will run elsewhere). Returns ctx.Err() when ctx ends, and
 // an error wrapping jobstore.ErrClosed when the store is closed. A cancel
-// or a recovery in another process reaches it by notification.
+// or a recovery in another process reaches it by notification. For a job
+// this store has just claimed, it reads the row only if a notification
+// named the job since the claim began (or the listener was down
+// meanwhile): otherwise the row is as the claim left it.
 func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
 	if err := lease.Validate(); err != nil {
 		return fmt.Errorf("pgstore: watch cancel: %w", err)
@@ -157,7 +160,7 @@ func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
 	if mine {
 		lost = h.sess.lost
 	}
-	for {
+	for first := true; ; first = false {
 		if err := s.check(ctx, "watch cancel"); err != nil {
 			return err
 		}
@@ -165,6 +168,22 @@ func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
 			return fmt.Errorf("pgstore: watch cancel %s: %w: %w", lease.ID, jobstore.ErrNotHeld, h.sess.lostError())
 		}
 		w, release := s.watch(lease.ID)
+		if first && mine {
+			// Nothing notified about the job since this store claimed it:
+			// the row is as the claim left it, and the watch now set up
+			// hears of any change. No need to read it.
+			s.mu.Lock()
+			quiet := s.quietSinceLocked(lease.ID, h.from)
+			s.mu.Unlock()
+			if quiet {
+				err := s.sleep(ctx, "watch cancel", w, lost)
+				release()
+				if err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		var (
 			state           string
 			worker          string

@@ -1,0 +1,248 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// maxCompleteBatch is the most completions one statement writes.
+const maxCompleteBatch = 500
+
+// Complete ends the attempt that lease holds with outcome o and returns the
+// updated job. The write is fenced: it happens only if the job is still
+// running the lease's attempt for the lease's worker. It is durable when
+// Complete returns: the outcomes of the attempts this store claimed are
+// written together with the others that wait at that moment, in one
+// statement (one commit), and each Complete returns once that commit is
+// done. Returns an error wrapping jobstore.ErrNotHeld if lease no longer
+// holds the job (also when this store lost the lease session it claimed
+// the job under, see ErrLeaseLost), jobstore.ErrNotFound if there is no
+// such job, and jobstore.ErrPayloadTooLarge if o.Result exceeds the
+// payload limit.
+func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.Outcome) (jobstore.Job, error) {
+	if err := lease.Validate(); err != nil {
+		return jobstore.Job{}, fmt.Errorf("pgstore: complete: %w", err)
+	}
+	if o.Error == "" {
+		if err := jobstore.ValidatePayload(o.Result, s.opts.MaxPayload); err != nil {
+			return jobstore.Job{}, fmt.Errorf("pgstore: complete %s: result: %w", lease.ID, err)
+		}
+	}
+	if err := s.check(ctx, "complete"); err != nil {
+		return jobstore.Job{}, err
+	}
+	s.mu.Lock()
+	h, mine := s.held[lease]
+	s.mu.Unlock()
+	if mine && h.sess.isLost() {
+		s.forget(lease)
+		return jobstore.Job{}, fmt.Errorf("pgstore: complete %s: %w: %w", lease.ID, jobstore.ErrNotHeld, h.sess.lostError())
+	}
+	if mine && h.claimed.version != 0 {
+		// The row as the claim left it: if it did not change since (a
+		// cancel, a recovery), the batch's conditional statement
+		// completes it.
+		j, err := jobstore.ApplyOutcome(h.claimed.job, lease, o, usec(time.Now()), s.opts.Backoff)
+		if err == nil {
+			nr, err := s.completeClaimed(ctx, h.claimed, j)
+			if err == nil {
+				s.forget(lease)
+				s.signalJob(lease.ID)
+				if nr.job.State == jobstore.StateQueued {
+					s.signalWork()
+				}
+				return nr.job, nil
+			}
+			if !errors.Is(err, errConflict) {
+				return jobstore.Job{}, s.fail(ctx, "complete", err)
+			}
+		}
+	}
+	j, err := s.change(ctx, "complete", lease.ID, func(r row, now time.Time) (jobstore.Job, bool, bool, error) {
+		j, err := jobstore.ApplyOutcome(r.job, lease, o, now, s.opts.Backoff)
+		// A WatchCancel in another process learns of the end of a lease
+		// it did not hand out only through a notification.
+		return j, true, !mine, err
+	})
+	if err == nil || errors.Is(err, jobstore.ErrNotHeld) || errors.Is(err, jobstore.ErrNotFound) {
+		s.forget(lease)
+	}
+	return j, err
+}
+
+// completion is one Complete waiting for the batch that writes it.
+type completion struct {
+	// gone is closed when the caller's ctx ends.
+	gone <-chan struct{}
+	// r is the row as the claim left it, j the job to write over it.
+	r row
+	j jobstore.Job
+	// done receives the row as written, or errConflict if the row changed
+	// since the claim, or the error of the batch.
+	done chan completed
+}
+
+type completed struct {
+	r   row
+	err error
+}
+
+// completeClaimed writes j over the row r that this store's claim left, if
+// the row has not changed since (its version), as write does, and returns
+// the row as written, or errConflict. The writes of concurrent calls are
+// grouped: a flusher goroutine writes whatever waits, in one statement,
+// then what came meanwhile, and so on, so that the completions of many
+// workers cost one round trip and one commit. A call waits for the commit
+// of its own write; if ctx ends before its batch is written, its write is
+// left out.
+func (s *Store) completeClaimed(ctx context.Context, r row, j jobstore.Job) (row, error) {
+	c := &completion{gone: ctx.Done(), r: r, j: trimTimes(j), done: make(chan completed, 1)}
+	s.mu.Lock()
+	if s.isClosed() {
+		s.mu.Unlock()
+		return row{}, errStoreClosed
+	}
+	s.completing = append(s.completing, c)
+	if !s.flushing {
+		s.flushing = true
+		s.wg.Add(1)
+		go s.flushCompletions()
+	}
+	s.mu.Unlock()
+	select {
+	case res := <-c.done:
+		return res.r, res.err
+	case <-ctx.Done():
+		return row{}, ctx.Err()
+	}
+}
+
+// flushCompletions writes the waiting completions in batches until none
+// waits. A batch holds one completion per job; another completion of the
+// same job (a second Complete of one lease at once) waits for the next.
+func (s *Store) flushCompletions() {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		s.mu.Lock()
+		var batch, rest []*completion
+		ids := make(map[string]bool, len(s.completing))
+		for _, c := range s.completing {
+			if len(batch) == maxCompleteBatch || ids[c.r.job.ID] {
+				rest = append(rest, c)
+				continue
+			}
+			ids[c.r.job.ID] = true
+			batch = append(batch, c)
+		}
+		s.completing = rest
+		if len(batch) == 0 {
+			s.flushing = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		s.writeCompletions(ctx, batch)
+	}
+}
+
+// writeCompletions writes batch in one statement and tells each completion
+// its result.
+func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
+	live := batch[:0]
+	for _, c := range batch {
+		select {
+		case <-c.gone:
+			c.done <- completed{err: context.Canceled} // the caller returned already
+			continue
+		default:
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	n := len(live)
+	var (
+		ids, states, workers = make([]string, n), make([]string, n), make([]string, n)
+		versions             = make([]int64, n)
+		prios, attempts      = make([]int32, n), make([]int32, n)
+		runAts, updated      = make([]time.Time, n), make([]time.Time, n)
+		started, finished    = make([]*time.Time, n), make([]*time.Time, n)
+		cancels              = make([]bool, n)
+		results, docs        = make([][]byte, n), make([][]byte, n)
+		encodeErrs           = make([]error, n)
+		written              = make(map[string]row, n)
+		writeErr             error
+	)
+	for k, c := range live {
+		j := c.j
+		doc, err := encodeDoc(j)
+		if err != nil {
+			encodeErrs[k] = err
+			continue // no such id in the statement: its version is 0
+		}
+		ids[k], versions[k], states[k] = j.ID, c.r.version, string(j.State)
+		prios[k], runAts[k], attempts[k], workers[k] = int32(j.Priority), j.RunAt, int32(j.Attempt), j.Worker
+		if !j.StartedAt.IsZero() {
+			started[k] = &live[k].j.StartedAt
+		}
+		updated[k] = j.UpdatedAt
+		if !j.FinishedAt.IsZero() {
+			finished[k] = &live[k].j.FinishedAt
+		}
+		cancels[k] = j.CancelRequested
+		if len(j.Result) > 0 {
+			results[k] = j.Result
+		}
+		docs[k] = doc
+	}
+	ctx, cancel := context.WithTimeout(ctx, detachedTimeout)
+	defer cancel()
+	rs, err := s.pool.Query(ctx, s.q.completeMany, ids, versions, states, prios, runAts, attempts, workers,
+		started, updated, finished, cancels, results, docs, s.q.chanWork, s.q.chanJob)
+	if err == nil {
+		for rs.Next() {
+			var nw, nj int64
+			r, err := scanRow(rs, &nw, &nj)
+			if err != nil {
+				writeErr = err
+				break
+			}
+			written[r.job.ID] = r
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil && writeErr == nil {
+			writeErr = err
+		}
+	} else {
+		writeErr = err
+	}
+	for k, c := range live {
+		switch {
+		case encodeErrs[k] != nil:
+			c.done <- completed{err: encodeErrs[k]}
+		case writeErr != nil:
+			c.done <- completed{err: writeErr}
+		default:
+			r, ok := written[c.j.ID]
+			if !ok {
+				c.done <- completed{err: errConflict}
+				continue
+			}
+			c.done <- completed{r: r}
+		}
+	}
+}
