@@ -26,7 +26,8 @@ type Options struct {
 	// Follow goes on copying what is appended to the log until the job is
 	// in a terminal state and its log is copied to the end.
 	Follow bool
-	// Poll is how often Follow looks for new output. Zero means
+	// Poll is how often Follow looks for new output in Logs that are not
+	// a Watcher (a Watcher's wake-ups replace the poll). Zero means
 	// DefaultPoll.
 	Poll time.Duration
 }
@@ -99,6 +100,23 @@ func CopyLogs(ctx context.Context, w io.Writer, st jobstore.Client, logs Logs, i
 
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	// New output wakes the loop below: by the Logs' own wake-ups, which
+	// must be set up before the first read, or else by a poll.
+	var grew <-chan struct{}
+	var tick <-chan time.Time
+	if lw, ok := logs.(Watcher); ok {
+		if grew, err = lw.WatchLog(waitCtx, j.ID); err != nil {
+			return j, err
+		}
+	} else {
+		poll := opts.Poll
+		if poll <= 0 {
+			poll = DefaultPoll
+		}
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		tick = t.C
+	}
 	done := make(chan error, 1)
 	var final jobstore.Job
 	go func() {
@@ -120,12 +138,6 @@ func CopyLogs(ctx context.Context, w io.Writer, st jobstore.Client, logs Logs, i
 			return j, err
 		}
 	}
-	poll := opts.Poll
-	if poll <= 0 {
-		poll = DefaultPoll
-	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
 	for {
 		select {
 		case err := <-done:
@@ -138,7 +150,11 @@ func CopyLogs(ctx context.Context, w io.Writer, st jobstore.Client, logs Logs, i
 				return final, err
 			}
 			return final, flushRaw()
-		case <-t.C:
+		case <-grew:
+			if err := follow(); err != nil {
+				return j, err
+			}
+		case <-tick:
 			if err := follow(); err != nil {
 				return j, err
 			}

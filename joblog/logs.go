@@ -31,6 +31,19 @@ type Logs interface {
 	Size(ctx context.Context, id string) (int64, error)
 }
 
+// Watcher is implemented by Logs that tell a follower when a log grows,
+// so that CopyLogs follows it without polling: pgstore's Logs do, through
+// LISTEN/NOTIFY, for writers in any process. Dir does not: CopyLogs polls
+// files every Options.Poll.
+type Watcher interface {
+	// WatchLog returns a channel that receives a value after the log of
+	// job id may have grown, until ctx ends; values coalesce. A read of
+	// the log made after WatchLog returns misses no append that does not
+	// wake the channel. It returns an error wrapping jobstore.ErrNotFound
+	// if the job does not exist.
+	WatchLog(ctx context.Context, id string) (<-chan struct{}, error)
+}
+
 // Appender appends to the log of one job. It is not safe for concurrent
 // use; Close it when done.
 type Appender interface {

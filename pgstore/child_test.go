@@ -158,6 +158,20 @@ func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error
 			_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(json.RawMessage(`"stale"`)))
 			fmt.Printf("complete %s\n", errClass(err))
 		}
+	case "append-log":
+		// childKey is "<job ID> <line>".
+		id, line, _ := strings.Cut(os.Getenv(childKey), " ")
+		a, err := s.Logs().Append(ctx, id)
+		if err != nil {
+			return err
+		}
+		if _, err := a.Write([]byte(line + "\n")); err != nil {
+			return err
+		}
+		if err := a.Close(); err != nil {
+			return err
+		}
+		fmt.Println("appended")
 	case "runner":
 		return runDrain(ctx, s, worker)
 	default:

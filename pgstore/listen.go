@@ -3,14 +3,16 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // The listener is one connection per store that LISTENs on the schema's
-// two channels and turns notifications into local wake-ups: a job may have
-// become claimable (AwaitWork), job X changed (Wait, WatchCancel). It is
+// three channels and turns notifications into local wake-ups: a job may
+// have become claimable (AwaitWork), job X changed (Wait, WatchCancel),
+// job X's log grew (Logs.WatchLog, for a follower). It is
 // started by the first call that waits, and reconnects when its connection
 // drops; while it is down, those calls read the database every
 // PollInterval instead, and when it is back every one of them looks again,
@@ -71,17 +73,17 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	work, job := pgx.Identifier{s.q.chanWork}.Sanitize(), pgx.Identifier{s.q.chanJob}.Sanitize()
-	if _, err := conn.Exec(ctx, "LISTEN "+work+"; LISTEN "+job); err != nil {
+	work, job, log := pgx.Identifier{s.q.chanWork}.Sanitize(), pgx.Identifier{s.q.chanJob}.Sanitize(), pgx.Identifier{s.q.chanLog}.Sanitize()
+	if _, err := conn.Exec(ctx, "LISTEN "+work+"; LISTEN "+job+"; LISTEN "+log); err != nil {
 		return err
 	}
 	var n int
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_listening_channels() c WHERE c IN ($1, $2)`,
-		s.q.chanWork, s.q.chanJob).Scan(&n)
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_listening_channels() c WHERE c IN ($1, $2, $3)`,
+		s.q.chanWork, s.q.chanJob, s.q.chanLog).Scan(&n)
 	if err != nil {
 		return err
 	}
-	if n != 2 {
+	if n != 3 {
 		s.opts.Logger.Error("pgstore: the listener cannot work here; waiting calls poll instead", "err", ErrSessionNotKept)
 		<-ctx.Done()
 		return fmt.Errorf("listener: %w", ErrSessionNotKept)
@@ -97,6 +99,8 @@ func (s *Store) listenOnce(ctx context.Context) error {
 			s.signalWork()
 		case s.q.chanJob:
 			s.signalJob(n.Payload)
+		case s.q.chanLog:
+			s.signalJob(logWatchKey(n.Payload))
 		}
 	}
 }
@@ -132,14 +136,21 @@ func (s *Store) signalWorkLocked() {
 	s.workSeq++
 }
 
-// signalJob wakes the Wait and WatchCancel calls watching job id.
-func (s *Store) signalJob(id string) {
+// logWatchKey is the key of the watches of job id's log: a job ID has no
+// colon, so it names no job.
+func logWatchKey(id string) string { return "log:" + id }
+
+// signalJob wakes the calls watching key: a job ID (Wait, WatchCancel) or
+// a logWatchKey (WatchLog).
+func (s *Store) signalJob(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.notes.add(id)
-	if w := s.watches[id]; w != nil {
+	if !strings.HasPrefix(key, "log:") {
+		s.notes.add(key) // a job notification, not a log chunk's
+	}
+	if w := s.watches[key]; w != nil {
 		close(w.ch)
-		delete(s.watches, id)
+		delete(s.watches, key)
 	}
 }
 

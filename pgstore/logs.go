@@ -31,10 +31,16 @@ const (
 // Logs keeps the logs of exec jobs in the store's schema (the logs table),
 // so that every machine reads them while the job runs: it implements
 // joblog.Logs. A log is written in chunks (LogChunk, LogFlushInterval) and
-// deleted with its job. It is safe for concurrent use.
+// deleted with its job. It implements joblog.Watcher too: a chunk written
+// to the log of a job that someone follows or waits for notifies the
+// schema's log channel, which wakes followers in every process. It is safe
+// for concurrent use.
 type Logs struct{ s *Store }
 
-var _ joblog.Logs = (*Logs)(nil)
+var (
+	_ joblog.Logs    = (*Logs)(nil)
+	_ joblog.Watcher = (*Logs)(nil)
+)
 
 // Logs returns the store's job logs.
 func (s *Store) Logs() *Logs { return &Logs{s: s} }
@@ -131,6 +137,58 @@ func (l *Logs) Size(ctx context.Context, id string) (int64, error) {
 	return end, nil
 }
 
+// WatchLog returns a channel that receives a value after each chunk
+// written to the log of job id in any process, until ctx ends: the
+// notification of the schema's log channel that the chunk's statement
+// sends once WatchLog has marked the job as waited for. While the
+// store's listener connection is down, the channel receives a value every
+// PollInterval instead, and once when it is back. Values coalesce. A read
+// of the log made after WatchLog returns misses no chunk that does not
+// wake the channel. Returns an error wrapping jobstore.ErrNotFound if the
+// job does not exist.
+func (l *Logs) WatchLog(ctx context.Context, id string) (<-chan struct{}, error) {
+	if err := jobstore.ValidateID(id); err != nil {
+		return nil, fmt.Errorf("pgstore: watch log: %w", err)
+	}
+	s := l.s
+	if err := s.check(ctx, "watch log"); err != nil {
+		return nil, err
+	}
+	key := logWatchKey(id)
+	w, release := s.watch(key)
+	// The mark takes the row lock that a chunk's statement takes in share
+	// mode: a chunk written meanwhile either commits before the mark (and
+	// the caller's read sees it) or sees the mark and notifies.
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.schema+`.jobs SET waited = true WHERE id = $1`, id)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = fmt.Errorf("pgstore: watch log: job %s: %w", id, jobstore.ErrNotFound)
+	} else if err != nil {
+		err = s.fail(ctx, "watch log", err)
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	ch := make(chan struct{}, 1)
+	go func() {
+		for {
+			err := s.sleep(ctx, "watch log", w, nil)
+			release()
+			if err != nil {
+				return
+			}
+			// Watch again before the caller reads: a chunk after this
+			// wakes the next round.
+			w, release = s.watch(key)
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return ch, nil
+}
+
 // appender writes one job's log in chunks.
 type appender struct {
 	l         *Logs
@@ -199,7 +257,7 @@ func (a *appender) flushLocked() error {
 	ctx, cancel := context.WithTimeout(a.ctx, logWriteTimeout)
 	defer cancel()
 	for try := 0; ; try++ {
-		_, err := a.l.s.pool.Exec(ctx, `INSERT INTO `+a.l.s.q.schema+`.logs (id, "offset", data) VALUES ($1, $2, $3)`, a.id, a.off, a.buf)
+		_, err := a.l.s.pool.Exec(ctx, a.l.s.q.appendLog, a.id, a.off, a.buf, a.l.s.q.chanLog)
 		var pe *pgconn.PgError
 		if err != nil && errors.As(err, &pe) && pe.Code == "23505" && try < 3 {
 			// Another writer (an attempt presumed dead) wrote there:

@@ -147,6 +147,7 @@ type queries struct {
 	schema     string // quoted
 	chanWork   string // notification channel: a job may have become claimable
 	chanJob    string // notification channel: job <payload> changed
+	chanLog    string // notification channel: job <payload>'s log grew
 	get        string
 	insert     string
 	byKey      string
@@ -164,6 +165,7 @@ type queries struct {
 	// completeMany is update for many rows at once, without notifyJob.
 	completeMany string
 	markWaited   string
+	appendLog    string
 	watch        string
 	prune        string
 	counts       string
@@ -178,7 +180,7 @@ type queries struct {
 func newQueries(schema string) queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	t := s + ".jobs"
-	q := queries{schema: s, chanWork: schema + ".work", chanJob: schema + ".job"}
+	q := queries{schema: s, chanWork: schema + ".work", chanJob: schema + ".job", chanLog: schema + ".log"}
 	q.get = `SELECT ` + cols + ` FROM ` + t + ` WHERE id = $1`
 	q.insert = `WITH ins AS (
 		INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, updated_at, payload, doc)
@@ -335,6 +337,12 @@ func newQueries(schema string) queries {
 	nj AS (SELECT pg_notify($15, id) FROM u WHERE waited AND state IN ('succeeded', 'failed', 'canceled'))
 	SELECT ` + cols + `, (SELECT count(*) FROM nw), (SELECT count(*) FROM nj) FROM u`
 	q.markWaited = `UPDATE ` + t + ` SET waited = true WHERE id = $1 RETURNING ` + cols
+	// A chunk of a log notifies the log channel if someone follows the
+	// job (see Logs.WatchLog): the share lock on the job's row orders the
+	// chunk with the follower's mark, which takes the row lock.
+	q.appendLog = `WITH j AS (SELECT waited FROM ` + t + ` WHERE id = $1 FOR SHARE),
+	ins AS (INSERT INTO ` + s + `.logs (id, "offset", data) VALUES ($1, $2, $3))
+	SELECT pg_notify($4, $1) FROM j WHERE waited`
 	q.watch = `SELECT state, worker, attempt, cancel_requested FROM ` + t + ` WHERE id = $1`
 	q.prune = `DELETE FROM ` + t + ` WHERE id IN (
 		SELECT id FROM ` + t + `

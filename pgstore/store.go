@@ -57,7 +57,8 @@ type Store struct {
 	// nextDue is the earliest future RunAt a Claim reported, zero if none.
 	nextDue time.Time
 	// watches holds a channel per job ID that Wait or WatchCancel watches,
-	// closed and removed on any notification about that job.
+	// closed and removed on any notification about that job, and one per
+	// logWatchKey that WatchLog watches, likewise for its log.
 	watches map[string]*idWatch
 	// notes remembers which jobs the latest job notifications named (see
 	// notePoint).
