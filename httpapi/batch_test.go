@@ -14,27 +14,30 @@ import (
 	"github.com/jobdir/jobdir/memstore"
 )
 
-// batchResult is one element of the batch submit's answer.
+// batchResult is one element of the batch submit's answer, its job as
+// the jobstore.Job it describes.
 type batchResult struct {
-	Job     jobstore.Job `json:"job"`
-	Created bool         `json:"created"`
+	Job     jobstore.Job
+	Created bool
 }
 
-// batch posts body to the batch route and decodes the answer, requiring
-// 200.
+// batch posts body to the batch route and decodes the answer strictly
+// into httpapi.BatchResponse, requiring 200.
 func (e *env) batch(body string) []batchResult {
 	e.t.Helper()
 	r := e.do("POST", "/v1/jobs/batch", body)
 	require.Equal(e.t, http.StatusOK, r.status, "body: %s", r.body)
 	require.Equal(e.t, "application/json", r.header.Get("Content-Type"))
-	var out struct {
-		Results []batchResult `json:"results"`
-	}
-	dec := json.NewDecoder(strings.NewReader(string(r.body)))
-	dec.DisallowUnknownFields()
-	require.NoError(e.t, dec.Decode(&out), "body: %s", r.body)
+	var out httpapi.BatchResponse
+	strictDecode(e.t, r.body, &out)
 	require.NotNil(e.t, out.Results, "results must be an array, never null: %s", r.body)
-	return out.Results
+	res := make([]batchResult, len(out.Results))
+	for i, br := range out.Results {
+		j, err := br.Job.ToJob()
+		require.NoError(e.t, err)
+		res[i] = batchResult{Job: j, Created: br.Created}
+	}
+	return res
 }
 
 // batchOf returns a batch body holding the given job objects.

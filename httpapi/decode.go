@@ -16,13 +16,15 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// submitRequest is the JSON body of POST /v1/jobs. Times and durations are
-// strings so that a client writes them as people do: run_at in RFC 3339,
-// timeout as a Go duration such as "30s" or "1h30m".
+// submitRequest is how the server reads a SubmitRequest, the JSON body of
+// POST /v1/jobs: the same fields, read more strictly. Times and durations
+// are strings so that a client writes them as people do: run_at in RFC
+// 3339, timeout as a Go duration such as "30s" or "1h30m".
 //
 // Its strings are strictString: encoding/json would silently turn an
 // escaped lone surrogate into U+FFFD, so two different keys would name one
-// job.
+// job. TimeoutNS is the deprecated spelling of the timeout, in
+// nanoseconds, taken until a future version; nil when absent.
 type submitRequest struct {
 	Kind        strictString    `json:"kind"`
 	Key         strictString    `json:"key"`
@@ -31,6 +33,7 @@ type submitRequest struct {
 	Priority    int             `json:"priority"`
 	RunAt       strictString    `json:"run_at"`
 	Timeout     strictString    `json:"timeout"`
+	TimeoutNS   *int64          `json:"timeout_ns"`
 }
 
 // strictString is a JSON string that must decode to exactly the
@@ -284,7 +287,8 @@ func decodeBody(r io.Reader, v any) error {
 }
 
 // spec returns the spec req describes, or an error wrapping
-// jobstore.ErrInvalidInput if its run_at or timeout does not parse.
+// jobstore.ErrInvalidInput if its run_at or timeout does not parse, or if
+// timeout and timeout_ns are both given and disagree.
 func (req submitRequest) spec() (jobstore.Spec, error) {
 	spec := jobstore.Spec{
 		Kind:        string(req.Kind),
@@ -307,13 +311,22 @@ func (req submitRequest) spec() (jobstore.Spec, error) {
 		}
 		spec.RunAt = t.UTC()
 	}
+	var d time.Duration
 	if req.Timeout != "" {
-		d, err := time.ParseDuration(string(req.Timeout))
-		if err != nil {
+		var err error
+		if d, err = time.ParseDuration(string(req.Timeout)); err != nil {
 			return jobstore.Spec{}, fmt.Errorf("%w: timeout %q is not a duration such as 30s or 1h30m", jobstore.ErrInvalidInput, truncate(string(req.Timeout), 64))
 		}
-		spec.Timeout = d
 	}
+	var ns int64
+	if req.TimeoutNS != nil {
+		ns = *req.TimeoutNS
+	}
+	timeout, err := pickTimeout(Duration(d), req.Timeout != "", ns, req.TimeoutNS != nil)
+	if err != nil {
+		return jobstore.Spec{}, err
+	}
+	spec.Timeout = timeout
 	return spec, nil
 }
 

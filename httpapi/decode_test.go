@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +21,15 @@ import (
 
 // FuzzDecodeSubmit checks that decoding never panics, that every refusal
 // wraps jobstore.ErrInvalidInput, and that an accepted request describes
-// the same spec after a round trip through its JSON form. The seed corpus
+// the same spec after a round trip through its JSON form as a
+// SubmitRequest (FromSpec). The seed corpus
 // is in testdata/fuzz/FuzzDecodeSubmit; go test runs it as ordinary tests.
 func FuzzDecodeSubmit(f *testing.F) {
 	f.Add([]byte(`{"kind":"email.send","key":"k1","payload":{"a":[1,2]},"max_attempts":3,"priority":-5,"run_at":"2026-01-02T15:04:05.123Z","timeout":"1m30s"}`))
 	f.Add([]byte(`{"kind":"x","payload":null}`))
+	f.Add([]byte(`{"kind":"x","timeout_ns":90000000000}`))
+	f.Add([]byte(`{"kind":"x","timeout":"1m30s","timeout_ns":90000000000}`))
+	f.Add([]byte(`{"kind":"x","timeout":"1m30s","timeout_ns":1}`))
 	f.Add([]byte(`{"kind":"x","run_at":"2026-01-02T15:04:05+02:00"}`))
 	f.Add([]byte(`{"kind":"x"}{"kind":"y"}`))
 	f.Add([]byte(`{"kind":1}`))
@@ -44,17 +50,11 @@ func FuzzDecodeSubmit(f *testing.F) {
 				"key %q holds U+FFFD that the body %q does not", spec.Key, body)
 		}
 		require.True(t, utf8.ValidString(spec.Key), "key %q", spec.Key)
-		req := submitRequest{
-			Kind: strictString(spec.Kind), Key: strictString(spec.Key), Payload: spec.Payload,
-			MaxAttempts: spec.MaxAttempts, Priority: spec.Priority,
-		}
 		if !spec.RunAt.IsZero() {
 			require.Equal(t, time.UTC, spec.RunAt.Location())
-			req.RunAt = strictString(spec.RunAt.Format(time.RFC3339Nano))
 		}
-		if spec.Timeout != 0 {
-			req.Timeout = strictString(spec.Timeout.String())
-		}
+		// The exported request type encodes what the server reads.
+		req := FromSpec(spec)
 		again, err := json.Marshal(req)
 		require.NoError(t, err)
 		spec2, err := decodeSubmit(bytes.NewReader(again))
@@ -74,6 +74,24 @@ func FuzzDecodeSubmit(f *testing.F) {
 			require.Equal(t, c1.String(), c2.String())
 		}
 	})
+}
+
+// TestSubmitRequestIsWhatTheServerReads: the exported SubmitRequest and
+// the server's stricter reading of it, submitRequest, have the same JSON
+// fields, the deprecated timeout_ns apart, which only the server reads.
+func TestSubmitRequestIsWhatTheServerReads(t *testing.T) {
+	tags := func(typ reflect.Type) []string {
+		var names []string
+		for i := range typ.NumField() {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		return names
+	}
+	want := append(tags(reflect.TypeFor[SubmitRequest]()), "timeout_ns")
+	slices.Sort(want)
+	require.Equal(t, want, tags(reflect.TypeFor[submitRequest]()))
 }
 
 func TestDecodeSubmitKeepsMaxBytesError(t *testing.T) {

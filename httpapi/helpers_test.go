@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -100,14 +101,28 @@ func (e *env) doWith(method, path, body string, prep func(*http.Request)) respon
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// job decodes the response as a job, requiring status.
+// job decodes the response as a job, requiring status: strictly into the
+// wire type (every field known), then as the jobstore.Job it describes.
 func (r response) job(t *testing.T, status int) jobstore.Job {
 	t.Helper()
 	require.Equal(t, status, r.status, "body: %s", r.body)
 	require.Equal(t, "application/json", r.header.Get("Content-Type"))
-	var j jobstore.Job
-	require.NoError(t, json.Unmarshal(r.body, &j))
+	var w httpapi.Job
+	strictDecode(t, r.body, &w)
+	j, err := w.ToJob()
+	require.NoError(t, err)
 	return j
+}
+
+// strictDecode decodes the one JSON value of body into v, refusing fields
+// v does not have.
+func strictDecode(t *testing.T, body []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(v), "body: %s", body)
+	_, err := dec.Token()
+	require.ErrorIs(t, err, io.EOF, "body: %s", body)
 }
 
 // apiError decodes the response as an error, requiring status and code.

@@ -246,12 +246,8 @@ func TestListByteBudget(t *testing.T) {
 				r := e.do("GET", "/v1/jobs?order=oldest&limit=1000&cursor="+cursor, "")
 				require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 				require.Less(t, len(r.body), 250_000+2_000, "a response over the budget")
-				var page struct {
-					Jobs        []jobstore.Job `json:"jobs"`
-					Next        string         `json:"next"`
-					ByteLimited bool           `json:"byte_limited"`
-				}
-				require.NoError(t, json.Unmarshal(r.body, &page))
+				var page httpapi.ListResponse
+				strictDecode(t, r.body, &page)
 				for _, j := range page.Jobs {
 					got = append(got, j.ID)
 				}

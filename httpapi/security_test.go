@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -214,11 +213,8 @@ func TestErrorBodiesCarryNoPaths(t *testing.T) {
 		r = e.do("GET", "/v1/jobs", "")
 		require.Equal(t, http.StatusOK, r.status)
 		require.NotContains(t, string(r.body), dir)
-		var page struct {
-			Jobs    []jobstore.Job `json:"jobs"`
-			Skipped []string       `json:"skipped"`
-		}
-		require.NoError(t, json.Unmarshal(r.body, &page))
+		var page httpapi.ListResponse
+		strictDecode(t, r.body, &page)
 		require.Len(t, page.Jobs, 1)
 		require.Equal(t, good.ID, page.Jobs[0].ID)
 		require.Len(t, page.Skipped, 2)

@@ -499,18 +499,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		// the handler is mounted under a prefix.
 		w.Header().Set("Location", "jobs/"+job.ID)
 	}
-	s.writeJSON(w, status, job)
-}
-
-// batchResult is one element of the batch submit's answer.
-type batchResult struct {
-	Job     jobstore.Job `json:"job"`
-	Created bool         `json:"created"`
-}
-
-// batchResponse is the body of POST /v1/jobs/batch.
-type batchResponse struct {
-	Results []batchResult `json:"results"`
+	s.writeJSON(w, status, FromJob(job))
 }
 
 // noPayloadLimit stands for the payload limit when the server checks a
@@ -543,9 +532,8 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	resp := batchResponse{Results: make([]batchResult, len(specs))}
 	if len(specs) == 0 {
-		s.writeJSON(w, http.StatusOK, resp)
+		s.writeJSON(w, http.StatusOK, BatchResponse{Results: []BatchResult{}})
 		return
 	}
 	subs, err := s.store.SubmitBatch(r.Context(), specs)
@@ -559,8 +547,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	created := make(map[string]float64)
-	for i, sub := range subs {
-		resp.Results[i] = batchResult{Job: sub.Job, Created: sub.Created}
+	for _, sub := range subs {
 		if sub.Created {
 			created[sub.Job.Kind]++
 		}
@@ -568,13 +555,14 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	for kind, n := range created {
 		s.metrics.submitted.WithLabelValues(s.metrics.kind(kind)).Add(n)
 	}
-	s.writeBatch(w, resp.Results)
+	s.writeBatch(w, subs)
 }
 
-// writeBatch writes the answer of a batch submit a result at a time: it
-// echoes every job with its payload, so buffering it whole would hold the
-// batch in memory once more. Each result written is let go.
-func (s *Server) writeBatch(w http.ResponseWriter, results []batchResult) {
+// writeBatch writes the answer of a batch submit, a BatchResponse, a
+// result at a time: it echoes every job with its payload, so buffering it
+// whole would hold the batch in memory once more. Each result written is
+// let go.
+func (s *Server) writeBatch(w http.ResponseWriter, results []jobstore.Submitted) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
@@ -586,12 +574,12 @@ func (s *Server) writeBatch(w http.ResponseWriter, results []batchResult) {
 	_, _ = bw.WriteString(`{"results":[`)
 	for i := range results {
 		buf.Reset()
-		if err := enc.Encode(results[i]); err != nil {
+		if err := enc.Encode(BatchResult{Job: FromJob(results[i].Job), Created: results[i].Created}); err != nil {
 			// Only a bug gets here; the client sees a truncated body.
 			s.log.Error("encode response", slog.String("error", err.Error()))
 			return
 		}
-		results[i] = batchResult{}
+		results[i] = jobstore.Submitted{}
 		if i > 0 {
 			_ = bw.WriteByte(',')
 		}
@@ -609,20 +597,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	s.writeJSON(w, http.StatusOK, job)
-}
-
-// listResponse is the body of GET /v1/jobs.
-type listResponse struct {
-	Jobs []jobstore.Job `json:"jobs"`
-	Next string         `json:"next,omitempty"`
-	// ByteLimited says the page holds fewer jobs than the limit because
-	// their size reached the server's byte budget (Options.MaxListBytes);
-	// Next continues it.
-	ByteLimited bool `json:"byte_limited,omitempty"`
-	// Skipped names records the store could not read (corrupt) and left
-	// out of the page.
-	Skipped []string `json:"skipped,omitempty"`
+	s.writeJSON(w, http.StatusOK, FromJob(job))
 }
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
@@ -643,9 +618,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page = enforceByteBudget(page, opts)
-	resp := listResponse{Jobs: page.Jobs, Next: page.Next, ByteLimited: page.ByteLimited}
-	if resp.Jobs == nil {
-		resp.Jobs = []jobstore.Job{}
+	resp := ListResponse{Jobs: make([]Job, len(page.Jobs)), Next: page.Next, ByteLimited: page.ByteLimited}
+	for i, j := range page.Jobs {
+		resp.Jobs[i] = FromJob(j)
 	}
 	for _, e := range page.Errors {
 		resp.Skipped = append(resp.Skipped, scrubPaths(e.Error()))
@@ -676,7 +651,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.canceled.WithLabelValues(s.metrics.kind(job.Kind), "http").Inc()
-	s.writeJSON(w, http.StatusOK, job)
+	s.writeJSON(w, http.StatusOK, FromJob(job))
 }
 
 func (s *Server) handleRetry(w http.ResponseWriter, r *http.Request) {
@@ -685,7 +660,7 @@ func (s *Server) handleRetry(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	s.writeJSON(w, http.StatusOK, job)
+	s.writeJSON(w, http.StatusOK, FromJob(job))
 }
 
 // handleWait long-polls until the job is terminal, the timeout passes, or
@@ -734,7 +709,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, d time.Duration) {
 		return
 	}
 	w.Header().Set(TerminalHeader, fmt.Sprint(job.State.Terminal()))
-	s.writeJSON(w, http.StatusOK, job)
+	s.writeJSON(w, http.StatusOK, FromJob(job))
 }
 
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {

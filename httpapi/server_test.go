@@ -133,12 +133,15 @@ func TestSubmit(t *testing.T) {
 	require.True(t, job.RunAt.Equal(runAt), "run_at %s, want %s", job.RunAt, runAt)
 	require.Equal(t, 90*time.Second, job.Timeout)
 
-	// The response is the job's JSON exactly as the store keeps it.
+	// The response is the stored job in the wire form: the timeout as a
+	// duration string, and in nanoseconds under its deprecated name.
 	stored, err := e.store.Get(t.Context(), job.ID)
 	require.NoError(t, err)
-	want, err := json.Marshal(stored)
-	require.NoError(t, err)
-	require.JSONEq(t, string(want), string(r.body))
+	want := fmt.Sprintf(`{"id":%q,"key":"order-7","kind":"email.send","payload":{"to":"a@example.com"},"state":"queued",
+		"attempt":0,"max_attempts":5,"priority":10,"run_at":%q,"timeout":"1m30s","timeout_ns":90000000000,
+		"created_at":%q,"updated_at":%q}`, job.ID, runAt.Format(time.RFC3339Nano),
+		stored.CreatedAt.Format(time.RFC3339Nano), stored.UpdatedAt.Format(time.RFC3339Nano))
+	require.JSONEq(t, want, string(r.body))
 
 	t.Run("same key returns the existing job with 200", func(t *testing.T) {
 		again := e.do("POST", "/v1/jobs", `{"kind":"email.send","key":"order-7"}`).job(t, http.StatusOK)
@@ -249,20 +252,28 @@ func TestGet(t *testing.T) {
 	e.do("GET", "/v1/jobs/"+strings.ToLower(job.ID), "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
 }
 
+// listBody is a page of GET /v1/jobs, its jobs as the jobstore.Jobs they
+// describe.
 type listBody struct {
-	Jobs []jobstore.Job `json:"jobs"`
-	Next string         `json:"next"`
+	Jobs []jobstore.Job
+	Next string
 }
 
+// list gets a page of jobs and decodes it strictly into
+// httpapi.ListResponse.
 func (e *env) list(query string) listBody {
 	e.t.Helper()
 	r := e.do("GET", "/v1/jobs"+query, "")
 	require.Equal(e.t, http.StatusOK, r.status, "%s", r.body)
-	var b listBody
-	dec := json.NewDecoder(strings.NewReader(string(r.body)))
-	dec.DisallowUnknownFields()
-	require.NoError(e.t, dec.Decode(&b))
-	require.NotNil(e.t, b.Jobs, "jobs must be an array, never null")
+	var page httpapi.ListResponse
+	strictDecode(e.t, r.body, &page)
+	require.NotNil(e.t, page.Jobs, "jobs must be an array, never null")
+	b := listBody{Jobs: make([]jobstore.Job, len(page.Jobs)), Next: page.Next}
+	for i, w := range page.Jobs {
+		j, err := w.ToJob()
+		require.NoError(e.t, err)
+		b.Jobs[i] = j
+	}
 	return b
 }
 
@@ -445,8 +456,8 @@ func TestClientRoleSuffices(t *testing.T) {
 	require.Contains(t, string(r.body), `"created":true`)
 	r = e.do("GET", "/v1/jobs", "")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	var page struct{ Jobs []jobstore.Job }
-	require.NoError(t, json.Unmarshal(r.body, &page))
+	var page httpapi.ListResponse
+	strictDecode(t, r.body, &page)
 	require.Len(t, page.Jobs, 2)
 	require.Equal(t, jobstore.StateCanceled, e.do("POST", "/v1/jobs/"+j.ID+"/cancel", "").job(t, http.StatusOK).State)
 	require.Equal(t, jobstore.StateQueued, e.do("POST", "/v1/jobs/"+j.ID+"/retry", "").job(t, http.StatusOK).State)
