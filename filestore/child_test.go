@@ -1,7 +1,6 @@
 package filestore
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,23 +16,36 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
-	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
 
-// Multi-process tests re-execute the test binary as a child process: the
-// environment variable childEnv selects the child's role, and TestMain
-// runs it instead of the tests. Children print one line per event on
-// stdout.
+// Multi-process tests re-execute the test binary as a child process
+// (internal/testproc) that plays one of childRoles, named by the role, on
+// the store in the directory childDir names. Children print one line per
+// event on stdout.
 const (
-	childEnv    = "FILESTORE_TEST_CHILD"
 	childDir    = "FILESTORE_TEST_DIR"
 	childKey    = "FILESTORE_TEST_KEY"
 	childStart  = "FILESTORE_TEST_START" // unix nanoseconds to wait for
 	childNoSync = "FILESTORE_TEST_NOSYNC"
 )
+
+// childRoles are the roles of children, which TestMain hands to
+// testproc.Main.
+var childRoles = []string{"hold-locks", "submit-key", "submit-batch", "claim-all", "hold-lease-file",
+	"hold", "watch-cancel", "complete-later", "runner", "cycle", "claim-once"}
+
+// childFuncs returns the function of each of childRoles, for testproc.Main.
+func childFuncs() map[string]testproc.Func {
+	funcs := map[string]testproc.Func{}
+	for _, role := range childRoles {
+		funcs[role] = func([]string) int { return runChild(role) }
+	}
+	return funcs
+}
 
 func runChild(role string) int {
 	if role == "hold-locks" {
@@ -225,80 +237,10 @@ func claimOne(ctx context.Context, s *Store, worker string) (jobstore.Job, error
 	}
 }
 
-// child is a running child process and its output lines.
-type child struct {
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan error
-}
-
 // startChild starts the test binary as a child in role on the store dir.
-func startChild(t *testing.T, dir, role string, env ...string) *child {
+func startChild(t *testing.T, dir, role string, env ...string) *testproc.Proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, childDir+"="+dir)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = &prefixWriter{t: t, prefix: role}
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	c := &child{cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-		c.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-c.done
-	})
-	return c
-}
-
-// next returns the child's next output line, failing the test if none
-// comes in time.
-func (c *child) next(t *testing.T) string {
-	t.Helper()
-	select {
-	case l, ok := <-c.lines:
-		require.True(t, ok, "child exited without output")
-		return l
-	case <-time.After(60 * time.Second):
-		t.Fatal("no output from child")
-		return ""
-	}
-}
-
-// all returns every output line and requires the child to exit cleanly.
-func (c *child) all(t *testing.T) []string {
-	t.Helper()
-	var out []string
-	for l := range c.lines {
-		out = append(out, l)
-	}
-	select {
-	case err := <-c.done:
-		c.done <- err
-		require.NoError(t, err, "child failed")
-	case <-time.After(60 * time.Second):
-		t.Fatal("child did not exit")
-	}
-	return out
-}
-
-type prefixWriter struct {
-	t      *testing.T
-	prefix string
-}
-
-func (w *prefixWriter) Write(p []byte) (int, error) {
-	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		w.t.Logf("child %s: %s", w.prefix, l)
-	}
-	return len(p), nil
+	return testproc.Start(t, role, &testproc.Options{Env: append([]string{childDir + "=" + dir}, env...)})
 }
 
 // runDrain runs a runner that prints each job it runs, until no job is

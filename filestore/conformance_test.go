@@ -8,14 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/jobstore/storetest"
 )
 
 func TestMain(m *testing.M) {
-	if child := os.Getenv(childEnv); child != "" {
-		os.Exit(runChild(child))
-	}
+	testproc.Main(childFuncs())
 	goleak.VerifyTestMain(m)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -408,11 +409,11 @@ func requireReadable(t *testing.T, s *Store, want map[string]jobstore.Job) {
 // the store open. Writes fail with an error wrapping EACCES and leave
 // nothing half visible; reads work; Open refuses clearly.
 func TestReadOnlyDirectoryAsNobody(t *testing.T) {
-	if os.Getenv(hostileChildEnv) == "readonly" {
+	if testproc.Name() == "readonly" {
 		readOnlyChild(t)
 		return
 	}
-	base, bin := unprivileged(t)
+	base, bin := testproc.Unprivileged(t)
 	dir := filepath.Join(base, "store")
 	s, err := Open(t.Context(), dir, &Options{NoSync: true})
 	require.NoError(t, err)
@@ -429,7 +430,7 @@ func TestReadOnlyDirectoryAsNobody(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, chownTree(dir, 65534, 65534))
 
-	out := runAsNobody(t, bin, "TestReadOnlyDirectoryAsNobody", "readonly", hostileDirEnv+"="+dir, hostileIDEnv+"="+some)
+	out := runAs(t, testproc.Nobody(), bin, "TestReadOnlyDirectoryAsNobody", "readonly", hostileDirEnv+"="+dir, hostileIDEnv+"="+some)
 	t.Logf("child:\n%s", out)
 	res := childResults(t, out)
 	require.Empty(t, res["open"].Err)

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
@@ -667,13 +667,13 @@ func TestHostileRecordIsDirectory(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// Child processes of the hostile tests re-run this test binary with
-// -test.run selecting the test and hostileChildEnv set to the role; the
-// test then plays the child and prints "RESULT <json>" lines.
+// Child processes of the hostile tests re-run this test binary
+// (internal/testproc) with the test and its role selected; the test then
+// plays the child and prints "RESULT <json>" lines. hostileDirEnv names the
+// store and hostileIDEnv a job.
 const (
-	hostileChildEnv = "FILESTORE_HOSTILE_CHILD"
-	hostileDirEnv   = "FILESTORE_HOSTILE_DIR"
-	hostileIDEnv    = "FILESTORE_HOSTILE_ID"
+	hostileDirEnv = "FILESTORE_HOSTILE_DIR"
+	hostileIDEnv  = "FILESTORE_HOSTILE_ID"
 )
 
 // opResult is one operation's outcome as a child reports it.
@@ -722,52 +722,17 @@ func childResults(t *testing.T, out string) map[string]opResult {
 	return res
 }
 
-// unprivileged prepares to run this test binary as uid and gid 65534
-// (nobody): it skips the test unless running as root, and returns a
-// directory that user can enter and a copy of the test binary it can run.
-func unprivileged(t *testing.T) (base, bin string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to start a child process as another user")
-	}
-	base, err := os.MkdirTemp("", "filestore-hostile-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	require.NoError(t, os.Chmod(base, 0o755))
-	self, err := os.Executable()
-	require.NoError(t, err)
-	data, err := os.ReadFile(self)
-	require.NoError(t, err)
-	bin = filepath.Join(base, "filestore.test")
-	require.NoError(t, os.WriteFile(bin, data, 0o755))
-	return base, bin
-}
-
-// runAsNobody runs the test named test in the binary bin as uid 65534 with
-// role and env, and returns its output. It skips the test if the system
-// does not let it switch users.
-func runAsNobody(t *testing.T, bin, test, role string, env ...string) string {
-	t.Helper()
-	return runAs(t, &syscall.Credential{Uid: 65534, Gid: 65534}, bin, test, role, env...)
-}
-
-// runAs runs the test named test in the binary bin with the credentials
-// cred, role and env, and returns its output. It skips the test if the
-// system does not let it switch users.
+// runAs runs the test named test in the binary bin (a copy made by
+// testproc.Unprivileged) with the credentials cred, role and env, requires
+// that it passed without a panic, and returns its output. It skips the
+// test if the system does not let it switch users.
 func runAs(t *testing.T, cred *syscall.Credential, bin, test, role string, env ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, "-test.run=^"+test+"$", "-test.v")
-	cmd.Dir = filepath.Dir(bin)
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin", hostileChildEnv + "=" + role}, env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Skipf("cannot start a child process as uid %d: %v", cred.Uid, err)
-	}
+	out, err := testproc.Run(t.Context(), t, role, &testproc.Options{
+		Test: test, Exe: bin, Dir: filepath.Dir(bin), BareEnv: true, Cred: cred, Env: env})
 	require.NoError(t, err, "child failed:\n%s", out)
-	require.NotContains(t, string(out), "panic:", "the child crashed:\n%s", out)
-	return string(out)
+	require.NotContains(t, out, "panic:", "the child crashed:\n%s", out)
+	return out
 }
 
 // TestHostileUnreadableRecord: a record owned by root with mode 0000, read
@@ -775,11 +740,11 @@ func runAs(t *testing.T, cred *syscall.Credential, bin, test, role string, env .
 // all keep running and say which file they cannot read; the other jobs
 // are served.
 func TestHostileUnreadableRecord(t *testing.T) {
-	if os.Getenv(hostileChildEnv) == "unreadable" {
+	if testproc.Name() == "unreadable" {
 		unreadableChild(t)
 		return
 	}
-	base, bin := unprivileged(t)
+	base, bin := testproc.Unprivileged(t)
 	dir := filepath.Join(base, "store")
 	s, err := Open(t.Context(), dir, &Options{NoSync: true})
 	require.NoError(t, err)
@@ -793,7 +758,7 @@ func TestHostileUnreadableRecord(t *testing.T) {
 	require.NoError(t, os.Chown(rp, 0, 0))
 	require.NoError(t, os.Chmod(rp, 0))
 
-	out := runAsNobody(t, bin, "TestHostileUnreadableRecord", "unreadable",
+	out := runAs(t, testproc.Nobody(), bin, "TestHostileUnreadableRecord", "unreadable",
 		hostileDirEnv+"="+dir, hostileIDEnv+"="+locked.ID)
 	res := childResults(t, out)
 	t.Logf("child:\n%s", out)
@@ -900,7 +865,7 @@ func (c *countingStore) WatchCancel(ctx context.Context, l jobstore.Lease) error
 // every operation it tries afterwards fails with an error that says what
 // is missing.
 func TestHostileStoreRemovedUnderRunner(t *testing.T) {
-	if os.Getenv(hostileChildEnv) == "runner" {
+	if testproc.Name() == "runner" {
 		removedRunnerChild(t)
 		return
 	}
@@ -915,30 +880,9 @@ func TestHostileStoreRemovedUnderRunner(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileStoreRemovedUnderRunner$", "-test.v")
-	cmd.Env = append(os.Environ(), hostileChildEnv+"=runner", hostileDirEnv+"="+dir, hostileIDEnv+"="+slow.ID)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	lines := make(chan string, 1024)
+	c := testproc.Start(t, "runner", &testproc.Options{Test: "TestHostileStoreRemovedUnderRunner",
+		Env: []string{hostileDirEnv + "=" + dir, hostileIDEnv + "=" + slow.ID}})
 	var all strings.Builder
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		for range lines {
-		}
-		t.Logf("child stderr:\n%s", stderr.String())
-	})
 	var calls int64
 	// seen counts the lines read so far by prefix, so that lines the child
 	// prints in another order than awaited are not lost.
@@ -948,22 +892,16 @@ func TestHostileStoreRemovedUnderRunner(t *testing.T) {
 	// in all, counting those read by earlier calls.
 	await := func(want string, n int) {
 		t.Helper()
-		deadline := time.After(60 * time.Second)
 		for seen[want] < n {
-			select {
-			case l, ok := <-lines:
-				require.True(t, ok, "child exited before %q:\n%s", want, all.String())
-				all.WriteString(l + "\n")
-				if n, ok := strings.CutPrefix(l, "calls "); ok {
-					_, _ = fmt.Sscan(n, &calls)
+			l := c.Next(t)
+			all.WriteString(l + "\n")
+			if n, ok := strings.CutPrefix(l, "calls "); ok {
+				_, _ = fmt.Sscan(n, &calls)
+			}
+			for _, p := range prefixes {
+				if strings.HasPrefix(l, p) {
+					seen[p]++
 				}
-				for _, p := range prefixes {
-					if strings.HasPrefix(l, p) {
-						seen[p]++
-					}
-				}
-			case <-deadline:
-				t.Fatalf("no %q from the child:\n%s", want, all.String())
 			}
 		}
 	}
@@ -974,27 +912,21 @@ func TestHostileStoreRemovedUnderRunner(t *testing.T) {
 	// The worker may create a lock file while the tree is removed; remove
 	// until nothing is left.
 	require.Eventually(t, func() bool { return os.RemoveAll(dir) == nil }, 10*time.Second, 10*time.Millisecond)
-	cpu0 := processCPU(t, cmd.Process.Pid)
+	cpu0 := processCPU(t, c.Pid())
 	next("calls ")
 	calls0, start := calls, time.Now()
 	time.Sleep(3 * time.Second) // a window in which to watch it idle
 	next("calls ")
 	calls1, elapsed := calls, time.Since(start)
-	cpu1 := processCPU(t, cmd.Process.Pid)
+	cpu1 := processCPU(t, c.Pid())
 	t.Logf("after removal: %d store calls and %s of CPU in %s", calls1-calls0, cpu1-cpu0, elapsed.Round(time.Millisecond))
 	require.Less(t, calls1-calls0, int64(100), "the worker spins on a store that is gone")
 	require.Less(t, cpu1-cpu0, elapsed/2, "the worker burns CPU on a store that is gone")
-	require.NotContains(t, stderr.String(), "panic:")
+	require.NotContains(t, c.Output(), "panic:")
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	for l := range lines {
+	require.NoError(t, c.Signal(syscall.SIGTERM))
+	for _, l := range c.Lines(t) { // the worker stops cleanly
 		all.WriteString(l + "\n")
-	}
-	select {
-	case err := <-exited:
-		require.NoError(t, err, "the worker did not stop cleanly:\n%s", all.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("the worker did not exit after SIGTERM")
 	}
 	res := childResults(t, all.String())
 	t.Logf("child:\n%s", all.String())

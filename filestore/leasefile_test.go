@@ -28,13 +28,12 @@ func TestLeaseFileOutlivesWorker(t *testing.T) {
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
 	require.NoError(t, err)
 	c := startChild(t, dir, "hold-lease-file")
-	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
-	holder := holderPid(t, c.next(t))
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
+	holder := holderPid(t, c.Next(t))
 	t.Cleanup(func() { _ = syscall.Kill(holder, syscall.SIGKILL) })
 
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
-	<-c.done
-	c.done <- nil
+	require.NoError(t, c.Signal(syscall.SIGKILL))
+	_ = c.Wait(t.Context())
 	// Many recovery passes: the lease must hold as long as the holder runs.
 	time.Sleep(50 * 20 * time.Millisecond)
 	got, err := s.Get(t.Context(), j.ID)
@@ -61,10 +60,10 @@ func TestLeaseFileDoesNotOutliveComplete(t *testing.T) {
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work", MaxAttempts: 1})
 	require.NoError(t, err)
 	c := startChild(t, dir, "hold-lease-file", childKey+"=complete")
-	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
-	holder := holderPid(t, c.next(t))
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
+	holder := holderPid(t, c.Next(t))
 	t.Cleanup(func() { _ = syscall.Kill(holder, syscall.SIGKILL) })
-	require.Equal(t, "completed", c.next(t))
+	require.Equal(t, "completed", c.Next(t))
 
 	_, err = s.Retry(t.Context(), j.ID)
 	require.NoError(t, err)

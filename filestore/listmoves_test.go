@@ -102,7 +102,7 @@ func TestListStatsSeeMovingJobOnce(t *testing.T) {
 			} else {
 				defer stop()
 				c := startChild(t, dir, "cycle", childNoSync+"=1")
-				require.Equal(t, "cycling", c.next(t))
+				require.Equal(t, "cycling", c.Next(t))
 			}
 
 			const calls = 100

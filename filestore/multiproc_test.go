@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -23,7 +24,7 @@ func TestProcessesSubmitOneKey(t *testing.T) {
 	for round := range 2 {
 		key := fmt.Sprintf("invoice-%d", round)
 		start := time.Now().Add(time.Second).UnixNano()
-		var kids []*child
+		var kids []*testproc.Proc
 		for range n {
 			kids = append(kids, startChild(t, dir, "submit-key",
 				childKey+"="+key, childStart+"="+strconv.FormatInt(start, 10)))
@@ -31,7 +32,7 @@ func TestProcessesSubmitOneKey(t *testing.T) {
 		ids := map[string]bool{}
 		created := 0
 		for _, c := range kids {
-			out := c.all(t)
+			out := c.Lines(t)
 			require.Len(t, out, 1)
 			f := strings.Fields(out[0])
 			require.Equal(t, "submitted", f[0])
@@ -60,7 +61,7 @@ func TestProcessesSubmitBatchKeys(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
 	start := time.Now().Add(time.Second).UnixNano()
-	var kids []*child
+	var kids []*testproc.Proc
 	for i := range n {
 		kids = append(kids, startChild(t, dir, "submit-batch",
 			childKey+"="+strconv.Itoa(i), childStart+"="+strconv.FormatInt(start, 10)))
@@ -69,7 +70,7 @@ func TestProcessesSubmitBatchKeys(t *testing.T) {
 	created := map[string]int{}
 	unkeyed := map[string]bool{}
 	for _, c := range kids {
-		out := c.all(t)
+		out := c.Lines(t)
 		require.Len(t, out, 2*batchKeys)
 		for _, line := range out {
 			f := strings.Fields(line)
@@ -112,7 +113,7 @@ func TestProcessesClaimEachOnce(t *testing.T) {
 		require.NoError(t, err)
 		want[j.ID] = true
 	}
-	var kids []*child
+	var kids []*testproc.Proc
 	for range m {
 		// NoSync children: this test is about exactly-once, not durability.
 		kids = append(kids, startChild(t, dir, "claim-all", childNoSync+"=1"))
@@ -120,7 +121,7 @@ func TestProcessesClaimEachOnce(t *testing.T) {
 	got := map[string]int{}
 	perChild := make([]int, m)
 	for i, c := range kids {
-		for _, l := range c.all(t) {
+		for _, l := range c.Lines(t) {
 			f := strings.Fields(l)
 			require.Equal(t, "claimed", f[0])
 			require.Equal(t, "1", f[2], "job %s claimed at attempt %s", f[1], f[2])
@@ -150,7 +151,7 @@ func TestProcessKilledJobRequeued(t *testing.T) {
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work", MaxAttempts: 3})
 	require.NoError(t, err)
 	c := startChild(t, dir, "hold")
-	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
 
 	// Alive, the worker keeps its job: recovery must not touch it.
 	time.Sleep(3 * DefaultRecoverInterval)
@@ -158,7 +159,7 @@ func TestProcessKilledJobRequeued(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateRunning, got.State)
 
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, c.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	var requeued time.Duration
 	require.Eventually(t, func() bool {
@@ -190,17 +191,17 @@ func TestProcessCancelReachesWorker(t *testing.T) {
 		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
 		require.NoError(t, err)
 		c := startChild(t, dir, "watch-cancel")
-		require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+		require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
 		time.Sleep(100 * time.Millisecond) // let the child enter WatchCancel
 		sent := time.Now()
 		_, err = s.Cancel(t.Context(), j.ID)
 		require.NoError(t, err)
-		f := strings.Fields(c.next(t))
+		f := strings.Fields(c.Next(t))
 		require.Equal(t, "canceled", f[0])
 		at, err := strconv.ParseInt(f[1], 10, 64)
 		require.NoError(t, err)
 		lat = append(lat, time.Unix(0, at).Sub(sent))
-		c.all(t)
+		c.Lines(t)
 		done, err := s.Wait(t.Context(), j.ID)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateCanceled, done.State)
@@ -220,12 +221,12 @@ func TestProcessWaitSeesCompletion(t *testing.T) {
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
 	require.NoError(t, err)
 	c := startChild(t, dir, "complete-later")
-	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
 	done, err := s.Wait(t.Context(), j.ID)
 	returned := time.Now()
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateSucceeded, done.State)
-	f := strings.Fields(c.next(t))
+	f := strings.Fields(c.Next(t))
 	at, err := strconv.ParseInt(f[1], 10, 64)
 	require.NoError(t, err)
 	t.Logf("Wait returned %v after the other process's Complete returned", returned.Sub(time.Unix(0, at)))
@@ -241,13 +242,13 @@ func TestProcessStoppedWorkerKeepsJob(t *testing.T) {
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
 	require.NoError(t, err)
 	c := startChild(t, dir, "hold")
-	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
+	require.NoError(t, c.Signal(syscall.SIGSTOP))
 	time.Sleep(20 * 50 * time.Millisecond)
 	got, err := s.Get(t.Context(), j.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateRunning, got.State, "a stopped worker's job was taken from it")
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, c.Signal(syscall.SIGKILL))
 	require.Eventually(t, func() bool {
 		got, err := s.Get(t.Context(), j.ID)
 		return err == nil && got.State == jobstore.StateQueued
@@ -269,11 +270,11 @@ func TestProcessesRunnersDrain(t *testing.T) {
 		require.NoError(t, err)
 	}
 	start := time.Now()
-	kids := []*child{startChild(t, dir, "runner", childNoSync+"=1"), startChild(t, dir, "runner", childNoSync+"=1")}
+	kids := []*testproc.Proc{startChild(t, dir, "runner", childNoSync+"=1"), startChild(t, dir, "runner", childNoSync+"=1")}
 	ran := map[string]int{}
 	var per []int
 	for _, c := range kids {
-		lines := c.all(t)
+		lines := c.Lines(t)
 		per = append(per, len(lines))
 		for _, l := range lines {
 			f := strings.Fields(l)

@@ -91,7 +91,7 @@ func TestSubmitErrorMeansNoJob(t *testing.T) {
 	s := openAt(t, dir, &Options{fs: ffs})
 	var claims []string
 	ffs.hook = func() {
-		claims = append(claims, startChild(t, dir, "claim-once").next(t))
+		claims = append(claims, startChild(t, dir, "claim-once").Next(t))
 	}
 	ffs.armed.Store(true)
 	_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func returnsPromptly[T any](t *testing.T, what string, f func() (T, error)) (T, 
 func holdStripes(t *testing.T, dir, names string) {
 	t.Helper()
 	c := startChild(t, dir, "hold-locks", childKey+"="+names)
-	require.Equal(t, "locked", c.next(t))
+	require.Equal(t, "locked", c.Next(t))
 }
 
 // idOnStripe returns a new job ID whose record lock is stripe.
@@ -207,7 +208,7 @@ func TestOpenSkipsLockedRepairs(t *testing.T) {
 	require.NoError(t, os.WriteFile(s.keyPath(keyName("orphan")), data, 0o600))
 
 	holder := startChild(t, dir, "hold-locks", childKey+"="+stripeName(dead.ID))
-	require.Equal(t, "locked", holder.next(t))
+	require.Equal(t, "locked", holder.Next(t))
 	c, cancel := context.WithTimeout(ctx, stallBound)
 	defer cancel()
 	s2, err := returnsPromptly(t, "Open", func() (*Store, error) {
@@ -224,9 +225,8 @@ func TestOpenSkipsLockedRepairs(t *testing.T) {
 
 	// The holder goes away: recovery and the next submit of the key
 	// finish what Open left.
-	require.NoError(t, holder.cmd.Process.Kill())
-	<-holder.done
-	holder.done <- nil
+	require.NoError(t, holder.Signal(syscall.SIGKILL))
+	_ = holder.Wait(t.Context())
 	_, err = s2.recoverDead(ctx, true)
 	require.NoError(t, err)
 	j, err := s2.Get(ctx, dead.ID)

@@ -7,18 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
@@ -189,7 +187,7 @@ const (
 // refuses to run anything and says why; mallory's job stays queued. The
 // victim's own store in the same shared directory works.
 func TestTrustAcrossUsers(t *testing.T) {
-	switch os.Getenv(hostileChildEnv) {
+	switch testproc.Name() {
 	case "mallory":
 		malloryChild(t)
 		return
@@ -197,7 +195,7 @@ func TestTrustAcrossUsers(t *testing.T) {
 		victimChild(t)
 		return
 	}
-	base, bin := unprivileged(t)
+	base, bin := testproc.Unprivileged(t)
 	shared := filepath.Join(base, "shared")
 	require.NoError(t, os.Mkdir(shared, 0o700))
 	require.NoError(t, os.Chmod(shared, os.ModeSticky|0o777)) // like /tmp
@@ -305,64 +303,12 @@ func victimChild(t *testing.T) {
 	}
 }
 
-// testUser makes sure the Unix user name exists, created with useradd
-// (and removed at the end of the test) if it does not, in the
-// supplementary groups given, and returns its credentials. It skips the
-// test where users cannot be created.
-func testUser(t *testing.T, name string, groups ...string) *syscall.Credential {
-	t.Helper()
-	for _, g := range groups {
-		if _, err := user.LookupGroup(g); err != nil {
-			if out, err := exec.Command("groupadd", g).CombinedOutput(); err != nil {
-				t.Skipf("cannot create group %s for the test: %v: %s", g, err, out)
-			}
-			t.Cleanup(func() { _ = exec.Command("groupdel", g).Run() })
-		}
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		args := []string{"--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin"}
-		if len(groups) > 0 {
-			args = append(args, "--groups", strings.Join(groups, ","))
-		}
-		if out, err := exec.Command("useradd", append(args, name)...).CombinedOutput(); err != nil {
-			t.Skipf("cannot create user %s for the test: %v: %s", name, err, out)
-		}
-		t.Cleanup(func() { _ = exec.Command("userdel", name).Run() })
-		u, err = user.Lookup(name)
-		require.NoError(t, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	ids, err := u.GroupIds()
-	require.NoError(t, err)
-	for _, id := range ids {
-		n, _ := strconv.Atoi(id)
-		cred.Groups = append(cred.Groups, uint32(n))
-	}
-	for _, g := range groups {
-		gr, err := user.LookupGroup(g)
-		require.NoError(t, err)
-		if !slices.Contains(ids, gr.Gid) {
-			// Left by an earlier run whose group was removed and made
-			// again: put the user back in it.
-			if out, err := exec.Command("gpasswd", "--add", name, g).CombinedOutput(); err != nil {
-				t.Fatalf("user %s is not in group %s and cannot be added: %v: %s", name, g, err, out)
-			}
-			n, _ := strconv.Atoi(gr.Gid)
-			cred.Groups = append(cred.Groups, uint32(n))
-		}
-	}
-	return cred
-}
-
 // TestTrustGroupAccessAcrossUsers: a store shared by a group with group
 // access, created by one member, is trusted by another member who passes
 // GroupAccess (and runs the first one's job: every member runs programs
 // as every other), and not without it.
 func TestTrustGroupAccessAcrossUsers(t *testing.T) {
-	switch os.Getenv(hostileChildEnv) {
+	switch testproc.Name() {
 	case "member-submits":
 		memberSubmitsChild(t)
 		return
@@ -370,9 +316,9 @@ func TestTrustGroupAccessAcrossUsers(t *testing.T) {
 		victimChild(t)
 		return
 	}
-	base, bin := unprivileged(t)
-	alice := testUser(t, "jobdir-test-alice", "jobdir-test-team")
-	bob := testUser(t, "jobdir-test-bob", "jobdir-test-team")
+	base, bin := testproc.Unprivileged(t)
+	alice := testproc.User(t, "jobdir-test-alice", "jobdir-test-team")
+	bob := testproc.User(t, "jobdir-test-bob", "jobdir-test-team")
 	team, err := user.LookupGroup("jobdir-test-team")
 	require.NoError(t, err)
 	gid, _ := strconv.Atoi(team.Gid)

@@ -1,13 +1,11 @@
 package pgstore_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,20 +13,19 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/pgstore"
 	"github.com/jobdir/jobdir/runner"
 )
 
-// Multi-process tests re-execute the test binary as a child process, each
-// with a pool of its own: the environment variable childEnv selects the
-// child's role, and TestMain runs it instead of the tests. Children print
-// one line per event on stdout.
+// Multi-process tests re-execute the test binary as a child process
+// (internal/testproc), each with a pool of its own, that plays one of
+// childRoles, named by the role, on the schema childSchema names. Children
+// print one line per event on stdout.
 const (
-	childEnv    = "PGSTORE_TEST_CHILD"
 	childSchema = "PGSTORE_TEST_SCHEMA"
 	childKey    = "PGSTORE_TEST_KEY"
 	childStart  = "PGSTORE_TEST_START" // unix nanoseconds to wait for
@@ -63,6 +60,20 @@ func openChildStore(ctx context.Context) (*pgstore.Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// childRoles are the roles of children, which TestMain hands to
+// testproc.Main.
+var childRoles = []string{"submit-key", "submit-batch", "claim-all", "hold", "watch-cancel",
+	"complete-later", "watch-lease", "runner"}
+
+// childFuncs returns the function of each of childRoles, for testproc.Main.
+func childFuncs() map[string]testproc.Func {
+	funcs := map[string]testproc.Func{}
+	for _, role := range childRoles {
+		funcs[role] = func([]string) int { return runChild(role) }
+	}
+	return funcs
 }
 
 func runChild(role string) int {
@@ -236,78 +247,8 @@ func runDrain(ctx context.Context, s jobstore.Store, worker string) error {
 	return nil
 }
 
-// child is a running child process and its output lines.
-type child struct {
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan error
-}
-
 // startChild starts the test binary as a child in role on the schema.
-func startChild(t *testing.T, schema, role string, env ...string) *child {
+func startChild(t *testing.T, schema, role string, env ...string) *testproc.Proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, childSchema+"="+schema)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = &prefixWriter{t: t, prefix: role}
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	c := &child{cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-		c.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-c.done
-	})
-	return c
-}
-
-// next returns the child's next output line, failing the test if none
-// comes in time.
-func (c *child) next(t *testing.T) string {
-	t.Helper()
-	select {
-	case l, ok := <-c.lines:
-		require.True(t, ok, "child exited without output")
-		return l
-	case <-time.After(60 * time.Second):
-		t.Fatal("no output from child")
-		return ""
-	}
-}
-
-// all returns every output line and requires the child to exit cleanly.
-func (c *child) all(t *testing.T) []string {
-	t.Helper()
-	var out []string
-	for l := range c.lines {
-		out = append(out, l)
-	}
-	select {
-	case err := <-c.done:
-		c.done <- err
-		require.NoError(t, err, "child failed")
-	case <-time.After(60 * time.Second):
-		t.Fatal("child did not exit")
-	}
-	return out
-}
-
-type prefixWriter struct {
-	t      *testing.T
-	prefix string
-}
-
-func (w *prefixWriter) Write(p []byte) (int, error) {
-	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		w.t.Logf("child %s: %s", w.prefix, l)
-	}
-	return len(p), nil
+	return testproc.Start(t, role, &testproc.Options{Env: append([]string{childSchema + "=" + schema}, env...)})
 }

@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/jobdir/jobdir/internal/testproc"
 )
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role))
-	}
+	testproc.Main(childFuncs())
 	code := m.Run()
 	dropSeeded()
 	if code == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/pgstore"
 )
@@ -41,7 +42,7 @@ func TestProcessesSubmitOneKey(t *testing.T) {
 	for round := range 2 {
 		key := fmt.Sprintf("invoice-%d", round)
 		start := time.Now().Add(2 * time.Second).UnixNano()
-		var kids []*child
+		var kids []*testproc.Proc
 		for range n {
 			kids = append(kids, startChild(t, schema, "submit-key",
 				childKey+"="+key, childStart+"="+strconv.FormatInt(start, 10)))
@@ -49,7 +50,7 @@ func TestProcessesSubmitOneKey(t *testing.T) {
 		ids := map[string]bool{}
 		created := 0
 		for _, c := range kids {
-			out := c.all(t)
+			out := c.Lines(t)
 			require.Len(t, out, 1)
 			f := strings.Fields(out[0])
 			require.Equal(t, "submitted", f[0])
@@ -77,7 +78,7 @@ func TestProcessesSubmitBatchKeys(t *testing.T) {
 	schema := pgtest.Schema(t)
 	s := openStore(t, schema, nil)
 	start := time.Now().Add(2 * time.Second).UnixNano()
-	var kids []*child
+	var kids []*testproc.Proc
 	for i := range n {
 		kids = append(kids, startChild(t, schema, "submit-batch",
 			childKey+"="+strconv.Itoa(i), childStart+"="+strconv.FormatInt(start, 10)))
@@ -86,7 +87,7 @@ func TestProcessesSubmitBatchKeys(t *testing.T) {
 	created := map[string]int{}
 	unkeyed := map[string]bool{}
 	for _, c := range kids {
-		out := c.all(t)
+		out := c.Lines(t)
 		require.Len(t, out, 2*batchKeys)
 		for _, line := range out {
 			f := strings.Fields(line)
@@ -132,14 +133,14 @@ func TestProcessesClaimEachOnce(t *testing.T) {
 	for _, r := range out {
 		want[r.Job.ID] = true
 	}
-	var kids []*child
+	var kids []*testproc.Proc
 	for range m {
 		kids = append(kids, startChild(t, schema, "claim-all"))
 	}
 	got := map[string]int{}
 	perChild := make([]int, m)
 	for i, c := range kids {
-		for _, l := range c.all(t) {
+		for _, l := range c.Lines(t) {
 			f := strings.Fields(l)
 			require.Equal(t, "claimed", f[0])
 			require.Equal(t, "1", f[2], "job %s claimed at attempt %s", f[1], f[2])
@@ -184,7 +185,7 @@ func TestProcessKilledJobRequeued(t *testing.T) {
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work", MaxAttempts: 3})
 	require.NoError(t, err)
 	c := startChild(t, schema, "hold")
-	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
 
 	// Alive, the worker keeps its job: recovery must not touch it.
 	time.Sleep(10 * 100 * time.Millisecond)
@@ -192,7 +193,7 @@ func TestProcessKilledJobRequeued(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateRunning, got.State)
 
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, c.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	requeued := waitState(t, s, j.ID, jobstore.StateQueued, killed, 10*time.Second)
 	got, err = claimOne(t.Context(), s, "survivor")
@@ -217,17 +218,17 @@ func TestProcessCancelReachesWorker(t *testing.T) {
 		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
 		require.NoError(t, err)
 		c := startChild(t, schema, "watch-cancel", childTTL+"=1m")
-		require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+		require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
 		time.Sleep(200 * time.Millisecond) // let the child enter WatchCancel
 		sent := time.Now()
 		_, err = s.Cancel(t.Context(), j.ID)
 		require.NoError(t, err)
-		f := strings.Fields(c.next(t))
+		f := strings.Fields(c.Next(t))
 		require.Equal(t, "canceled", f[0])
 		at, err := strconv.ParseInt(f[1], 10, 64)
 		require.NoError(t, err)
 		lat = append(lat, time.Unix(0, at).Sub(sent))
-		c.all(t)
+		c.Lines(t)
 		done, err := s.Wait(t.Context(), j.ID)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateCanceled, done.State)
@@ -247,14 +248,14 @@ func TestProcessWaitSeesCompletion(t *testing.T) {
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
 	require.NoError(t, err)
 	c := startChild(t, schema, "complete-later")
-	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	done, err := s.Wait(ctx, j.ID)
 	returned := time.Now()
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateSucceeded, done.State)
-	f := strings.Fields(c.next(t))
+	f := strings.Fields(c.Next(t))
 	at, err := strconv.ParseInt(f[1], 10, 64)
 	require.NoError(t, err)
 	t.Logf("Wait returned %v after the other process's Complete returned", returned.Sub(time.Unix(0, at)))
@@ -285,7 +286,7 @@ func TestProcessNodeLossRecoveredWithinTTL(t *testing.T) {
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
 	require.NoError(t, err)
 	c := startChild(t, schema, "watch-lease", childTTL+"="+ttl.String())
-	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
 
 	// Alive, it renews: its job stays its own for several TTLs.
 	time.Sleep(2 * ttl)
@@ -293,7 +294,7 @@ func TestProcessNodeLossRecoveredWithinTTL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateRunning, got.State, "a live, renewing worker lost its job")
 
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+	require.NoError(t, c.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
 	requeued := waitState(t, s, j.ID, jobstore.StateQueued, stopped, 30*time.Second)
 	t.Logf("job of a worker that stopped renewing queued again %v after it stopped (LeaseTTL %v)", requeued, ttl)
@@ -304,11 +305,11 @@ func TestProcessNodeLossRecoveredWithinTTL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, again.Attempt)
 
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT))
-	_, class := watchResult(t, c.next(t))
+	require.NoError(t, c.Signal(syscall.SIGCONT))
+	_, class := watchResult(t, c.Next(t))
 	require.Contains(t, []string{"lease-lost", "not-held"}, class, "WatchCancel of the stale worker")
-	require.Contains(t, []string{"complete lease-lost", "complete not-held"}, c.next(t), "Complete of the stale worker")
-	c.all(t)
+	require.Contains(t, []string{"complete lease-lost", "complete not-held"}, c.Next(t), "Complete of the stale worker")
+	c.Lines(t)
 	done, err := s.Complete(t.Context(), again.Lease(), jobstore.Succeeded(nil))
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateSucceeded, done.State)
@@ -342,16 +343,16 @@ func TestProcessTerminatedLeaseConnection(t *testing.T) {
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
 	require.NoError(t, err)
 	c := startChild(t, schema, "watch-lease")
-	require.Equal(t, "claimed "+j.ID+" 1", c.next(t))
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
 	time.Sleep(200 * time.Millisecond)
 
 	cut := time.Now()
-	require.Equal(t, 1, terminate(t, `SELECT backend_pid AS pid FROM `+schema+`.sessions WHERE pid = $1`, c.cmd.Process.Pid))
-	at, class := watchResult(t, c.next(t))
+	require.Equal(t, 1, terminate(t, `SELECT backend_pid AS pid FROM `+schema+`.sessions WHERE pid = $1`, c.Pid()))
+	at, class := watchResult(t, c.Next(t))
 	require.Equal(t, "lease-lost", class)
 	noticed := at.Sub(cut)
-	require.Equal(t, "complete lease-lost", c.next(t))
-	c.all(t)
+	require.Equal(t, "complete lease-lost", c.Next(t))
+	c.Lines(t)
 
 	got, err := claimOne(t.Context(), s, "survivor")
 	require.NoError(t, err)

@@ -1,0 +1,156 @@
+package testproc_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/jobdir/jobdir/internal/testproc"
+)
+
+func TestMain(m *testing.M) {
+	testproc.Main(map[string]testproc.Func{
+		"echo": func(args []string) int {
+			for _, a := range args {
+				fmt.Println(a)
+			}
+			fmt.Fprintln(os.Stderr, "to stderr")
+			return 0
+		},
+		"exit": func(args []string) int {
+			code, _ := strconv.Atoi(args[0])
+			return code
+		},
+		"group": func([]string) int {
+			// A grandchild in the child's process group, then wait to be
+			// killed.
+			cmd := exec.Command("sleep", "300")
+			if err := cmd.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			fmt.Println(cmd.Process.Pid)
+			select {}
+		},
+		"env": func([]string) int {
+			fmt.Println(os.Getenv("TESTPROC_TEST_VALUE"))
+			return 0
+		},
+	})
+	goleak.VerifyTestMain(m)
+}
+
+func TestFunctionArgsAndLines(t *testing.T) {
+	p := testproc.Start(t, "echo", &testproc.Options{Args: []string{"one", "two words", ""}})
+	require.Equal(t, "one", p.Next(t))
+	require.Equal(t, []string{"two words", ""}, p.Lines(t))
+	require.Contains(t, p.Output(), "to stderr")
+}
+
+func TestRunReturnsOutputAndExit(t *testing.T) {
+	out, err := testproc.Run(t.Context(), t, "echo", &testproc.Options{Args: []string{"hello"}})
+	require.NoError(t, err)
+	require.Equal(t, "hello\nto stderr\n", sortLines(out))
+
+	_, err = testproc.Run(t.Context(), t, "exit", &testproc.Options{Args: []string{"7"}})
+	require.Equal(t, 7, testproc.ExitCode(err))
+
+	_, err = testproc.Run(t.Context(), t, "no-such-function", nil)
+	require.Equal(t, 2, testproc.ExitCode(err), "a name Main does not know")
+}
+
+// sortLines puts "to stderr" last: stdout and stderr interleave in any
+// order.
+func sortLines(s string) string {
+	var out, errs []string
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		if l == "to stderr" {
+			errs = append(errs, l)
+		} else {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(append(out, errs...), "\n") + "\n"
+}
+
+func TestRunEndsWithCtx(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := testproc.Run(ctx, t, "group", nil)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestEnvAddsToTheChildsEnvironment(t *testing.T) {
+	p := testproc.Start(t, "env", &testproc.Options{Env: []string{"TESTPROC_TEST_VALUE=set"}})
+	require.Equal(t, []string{"set"}, p.Lines(t))
+}
+
+// TestCleanupKillsTheProcessGroup: when the test that started a child
+// ends, the child and every process in its group are gone.
+func TestCleanupKillsTheProcessGroup(t *testing.T) {
+	var child, grandchild int
+	t.Run("start", func(t *testing.T) {
+		p := testproc.Start(t, "group", nil)
+		child = p.Pid()
+		var err error
+		grandchild, err = strconv.Atoi(p.Next(t))
+		require.NoError(t, err)
+		pgid, err := syscall.Getpgid(grandchild)
+		require.NoError(t, err)
+		require.Equal(t, child, pgid, "the grandchild is in the child's group")
+		require.NotEqual(t, syscall.Getpgrp(), pgid, "the child has a group of its own")
+	})
+	// The child was waited for; the grandchild, reparented, is reaped by
+	// init once killed.
+	require.ErrorIs(t, syscall.Kill(child, 0), syscall.ESRCH)
+	deadline := time.Now().Add(time.Minute)
+	for alive(grandchild) {
+		require.True(t, time.Now().Before(deadline), "process %d of the child's group outlived the test", grandchild)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid is a process that is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// TestChildRunsATest: with Options.Test, the child runs that test, which
+// learns from Name that it is the child.
+func TestChildRunsATest(t *testing.T) {
+	if testproc.Name() == "role" {
+		fmt.Println("playing", testproc.Name())
+		return
+	}
+	out, err := testproc.Run(t.Context(), t, "role", &testproc.Options{Test: "TestChildRunsATest"})
+	require.NoError(t, err)
+	require.Contains(t, out, "playing role")
+	require.Contains(t, out, "--- PASS: TestChildRunsATest")
+}
+
+// TestChildAsNobody runs a child as another user.
+func TestChildAsNobody(t *testing.T) {
+	if testproc.Name() == "whoami" {
+		fmt.Println("uid", os.Getuid())
+		return
+	}
+	base, exe := testproc.Unprivileged(t)
+	out, err := testproc.Run(t.Context(), t, "whoami", &testproc.Options{
+		Test: "TestChildAsNobody", Exe: exe, Dir: base, BareEnv: true, Cred: testproc.Nobody()})
+	require.NoError(t, err, out)
+	require.Contains(t, out, "uid 65534")
+}
