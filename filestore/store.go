@@ -135,66 +135,6 @@ func (s *Store) enter(ctx context.Context, op string) error {
 	return ctx.Err()
 }
 
-func (s *Store) sync() bool { return !s.opts.NoSync }
-
-// fileSync reports whether a new file is fsynced before it is renamed or
-// linked into place: durable, and not Options.SyncFS, whose syncDir covers
-// the file's data too.
-func (s *Store) fileSync() bool { return s.sync() && s.fsSync == nil }
-
-// openSyncFS opens the file system for Options.SyncFS.
-func (s *Store) openSyncFS(context.Context) error {
-	if !s.opts.SyncFS || !s.sync() {
-		return nil
-	}
-	sy, err := s.fs.SyncFS(s.dir)
-	if errors.Is(err, errors.ErrUnsupported) {
-		s.log.Warn("filestore: SyncFS needs syncfs(2), which this system lacks; fsyncing each file")
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	s.fsSync, s.fsSyncGroup = sy, newGroupSync()
-	return nil
-}
-
-// syncDir makes the entries of the state directory name durable, and with
-// Options.SyncFS every file written before the call too, unless NoSync is
-// set. Concurrent callers share the flush (group commit).
-func (s *Store) syncDir(name string) error {
-	if !s.sync() {
-		return nil
-	}
-	if s.fsSync != nil {
-		// One syncfs for every waiting operation, whatever directory they
-		// changed. The descriptor was opened at Open, so the writeback
-		// errors since then are reported (Linux 5.8 and later), each to
-		// the syncfs that follows it and so to every caller it covers.
-		s.fsSyncMu.RLock()
-		defer s.fsSyncMu.RUnlock()
-		if s.fsSyncClosed {
-			return fmt.Errorf("filestore: syncfs: %w", jobstore.ErrClosed)
-		}
-		if err := s.fsSyncGroup.sync(s.fsSync.Sync); err != nil {
-			return fmt.Errorf("syncfs (%s/): %w", name, err)
-		}
-		return nil
-	}
-	s.syncMu.Lock()
-	g := s.syncers[name]
-	if g == nil {
-		g = newGroupSync()
-		s.syncers[name] = g
-	}
-	s.syncMu.Unlock()
-	p := filepath.Join(s.dir, name)
-	if err := g.sync(func() error { return s.fs.SyncDir(p) }); err != nil {
-		return fmt.Errorf("fsync %s/: %w", name, err)
-	}
-	return nil
-}
-
 // writeRecord writes env as job env.Job.ID's record in dir, atomically.
 func (s *Store) writeRecord(dir string, env envelope) error {
 	data, err := encodeRecord(env)
