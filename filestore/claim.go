@@ -294,39 +294,3 @@ func (s *Store) dropCand(id string) {
 	s.cands.del(id)
 	s.mu.Unlock()
 }
-
-// AwaitWork blocks until a job may have become claimable: a submit, a
-// requeue or a retry in any process (seen through filesystem events or the
-// poll), or the RunAt of a queued job. It may return nil spuriously.
-func (s *Store) AwaitWork(ctx context.Context) error {
-	if err := s.enter(ctx, "await work"); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	if s.workSeq != s.noJobSeq {
-		s.noJobSeq = s.workSeq
-		s.mu.Unlock()
-		return nil
-	}
-	work := s.work
-	next := s.cands.nextRunAt(time.Now())
-	s.mu.Unlock()
-	var due <-chan time.Time
-	if !next.IsZero() {
-		t := time.NewTimer(time.Until(next))
-		defer t.Stop()
-		due = t.C
-	}
-	poll := time.NewTimer(s.opts.PollInterval)
-	defer poll.Stop()
-	select {
-	case <-work:
-	case <-due:
-	case <-poll.C:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.closed:
-		return fmt.Errorf("filestore: await work: %w", jobstore.ErrClosed)
-	}
-	return nil
-}

@@ -15,6 +15,119 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
+// Open opens the store in dir, creating dir and the store's layout if they
+// are missing, and returns it once the store is consistent: it checks the
+// filesystem, checks (or records) the format version, migrates a directory
+// written by the old single-process store, sweeps temporary files left by
+// dead processes, repairs what a crash left half done and queues again the
+// jobs of dead workers. opts may be nil.
+//
+// Open returns ErrUnsupportedFilesystem on a network or userspace
+// filesystem (unless opts.AllowUnsafeFilesystem), ErrFormatTooNew for a
+// store written by a newer version, and ErrNotStore for a directory with a
+// foreign FORMAT file.
+func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
+	o := opts.withDefaults()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	}
+	s := &Store{
+		dir:       abs,
+		opts:      o,
+		fs:        o.fs,
+		dirPerm:   0o700,
+		filePerm:  0o600,
+		log:       o.Logger,
+		closed:    make(chan struct{}),
+		cands:     newCandIndex(),
+		pending:   make(map[string]struct{}),
+		work:      make(chan struct{}),
+		changed:   make(map[string]*idWatch),
+		readers:   make(map[string]*jobReader),
+		keys:      make(map[string]string),
+		recorders: make(map[*moveRecorder]struct{}),
+		syncers:   make(map[string]*groupSync),
+		syncFSMin: syncFSBatch,
+	}
+	if o.GroupAccess {
+		s.dirPerm, s.filePerm = 0o770, 0o660
+	}
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"create directory", s.createRoot},
+		{"check filesystem", s.checkFilesystem},
+		{"check format", s.checkFormat},
+		{"create layout", s.createLayout},
+		{"check trust", func(context.Context) error { return s.checkTrust() }},
+		{"open syncfs", s.openSyncFS},
+		{"migrate legacy records", s.migrateLegacy},
+		{"sweep temporary files", s.sweepTmp},
+		{"start watcher", s.startWatcher},
+		{"repair", s.repairAtOpen},
+		{"scan queue", s.scanQueue},
+	}
+	for _, st := range steps {
+		if err := ctx.Err(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := st.run(ctx); err != nil {
+			s.Close()
+			if errors.Is(err, ErrUnsupportedFilesystem) || errors.Is(err, ErrFormatTooNew) || errors.Is(err, ErrNotStore) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("filestore: open %s: %s: %w", abs, st.name, err)
+		}
+	}
+	s.wg.Add(1)
+	go s.maintain()
+	return s, nil
+}
+
+// Close stops the store's goroutines and watcher, releases the leases of
+// jobs this Store claimed (they are then recovered like a dead worker's)
+// and makes blocked calls return ErrClosed. It is idempotent and safe for
+// concurrent use.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		// No job's shared reader starts after this (see joinReader), so
+		// s.wg below counts every one.
+		s.mu.Lock()
+		s.noReaders = true
+		s.mu.Unlock()
+		s.watchMu.Lock()
+		if s.watcher != nil {
+			_ = s.watcher.Close()
+		}
+		s.watchMu.Unlock()
+		s.wg.Wait()
+		s.claiming.Lock()
+		releaseOwned(s)
+		s.claiming.Unlock()
+		if s.fsSync != nil {
+			s.fsSyncMu.Lock()
+			s.fsSyncClosed = true
+			_ = s.fsSync.Close()
+			s.fsSyncMu.Unlock()
+		}
+		if s.tmpLock != nil && !s.crashed {
+			_ = os.RemoveAll(s.tmpDir)
+			_ = os.Remove(s.tmpLock.Path())
+		}
+		if s.tmpLock != nil {
+			_ = s.tmpLock.Unlock()
+		}
+		if s.root != nil {
+			_ = s.root.Close()
+		}
+	})
+	return nil
+}
+
 // formatDoc is the content of the FORMAT file.
 type formatDoc struct {
 	// Store names the program, so that a FORMAT file of something else is

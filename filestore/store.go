@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/gofrs/flock"
@@ -105,131 +104,13 @@ type Store struct {
 	recorders map[*moveRecorder]struct{}
 }
 
-type idWatch struct {
-	ch   chan struct{}
-	refs int
-}
-
 var (
 	_ jobstore.Store       = (*Store)(nil)
 	_ jobstore.StatePruner = (*Store)(nil)
 )
 
-// Open opens the store in dir, creating dir and the store's layout if they
-// are missing, and returns it once the store is consistent: it checks the
-// filesystem, checks (or records) the format version, migrates a directory
-// written by the old single-process store, sweeps temporary files left by
-// dead processes, repairs what a crash left half done and queues again the
-// jobs of dead workers. opts may be nil.
-//
-// Open returns ErrUnsupportedFilesystem on a network or userspace
-// filesystem (unless opts.AllowUnsafeFilesystem), ErrFormatTooNew for a
-// store written by a newer version, and ErrNotStore for a directory with a
-// foreign FORMAT file.
-func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
-	o := opts.withDefaults()
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
-	}
-	s := &Store{
-		dir:       abs,
-		opts:      o,
-		fs:        o.fs,
-		dirPerm:   0o700,
-		filePerm:  0o600,
-		log:       o.Logger,
-		closed:    make(chan struct{}),
-		cands:     newCandIndex(),
-		pending:   make(map[string]struct{}),
-		work:      make(chan struct{}),
-		changed:   make(map[string]*idWatch),
-		readers:   make(map[string]*jobReader),
-		keys:      make(map[string]string),
-		recorders: make(map[*moveRecorder]struct{}),
-		syncers:   make(map[string]*groupSync),
-		syncFSMin: syncFSBatch,
-	}
-	if o.GroupAccess {
-		s.dirPerm, s.filePerm = 0o770, 0o660
-	}
-	steps := []struct {
-		name string
-		run  func(context.Context) error
-	}{
-		{"create directory", s.createRoot},
-		{"check filesystem", s.checkFilesystem},
-		{"check format", s.checkFormat},
-		{"create layout", s.createLayout},
-		{"check trust", func(context.Context) error { return s.checkTrust() }},
-		{"open syncfs", s.openSyncFS},
-		{"migrate legacy records", s.migrateLegacy},
-		{"sweep temporary files", s.sweepTmp},
-		{"start watcher", s.startWatcher},
-		{"repair", s.repairAtOpen},
-		{"scan queue", s.scanQueue},
-	}
-	for _, st := range steps {
-		if err := ctx.Err(); err != nil {
-			s.Close()
-			return nil, err
-		}
-		if err := st.run(ctx); err != nil {
-			s.Close()
-			if errors.Is(err, ErrUnsupportedFilesystem) || errors.Is(err, ErrFormatTooNew) || errors.Is(err, ErrNotStore) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("filestore: open %s: %s: %w", abs, st.name, err)
-		}
-	}
-	s.wg.Add(1)
-	go s.maintain()
-	return s, nil
-}
-
 // Dir returns the store's directory as an absolute path.
 func (s *Store) Dir() string { return s.dir }
-
-// Close stops the store's goroutines and watcher, releases the leases of
-// jobs this Store claimed (they are then recovered like a dead worker's)
-// and makes blocked calls return ErrClosed. It is idempotent and safe for
-// concurrent use.
-func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		close(s.closed)
-		// No job's shared reader starts after this (see joinReader), so
-		// s.wg below counts every one.
-		s.mu.Lock()
-		s.noReaders = true
-		s.mu.Unlock()
-		s.watchMu.Lock()
-		if s.watcher != nil {
-			_ = s.watcher.Close()
-		}
-		s.watchMu.Unlock()
-		s.wg.Wait()
-		s.claiming.Lock()
-		releaseOwned(s)
-		s.claiming.Unlock()
-		if s.fsSync != nil {
-			s.fsSyncMu.Lock()
-			s.fsSyncClosed = true
-			_ = s.fsSync.Close()
-			s.fsSyncMu.Unlock()
-		}
-		if s.tmpLock != nil && !s.crashed {
-			_ = os.RemoveAll(s.tmpDir)
-			_ = os.Remove(s.tmpLock.Path())
-		}
-		if s.tmpLock != nil {
-			_ = s.tmpLock.Unlock()
-		}
-		if s.root != nil {
-			_ = s.root.Close()
-		}
-	})
-	return nil
-}
 
 func (s *Store) isClosed() bool {
 	select {
@@ -246,66 +127,6 @@ func (s *Store) enter(ctx context.Context, op string) error {
 		return fmt.Errorf("filestore: %s: %w", op, jobstore.ErrClosed)
 	}
 	return ctx.Err()
-}
-
-func (s *Store) sync() bool { return !s.opts.NoSync }
-
-// fileSync reports whether a new file is fsynced before it is renamed or
-// linked into place: durable, and not Options.SyncFS, whose syncDir covers
-// the file's data too.
-func (s *Store) fileSync() bool { return s.sync() && s.fsSync == nil }
-
-// openSyncFS opens the file system for Options.SyncFS.
-func (s *Store) openSyncFS(context.Context) error {
-	if !s.opts.SyncFS || !s.sync() {
-		return nil
-	}
-	sy, err := s.fs.SyncFS(s.dir)
-	if errors.Is(err, errors.ErrUnsupported) {
-		s.log.Warn("filestore: SyncFS needs syncfs(2), which this system lacks; fsyncing each file")
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	s.fsSync, s.fsSyncGroup = sy, newGroupSync()
-	return nil
-}
-
-// syncDir makes the entries of the state directory name durable, and with
-// Options.SyncFS every file written before the call too, unless NoSync is
-// set. Concurrent callers share the flush (group commit).
-func (s *Store) syncDir(name string) error {
-	if !s.sync() {
-		return nil
-	}
-	if s.fsSync != nil {
-		// One syncfs for every waiting operation, whatever directory they
-		// changed. The descriptor was opened at Open, so the writeback
-		// errors since then are reported (Linux 5.8 and later), each to
-		// the syncfs that follows it and so to every caller it covers.
-		s.fsSyncMu.RLock()
-		defer s.fsSyncMu.RUnlock()
-		if s.fsSyncClosed {
-			return fmt.Errorf("filestore: syncfs: %w", jobstore.ErrClosed)
-		}
-		if err := s.fsSyncGroup.sync(s.fsSync.Sync); err != nil {
-			return fmt.Errorf("syncfs (%s/): %w", name, err)
-		}
-		return nil
-	}
-	s.syncMu.Lock()
-	g := s.syncers[name]
-	if g == nil {
-		g = newGroupSync()
-		s.syncers[name] = g
-	}
-	s.syncMu.Unlock()
-	p := filepath.Join(s.dir, name)
-	if err := g.sync(func() error { return s.fs.SyncDir(p) }); err != nil {
-		return fmt.Errorf("fsync %s/: %w", name, err)
-	}
-	return nil
 }
 
 // writeRecord writes env as job env.Job.ID's record in dir, atomically.
@@ -352,14 +173,6 @@ func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) 
 	}
 	s.touched(j.ID)
 	return next, nil
-}
-
-// touched wakes this Store's Wait and WatchCancel calls on job id at once,
-// without waiting for the filesystem event (which wakes other Stores).
-func (s *Store) touched(id string) {
-	s.mu.Lock()
-	s.notify(id)
-	s.mu.Unlock()
 }
 
 // removeStale removes the superseded copies locate found. The caller holds
@@ -448,66 +261,4 @@ func (s *Store) readJob(id string, exclusive bool) (record, error) {
 		s.removeStale(f)
 	}
 	return f.current(id)
-}
-
-// signalWork wakes AwaitWork. The caller holds s.mu.
-func (s *Store) signalWork() {
-	close(s.work)
-	s.work = make(chan struct{})
-	s.workSeq++
-}
-
-// notify wakes the Wait and WatchCancel calls watching job id. The caller
-// holds s.mu.
-func (s *Store) notify(id string) {
-	if w := s.changed[id]; w != nil {
-		close(w.ch)
-		w.ch = make(chan struct{})
-	}
-}
-
-// notifyAll wakes every watcher, after events may have been lost.
-func (s *Store) notifyAll() {
-	for _, w := range s.changed {
-		close(w.ch)
-		w.ch = make(chan struct{})
-	}
-	s.signalWork()
-}
-
-// watchJob returns a channel closed on the next event about job id, and a
-// function that stops watching.
-func (s *Store) watchJob(id string) (<-chan struct{}, func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := s.changed[id]
-	if w == nil {
-		w = &idWatch{ch: make(chan struct{})}
-		s.changed[id] = w
-	}
-	w.refs++
-	return w.ch, func() {
-		s.mu.Lock()
-		if w.refs--; w.refs == 0 && s.changed[id] == w {
-			delete(s.changed, id)
-		}
-		s.mu.Unlock()
-	}
-}
-
-// wait blocks until ch is closed, the poll interval passes, ctx ends or the
-// store closes.
-func (s *Store) wait(ctx context.Context, op string, ch <-chan struct{}) error {
-	t := time.NewTimer(s.opts.PollInterval)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return nil
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.closed:
-		return fmt.Errorf("filestore: %s: %w", op, jobstore.ErrClosed)
-	}
 }

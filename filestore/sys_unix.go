@@ -2,7 +2,10 @@
 
 package filestore
 
-import "syscall"
+import (
+	"io/fs"
+	"syscall"
+)
 
 // noFollow makes open(2) fail on a symbolic link instead of following it.
 const noFollow = syscall.O_NOFOLLOW
@@ -11,4 +14,12 @@ const noFollow = syscall.O_NOFOLLOW
 // access(2), which also says EROFS on a read-only file system.
 func canWrite(p string) error {
 	return syscall.Access(p, 2) // W_OK
+}
+
+// inode returns the inode number of fi, or 0 if unknown.
+func inode(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Ino)
+	}
+	return 0
 }

@@ -5,6 +5,7 @@ package filestore
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,3 +61,24 @@ func (s *Store) checkFilesystem(context.Context) error {
 	return fmt.Errorf("%w: %s is on %s, where file locks, atomic renames and change notifications do not hold across clients, so two processes could run one job; use a local filesystem, or set Options.AllowUnsafeFilesystem if only one process on one machine will ever use it",
 		ErrUnsupportedFilesystem, s.dir, name)
 }
+
+// fsSync is one syncfs(2) of the file system that holds a directory.
+type fsSync struct{ f *os.File }
+
+// openSyncFS opens dir for a later syncfs(2). Open it before writing the
+// files the sync must cover: syncfs reports the writeback errors of the
+// file system that happen after the descriptor was opened (Linux 5.8 and
+// later), so an error in writing them back is not missed.
+func openSyncFS(dir string) (syncer, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	return fsSync{f}, nil
+}
+
+// Sync writes back every dirty file of the file system and waits for it,
+// then flushes the disk's cache.
+func (s fsSync) Sync() error { return unix.Syncfs(int(s.f.Fd())) }
+
+func (s fsSync) Close() error { return s.f.Close() }

@@ -2,7 +2,14 @@
 
 package filestore
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
+
+// checkFilesystem cannot tell the filesystem type outside Linux and allows
+// it.
+func (s *Store) checkFilesystem(context.Context) error { return nil }
 
 // openSyncFS reports that there is no syncfs(2): SubmitBatch then fsyncs
 // each record.
