@@ -123,9 +123,9 @@ func TestFollowWakesOnNotify(t *testing.T) {
 	}
 	// The first line may reach the follower by its first read; once it
 	// has it, the follower waits, and only a wake-up brings the second.
-	startChild(t, schema, "append-log", childKey+"="+j.ID+" one").all(t)
+	startChild(t, schema, "append-log", childKey+"="+j.ID+" one").Lines(t)
 	require.Equal(t, "one", next())
-	startChild(t, schema, "append-log", childKey+"="+j.ID+" two").all(t)
+	startChild(t, schema, "append-log", childKey+"="+j.ID+" two").Lines(t)
 	require.Equal(t, "two", next())
 
 	_, err = worker.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
