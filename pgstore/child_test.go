@@ -65,7 +65,7 @@ func openChildStore(ctx context.Context) (*pgstore.Store, error) {
 // childRoles are the roles of children, which TestMain hands to
 // testproc.Main.
 var childRoles = []string{"submit-key", "submit-batch", "claim-all", "hold", "watch-cancel",
-	"complete-later", "watch-lease", "runner"}
+	"complete-later", "watch-lease", "append-log", "runner"}
 
 // childFuncs returns the function of each of childRoles, for testproc.Main.
 func childFuncs() map[string]testproc.Func {
