@@ -12,6 +12,15 @@ import (
 // maxCompleteBatch is the most completions one statement writes.
 const maxCompleteBatch = 500
 
+// completeFlushers is how many batches of completions a store writes at
+// once; completeLinger is how long a flusher waits before it takes what
+// waits, so that the completions of handlers that end together share a
+// statement.
+const (
+	completeFlushers = 2
+	completeLinger   = time.Millisecond
+)
+
 // Complete ends the attempt that lease holds with outcome o and returns the
 // updated job. The write is fenced: it happens only if the job is still
 // running the lease's attempt for the lease's worker. It is durable when
@@ -94,9 +103,10 @@ type completed struct {
 // completeClaimed writes j over the row r that this store's claim left, if
 // the row has not changed since (its version), as write does, and returns
 // the row as written, or errConflict. The writes of concurrent calls are
-// grouped: a flusher goroutine writes whatever waits, in one statement,
-// then what came meanwhile, and so on, so that the completions of many
-// workers cost one round trip and one commit. A call waits for the commit
+// grouped: a flusher goroutine (up to completeFlushers at once) waits
+// completeLinger, writes whatever waits in one statement, then what came
+// meanwhile, and so on, so that the completions of many workers cost one
+// round trip and one commit. A call waits for the commit
 // of its own write; if ctx ends before its batch is written, its write is
 // left out.
 func (s *Store) completeClaimed(ctx context.Context, r row, j jobstore.Job) (row, error) {
@@ -107,8 +117,8 @@ func (s *Store) completeClaimed(ctx context.Context, r row, j jobstore.Job) (row
 		return row{}, errStoreClosed
 	}
 	s.completing = append(s.completing, c)
-	if !s.flushing {
-		s.flushing = true
+	if s.flushing < completeFlushers {
+		s.flushing++
 		s.wg.Add(1)
 		go s.flushCompletions()
 	}
@@ -136,6 +146,7 @@ func (s *Store) flushCompletions() {
 		}
 	}()
 	for {
+		time.Sleep(completeLinger)
 		s.mu.Lock()
 		var batch, rest []*completion
 		ids := make(map[string]bool, len(s.completing))
@@ -149,7 +160,7 @@ func (s *Store) flushCompletions() {
 		}
 		s.completing = rest
 		if len(batch) == 0 {
-			s.flushing = false
+			s.flushing--
 			s.mu.Unlock()
 			return
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// TestCompletesShareOneCommit: the Completes that wait while a batch is
-// written are written next, together, in one statement (their rows carry
+// TestCompletesShareOneCommit: the Completes that wait while every flusher
+// writes a batch are written next, together, in one statement (their rows carry
 // one transaction ID), and each returns only once its row is committed. A
 // Complete whose ctx ends while it waits is left out of the batch: it
 // returns the ctx's error and its job stays running.
@@ -24,36 +24,43 @@ func TestCompletesShareOneCommit(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	const n = 10
-	specs := make([]jobstore.Spec, n+2)
+	specs := make([]jobstore.Spec, n+1+completeFlushers)
 	for i := range specs {
 		specs[i] = jobstore.Spec{Kind: "k"}
 	}
 	_, err = s.SubmitBatch(ctx, specs)
 	require.NoError(t, err)
-	jobs, err := s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: "w"}, n+2)
+	jobs, err := s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: "w"}, len(specs))
 	require.NoError(t, err)
-	require.Len(t, jobs, n+2)
-	first, late, rest := jobs[0], jobs[1], jobs[2:]
+	require.Len(t, jobs, len(specs))
+	blocked, late, rest := jobs[:completeFlushers], jobs[completeFlushers], jobs[completeFlushers+1:]
 
-	// Hold the first job's row, so that the batch that writes it waits.
+	// Hold the rows of the first jobs, so that each flusher writes one of
+	// them and waits.
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	_, err = tx.Exec(ctx, `SELECT 1 FROM `+s.q.schema+`.jobs WHERE id = $1 FOR UPDATE`, first.ID)
-	require.NoError(t, err)
-	firstDone := make(chan error, 1)
-	go func() {
-		_, err := s.Complete(ctx, first.Lease(), jobstore.Succeeded(nil))
-		firstDone <- err
-	}()
 	waiting := func(k int) func() bool {
 		return func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			return s.flushing && len(s.completing) == k
+			return len(s.completing) == k
 		}
 	}
-	require.Eventually(t, waiting(0), 10*time.Second, time.Millisecond, "the first batch did not start")
+	blockedDone := make(chan error, len(blocked))
+	for i, j := range blocked {
+		_, err = tx.Exec(ctx, `SELECT 1 FROM `+s.q.schema+`.jobs WHERE id = $1 FOR UPDATE`, j.ID)
+		require.NoError(t, err)
+		go func() {
+			_, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+			blockedDone <- err
+		}()
+		require.Eventually(t, func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.flushing == i+1 && len(s.completing) == 0
+		}, 10*time.Second, time.Millisecond, "flusher %d did not start", i+1)
+	}
 
 	lateCtx, lateCancel := context.WithCancel(ctx)
 	lateDone := make(chan error, 1)
@@ -83,7 +90,9 @@ func TestCompletesShareOneCommit(t *testing.T) {
 		require.Empty(t, st, "a Complete returned before its batch was written")
 	}
 	require.NoError(t, tx.Commit(ctx))
-	require.NoError(t, <-firstDone)
+	for range blocked {
+		require.NoError(t, <-blockedDone)
+	}
 	wg.Wait()
 	ids := make([]string, n)
 	for i, j := range rest {

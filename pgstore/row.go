@@ -153,15 +153,18 @@ type queries struct {
 	byKey      string
 	byKeys     string
 	insertMany string
-	importMany string
-	presentIDs string
-	claim      string
-	claimKinds string
-	claimMany  string
-	manyKinds  string
-	nextDue    string
-	nextKinds  string
-	update     string
+	// insertManyNew is insertMany for jobs without keys, with the
+	// notification.
+	insertManyNew string
+	importMany    string
+	presentIDs    string
+	claim         string
+	claimKinds    string
+	claimMany     string
+	manyKinds     string
+	nextDue       string
+	nextKinds     string
+	update        string
 	// completeMany is update for many rows at once, without notifyJob.
 	completeMany string
 	markWaited   string
@@ -197,6 +200,13 @@ func newQueries(schema string) queries {
 			AS u(id, key, kind, priority, run_at, updated_at, payload, doc)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
+	q.insertManyNew = `WITH ins AS (
+		INSERT INTO ` + t + ` (id, kind, state, priority, run_at, attempt, updated_at, payload, doc)
+		SELECT id, kind, 'queued', priority, run_at, 0, updated_at, payload, doc
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::bytea[], $7::bytea[])
+			AS u(id, kind, priority, run_at, updated_at, payload, doc)
+		RETURNING 1)
+	SELECT (SELECT count(*) FROM ins), pg_notify($8, '')`
 	// importMany inserts whole jobs of another store, skipping those whose
 	// ID (or key) is taken.
 	q.importMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,

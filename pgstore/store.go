@@ -51,9 +51,9 @@ type Store struct {
 	work              chan struct{}
 	workSeq, noJobSeq uint64
 	// completing holds the Complete calls waiting for a batch; flushing
-	// reports whether a flusher goroutine writes them.
+	// counts the flusher goroutines that write them.
 	completing []*completion
-	flushing   bool
+	flushing   int
 	// nextDue is the earliest future RunAt a Claim reported, zero if none.
 	nextDue time.Time
 	// watches holds a channel per job ID that Wait or WatchCancel watches,

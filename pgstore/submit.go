@@ -73,7 +73,8 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 }
 
 // SubmitBatch submits every spec as Submit would, in one transaction with
-// one multi-row insert, and returns one result per spec in order. Returns
+// one multi-row insert, and returns one result per spec in order. A batch
+// without keys is one statement: the insert and its notification. Returns
 // an error wrapping jobstore.ErrInvalidInput (or
 // jobstore.ErrPayloadTooLarge), naming the index, and submits nothing if
 // any spec is invalid; on any other error the transaction is rolled back
@@ -132,6 +133,24 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 		}
 	}
 
+	if len(keyed) == 0 {
+		// No key can be taken: one statement inserts every job and
+		// notifies, one round trip and one commit.
+		var inserted int
+		err := s.pool.QueryRow(ctx, s.q.insertManyNew, ids, kinds, prios, runAts, updated, payloads, docs,
+			s.q.chanWork).Scan(&inserted, nil)
+		if err == nil && inserted != n {
+			err = fmt.Errorf("inserted %d jobs of %d", inserted, n)
+		}
+		if err != nil {
+			return nil, s.fail(ctx, "submit batch", err)
+		}
+		for i := range out {
+			out[i].Created = true
+		}
+		s.signalWork()
+		return out, nil
+	}
 	var created map[string]bool
 	var existing map[string]jobstore.Job
 	for try := 0; ; try++ {
