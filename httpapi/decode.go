@@ -322,7 +322,7 @@ func (req submitRequest) spec() (jobstore.Spec, error) {
 	if req.TimeoutNS != nil {
 		ns = *req.TimeoutNS
 	}
-	timeout, err := pickTimeout(Duration(d), req.Timeout != "", ns, req.TimeoutNS != nil)
+	timeout, err := pickTimeout(string(req.Timeout), d, req.Timeout != "", ns, req.TimeoutNS != nil)
 	if err != nil {
 		return jobstore.Spec{}, err
 	}
