@@ -32,8 +32,22 @@ type submitRequest struct {
 	MaxAttempts int             `json:"max_attempts"`
 	Priority    int             `json:"priority"`
 	RunAt       strictString    `json:"run_at"`
-	Timeout     strictString    `json:"timeout"`
+	Timeout     durationText    `json:"timeout"`
 	TimeoutNS   *int64          `json:"timeout_ns"`
+}
+
+// durationText is the timeout of a submit: a strictString that must be a
+// JSON string, so that a bare number, which a client may mean as seconds
+// or as nanoseconds, is refused with a message that says what to send.
+type durationText strictString
+
+// UnmarshalJSON decodes a JSON string as strictString does, refusing
+// any other JSON value but null.
+func (s *durationText) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] != '"' && string(data) != "null" {
+		return fmt.Errorf(`%w: timeout %s is not a string: send a duration such as "30s" or "1h30m"`, jobstore.ErrInvalidInput, truncate(string(data), 64))
+	}
+	return (*strictString)(s).UnmarshalJSON(data)
 }
 
 // strictString is a JSON string that must decode to exactly the
@@ -322,7 +336,7 @@ func (req submitRequest) spec() (jobstore.Spec, error) {
 	if req.TimeoutNS != nil {
 		ns = *req.TimeoutNS
 	}
-	timeout, err := pickTimeout(Duration(d), req.Timeout != "", ns, req.TimeoutNS != nil)
+	timeout, err := pickTimeout(string(req.Timeout), d, req.Timeout != "", ns, req.TimeoutNS != nil)
 	if err != nil {
 		return jobstore.Spec{}, err
 	}

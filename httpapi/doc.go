@@ -28,8 +28,12 @@
 // server logs them. A batch submit checks every spec
 // before it submits any, so a refused batch creates no job. Every error is
 // a JSON object {"error":{"code":...,"message":...}} whose code is one of
-// the Code constants, with the HTTP status that code documents. A job's
-// JSON form is jobstore.Job's, unchanged.
+// the Code constants, with the HTTP status that code documents. A job
+// goes out in the API's own form, Job (durations as strings such as
+// "1m30s", times in RFC 3339), from every route that returns jobs; it
+// does not follow jobstore.Job's on-disk JSON. Until a future version, a
+// job also carries the deprecated timeout_ns (nanoseconds) next to
+// timeout, and a submit takes it in place of timeout.
 //
 // The server keeps no job state of its own: every answer comes from the
 // store, so two servers on one shared filestore answer alike for every job.

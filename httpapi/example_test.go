@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,9 +42,8 @@ func ExampleNew() {
 		}
 		defer resp.Body.Close()
 		var out struct {
-			State string
-			Key   string
-			Error *httpapi.Error
+			httpapi.Job                // a job's answer
+			Error       *httpapi.Error `json:"error"` // or an error's
 		}
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		if out.Error != nil {
@@ -62,6 +62,44 @@ func ExampleNew() {
 	// 200 queued welcome-42
 	// 403 kind_not_allowed
 	// 404 not_found
+}
+
+// A Go client encodes an httpapi.SubmitRequest and reads the answer as an
+// httpapi.Job: the timeout is a duration string both ways, and times are
+// RFC 3339.
+func ExampleSubmitRequest() {
+	store := memstore.New(nil)
+	defer store.Close()
+	api, err := httpapi.New(store, &httpapi.Options{Tokens: []string{"s3cret-example-token"}})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+
+	body, err := json.Marshal(httpapi.SubmitRequest{Kind: "report.build", Key: "nightly",
+		Payload: json.RawMessage(`{"day":"2026-11-29"}`), Timeout: httpapi.Duration(10 * time.Minute),
+		RunAt: time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(body))
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/jobs", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer s3cret-example-token")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	var job httpapi.Job
+	if err := json.NewDecoder(resp.Body).Decode(&job); err != nil {
+		panic(err)
+	}
+	fmt.Println(resp.StatusCode, job.State, job.Timeout, job.RunAt.Format(time.RFC3339))
+	// Output:
+	// {"kind":"report.build","key":"nightly","payload":{"day":"2026-11-29"},"run_at":"2030-01-01T09:00:00Z","timeout":"10m0s"}
+	// 201 queued 10m0s 2030-01-01T09:00:00Z
 }
 
 // A process that serves the API and runs the jobs: the runner's events feed
@@ -90,7 +128,7 @@ func ExampleNewHTTPServer() {
 	go func() { served <- srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
 
-	call := func(method, path, body string) jobstore.Job {
+	call := func(method, path, body string) httpapi.Job {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer s3cret-example-token")
 		resp, err := http.DefaultClient.Do(req)
@@ -99,7 +137,7 @@ func ExampleNewHTTPServer() {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		var job jobstore.Job
+		var job httpapi.Job
 		if err := json.Unmarshal(b, &job); err != nil {
 			panic(err)
 		}

@@ -127,7 +127,7 @@ func FromJob(j jobstore.Job) Job {
 // both are set and differ, ToJob returns an error wrapping
 // jobstore.ErrInvalidInput.
 func (j Job) ToJob() (jobstore.Job, error) {
-	timeout, err := pickTimeout(j.Timeout, j.Timeout != 0, j.TimeoutNS, j.TimeoutNS != 0)
+	timeout, err := pickTimeout(j.Timeout.String(), time.Duration(j.Timeout), j.Timeout != 0, j.TimeoutNS, j.TimeoutNS != 0)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("job %s: %w", j.ID, err)
 	}
@@ -148,19 +148,19 @@ func (j Job) ToJob() (jobstore.Job, error) {
 	return out, nil
 }
 
-// pickTimeout returns the timeout that a duration string and the
-// deprecated nanosecond count describe, each given or not: the one given,
-// or the common value of both, or an error wrapping
+// pickTimeout returns the timeout that a duration string (text, which
+// parsed as d) and the deprecated nanosecond count describe, each given or
+// not: the one given, or the common value of both, or an error wrapping
 // jobstore.ErrInvalidInput when both are given and differ.
-func pickTimeout(d Duration, dGiven bool, ns int64, nsGiven bool) (time.Duration, error) {
+func pickTimeout(text string, d time.Duration, dGiven bool, ns int64, nsGiven bool) (time.Duration, error) {
 	if dGiven && nsGiven && int64(d) != ns {
-		return 0, fmt.Errorf("%w: timeout %q and timeout_ns %d (%s) disagree: send timeout alone, a duration such as 30s (timeout_ns is deprecated)",
-			jobstore.ErrInvalidInput, d.String(), ns, time.Duration(ns))
+		return 0, fmt.Errorf("%w: timeout %q (%s) and timeout_ns %d (%s) disagree: send timeout alone, a duration such as 30s (timeout_ns is deprecated)",
+			jobstore.ErrInvalidInput, truncate(text, 64), d, ns, time.Duration(ns))
 	}
 	if nsGiven && !dGiven {
 		return time.Duration(ns), nil
 	}
-	return time.Duration(d), nil
+	return d, nil
 }
 
 // SubmitRequest is the body of POST /v1/jobs, and each element of a batch

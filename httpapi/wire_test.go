@@ -209,8 +209,9 @@ func TestSubmitTimeoutSpellings(t *testing.T) {
 		status       int
 		code, msg    string
 	}{
-		{"both disagree", `"timeout":"1m30s","timeout_ns":1000`, http.StatusBadRequest, httpapi.CodeInvalidInput, `timeout "1m30s" and timeout_ns 1000 (1µs) disagree`},
+		{"both disagree", `"timeout":"90s","timeout_ns":1000`, http.StatusBadRequest, httpapi.CodeInvalidInput, `timeout "90s" (1m30s) and timeout_ns 1000 (1µs) disagree`},
 		{"zero and not", `"timeout":"0s","timeout_ns":1000`, http.StatusBadRequest, httpapi.CodeInvalidInput, "disagree"},
+		{"timeout a number", `"timeout":30`, http.StatusBadRequest, httpapi.CodeInvalidInput, `timeout 30 is not a string: send a duration such as "30s"`},
 		{"timeout_ns a string", `"timeout_ns":"30s"`, http.StatusBadRequest, httpapi.CodeInvalidInput, "timeout_ns"},
 		{"timeout_ns a fraction", `"timeout_ns":1.5`, http.StatusBadRequest, httpapi.CodeInvalidInput, "timeout_ns"},
 		{"timeout_ns negative", `"timeout_ns":-1`, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec, "negative timeout"},

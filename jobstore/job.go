@@ -28,8 +28,9 @@ const (
 )
 
 // Job is one unit of work and everything known about it. Its JSON form is
-// both the on-disk record of filestore and the wire form of the HTTP API, so
-// the field names below are fixed.
+// the on-disk record of filestore (and what jobdir get --json prints), so
+// the field names below are fixed. The HTTP API sends a form of its own,
+// httpapi.Job, whose timeout is a duration string.
 type Job struct {
 	// ID identifies the job: a ULID, 26 characters of Crockford base32,
 	// time-sortable and safe in URLs and file names.

@@ -241,8 +241,8 @@ func TestNewJob(t *testing.T) {
 }
 
 func TestJobJSONFieldNames(t *testing.T) {
-	// The JSON names are the on-disk and wire format; changing one breaks
-	// existing stores and clients.
+	// The JSON names are the on-disk format (and the CLI's --json);
+	// changing one breaks existing stores and scripts.
 	j := jobstore.Job{
 		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Key: "k", Kind: "kind", Payload: json.RawMessage(`1`),
 		State: jobstore.StateRunning, Attempt: 1, MaxAttempts: 3, Priority: 2,

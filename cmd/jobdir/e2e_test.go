@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -412,11 +413,14 @@ func e2eTwoServersOneStore(t *testing.T, dir string) {
 		map[string]any{"kind": "exec", "payload": map[string]any{"argv": []string{"true"}, "dir": "relative/dir"}}, nil))
 
 	// Submit through A; read and wait through B; A agrees.
-	var sub, got, waited, again jobstore.Job
-	require.Equal(t, http.StatusCreated, call(t, "POST", a.url+"/v1/jobs", token, execBody("", "sh", "-c", "echo via http"), &sub))
+	var sub, got, waited, again httpapi.Job
+	first := execBody("", "sh", "-c", "echo via http")
+	first["timeout"] = "5m"
+	require.Equal(t, http.StatusCreated, call(t, "POST", a.url+"/v1/jobs", token, first, &sub))
 	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/v1/jobs/"+sub.ID, token, nil, &got))
 	require.Equal(t, sub.ID, got.ID)
 	require.Equal(t, sub.Payload, got.Payload)
+	require.Equal(t, httpapi.Duration(5*time.Minute), got.Timeout)
 	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/v1/jobs/"+sub.ID+"/wait?timeout=50s", token, nil, &waited))
 	require.Equal(t, jobstore.StateSucceeded, waited.State)
 	require.Equal(t, http.StatusOK, call(t, "GET", a.url+"/v1/jobs/"+sub.ID, token, nil, &again))
@@ -424,12 +428,12 @@ func e2eTwoServersOneStore(t *testing.T, dir string) {
 
 	// A running job submitted through A, canceled through B, waited on
 	// through A.
-	var long jobstore.Job
+	var long httpapi.Job
 	require.Equal(t, http.StatusCreated, call(t, "POST", a.url+"/v1/jobs", token,
 		execBody("", "sh", "-c", "echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 60"), &long))
 	waitForFile(t, filepath.Join(wd, "pid"))
 	pid := readPID(t, filepath.Join(wd, "pid"))
-	var canceled jobstore.Job
+	var canceled httpapi.Job
 	require.Equal(t, http.StatusOK, call(t, "POST", b.url+"/v1/jobs/"+long.ID+"/cancel", token, nil, &canceled))
 	require.True(t, canceled.CancelRequested)
 	require.Equal(t, http.StatusOK, call(t, "GET", a.url+"/v1/jobs/"+long.ID+"/wait?timeout=50s", token, nil, &waited))
@@ -445,7 +449,7 @@ func e2eTwoServersOneStore(t *testing.T, dir string) {
 		body["run_at"] = later
 		var (
 			wg      sync.WaitGroup
-			jobs    [2]jobstore.Job
+			jobs    [2]httpapi.Job
 			codes   [2]int
 			startCh = make(chan struct{})
 		)
@@ -461,9 +465,7 @@ func e2eTwoServersOneStore(t *testing.T, dir string) {
 		slices.Sort(codes[:])
 		require.Equal(t, [2]int{http.StatusOK, http.StatusCreated}, codes, "one created, one found")
 	}
-	var page struct {
-		Jobs []jobstore.Job `json:"jobs"`
-	}
+	var page httpapi.ListResponse
 	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/v1/jobs?state=queued&limit=100", token, nil, &page))
 	require.Len(t, page.Jobs, 5)
 
@@ -535,7 +537,7 @@ func TestE2EServeJobsDoNotSeeTheToken(t *testing.T) {
 	dir, wd := newStoreDir(t), t.TempDir()
 	const token = "e2e-secret-token"
 	s := startServer(t, dir, wd, token, "--allow-kind", "exec", "--work", "1")
-	var job jobstore.Job
+	var job httpapi.Job
 	require.Equal(t, http.StatusCreated, call(t, "POST", s.url+"/v1/jobs", token, map[string]any{"kind": "exec", "max_attempts": 1,
 		"payload": map[string]any{"argv": []string{"sh", "-c", `sleep 0.2; echo "token=[$JOBDIR_TOKEN]"; env | grep -c e2e-secret-token`}, "dir": wd}}, &job))
 
@@ -562,7 +564,7 @@ func TestE2EServeWorkFeedsRunnerMetrics(t *testing.T) {
 	dir, wd := newStoreDir(t), t.TempDir()
 	const token = "e2e-metrics-token"
 	s := startServer(t, dir, wd, token, "--allow-kind", "exec", "--work", "1")
-	var job jobstore.Job
+	var job httpapi.Job
 	require.Equal(t, http.StatusCreated, call(t, "POST", s.url+"/v1/jobs", token, map[string]any{"kind": "exec",
 		"payload": map[string]any{"argv": []string{"true"}, "dir": wd}}, &job))
 	require.Equal(t, http.StatusOK, call(t, "GET", s.url+"/v1/jobs/"+job.ID+"/wait?timeout=30s", token, nil, &job))
