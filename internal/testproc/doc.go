@@ -28,8 +28,9 @@
 //
 // A process that a child moves to another group or session (as execjob
 // does for the programs it runs) is not in its group and is not killed.
-// Next and Lines wait a minute at most for a line or an exit; a child that
-// is slower fails the test.
+// Next waits a minute at most for a line, and Lines a minute at most for
+// the exit of a child whose stdout has closed; a slower child fails the
+// test.
 //
 // The privilege drop is beside it: [Unprivileged] makes a copy of the test
 // binary that every user can run, [User] makes sure a test user exists in
