@@ -21,17 +21,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/joblog"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
 
-const childEnv = "EXECJOB_TEST_CHILD"
-
 func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runRole(role))
-	}
+	testproc.Main(childFuncs())
 	goleak.VerifyTestMain(m)
 }
 

@@ -3,7 +3,6 @@
 package execjob_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
@@ -36,7 +36,8 @@ import (
 // alive: it takes that lock exclusively without waiting, which succeeds
 // only once every holder is gone.
 
-// Roles of this test binary, in $childEnv.
+// Roles of this test binary, the names of its child functions
+// (internal/testproc).
 const (
 	roleProgram = "program" // a job's program
 	roleNode    = "node"    // a process of its tree
@@ -76,6 +77,15 @@ var expected = map[string]int{
 }
 
 // runRole runs this test binary's role and returns its exit status.
+// childFuncs returns the function of each role, for testproc.Main.
+func childFuncs() map[string]testproc.Func {
+	funcs := map[string]testproc.Func{}
+	for _, role := range []string{roleProgram, roleNode, roleWorker} {
+		funcs[role] = func([]string) int { return runRole(role) }
+	}
+	return funcs
+}
+
 func runRole(role string) int {
 	var err error
 	switch role {
@@ -201,7 +211,8 @@ func startNode(spec treeSpec, lock *os.File, shape string, level int) error {
 	case shape == "three-levels" && level < 3, shape == "double-fork" && level == 1:
 		b, _ := json.Marshal(spec)
 		cmd = exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), childEnv+"="+roleNode, envTree+"="+string(b), "GORACE=atexit_sleep_ms=0")
+		cmd.Env = append(os.Environ(), testproc.Env(roleNode)...)
+		cmd.Env = append(cmd.Env, envTree+"="+string(b), "GORACE=atexit_sleep_ms=0")
 		leaf = false
 	default:
 		cmd = exec.Command("sleep", "300")
@@ -357,7 +368,7 @@ func treePayloadExe(t *testing.T, exe, shape, then, base string) (execjob.Payloa
 	return execjob.Payload{
 		Argv: []string{exe},
 		Dir:  "/",
-		Env:  []string{childEnv + "=" + roleProgram, envTree + "=" + string(b), "GORACE=atexit_sleep_ms=0"},
+		Env:  append(testproc.Env(roleProgram), envTree+"="+string(b), "GORACE=atexit_sleep_ms=0"),
 	}, dir
 }
 
@@ -390,30 +401,11 @@ func runWorker() error {
 
 // startWorker starts a worker process on the store in dir, and returns it
 // with the line it printed about containment.
-func startWorker(t *testing.T, exe, dir string, contain execjob.Containment, cred *syscall.Credential) (*exec.Cmd, string) {
+func startWorker(t *testing.T, exe, dir string, contain execjob.Containment, cred *syscall.Credential) (*testproc.Proc, string) {
 	t.Helper()
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+roleWorker, envStore+"="+dir, envContain+"="+string(contain), "GORACE=atexit_sleep_ms=0")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	sc := bufio.NewScanner(out)
-	require.True(t, sc.Scan(), "the worker printed nothing")
-	line := sc.Text()
-	go func() {
-		for sc.Scan() {
-			fmt.Fprintln(os.Stderr, sc.Text())
-		}
-	}()
-	return cmd, line
+	p := testproc.Start(t, roleWorker, &testproc.Options{Exe: exe, Cred: cred,
+		Env: []string{envStore + "=" + dir, envContain + "=" + string(contain), "GORACE=atexit_sleep_ms=0"}})
+	return p, p.Next(t)
 }
 
 // waitFor waits until path exists and returns when it appeared.
@@ -439,7 +431,7 @@ func killedWorkerTree(t *testing.T, shape string, contain execjob.Containment, c
 	t.Helper()
 	storeDir, treeDir, exe := t.TempDir(), "", os.Args[0]
 	if base != "" {
-		storeDir, treeDir, exe = filepath.Join(base, "store"), filepath.Join(base, "tree"), filepath.Join(base, "execjob.test")
+		storeDir, treeDir, exe = filepath.Join(base, "store"), filepath.Join(base, "tree"), filepath.Join(base, filepath.Base(os.Args[0]))
 	}
 	st, err := filestore.Open(t.Context(), storeDir, &filestore.Options{NoSync: true, GroupAccess: cred != nil})
 	require.NoError(t, err)
@@ -475,7 +467,7 @@ func killedWorkerTree(t *testing.T, shape string, contain execjob.Containment, c
 	// first attempt is over.
 	startWorker(t, exe, storeDir, contain, cred)
 	time.Sleep(100 * time.Millisecond)
-	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, first.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	started := waitFor(t, filepath.Join(dir, "check-2"), time.Minute)
 	check, err := os.ReadFile(filepath.Join(dir, "check-2"))
@@ -529,20 +521,9 @@ func TestWorkerKilledTreeGoneUnprivileged(t *testing.T) {
 	}
 	// nobody must be able to run this binary and reach the store: both go
 	// in a directory anyone may search.
-	base, err := os.MkdirTemp("", "execjob-nobody")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	require.NoError(t, os.Chmod(base, 0o755))
-	for d := filepath.Dir(base); d != "/"; d = filepath.Dir(d) {
-		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o001 == 0 {
-			t.Skipf("user nobody cannot reach %s: %s is not searchable by others", base, d)
-		}
-	}
-	bin, err := os.ReadFile(os.Args[0])
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(base, "execjob.test"), bin, 0o755))
+	base, _ := testproc.Unprivileged(t)
 	t.Parallel()
-	cred := &syscall.Credential{Uid: 65534, Gid: 65534}
+	cred := testproc.Nobody()
 	d, containment := killedWorkerTree(t, "all", execjob.ContainAuto, cred, base)
 	require.Contains(t, containment, "under a supervisor (no cgroup:")
 	t.Logf("next attempt started %v after the worker's SIGKILL; %s", d, containment)

@@ -2,7 +2,6 @@ package filestore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +17,6 @@ import (
 
 	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
-	"github.com/jobdir/jobdir/runner"
 )
 
 // Multi-process tests re-execute the test binary as a child process
@@ -36,7 +33,7 @@ const (
 // childRoles are the roles of children, which TestMain hands to
 // testproc.Main.
 var childRoles = []string{"hold-locks", "submit-key", "submit-batch", "claim-all", "hold-lease-file",
-	"hold", "watch-cancel", "complete-later", "runner", "cycle", "claim-once"}
+	"hold", "watch-cancel", "complete-later", "cycle", "claim-once"}
 
 // childFuncs returns the function of each of childRoles, for testproc.Main.
 func childFuncs() map[string]testproc.Func {
@@ -174,8 +171,6 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 			}
 			fmt.Printf("completed %d\n", time.Now().UnixNano())
 		}
-	case "runner":
-		return runDrain(ctx, s, worker)
 	case "cycle":
 		return cycleChild(ctx, s, worker)
 	case "claim-once":
@@ -241,32 +236,4 @@ func claimOne(ctx context.Context, s *Store, worker string) (jobstore.Job, error
 func startChild(t *testing.T, dir, role string, env ...string) *testproc.Proc {
 	t.Helper()
 	return testproc.Start(t, role, &testproc.Options{Env: append([]string{childDir + "=" + dir}, env...)})
-}
-
-// runDrain runs a runner that prints each job it runs, until no job is
-// queued or running.
-func runDrain(ctx context.Context, s *Store, worker string) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var mu sync.Mutex
-	r := runner.New(s, &runner.Options{Concurrency: 4, Worker: worker})
-	r.Handle("drain", runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
-		mu.Lock()
-		fmt.Printf("ran %s %d\n", j.ID, j.Attempt)
-		mu.Unlock()
-		return nil, nil
-	}))
-	go func() {
-		for ctx.Err() == nil {
-			time.Sleep(300 * time.Millisecond)
-			page, err := s.List(ctx, jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued, jobstore.StateRunning}, Limit: 1})
-			if err == nil && len(page.Jobs) == 0 {
-				cancel()
-			}
-		}
-	}()
-	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }

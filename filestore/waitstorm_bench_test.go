@@ -99,7 +99,3 @@ func waitStorm(b *testing.B, n int, inProcess bool) {
 
 	waitstorm.Report(b, completed, gets, woke)
 }
-
-// TestStormWorkerChild is the worker process of BenchmarkWaitStorm (see
-// waitstorm.RunWorkerChild); run on its own it skips.
-func TestStormWorkerChild(t *testing.T) { waitstorm.RunWorkerChild(t) }

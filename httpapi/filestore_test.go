@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,36 +18,43 @@ import (
 
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// childDirEnv names the store directory of the worker child process.
-const childDirEnv = "HTTPAPI_TEST_CHILD_DIR"
-
-// TestChildWorker is not a test on its own: the test below runs the test
-// binary again with only this test selected and childDirEnv set, making it
-// a second process that claims one job from the shared store and
+// claimOneChild is the second process of
+// TestWaitSeesAnotherProcessFinishTheJob (started through
+// internal/testproc): it claims one job from the store in args[0] and
 // completes it.
-func TestChildWorker(t *testing.T) {
-	dir := os.Getenv(childDirEnv)
-	if dir == "" {
-		t.Skip("runs only as the child process of TestWaitSeesAnotherProcessFinishTheJob")
+func claimOneChild(args []string) int {
+	if err := claimOne(args[0]); err != nil {
+		fmt.Fprintln(os.Stderr, "claim one:", err)
+		return 1
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	return 0
+}
+
+func claimOne(dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := filestore.Open(ctx, dir, nil)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	defer st.Close()
 	for {
 		job, err := st.Claim(ctx, jobstore.ClaimRequest{Worker: "child-worker"})
 		if errors.Is(err, jobstore.ErrNoJob) {
-			require.NoError(t, st.AwaitWork(ctx))
+			if err := st.AwaitWork(ctx); err != nil {
+				return err
+			}
 			continue
 		}
-		require.NoError(t, err)
+		if err != nil {
+			return err
+		}
 		_, err = st.Complete(ctx, job.Lease(), jobstore.Succeeded(json.RawMessage(`{"by":"child"}`)))
-		require.NoError(t, err)
-		return
+		return err
 	}
 }
 
@@ -83,9 +90,7 @@ func TestWaitSeesAnotherProcessFinishTheJob(t *testing.T) {
 		return gaugeValue(t, reg, "jobdir_http_requests_in_flight", "GET /v1/jobs/{id}/wait") > 0
 	}, 30*time.Second, 5*time.Millisecond)
 
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestChildWorker$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir)
-	out, err := cmd.CombinedOutput()
+	out, err := testproc.Run(t.Context(), t, "claim-one", &testproc.Options{Args: []string{dir}})
 	require.NoError(t, err, "child worker: %s", out)
 
 	select {

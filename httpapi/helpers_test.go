@@ -13,11 +13,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/memstore"
 )
 
 func TestMain(m *testing.M) {
+	testproc.Main(map[string]testproc.Func{"claim-one": claimOneChild})
 	// A server that closes a connection after a refused request waits
 	// half a second after its last write (net/http's rstAvoidanceDelay)
 	// before it lets go: a goroutine that ends by itself.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/pgstore"
-	"github.com/jobdir/jobdir/runner"
 )
 
 // Multi-process tests re-execute the test binary as a child process
@@ -65,7 +63,7 @@ func openChildStore(ctx context.Context) (*pgstore.Store, error) {
 // childRoles are the roles of children, which TestMain hands to
 // testproc.Main.
 var childRoles = []string{"submit-key", "submit-batch", "claim-all", "hold", "watch-cancel",
-	"complete-later", "watch-lease", "append-log", "runner"}
+	"complete-later", "watch-lease", "append-log"}
 
 // childFuncs returns the function of each of childRoles, for testproc.Main.
 func childFuncs() map[string]testproc.Func {
@@ -183,8 +181,6 @@ func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error
 			return err
 		}
 		fmt.Println("appended")
-	case "runner":
-		return runDrain(ctx, s, worker)
 	default:
 		return fmt.Errorf("unknown role %q", role)
 	}
@@ -217,34 +213,6 @@ func claimOne(ctx context.Context, s jobstore.Store, worker string) (jobstore.Jo
 			return j, err
 		}
 	}
-}
-
-// runDrain runs a runner that prints each job it runs, until no job is
-// queued or running.
-func runDrain(ctx context.Context, s jobstore.Store, worker string) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var mu sync.Mutex
-	r := runner.New(s, &runner.Options{Concurrency: 4, Worker: worker})
-	r.Handle("drain", runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
-		mu.Lock()
-		fmt.Printf("ran %s %d\n", j.ID, j.Attempt)
-		mu.Unlock()
-		return nil, nil
-	}))
-	go func() {
-		for ctx.Err() == nil {
-			time.Sleep(300 * time.Millisecond)
-			page, err := s.List(ctx, jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued, jobstore.StateRunning}, Limit: 1})
-			if err == nil && len(page.Jobs) == 0 {
-				cancel()
-			}
-		}
-	}()
-	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }
 
 // startChild starts the test binary as a child in role on the schema.

@@ -33,7 +33,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/jobdir/jobdir/internal/torture"
 )
 
@@ -162,7 +161,7 @@ func runLin(ctx context.Context, dir string, backend torture.Backend, processes,
 	for _, p := range rep.Illegal {
 		fmt.Fprintf(stdout, "not linearizable:\n%s", p)
 	}
-	if rep.Result != porcupine.Ok {
+	if !rep.Linearizable {
 		if rep.Visualization != "" {
 			fmt.Fprintf(stdout, "visualization: %s\n", rep.Visualization)
 		}

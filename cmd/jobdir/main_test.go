@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -23,9 +24,7 @@ import (
 var jobdirBin string
 
 func TestMain(m *testing.M) {
-	if path := os.Getenv(dialEnv); path != "" {
-		os.Exit(dialChild(path))
-	}
+	testproc.Main(map[string]testproc.Func{"dial": dialChild})
 	os.Exit(testMain(m))
 }
 

@@ -18,16 +18,14 @@ import (
 
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/internal/testproc"
 )
 
-// dialEnv, set to a socket path, makes the test binary a child that
-// connects to that Unix socket and prints the outcome (see TestMain).
-const dialEnv = "JOBDIR_TEST_DIAL"
-
-// dialChild connects to the socket at path and prints "connected" or the
-// error.
-func dialChild(path string) int {
-	c, err := net.Dial("unix", path)
+// dialChild is a child process of the test binary (internal/testproc)
+// that connects to the Unix socket at args[0] and prints "connected" or
+// the error.
+func dialChild(args []string) int {
+	c, err := net.Dial("unix", args[0])
 	if err != nil {
 		fmt.Println("dial:", err)
 		return 0
@@ -42,23 +40,12 @@ func dialChild(path string) int {
 // test unless running as root.
 func foreignBase(t *testing.T) (base, bin, testBin string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run commands as other users")
-	}
-	base, err := os.MkdirTemp("", "jobdir-users-")
+	base, testBin = testproc.Unprivileged(t)
+	data, err := os.ReadFile(jobdirBin)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	require.NoError(t, os.Chmod(base, 0o755))
-	copyExe := func(from, name string) string {
-		data, err := os.ReadFile(from)
-		require.NoError(t, err)
-		p := filepath.Join(base, name)
-		require.NoError(t, os.WriteFile(p, data, 0o755))
-		return p
-	}
-	self, err := os.Executable()
-	require.NoError(t, err)
-	return base, copyExe(jobdirBin, "jobdir"), copyExe(self, "jobdir.test")
+	bin = filepath.Join(base, "jobdir")
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	return base, bin, testBin
 }
 
 // runAs runs bin with args as user and group uid, in wd, and returns what
@@ -240,11 +227,11 @@ func unixClient(path string) *http.Client {
 // stops.
 func TestServeUnixSocket(t *testing.T) {
 	dir, wd := newStoreDir(t), t.TempDir()
-	base := t.TempDir()
+	base, testBin := t.TempDir(), ""
 	if os.Geteuid() == 0 {
 		// A directory another user can reach, so that only the socket's
 		// mode keeps that user out.
-		base, _, _ = foreignBase(t)
+		base, _, testBin = foreignBase(t)
 	}
 	sock := filepath.Join(base, "jobdir.sock")
 	serve := func() *proc {
@@ -267,9 +254,10 @@ func TestServeUnixSocket(t *testing.T) {
 	waitForFile(t, filepath.Join(wd, "out"))
 
 	if os.Geteuid() == 0 {
-		self := filepath.Join(base, "jobdir.test")
-		r := runAs(t, 65534, base, self, []string{dialEnv + "=" + sock}, "-test.run=^$")
-		require.Contains(t, r.stdout, "permission denied", "another user connected: %s", r)
+		out, err := testproc.Run(t.Context(), t, "dial", &testproc.Options{
+			Args: []string{sock}, Exe: testBin, Dir: base, BareEnv: true, Cred: testproc.Nobody()})
+		require.NoError(t, err, out)
+		require.Contains(t, out, "permission denied", "another user connected: %s", out)
 	}
 
 	r := jd(t, dir, "serve", "--addr", "unix:"+sock, "--insecure-no-auth")

@@ -13,17 +13,32 @@
 // what they did on stdout, one line per event; the parent reads the lines
 // with [Proc.Next] and [Proc.Lines], or takes the whole output from [Run].
 //
+// # Guarantees
+//
 // Every child runs in a process group of its own, and the test's cleanup
 // SIGKILLs that group and waits for the child, so that no child outlives
-// its test. A process that a child moves to another group or session (as
-// execjob does for the programs it runs) is not in it.
+// its test (TestCleanupKillsTheProcessGroup). A child runs the function
+// Main or Register names, with the parent's arguments and environment
+// added (TestFunctionArgsAndLines, TestRegisteredFunction,
+// TestEnvAddsToTheChildsEnvironment), or the one test Options.Test names
+// (TestChildRunsATest); Run returns its output and exit status, and ends
+// with ctx (TestRunReturnsOutputAndExit, TestRunEndsWithCtx).
+//
+// # Caveats
+//
+// A process that a child moves to another group or session (as execjob
+// does for the programs it runs) is not in its group and is not killed.
+// Next waits a minute at most for a line, and Lines a minute at most for
+// the exit of a child whose stdout has closed; a slower child fails the
+// test.
 //
 // The privilege drop is beside it: [Unprivileged] makes a copy of the test
 // binary that every user can run, [User] makes sure a test user exists in
 // the groups a test needs (the jobdir-test-alice and jobdir-test-bob users
 // of the jobdir-test-team group, for instance), and [Options.Cred] runs a
-// child as that user. Both skip the test where they cannot work (not root,
-// no useradd).
+// child as that user (TestChildAsNobody). Both skip the test where they
+// cannot work (not root, no useradd, a temporary directory other users
+// cannot search).
 //
 // # Where the multi-process tests live
 //
@@ -47,7 +62,10 @@
 //     in a child, so that its failures do not fail the parent;
 //   - cmd/jobdir: the jobdir binary itself, end to end (e2e_test.go,
 //     security_test.go);
+//   - internal/waitstorm: the worker process of the wait-storm benchmarks
+//     of filestore and httpapi;
 //   - internal/torture and cmd/jobdir-torture: the torture run, whose
 //     children are part of the command (torture.IsChild and
-//     torture.ChildMain), not a test harness.
+//     torture.ChildMain), not a test harness; likewise the side-by-side
+//     benchmark command in bench/, a module of its own.
 package testproc

@@ -32,16 +32,34 @@ const liveness = 60 * time.Second
 // Options.Args, and the result is the child's exit code.
 type Func func(args []string) int
 
+// registered holds the functions given to Register.
+var registered = map[string]Func{}
+
+// Register adds f to the functions Main may run, under name. A package
+// whose child function serves the tests of several packages (as
+// internal/waitstorm's does) calls it from an init function, so that the
+// test binaries that import it know the function without naming it. It
+// panics if name is registered already.
+func Register(name string, f Func) {
+	if _, ok := registered[name]; ok {
+		panic("testproc: child function " + name + " registered twice")
+	}
+	registered[name] = f
+}
+
 // Main runs the child's function and exits, when this process is a child
-// that Start or Run started for a function in funcs; otherwise, in the
-// parent and in a child that runs a test, it returns at once. TestMain
-// calls it first thing. A name missing from funcs exits with code 2.
+// that Start or Run started for a function in funcs or given to Register;
+// otherwise, in the parent and in a child that runs a test, it returns at
+// once. TestMain calls it first thing. An unknown name exits with code 2.
 func Main(funcs map[string]Func) {
 	name := Name()
 	if name == "" || os.Getenv(envTest) != "" {
 		return
 	}
 	f, ok := funcs[name]
+	if !ok {
+		f, ok = registered[name]
+	}
 	if !ok {
 		fmt.Fprintf(os.Stderr, "testproc: this test binary has no child function %q\n", name)
 		os.Exit(2)

@@ -17,6 +17,13 @@ import (
 	"github.com/jobdir/jobdir/internal/testproc"
 )
 
+func init() {
+	testproc.Register("registered", func(args []string) int {
+		fmt.Println("registered", args[0])
+		return 0
+	})
+}
+
 func TestMain(m *testing.M) {
 	testproc.Main(map[string]testproc.Func{
 		"echo": func(args []string) int {
@@ -80,6 +87,13 @@ func sortLines(s string) string {
 		}
 	}
 	return strings.Join(append(out, errs...), "\n") + "\n"
+}
+
+// TestRegisteredFunction: a function given to Register runs in a child
+// like one given to Main.
+func TestRegisteredFunction(t *testing.T) {
+	p := testproc.Start(t, "registered", &testproc.Options{Args: []string{"x"}})
+	require.Equal(t, []string{"registered x"}, p.Lines(t))
 }
 
 func TestRunEndsWithCtx(t *testing.T) {

@@ -16,9 +16,10 @@ import (
 func Nobody() *syscall.Credential { return &syscall.Credential{Uid: 65534, Gid: 65534} }
 
 // Unprivileged prepares to run the test binary as another user: it skips
-// the test unless it runs as root, and returns a new directory every user
-// can enter (removed when the test ends) and a copy of the test binary in
-// it that every user can run, to pass as Options.Exe.
+// the test unless it runs as root, or if the temporary directory is not
+// searchable by every user, and returns a new directory every user can
+// enter (removed when the test ends) and a copy of the test binary in it
+// that every user can run, to pass as Options.Exe.
 func Unprivileged(t testing.TB) (base, exe string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -31,6 +32,11 @@ func Unprivileged(t testing.TB) (base, exe string) {
 	t.Cleanup(func() { _ = os.RemoveAll(base) })
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatalf("testproc: %v", err)
+	}
+	for d := filepath.Dir(base); d != "/"; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o001 == 0 {
+			t.Skipf("other users cannot reach %s: %s is not searchable by others", base, d)
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -19,9 +19,9 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// EnvChild is the environment variable that tells a re-executed binary it is
+// envChild is the environment variable that tells a re-executed binary it is
 // a torture child, and which one: it holds the child's spec as JSON.
-const EnvChild = "JOBDIR_TORTURE_CHILD"
+const envChild = "JOBDIR_TORTURE_CHILD"
 
 // Roles a child can play.
 const (
@@ -32,7 +32,7 @@ const (
 	roleLin       = "lin"
 )
 
-// childSpec is what a child is told through EnvChild.
+// childSpec is what a child is told through envChild.
 type childSpec struct {
 	Role        string `json:"role"`
 	Index       int    `json:"index"`
@@ -74,16 +74,16 @@ type childSpec struct {
 // RunLinearizability as a child. A binary that starts children (by default
 // the running executable) calls ChildMain first thing when it is.
 func IsChild() bool {
-	return os.Getenv(EnvChild) != ""
+	return os.Getenv(envChild) != ""
 }
 
-// ChildMain plays the child role described by EnvChild against the store b
+// ChildMain plays the child role described by envChild against the store b
 // opens, until the role is done or the process receives SIGTERM, and returns
 // the process exit code. Problems are written to standard error.
 func ChildMain(b Backend) int {
 	var spec childSpec
-	if err := json.Unmarshal([]byte(os.Getenv(EnvChild)), &spec); err != nil {
-		fmt.Fprintf(os.Stderr, "torture child: bad %s: %v\n", EnvChild, err)
+	if err := json.Unmarshal([]byte(os.Getenv(envChild)), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "torture child: bad %s: %v\n", envChild, err)
 		return 2
 	}
 	switch spec.Role {

@@ -30,12 +30,12 @@
 // Those figures are reported, and a slow one is counted as a stall, but it
 // is a violation only past Config.MaxStall.
 //
-// RecordHistory and CheckHistory are the linearizability check: several
-// clients (goroutines, or processes through RunLinearizability) run random
+// RunLinearizability is the linearizability check: several clients
+// (goroutines of several processes) run random
 // Submit, Claim, Complete, Cancel, Retry and Get operations against one
 // store and record each call and return on CLOCK_MONOTONIC, which all
 // processes on one machine share; the history is then checked with
-// github.com/anishathalye/porcupine against [Model], a sequential model of
+// github.com/anishathalye/porcupine against linModel, a sequential model of
 // the job state machine partitioned by job.
 //
 // # Guarantees

@@ -20,28 +20,28 @@ import (
 
 // Operation kinds in a history.
 const (
-	OpSubmit   = "submit"
-	OpGet      = "get"
-	OpClaim    = "claim"
-	OpComplete = "complete"
-	OpCancel   = "cancel"
-	OpRetry    = "retry"
+	linSubmit   = "submit"
+	linGet      = "get"
+	linClaim    = "claim"
+	linComplete = "complete"
+	linCancel   = "cancel"
+	linRetry    = "retry"
 )
 
-// Error classes an Op can end with. Any other error stops the recording.
+// Error classes a linOp can end with. Any other error stops the recording.
 const (
-	ErrClassNotFound   = "notfound"
-	ErrClassNotHeld    = "notheld"
-	ErrClassTransition = "transition"
-	ErrClassNoJob      = "nojob"
+	errClassNotFound   = "notfound"
+	errClassNotHeld    = "notheld"
+	errClassTransition = "transition"
+	errClassNoJob      = "nojob"
 )
 
-// Op is one operation of a history: what a client asked, what the store
+// linOp is one operation of a history: what a client asked, what the store
 // answered, and when the call began and returned on CLOCK_MONOTONIC.
-type Op struct {
+type linOp struct {
 	// Client identifies the caller; the calls of one client never overlap.
 	Client int `json:"client"`
-	// Kind is one of the Op* constants.
+	// Kind is one of the lin* constants.
 	Kind string `json:"kind"`
 
 	// Key is the idempotency key a submit sent ("" for none).
@@ -90,15 +90,15 @@ func (c LinConfig) withDefaults() LinConfig {
 	return c
 }
 
-// RecordHistory runs cfg.Clients clients, numbered from firstClient, each
+// recordHistory runs cfg.Clients clients, numbered from firstClient, each
 // doing cfg.Ops random operations on st and then completing the attempts it
 // still holds, and writes each completed operation to w as one JSON line. It returns the first unexpected store
 // error, or ctx.Err().
-func RecordHistory(ctx context.Context, st jobstore.Store, cfg LinConfig, firstClient int, w io.Writer) error {
+func recordHistory(ctx context.Context, st jobstore.Store, cfg LinConfig, firstClient int, w io.Writer) error {
 	cfg = cfg.withDefaults()
 	var mu sync.Mutex
 	enc := json.NewEncoder(w)
-	emit := func(op Op) error {
+	emit := func(op linOp) error {
 		mu.Lock()
 		defer mu.Unlock()
 		return enc.Encode(op)
@@ -156,8 +156,8 @@ func (c *linClient) learn(id string) {
 
 // step performs one random operation, or completes a held lease if
 // finishing.
-func (c *linClient) step(ctx context.Context, finishing bool) (Op, error) {
-	op := Op{Client: c.id}
+func (c *linClient) step(ctx context.Context, finishing bool) (linOp, error) {
+	op := linOp{Client: c.id}
 	var (
 		j   jobstore.Job
 		err error
@@ -169,7 +169,7 @@ func (c *linClient) step(ctx context.Context, finishing bool) (Op, error) {
 	id, haveID := c.pickKnown()
 	switch {
 	case p < 20 || !haveID:
-		op.Kind = OpSubmit
+		op.Kind = linSubmit
 		op.MaxAttempts = 2
 		if c.rng.IntN(10) < 7 {
 			op.Key = fmt.Sprintf("k%d", c.rng.IntN(c.keys))
@@ -177,14 +177,14 @@ func (c *linClient) step(ctx context.Context, finishing bool) (Op, error) {
 		op.Call = monoNow()
 		j, op.Created, err = c.st.Submit(ctx, jobstore.Spec{Kind: "lin", Key: op.Key, MaxAttempts: op.MaxAttempts})
 	case p < 45:
-		op.Kind = OpClaim
+		op.Kind = linClaim
 		op.Call = monoNow()
 		j, err = c.st.Claim(ctx, jobstore.ClaimRequest{Worker: fmt.Sprintf("lin-%d", c.id)})
 		if err == nil {
 			c.held = append(c.held, j.Lease())
 		}
 	case p < 65 && len(c.held) > 0:
-		op.Kind = OpComplete
+		op.Kind = linComplete
 		i := c.rng.IntN(len(c.held))
 		l := c.held[i]
 		c.held = append(c.held[:i], c.held[i+1:]...)
@@ -201,15 +201,15 @@ func (c *linClient) step(ctx context.Context, finishing bool) (Op, error) {
 		op.Call = monoNow()
 		j, err = c.st.Complete(ctx, l, o)
 	case p < 78:
-		op.Kind, op.ID = OpGet, id
+		op.Kind, op.ID = linGet, id
 		op.Call = monoNow()
 		j, err = c.st.Get(ctx, id)
 	case p < 90:
-		op.Kind, op.ID = OpCancel, id
+		op.Kind, op.ID = linCancel, id
 		op.Call = monoNow()
 		j, err = c.st.Cancel(ctx, id)
 	default:
-		op.Kind, op.ID = OpRetry, id
+		op.Kind, op.ID = linRetry, id
 		op.Call = monoNow()
 		j, err = c.st.Retry(ctx, id)
 	}
@@ -219,26 +219,26 @@ func (c *linClient) step(ctx context.Context, finishing bool) (Op, error) {
 		op.JobID, op.State, op.JobAttempt, op.CancelRequested = j.ID, j.State, j.Attempt, j.CancelRequested
 		c.learn(j.ID)
 	case errors.Is(err, jobstore.ErrNotFound):
-		op.Err = ErrClassNotFound
+		op.Err = errClassNotFound
 	case errors.Is(err, jobstore.ErrNotHeld):
-		op.Err = ErrClassNotHeld
+		op.Err = errClassNotHeld
 	case errors.Is(err, jobstore.ErrInvalidTransition):
-		op.Err = ErrClassTransition
+		op.Err = errClassTransition
 	case errors.Is(err, jobstore.ErrNoJob):
-		op.Err = ErrClassNoJob
+		op.Err = errClassNoJob
 	default:
 		return op, fmt.Errorf("%s: %w", op.Kind, err)
 	}
 	return op, nil
 }
 
-// ReadHistory reads the JSON lines RecordHistory wrote.
-func ReadHistory(r io.Reader) ([]Op, error) {
-	var ops []Op
+// readHistory reads the JSON lines recordHistory wrote.
+func readHistory(r io.Reader) ([]linOp, error) {
+	var ops []linOp
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var op Op
+		var op linOp
 		if err := json.Unmarshal(sc.Bytes(), &op); err != nil {
 			return nil, fmt.Errorf("history line %d: %w", len(ops)+1, err)
 		}
@@ -247,14 +247,14 @@ func ReadHistory(r io.Reader) ([]Op, error) {
 	return ops, sc.Err()
 }
 
-// CheckHistory checks ops against Model with porcupine, giving up after
+// checkHistory checks ops against linModel with porcupine, giving up after
 // timeout (zero means none), and returns porcupine's verdict. When the
 // history is not linearizable and vizPath is set, it writes porcupine's
 // HTML visualization there.
-func CheckHistory(ops []Op, timeout time.Duration, vizPath string) (porcupine.CheckResult, error) {
-	res, info := porcupine.CheckOperationsVerbose(Model(), toOperations(ops), timeout)
+func checkHistory(ops []linOp, timeout time.Duration, vizPath string) (porcupine.CheckResult, error) {
+	res, info := porcupine.CheckOperationsVerbose(linModel(), toOperations(ops), timeout)
 	if res == porcupine.Illegal && vizPath != "" {
-		if err := porcupine.VisualizePath(Model(), info, vizPath); err != nil {
+		if err := porcupine.VisualizePath(linModel(), info, vizPath); err != nil {
 			return res, err
 		}
 	}
@@ -270,27 +270,27 @@ type linState struct {
 	CancelRequested bool
 }
 
-// Model returns the sequential specification of the job state machine that
-// CheckHistory checks histories against. It partitions a history by job
+// linModel returns the sequential specification of the job state machine that
+// checkHistory checks histories against. It partitions a history by job
 // (keyed submits by key), drops claims that found no job (they change
 // nothing), and models each job as one record: submit creates it queued (or
 // finds it by key), claim moves it to running with the next attempt,
 // complete applies the outcome only for the lease of the current attempt,
 // cancel and retry follow jobstore.ApplyCancel and ApplyRetry, get observes.
-func Model() porcupine.Model {
+func linModel() porcupine.Model {
 	return porcupine.Model{
 		Partition: partition,
 		Init:      func() any { return linState{} },
 		Step: func(state, input, _ any) (bool, any) {
-			return step(state.(linState), input.(Op))
+			return step(state.(linState), input.(linOp))
 		},
 		DescribeOperation: func(input, _ any) string {
-			op := input.(Op)
+			op := input.(linOp)
 			in := op.ID
 			switch op.Kind {
-			case OpSubmit:
+			case linSubmit:
 				in = op.Key
-			case OpComplete:
+			case linComplete:
 				in = fmt.Sprintf("%s#%d %s", op.ID, op.Attempt, op.Outcome)
 			}
 			if op.Err != "" {
@@ -312,7 +312,7 @@ func Model() porcupine.Model {
 func partition(history []porcupine.Operation) [][]porcupine.Operation {
 	keyOf := map[string]string{}
 	for _, o := range history {
-		if op := o.Input.(Op); op.Kind == OpSubmit && op.Key != "" && op.JobID != "" {
+		if op := o.Input.(linOp); op.Kind == linSubmit && op.Key != "" && op.JobID != "" {
 			keyOf[op.JobID] = "key " + op.Key
 		}
 	}
@@ -325,12 +325,12 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 	parts := map[string][]porcupine.Operation{}
 	var order []string
 	for _, o := range history {
-		op := o.Input.(Op)
+		op := o.Input.(linOp)
 		var p string
 		switch {
-		case op.Kind == OpSubmit && op.Key != "":
+		case op.Kind == linSubmit && op.Key != "":
 			p = "key " + op.Key
-		case op.Kind == OpSubmit || op.Kind == OpClaim:
+		case op.Kind == linSubmit || op.Kind == linClaim:
 			if op.JobID == "" {
 				continue // a claim that found nothing changes nothing
 			}
@@ -351,34 +351,34 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 }
 
 // step is the sequential model of one job.
-func step(s linState, op Op) (bool, linState) {
+func step(s linState, op linOp) (bool, linState) {
 	answered := func(n linState) bool {
 		return op.Err == "" && op.JobID == n.ID && op.State == n.State &&
 			op.JobAttempt == n.Attempt && op.CancelRequested == n.CancelRequested
 	}
 	n := s
 	switch op.Kind {
-	case OpSubmit:
+	case linSubmit:
 		if s.ID == "" {
 			n = linState{ID: op.JobID, State: jobstore.StateQueued, MaxAttempts: op.MaxAttempts}
 			return op.Created && answered(n), n
 		}
 		return !op.Created && answered(s), s
-	case OpGet:
+	case linGet:
 		if s.ID == "" {
-			return op.Err == ErrClassNotFound, s
+			return op.Err == errClassNotFound, s
 		}
 		return answered(s), s
-	case OpClaim:
+	case linClaim:
 		if s.ID == "" || s.State != jobstore.StateQueued {
 			return false, s
 		}
 		n.State, n.CancelRequested = jobstore.StateRunning, false
 		n.Attempt++
 		return answered(n), n
-	case OpComplete:
+	case linComplete:
 		if s.ID == "" || s.State != jobstore.StateRunning || s.Attempt != op.Attempt {
-			return op.Err == ErrClassNotHeld, s
+			return op.Err == errClassNotHeld, s
 		}
 		switch {
 		case op.Outcome == "ok":
@@ -391,7 +391,7 @@ func step(s linState, op Op) (bool, linState) {
 			n.State = jobstore.StateQueued
 		}
 		return answered(n), n
-	case OpCancel:
+	case linCancel:
 		switch s.State {
 		case jobstore.StateQueued:
 			n.State = jobstore.StateCanceled
@@ -399,12 +399,12 @@ func step(s linState, op Op) (bool, linState) {
 			n.CancelRequested = true
 		case jobstore.StateCanceled:
 		case "":
-			return op.Err == ErrClassNotFound, s
+			return op.Err == errClassNotFound, s
 		default:
-			return op.Err == ErrClassTransition, s
+			return op.Err == errClassTransition, s
 		}
 		return answered(n), n
-	case OpRetry:
+	case linRetry:
 		switch s.State {
 		case jobstore.StateFailed, jobstore.StateCanceled:
 			n.State, n.CancelRequested = jobstore.StateQueued, false
@@ -413,9 +413,9 @@ func step(s linState, op Op) (bool, linState) {
 			}
 			return answered(n), n
 		case "":
-			return op.Err == ErrClassNotFound, s
+			return op.Err == errClassNotFound, s
 		}
-		return op.Err == ErrClassTransition, s
+		return op.Err == errClassTransition, s
 	}
 	return false, s
 }
@@ -442,8 +442,11 @@ type LinRunConfig struct {
 type LinReport struct {
 	// Ops counts the operations recorded, Partitions the jobs they touched.
 	Ops, Partitions int
-	// Result is porcupine's verdict.
-	Result porcupine.CheckResult
+	// Result is porcupine's verdict: "Ok", "Illegal", or "Unknown" when
+	// the check ran out of time.
+	Result string
+	// Linearizable reports whether the verdict is "Ok".
+	Linearizable bool
 	// Visualization is the path of porcupine's HTML rendering of a history
 	// found not linearizable.
 	Visualization string
@@ -454,7 +457,7 @@ type LinReport struct {
 
 // RunLinearizability runs cfg.Processes child processes of random
 // operations against one store at once, merges their histories and checks
-// them with CheckHistory.
+// them with checkHistory.
 func RunLinearizability(ctx context.Context, cfg LinRunConfig) (*LinReport, error) {
 	if cfg.Dir == "" || cfg.Backend.Open == nil {
 		return nil, errors.New("torture: LinRunConfig needs Dir and Backend.Open")
@@ -515,13 +518,13 @@ func RunLinearizability(ctx context.Context, cfg LinRunConfig) (*LinReport, erro
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	var ops []Op
+	var ops []linOp
 	for i := range procs {
 		f, err := os.Open(fmt.Sprintf("%s/%d.jsonl", histDir, i))
 		if err != nil {
 			return nil, err
 		}
-		h, err := ReadHistory(f)
+		h, err := readHistory(f)
 		f.Close()
 		if err != nil {
 			return nil, err
@@ -531,19 +534,20 @@ func RunLinearizability(ctx context.Context, cfg LinRunConfig) (*LinReport, erro
 	rep := &LinReport{Ops: len(ops)}
 	rep.Partitions = len(partition(toOperations(ops)))
 	viz := cfg.Dir + "/linearizability.html"
-	rep.Result, err = CheckHistory(ops, cfg.Timeout, viz)
-	if rep.Result == porcupine.Illegal {
+	res, err := checkHistory(ops, cfg.Timeout, viz)
+	rep.Result, rep.Linearizable = string(res), res == porcupine.Ok
+	if res == porcupine.Illegal {
 		rep.Visualization = viz
-		rep.Illegal = IllegalPartitions(ops, 3)
+		rep.Illegal = illegalPartitions(ops, 3)
 	}
 	return rep, err
 }
 
-// IllegalPartitions returns, for up to limit jobs whose operations in ops
+// illegalPartitions returns, for up to limit jobs whose operations in ops
 // are not linearizable on their own, a description of those operations in
 // call order, with call and return times relative to the first call.
-func IllegalPartitions(ops []Op, limit int) []string {
-	m := Model()
+func illegalPartitions(ops []linOp, limit int) []string {
+	m := linModel()
 	single := m
 	single.Partition = nil
 	var out []string
@@ -566,7 +570,7 @@ func IllegalPartitions(ops []Op, limit int) []string {
 	return out
 }
 
-func toOperations(ops []Op) []porcupine.Operation {
+func toOperations(ops []linOp) []porcupine.Operation {
 	h := make([]porcupine.Operation, len(ops))
 	for i, op := range ops {
 		h[i] = porcupine.Operation{ClientId: op.Client, Input: op, Output: op, Call: op.Call, Return: op.Return}
@@ -581,7 +585,7 @@ func runLinChild(ctx context.Context, st jobstore.Store, spec childSpec) error {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	err = RecordHistory(ctx, st, *spec.Lin, spec.LinFrom, w)
+	err = recordHistory(ctx, st, *spec.Lin, spec.LinFrom, w)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}

@@ -14,7 +14,7 @@ import (
 const envBroken = "JOBDIR_TORTURE_TEST_BROKEN"
 
 // TestMain turns the test binary into a torture child when a run re-executes
-// it with EnvChild set.
+// it with envChild set.
 func TestMain(m *testing.M) {
 	if IsChild() {
 		os.Exit(ChildMain(testBackend()))

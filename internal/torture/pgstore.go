@@ -25,9 +25,9 @@ import (
 // PGBackend put the run's store in.
 const schemaFile = "pgstore-schema"
 
-// PGSchemaPrefix starts the name of the schema of every run of PGBackend;
+// pgSchemaPrefix starts the name of the schema of every run of PGBackend;
 // the Unix time of the run's start follows.
-const PGSchemaPrefix = "jobdir_t"
+const pgSchemaPrefix = "jobdir_t"
 
 // PGBackend returns the Backend of pgstore on the database dsn names. The
 // first Open of a run makes a new schema, whose name it writes in the
@@ -123,7 +123,7 @@ func pgSchema(dir string, create bool) (string, error) {
 	}
 	var r [4]byte
 	_, _ = rand.Read(r[:])
-	name := fmt.Sprintf("%s%d_%s", PGSchemaPrefix, time.Now().Unix(), hex.EncodeToString(r[:]))
+	name := fmt.Sprintf("%s%d_%s", pgSchemaPrefix, time.Now().Unix(), hex.EncodeToString(r[:]))
 	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
 	if err := os.WriteFile(tmp, []byte(name+"\n"), 0o600); err != nil {
 		return "", err
@@ -169,22 +169,6 @@ func pgTransient(err error) bool {
 		}
 	}
 	return err != nil
-}
-
-// DropPGSchema drops the schema of the PGBackend run whose store directory
-// is dir, if it has one.
-func DropPGSchema(ctx context.Context, dsn, dir string) error {
-	schema := PGSchema(dir)
-	if schema == "" {
-		return nil
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-	return err
 }
 
 // poolClosingStore closes its pool after the store.

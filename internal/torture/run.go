@@ -292,7 +292,7 @@ func startChild(exe string, args []string, spec childSpec, outPath string) (*pro
 	}
 	defer readyW.Close()
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), EnvChild+"="+string(js), envReadyFD+"=3")
+	cmd.Env = append(os.Environ(), envChild+"="+string(js), envReadyFD+"=3")
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.ExtraFiles = []*os.File{readyW}
 	cmd.SysProcAttr = childAttr()

@@ -16,7 +16,7 @@ import (
 )
 
 // childArgs makes a re-executed test binary run no test: TestMain sees
-// EnvChild and plays the child instead.
+// envChild and plays the child instead.
 var childArgs = []string{"-test.run=^$"}
 
 // logWriter sends progress lines to t.Log.
@@ -105,7 +105,7 @@ func TestLinearizableFilestore(t *testing.T) {
 	for _, p := range rep.Illegal {
 		t.Logf("not linearizable:\n%s", p)
 	}
-	require.Equal(t, porcupine.Ok, rep.Result, "not linearizable; see %s", rep.Visualization)
+	require.Equal(t, string(porcupine.Ok), rep.Result, "not linearizable; see %s", rep.Visualization)
 	require.GreaterOrEqual(t, rep.Ops, 3*2*150)
 }
 
@@ -211,6 +211,6 @@ func TestLinearizablePostgres(t *testing.T) {
 	for _, p := range rep.Illegal {
 		t.Logf("not linearizable:\n%s", p)
 	}
-	require.Equal(t, porcupine.Ok, rep.Result, "not linearizable; see %s", rep.Visualization)
+	require.Equal(t, string(porcupine.Ok), rep.Result, "not linearizable; see %s", rep.Visualization)
 	require.GreaterOrEqual(t, rep.Ops, 3*2*150)
 }

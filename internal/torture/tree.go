@@ -94,7 +94,7 @@ func handleTree(ctx context.Context, rec *recorder, spec childSpec, j jobstore.J
 	p := execjob.Payload{
 		Argv: append([]string{spec.Exe}, spec.Args...),
 		Dir:  "/",
-		Env:  []string{EnvChild + "=" + string(js), "GORACE=atexit_sleep_ms=0"},
+		Env:  []string{envChild + "=" + string(js), "GORACE=atexit_sleep_ms=0"},
 	}
 	ej := j
 	ej.Kind = execjob.Kind
@@ -164,7 +164,7 @@ func startTreeNode(spec childSpec, lock *os.File, shape string, level int) error
 		return err
 	}
 	cmd := exec.Command(spec.Exe, spec.Args...)
-	cmd.Env = append(os.Environ(), EnvChild+"="+string(js))
+	cmd.Env = append(os.Environ(), envChild+"="+string(js))
 	cmd.ExtraFiles = []*os.File{lock}
 	if shape == "setsid" || shape == "double-fork" && level == 2 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

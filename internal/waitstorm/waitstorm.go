@@ -1,14 +1,17 @@
 // Package waitstorm holds what the wait-storm benchmarks of filestore and
 // httpapi share: the worker that holds the job thousands of Waits watch (in
 // another process, or in the benchmark's own), and the figures they report.
+// The worker process is a child of the test binary (internal/testproc),
+// which runs WorkerChild: this package registers it with testproc, and the
+// TestMain of a package whose benchmark imports this one calls
+// testproc.Main.
 package waitstorm
 
 import (
 	"bufio"
+	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,42 +21,54 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// dirEnv names the store of the worker process.
-const dirEnv = "JOBDIR_STORM_WORKER_DIR"
+// childName is the name of WorkerChild among the child functions of a
+// test binary.
+const childName = "storm-worker"
 
-// childTest is the test that each benchmark's package declares to call
-// RunWorkerChild.
-const childTest = "TestStormWorkerChild"
+func init() { testproc.Register(childName, WorkerChild) }
 
-// RunWorkerChild is the body of the package's TestStormWorkerChild, which
-// is not a test on its own: StartWorker runs the test binary again with
-// only that test selected, making it the worker process. It submits and
-// claims a job, says "claimed ID", and on a line on stdin completes the job
-// and says "completed NS", how long its Complete took.
-func RunWorkerChild(t *testing.T) {
-	dir := os.Getenv(dirEnv)
-	if dir == "" {
-		t.Skip("runs only as the worker process of BenchmarkWaitStorm")
+// WorkerChild is the worker process of a benchmark's wait storm, which
+// StartWorker starts through internal/testproc: on the store in args[0],
+// it submits and claims a job, says "claimed ID", and on a line on stdin
+// completes the job and says "completed NS", how long its Complete took.
+func WorkerChild(args []string) int {
+	if err := workerChild(args[0]); err != nil {
+		fmt.Fprintln(os.Stderr, "storm worker:", err)
+		return 1
 	}
-	ctx := t.Context()
+	return 0
+}
+
+func workerChild(dir string) error {
+	ctx := context.Background()
 	s, err := filestore.Open(ctx, dir, nil)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	defer s.Close()
-	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "k", Payload: []byte(`{"n":1}`)})
-	require.NoError(t, err)
+	if _, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Payload: []byte(`{"n":1}`)}); err != nil {
+		return err
+	}
 	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "storm-worker"})
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	fmt.Println("claimed", c.ID)
-	_, err = bufio.NewReader(os.Stdin).ReadString('\n')
-	require.NoError(t, err)
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
 	d := time.Since(t0)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	fmt.Println("completed", d.Nanoseconds())
+	return nil
 }
 
 // Worker holds the job of a wait storm: another process, or with
@@ -61,10 +76,8 @@ func RunWorkerChild(t *testing.T) {
 // runs one).
 type Worker struct {
 	// ID is the job the worker holds.
-	ID    string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Scanner
+	ID   string
+	proc *testproc.Proc
 	// store and lease are the in-process worker's.
 	store *filestore.Store
 	lease jobstore.Lease
@@ -84,19 +97,7 @@ func StartWorker(b *testing.B, dir string, inProcess bool) *Worker {
 		require.NoError(b, err)
 		return &Worker{ID: c.ID, store: s, lease: c.Lease()}
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+childTest+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), dirEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(b, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	require.NoError(b, cmd.Start())
-	b.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	})
-	w := &Worker{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	w := &Worker{proc: testproc.Start(b, childName, &testproc.Options{Args: []string{dir}})}
 	w.ID = w.expect(b, "claimed")
 	return w
 }
@@ -104,13 +105,11 @@ func StartWorker(b *testing.B, dir string, inProcess bool) *Worker {
 // expect returns the rest of the worker's next line that begins with word.
 func (w *Worker) expect(b *testing.B, word string) string {
 	b.Helper()
-	for w.out.Scan() {
-		if rest, ok := strings.CutPrefix(w.out.Text(), word+" "); ok {
+	for {
+		if rest, ok := strings.CutPrefix(w.proc.Next(b), word+" "); ok {
 			return rest
 		}
 	}
-	b.Fatalf("the worker process ended before saying %q: %v", word, w.out.Err())
-	return ""
 }
 
 // Complete tells the worker to complete its job and returns how long its
@@ -123,7 +122,7 @@ func (w *Worker) Complete(b *testing.B) time.Duration {
 		require.NoError(b, err)
 		return time.Since(t0)
 	}
-	_, err := fmt.Fprintln(w.stdin, "complete")
+	_, err := fmt.Fprintln(w.proc.Stdin(), "complete")
 	require.NoError(b, err)
 	ns, err := strconv.ParseInt(w.expect(b, "completed"), 10, 64)
 	require.NoError(b, err)

@@ -3,7 +3,6 @@ package storetest_test
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/jobstore/storetest"
 	"github.com/jobdir/jobdir/memstore"
@@ -22,10 +22,6 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// brokenEnv selects, in a child process, the store TestBrokenChild runs the
-// suite against.
-const brokenEnv = "JOBDIR_STORETEST_BROKEN"
 
 // brokenStores are memstores with one rule broken each, by name.
 var brokenStores = map[string]func() jobstore.Store{
@@ -146,10 +142,11 @@ func (s *countsInterrupted) Complete(ctx context.Context, lease jobstore.Lease, 
 	return s.Store.Complete(ctx, lease, o)
 }
 
-// TestBrokenChild runs the suite against the store named by $brokenEnv. It
-// runs only as the child process of TestSuiteCatchesBrokenStores.
+// TestBrokenChild runs the suite against the store named by its child's
+// name (internal/testproc). It runs only as the child process of
+// TestSuiteCatchesBrokenStores.
 func TestBrokenChild(t *testing.T) {
-	name := os.Getenv(brokenEnv)
+	name := testproc.Name()
 	if name == "" {
 		t.Skip("runs only as a child of TestSuiteCatchesBrokenStores")
 	}
@@ -184,10 +181,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBrokenChild$", "-test.count=1", "-test.timeout=90s")
-			cmd.Env = append(os.Environ(), brokenEnv+"="+tc.store)
-			out, err := cmd.CombinedOutput()
-			output := string(out)
+			output, err := testproc.Run(ctx, t, tc.store, &testproc.Options{Test: "TestBrokenChild", Args: []string{"-test.timeout=90s"}})
 			require.NotContains(t, output, "panic:", "the suite must fail by assertion, not crash")
 			require.NotContains(t, output, "test timed out", "the suite must not hang")
 

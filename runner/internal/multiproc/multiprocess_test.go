@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,13 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
-
-// childEnv, when set in a child process of TestMultiProcess, holds the
-// directory the child works in.
-const childEnv = "RUNNER_TEST_CHILD_DIR"
 
 // TestMultiProcess runs runners in two child processes that share one
 // filestore directory, and checks from the parent what a handler relies on:
@@ -31,10 +26,6 @@ const childEnv = "RUNNER_TEST_CHILD_DIR"
 // handler's ctx with ErrCanceled, and SIGTERM lets a running handler finish
 // before the worker exits.
 func TestMultiProcess(t *testing.T) {
-	if dir := os.Getenv(childEnv); dir != "" {
-		runChild(t, dir)
-		return
-	}
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
@@ -47,21 +38,9 @@ func TestMultiProcess(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 
-	var children []*exec.Cmd
+	var children []*testproc.Proc
 	for range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMultiProcess$", "-test.v")
-		cmd.Env = append(os.Environ(), childEnv+"="+dir)
-		out := &strings.Builder{}
-		cmd.Stdout, cmd.Stderr = out, out
-		require.NoError(t, cmd.Start())
-		children = append(children, cmd)
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("child %d output:\n%s", cmd.Process.Pid, out)
-			}
-		})
+		children = append(children, testproc.Start(t, "worker", &testproc.Options{Args: []string{dir}}))
 	}
 
 	// Every job runs exactly once.
@@ -103,10 +82,10 @@ func TestMultiProcess(t *testing.T) {
 	require.NoError(t, err)
 	waitRunning(ctx, t, s, slow.ID)
 	for _, c := range children {
-		require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+		require.NoError(t, c.Signal(syscall.SIGTERM))
 	}
 	for _, c := range children {
-		require.NoError(t, c.Wait(), "child %d exit", c.Process.Pid)
+		require.NoError(t, c.Wait(ctx), "child %d exit:\n%s", c.Pid(), c.Output())
 	}
 	slow, err = s.Get(ctx, slow.ID)
 	require.NoError(t, err)
@@ -131,13 +110,18 @@ func waitRunning(ctx context.Context, t *testing.T, s jobstore.Store, id string)
 	}
 }
 
-// runChild is the worker process: it runs a runner on the shared store until
-// SIGTERM.
-func runChild(t *testing.T, dir string) {
-	ctx, stop := signal.NotifyContext(t.Context(), syscall.SIGTERM)
+// worker is the worker process of TestMultiProcess: it runs a runner on
+// the store in args[0]/store until SIGTERM, marking each run of a "work"
+// job with a file in args[0]/marks.
+func worker(args []string) int {
+	dir := args[0]
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	s, err := filestore.Open(ctx, filepath.Join(dir, "store"), &filestore.Options{NoSync: true})
-	require.NoError(t, err)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 1
+	}
 	defer s.Close()
 	r := runner.New(s, &runner.Options{Concurrency: 4, ShutdownGrace: time.Minute})
 	r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
@@ -156,6 +140,8 @@ func runChild(t *testing.T, dir string) {
 		return json.RawMessage(`"slept"`), nil
 	}))
 	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("run: %v", err)
+		fmt.Fprintln(os.Stderr, "run:", err)
+		return 1
 	}
+	return 0
 }
