@@ -262,7 +262,7 @@ var faultCases = []faultCase{
 	{
 		name: "SubmitBatchSyncFS",
 		setup: func(t *testing.T, s *Store) *faultState {
-			s.syncFSMin = 2 // this small batch takes the large batches' path
+			s.durable.batchMin = 2 // this small batch takes the large batches' path
 			return &faultState{key: faultKey}
 		},
 		op:    batchFaultOp,

@@ -47,9 +47,8 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		readers:   make(map[string]*jobReader),
 		keys:      make(map[string]string),
 		recorders: make(map[*moveRecorder]struct{}),
-		syncers:   make(map[string]*groupSync),
-		syncFSMin: syncFSBatch,
 	}
+	s.durable = newDurability(abs, &s.fs, o.NoSync)
 	if o.GroupAccess {
 		s.dirPerm, s.filePerm = 0o770, 0o660
 	}
@@ -62,7 +61,12 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		{"check format", s.checkFormat},
 		{"create layout", s.createLayout},
 		{"check trust", func(context.Context) error { return s.checkTrust() }},
-		{"open syncfs", s.openSyncFS},
+		{"open syncfs", func(context.Context) error {
+			if !o.SyncFS {
+				return nil
+			}
+			return s.durable.open(s.log)
+		}},
 		{"migrate legacy records", s.migrateLegacy},
 		{"sweep temporary files", s.sweepTmp},
 		{"start watcher", s.startWatcher},
@@ -108,12 +112,7 @@ func (s *Store) Close() error {
 		s.claiming.Lock()
 		releaseOwned(s)
 		s.claiming.Unlock()
-		if s.fsSync != nil {
-			s.fsSyncMu.Lock()
-			s.fsSyncClosed = true
-			_ = s.fsSync.Close()
-			s.fsSyncMu.Unlock()
-		}
+		s.durable.close()
 		if s.tmpLock != nil && !s.crashed {
 			_ = os.RemoveAll(s.tmpDir)
 			_ = os.Remove(s.tmpLock.Path())
@@ -218,13 +217,10 @@ func (s *Store) writeFormat(p string) error {
 	doc, _ := json.Marshal(formatDoc{Store: storeName, Format: FormatVersion})
 	// Staged in the root, not in tmp/, which another process may be
 	// sweeping while this one creates the store.
-	if err := s.fs.WriteFile(p, s.dir, append(doc, '\n'), s.filePerm, s.sync()); err != nil {
+	if err := s.fs.WriteFile(p, s.dir, append(doc, '\n'), s.filePerm, s.durable.file()); err != nil {
 		return err
 	}
-	if s.sync() {
-		return s.fs.SyncDir(s.dir)
-	}
-	return nil
+	return s.durable.dir(".")
 }
 
 // createLayout creates the state directories and this Store's staging
