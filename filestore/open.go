@@ -113,9 +113,9 @@ func (s *Store) Close() error {
 		releaseOwned(s)
 		s.claiming.Unlock()
 		s.durable.close()
-		if s.tmpLock != nil && !s.crashed {
-			_ = os.RemoveAll(s.tmpDir)
-			_ = os.Remove(s.tmpLock.Path())
+		if s.tmpLock != nil {
+			_ = s.fs.RemoveAll(s.tmpDir)
+			_ = s.fs.Remove(s.tmpLock.Path())
 		}
 		if s.tmpLock != nil {
 			_ = s.tmpLock.Unlock()
@@ -141,10 +141,14 @@ const storeName = "jobdir"
 func (s *Store) createRoot(context.Context) error {
 	fi, err := os.Lstat(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(s.dir, s.dirPerm); err != nil {
+		// The directories above are not the store's: created as given.
+		if err := os.MkdirAll(filepath.Dir(s.dir), s.dirPerm); err != nil {
 			return err
 		}
-		if err := chmodKeepSetgid(s.dir, s.dirPerm); err != nil {
+		// Mkdir sets the permissions, which the umask does not limit, and
+		// keeps the setgid bit inherited from the parent: a store shared by
+		// a group keeps its files in that group, whoever creates them.
+		if err := s.fs.Mkdir(s.dir, s.dirPerm); err != nil {
 			return err
 		}
 		return s.pinRoot()
@@ -293,8 +297,8 @@ func (s *Store) sweep(repair bool) ([]string, error) {
 			dir := filepath.Join(root, base)
 			found = append(found, dir)
 			if repair {
-				_ = os.RemoveAll(dir)
-				_ = os.Remove(p)
+				_ = s.fs.RemoveAll(dir)
+				_ = s.fs.Remove(p)
 			}
 			_ = l.Unlock()
 			continue
@@ -306,7 +310,7 @@ func (s *Store) sweep(repair bool) ([]string, error) {
 		}
 		found = append(found, p)
 		if repair {
-			if err := os.RemoveAll(p); err != nil {
+			if err := s.fs.RemoveAll(p); err != nil {
 				return found, err
 			}
 		}

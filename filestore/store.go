@@ -35,9 +35,6 @@ type Store struct {
 	// leaves it alone.
 	tmpDir  string
 	tmpLock *flock.Flock
-	// crashed makes Close leave the staging directory as a killed process
-	// would; tests of crash recovery set it.
-	crashed bool
 
 	// stats caches what Stats read, per record file.
 	stats statsCache
