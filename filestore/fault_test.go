@@ -462,8 +462,8 @@ func runFault(t *testing.T, tc faultCase, failAt int, crash, syncFS bool, errv e
 	t.Helper()
 	dir := t.TempDir()
 	ffs := &faultFS{inner: osFS{}}
-	opts := &Options{SyncFS: syncFS, RecoverInterval: time.Hour, PollInterval: time.Hour, fs: ffs}
-	s, err := Open(t.Context(), dir, opts)
+	opts := &Options{SyncFS: syncFS, RecoverInterval: time.Hour, PollInterval: time.Hour}
+	s, err := open(t.Context(), dir, opts, ffs)
 	require.NoError(t, err)
 	st := tc.setup(t, s)
 	st.crash = crash
@@ -546,7 +546,7 @@ func requireNoRunningOneKey(t *testing.T, s *Store) {
 func TestCloseCleansUpThroughSeam(t *testing.T) {
 	dir := t.TempDir()
 	ffs := &faultFS{inner: osFS{}}
-	s, err := Open(t.Context(), dir, &Options{NoSync: true, RecoverInterval: time.Hour, fs: ffs})
+	s, err := open(t.Context(), dir, &Options{NoSync: true, RecoverInterval: time.Hour}, ffs)
 	require.NoError(t, err)
 	staging := s.tmpDir
 	ffs.arm(1, true, errCrashed)

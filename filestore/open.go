@@ -27,7 +27,16 @@ import (
 // store written by a newer version, and ErrNotStore for a directory with a
 // foreign FORMAT file.
 func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
+	return open(ctx, dir, opts, osFS{})
+}
+
+// open is Open with the file operations fsys: osFS, or in tests one that
+// fails some of them.
+func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store, error) {
 	o := opts.withDefaults()
+	if o.Faults != nil {
+		fsys = faultOps{inner: fsys, inj: o.Faults}
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
@@ -35,7 +44,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 	s := &Store{
 		dir:       abs,
 		opts:      o,
-		fs:        o.fs,
+		fs:        fsys,
 		dirPerm:   0o700,
 		filePerm:  0o600,
 		log:       o.Logger,

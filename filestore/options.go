@@ -59,9 +59,6 @@ type Options struct {
 	// its type is internal, so other modules can only leave it nil. Nil:
 	// no injected failures.
 	Faults *fsfault.Injector
-
-	// fs replaces the file operations; tests use it to inject failures.
-	fs fileOps
 }
 
 // Defaults used for zero Options fields.
@@ -117,12 +114,6 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.fs == nil {
-		c.fs = osFS{}
-	}
-	if c.Faults != nil {
-		c.fs = faultOps{inner: c.fs, inj: c.Faults}
 	}
 	return c
 }
