@@ -25,7 +25,7 @@ type Store struct {
 	// root is dir, opened once at Open; writes resolve from it (osFS).
 	root     *os.Root
 	opts     Options
-	fs       fileOps
+	fs       fileOps // the seam every change of the directory goes through (fsops.go)
 	dirPerm  os.FileMode
 	filePerm os.FileMode
 	log      *slog.Logger
