@@ -26,7 +26,10 @@ import (
 //     nothing.
 //
 // Every other part of the store calls file, dir and batch, never fsync or
-// syncfs itself. It is safe for concurrent use.
+// syncfs itself. It is safe for concurrent use. TestDurabilityModes shows
+// the three modes in the file operations of a Submit and a large
+// SubmitBatch; TestGroupSync the shared fsyncs; TestFaults every step of
+// every operation failed or crashed, with and without Options.SyncFS.
 type durability struct {
 	// none is Options.NoSync.
 	none bool
