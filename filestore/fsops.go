@@ -25,8 +25,9 @@ import (
 // Three kinds of change bypass it, because no failure or crash there can
 // lose or corrupt anything the store holds:
 //   - lock files (locks/, the lease files, tmp/<id>.lock): each is created
-//     by the open(2) that locks it (flock, leasefile.go) and holds no
-//     data; a missing one is created again by the next lock;
+//     (and its mode set) by the code that locks it (locks.go,
+//     leasefile.go, open.go) and holds no data; a missing one is created
+//     again by the next lock;
 //   - the barrier file of List and Stats (moves.go), an empty marker
 //     created and removed at once, never read;
 //   - the directories above the store that Open creates when they are
