@@ -157,7 +157,7 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 		b.linked, linked = true, true
 	}
 	if linked {
-		if err := s.syncDir(dirKeys); err != nil {
+		if err := s.durable.dir(dirKeys); err != nil {
 			return fail(err)
 		}
 	}
@@ -170,7 +170,7 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 		}
 		b.tmp, b.queued = "", true
 	}
-	if err := s.syncDir(dirQueued); err != nil {
+	if err := s.durable.dir(dirQueued); err != nil {
 		return fail(err)
 	}
 	for _, b := range news {
@@ -185,26 +185,7 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 // Options.NoSync, makes them durable: with one syncfs for a large batch,
 // else (or where there is no syncfs) with an fsync each.
 func (s *Store) writeDurably(ctx context.Context, news []*batchJob) error {
-	if !s.fileSync() || len(news) < s.syncFSMin {
-		// Without fsync, or with Options.SyncFS, whose syncDir after the
-		// renames makes the records durable with their entries.
-		return s.writeBatch(ctx, news, s.fileSync())
-	}
-	sy, err := s.fs.SyncFS(s.tmpDir)
-	if errors.Is(err, errors.ErrUnsupported) {
-		return s.writeBatch(ctx, news, true)
-	}
-	if err != nil {
-		return fmt.Errorf("open for syncfs: %w", err)
-	}
-	defer sy.Close()
-	if err := s.writeBatch(ctx, news, false); err != nil {
-		return err
-	}
-	if err := sy.Sync(); err != nil {
-		return fmt.Errorf("syncfs: %w", err)
-	}
-	return nil
+	return s.durable.batch(s.tmpDir, len(news), func(fsync bool) error { return s.writeBatch(ctx, news, fsync) })
 }
 
 // writeBatch writes the temp file of every job in news, batchWriters at a

@@ -42,7 +42,7 @@ func BenchmarkSubmitBatch(b *testing.B) {
 			s, err := Open(b.Context(), b.TempDir(), nil)
 			require.NoError(b, err)
 			defer s.Close()
-			s.syncFSMin = mode.syncFSMin
+			s.durable.batchMin = mode.syncFSMin
 			specs := make([]jobstore.Spec, 1000)
 			for i := range specs {
 				specs[i] = jobstore.Spec{Kind: "bench", Payload: []byte(`{"n":1}`)}

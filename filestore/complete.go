@@ -97,7 +97,7 @@ func (s *Store) completeAgain(lp string, h *leaseHold, done record, unlock func(
 		return jobstore.Job{}, fmt.Errorf("filestore: complete %s: %w", id, err)
 	}
 	if rec.Rev == done.Rev && rec.dir == done.dir {
-		if err := s.syncDir(done.dir); err != nil {
+		if err := s.durable.dir(done.dir); err != nil {
 			unlock()
 			return jobstore.Job{}, fmt.Errorf("filestore: complete %s: the outcome is recorded, but %w: %w", id, jobstore.ErrNotDurable, err)
 		}

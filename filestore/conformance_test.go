@@ -27,7 +27,13 @@ func openTest(t *testing.T, opts *Options) *Store {
 
 func openAt(t *testing.T, dir string, opts *Options) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), dir, opts)
+	return openAtFS(t, dir, opts, osFS{})
+}
+
+// openAtFS is openAt with the file operations fsys.
+func openAtFS(t *testing.T, dir string, opts *Options, fsys fileOps) *Store {
+	t.Helper()
+	s, err := open(t.Context(), dir, opts, fsys)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, s.Close())

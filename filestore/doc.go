@@ -74,3 +74,40 @@
 //     size grows with history (Stats reads only the records that changed
 //     since its last call). Prune steadily to keep done/ small.
 package filestore
+
+// Where things are, for a reader of this package's code (TestDocMapNamesEveryFile
+// keeps it whole):
+//
+//	store.go        the Store type, writing a record (store), record-lock helpers
+//	open.go         Open and its steps (layout, FORMAT, sweep of tmp/), Close
+//	options.go      Options, FormatVersion, Open's errors
+//	submit.go       Submit and idempotency keys
+//	batch.go        SubmitBatch
+//	claim.go        Claim (cands.go: the claim candidate set)
+//	complete.go     Complete
+//	release.go      Release
+//	update.go       Cancel and Retry
+//	query.go        Get and List
+//	stats.go        Stats (kindindex.go, moves.go: shared with List)
+//	wait.go         Wait and its shared readers
+//	await.go        AwaitWork and WatchCancel
+//	notify.go       waking the calls blocked in this process
+//	watch.go        inotify, the candidate set's refresh, the maintenance loop
+//	prune.go        Prune
+//	recover.go      queuing again the jobs of dead workers
+//	fsck.go         Fsck and the repair at Open
+//	import.go       Import
+//	leasefile.go    LeaseFile
+//	locks.go        record locks and leases (turn.go: their in-process queue)
+//	record.go       the record file: paths, encoding, finding the current copy
+//	durability.go   fsync, shared syncfs or none: every flush goes through it
+//	fsops.go        the seam every change of the directory goes through
+//	faults.go       Options.Faults on that seam
+//	trust.go        CheckTrust (trust_unix.go: the permission checks)
+//	migrate.go      upgrading the old single-process store (legacy.go: its records)
+//	ping.go         Ping
+//	probe.go        IsStore and OtherFiles
+//	sys_linux.go    Linux: filesystem check, syncfs(2)
+//	sys_unix.go     every Unix system: open flags, inode numbers
+//	sys_other.go    Unix systems other than Linux (macOS)
+//	build_unsupported.go  the build error on systems that are not Unix

@@ -1,14 +1,164 @@
 package filestore
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
+
+// durability makes the store's changes durable. Its mode is fixed at Open:
+//
+//   - fsync per file and directory (the default): each new file is fsynced
+//     before it is renamed or linked into place (file reports true), and
+//     each directory whose entries changed is fsynced after (dir);
+//     concurrent callers that changed one directory share one fsync of it
+//     (group commit, see groupSync). A large SubmitBatch writes its files
+//     unsynced and makes them durable with one syncfs(2) instead (batch).
+//   - shared syncfs (Options.SyncFS, Linux): new files are not fsynced one
+//     by one; dir is one syncfs(2) of the store's file system, shared by
+//     every caller waiting at that moment, which makes their files and
+//     their directory entries durable at once.
+//   - none (Options.NoSync): file reports false and dir and batch flush
+//     nothing.
+//
+// Every other part of the store calls file, dir and batch, never fsync or
+// syncfs itself. It is safe for concurrent use. TestDurabilityModes shows
+// the three modes in the file operations of a Submit and a large
+// SubmitBatch; TestGroupSync the shared fsyncs; TestFaults every step of
+// every operation failed or crashed, with and without Options.SyncFS.
+type durability struct {
+	// none is Options.NoSync.
+	none bool
+	// root is the store's directory; dir names are relative to it.
+	root string
+	// fs is the store's file operations (Store.fs, which Open pins to the
+	// store's directory once it is open).
+	fs *fileOps
+	// batchMin is the smallest batch that batch makes durable with one
+	// syncfs rather than an fsync each (syncFSBatch).
+	batchMin int
+
+	// dirs share the fsyncs of each directory between concurrent callers.
+	dirsMu sync.Mutex
+	dirs   map[string]*groupSync
+
+	// shared, with Options.SyncFS, is the syncfs(2) every dir call waits
+	// for, shared through sharedGroup; nil in the other modes.
+	shared      syncer
+	sharedGroup *groupSync
+	// sharedMu is held shared while shared is in use, and exclusively by
+	// close to close it; closed is set by close.
+	sharedMu sync.RWMutex
+	closed   bool
+}
+
+func newDurability(root string, fs *fileOps, noSync bool) *durability {
+	return &durability{none: noSync, root: root, fs: fs, batchMin: syncFSBatch, dirs: make(map[string]*groupSync)}
+}
+
+// open opens the store's file system for the shared syncfs of
+// Options.SyncFS, before anything is written that a syncfs must cover.
+// Where there is no syncfs(2) it logs so and stays in fsync mode.
+func (d *durability) open(log *slog.Logger) error {
+	if d.none {
+		return nil
+	}
+	sy, err := (*d.fs).SyncFS(d.root)
+	if errors.Is(err, errors.ErrUnsupported) {
+		log.Warn("filestore: SyncFS needs syncfs(2), which this system lacks; fsyncing each file")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	d.shared, d.sharedGroup = sy, newGroupSync()
+	return nil
+}
+
+// close closes the shared syncfs; dir calls after it return
+// jobstore.ErrClosed.
+func (d *durability) close() {
+	if d.shared == nil {
+		return
+	}
+	d.sharedMu.Lock()
+	d.closed = true
+	_ = d.shared.Close()
+	d.sharedMu.Unlock()
+}
+
+// file reports whether a new file is fsynced before it is renamed or
+// linked into place: durable, and not the shared syncfs, whose dir covers
+// the file's data too.
+func (d *durability) file() bool { return !d.none && d.shared == nil }
+
+// dir makes the entries of the store's directory name durable (a state
+// directory, or "." for the store's own), and with the shared syncfs
+// every file written before the call too. Concurrent callers share the
+// flush (group commit).
+func (d *durability) dir(name string) error {
+	if d.none {
+		return nil
+	}
+	if d.shared != nil {
+		// One syncfs for every waiting operation, whatever directory they
+		// changed. The descriptor was opened at Open, so the writeback
+		// errors since then are reported (Linux 5.8 and later), each to
+		// the syncfs that follows it and so to every caller it covers.
+		d.sharedMu.RLock()
+		defer d.sharedMu.RUnlock()
+		if d.closed {
+			return fmt.Errorf("filestore: syncfs: %w", jobstore.ErrClosed)
+		}
+		if err := d.sharedGroup.sync(d.shared.Sync); err != nil {
+			return fmt.Errorf("syncfs (%s/): %w", name, err)
+		}
+		return nil
+	}
+	d.dirsMu.Lock()
+	g := d.dirs[name]
+	if g == nil {
+		g = newGroupSync()
+		d.dirs[name] = g
+	}
+	d.dirsMu.Unlock()
+	p := filepath.Join(d.root, name)
+	if err := g.sync(func() error { return (*d.fs).SyncDir(p) }); err != nil {
+		return fmt.Errorf("fsync %s/: %w", name, err)
+	}
+	return nil
+}
+
+// batch has write write n new files in directory at, fsyncing each if
+// write is told to, and makes them durable: in fsync mode a batch of
+// batchMin files or more is written unsynced and made durable with one
+// syncfs of at's file system (one fsync each where there is no syncfs);
+// in the other modes write does as file says, and the caller's dir after
+// the renames does the rest.
+func (d *durability) batch(at string, n int, write func(fsync bool) error) error {
+	if !d.file() || n < d.batchMin {
+		return write(d.file())
+	}
+	sy, err := (*d.fs).SyncFS(at)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return write(true)
+	}
+	if err != nil {
+		return fmt.Errorf("open for syncfs: %w", err)
+	}
+	defer sy.Close()
+	if err := write(false); err != nil {
+		return err
+	}
+	if err := sy.Sync(); err != nil {
+		return fmt.Errorf("syncfs: %w", err)
+	}
+	return nil
+}
 
 // groupSync shares directory fsyncs between concurrent callers (group
 // commit). A caller needs an fsync that starts after its own change to the
@@ -61,66 +211,6 @@ func (g *groupSync) sync(fsync func() error) error {
 	}
 	if g.failed >= want && g.err != nil {
 		return g.err
-	}
-	return nil
-}
-
-func (s *Store) sync() bool { return !s.opts.NoSync }
-
-// fileSync reports whether a new file is fsynced before it is renamed or
-// linked into place: durable, and not Options.SyncFS, whose syncDir covers
-// the file's data too.
-func (s *Store) fileSync() bool { return s.sync() && s.fsSync == nil }
-
-// openSyncFS opens the file system for Options.SyncFS.
-func (s *Store) openSyncFS(context.Context) error {
-	if !s.opts.SyncFS || !s.sync() {
-		return nil
-	}
-	sy, err := s.fs.SyncFS(s.dir)
-	if errors.Is(err, errors.ErrUnsupported) {
-		s.log.Warn("filestore: SyncFS needs syncfs(2), which this system lacks; fsyncing each file")
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	s.fsSync, s.fsSyncGroup = sy, newGroupSync()
-	return nil
-}
-
-// syncDir makes the entries of the state directory name durable, and with
-// Options.SyncFS every file written before the call too, unless NoSync is
-// set. Concurrent callers share the flush (group commit).
-func (s *Store) syncDir(name string) error {
-	if !s.sync() {
-		return nil
-	}
-	if s.fsSync != nil {
-		// One syncfs for every waiting operation, whatever directory they
-		// changed. The descriptor was opened at Open, so the writeback
-		// errors since then are reported (Linux 5.8 and later), each to
-		// the syncfs that follows it and so to every caller it covers.
-		s.fsSyncMu.RLock()
-		defer s.fsSyncMu.RUnlock()
-		if s.fsSyncClosed {
-			return fmt.Errorf("filestore: syncfs: %w", jobstore.ErrClosed)
-		}
-		if err := s.fsSyncGroup.sync(s.fsSync.Sync); err != nil {
-			return fmt.Errorf("syncfs (%s/): %w", name, err)
-		}
-		return nil
-	}
-	s.syncMu.Lock()
-	g := s.syncers[name]
-	if g == nil {
-		g = newGroupSync()
-		s.syncers[name] = g
-	}
-	s.syncMu.Unlock()
-	p := filepath.Join(s.dir, name)
-	if err := g.sync(func() error { return s.fs.SyncDir(p) }); err != nil {
-		return fmt.Errorf("fsync %s/: %w", name, err)
 	}
 	return nil
 }

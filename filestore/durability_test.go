@@ -2,6 +2,12 @@ package filestore
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
 )
 
 // TestGroupSync: concurrent callers share fsyncs, every caller is covered
@@ -54,4 +62,109 @@ func TestGroupSync(t *testing.T) {
 	boom := errors.New("EIO")
 	require.ErrorIs(t, g.sync(func() error { return boom }), boom)
 	require.NoError(t, g.sync(func() error { return nil }), "a later fsync is not failed by an earlier one")
+}
+
+// syncLog is the real file operations, recording which new files are
+// fsynced, which directories fsynced and which syncfs(2) made.
+type syncLog struct {
+	fileOps
+	mu  sync.Mutex
+	log []string
+}
+
+func (l *syncLog) add(s string) {
+	l.mu.Lock()
+	l.log = append(l.log, s)
+	l.mu.Unlock()
+}
+
+func (l *syncLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.log
+	l.log = nil
+	return out
+}
+
+func (l *syncLog) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool) (string, error) {
+	l.add(fmt.Sprintf("file sync=%v", sync))
+	return l.fileOps.WriteTemp(tmpDir, data, perm, sync)
+}
+
+func (l *syncLog) SyncDir(dir string) error {
+	l.add("fsync " + filepath.Base(dir) + "/")
+	return l.fileOps.SyncDir(dir)
+}
+
+func (l *syncLog) SyncFS(dir string) (syncer, error) {
+	sy, err := l.fileOps.SyncFS(dir)
+	if err != nil {
+		return nil, err
+	}
+	return loggedSyncer{sy, l}, nil
+}
+
+type loggedSyncer struct {
+	syncer
+	l *syncLog
+}
+
+func (s loggedSyncer) Sync() error {
+	s.l.add("syncfs")
+	return s.syncer.Sync()
+}
+
+// TestDurabilityModes: the three modes of durability, seen in the file
+// operations of a Submit and of a large SubmitBatch. fsync (the default)
+// fsyncs the new file and its directory, or one syncfs for a large batch;
+// shared syncfs (Options.SyncFS) fsyncs no file and makes one syncfs
+// instead of the directory's fsync; NoSync flushes nothing.
+func TestDurabilityModes(t *testing.T) {
+	batch := make([]jobstore.Spec, syncFSBatch)
+	for i := range batch {
+		batch[i] = jobstore.Spec{Kind: "k"}
+	}
+	for _, tc := range []struct {
+		name        string
+		opts        Options
+		submit      []string
+		batchSyncFS bool
+		batchFile   string
+	}{
+		{"Fsync", Options{}, []string{"file sync=true", "fsync queued/"}, true, "file sync=false"},
+		{"SyncFS", Options{SyncFS: true}, []string{"file sync=false", "syncfs"}, true, "file sync=false"},
+		{"NoSync", Options{NoSync: true}, []string{"file sync=false"}, false, "file sync=false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.opts.SyncFS && runtime.GOOS != "linux" {
+				t.Skip("syncfs(2) is Linux only")
+			}
+			l := &syncLog{fileOps: osFS{}}
+			opts := tc.opts
+			opts.RecoverInterval = time.Hour
+			s := openAtFS(t, t.TempDir(), &opts, l)
+			l.take()
+			_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+			require.NoError(t, err)
+			require.Equal(t, tc.submit, l.take())
+
+			_, err = s.SubmitBatch(t.Context(), batch)
+			require.NoError(t, err)
+			got := l.take()
+			for _, op := range got {
+				if strings.HasPrefix(op, "file ") {
+					require.Equal(t, tc.batchFile, op)
+				}
+			}
+			require.Equal(t, tc.batchSyncFS, slices.Contains(got, "syncfs"), "%v", got)
+			if !tc.opts.NoSync && !tc.opts.SyncFS {
+				require.Contains(t, got, "fsync queued/")
+			}
+			if tc.opts.NoSync || tc.opts.SyncFS {
+				for _, op := range got {
+					require.False(t, strings.HasPrefix(op, "fsync "), "%v", got)
+				}
+			}
+		})
+	}
 }

@@ -117,6 +117,13 @@ func (f *faultFS) Rename(o, n string) error {
 	return f.inner.Rename(o, n)
 }
 
+func (f *faultFS) RemoveAll(p string) error {
+	if err := f.step("remove all " + p); err != nil {
+		return err
+	}
+	return f.inner.RemoveAll(p)
+}
+
 func (f *faultFS) Remove(p string) error {
 	if err := f.step("remove " + p); err != nil {
 		return err
@@ -262,7 +269,7 @@ var faultCases = []faultCase{
 	{
 		name: "SubmitBatchSyncFS",
 		setup: func(t *testing.T, s *Store) *faultState {
-			s.syncFSMin = 2 // this small batch takes the large batches' path
+			s.durable.batchMin = 2 // this small batch takes the large batches' path
 			return &faultState{key: faultKey}
 		},
 		op:    batchFaultOp,
@@ -445,14 +452,18 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+// errCrashed fails every file operation of a store whose process is
+// taken as killed.
+var errCrashed = errors.New("the process was killed")
+
 // runFault runs tc with a fault at step failAt and reports whether the
 // fault was hit (false: the operation has fewer steps).
 func runFault(t *testing.T, tc faultCase, failAt int, crash, syncFS bool, errv error) bool {
 	t.Helper()
 	dir := t.TempDir()
 	ffs := &faultFS{inner: osFS{}}
-	opts := &Options{SyncFS: syncFS, RecoverInterval: time.Hour, PollInterval: time.Hour, fs: ffs}
-	s, err := Open(t.Context(), dir, opts)
+	opts := &Options{SyncFS: syncFS, RecoverInterval: time.Hour, PollInterval: time.Hour}
+	s, err := open(t.Context(), dir, opts, ffs)
 	require.NoError(t, err)
 	st := tc.setup(t, s)
 	st.crash = crash
@@ -489,7 +500,11 @@ func runFault(t *testing.T, tc faultCase, failAt int, crash, syncFS bool, errv e
 		_, err = s.Get(t.Context(), j.ID)
 		require.NoError(t, err)
 	}
-	s.crashed = crash
+	if crash {
+		// A killed process cleans nothing up: every file operation of
+		// Close fails, so its staging directory stays behind.
+		ffs.arm(1, true, errCrashed)
+	}
 	require.NoError(t, s.Close())
 
 	// Reopen with the real file operations: what a restart sees.
@@ -522,4 +537,27 @@ func requireNoRunningOneKey(t *testing.T, s *Store) {
 			keys[j.Key] = j.ID
 		}
 	}
+}
+
+// TestCloseCleansUpThroughSeam: Close removes its staging directory
+// through the file operations seam, so a process killed before it (every
+// operation failing) leaves the directory behind, and the next Open sweeps
+// it away.
+func TestCloseCleansUpThroughSeam(t *testing.T) {
+	dir := t.TempDir()
+	ffs := &faultFS{inner: osFS{}}
+	s, err := open(t.Context(), dir, &Options{NoSync: true, RecoverInterval: time.Hour}, ffs)
+	require.NoError(t, err)
+	staging := s.tmpDir
+	ffs.arm(1, true, errCrashed)
+	require.NoError(t, s.Close())
+	require.True(t, ffs.hit, "Close made no file operation")
+	require.DirExists(t, staging)
+	require.FileExists(t, staging+recordLock)
+
+	s2, err := Open(t.Context(), dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	require.NoError(t, err)
+	require.NoDirExists(t, staging)
+	require.NoFileExists(t, staging+recordLock)
+	require.NoError(t, s2.Close())
 }

@@ -57,6 +57,13 @@ func (f faultOps) Remove(path string) error {
 	return f.inner.Remove(path)
 }
 
+func (f faultOps) RemoveAll(path string) error {
+	if err := f.check(fsfault.Remove, path); err != nil {
+		return err
+	}
+	return f.inner.RemoveAll(path)
+}
+
 func (f faultOps) Overwrite(path string, data []byte) error {
 	if err := f.check(fsfault.Overwrite, path); err != nil {
 		return err

@@ -244,7 +244,7 @@ func (s *Store) checkRecord(ctx context.Context, id string, repair bool, pat *pa
 			if err := s.fs.Rename(rec.recordPathIn(s), s.recordPath(want, id)); err != nil {
 				return err
 			}
-			if err := s.syncDir(want); err != nil {
+			if err := s.durable.dir(want); err != nil {
 				return err
 			}
 			p.Repaired = true
@@ -283,7 +283,7 @@ func (s *Store) relinkKey(rec record, kp string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.fileSync())
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.durable.file())
 	if err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ func (s *Store) relinkKey(rec record, kp string) error {
 	if err := s.fs.Link(tmp, kp); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	return s.syncDir(dirKeys)
+	return s.durable.dir(dirKeys)
 }
 
 // checkKeys rolls back key files whose job has no record, and reports

@@ -77,7 +77,7 @@ func (s *Store) importOnce(ctx context.Context, j jobstore.Job) (added, retry bo
 	if err != nil {
 		return false, false, err
 	}
-	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.fileSync())
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.durable.file())
 	if err != nil {
 		return false, false, fmt.Errorf("write job %s: %w", j.ID, err)
 	}
@@ -118,7 +118,7 @@ func (s *Store) importOnce(ctx context.Context, j jobstore.Job) (added, retry bo
 			_ = s.fs.Remove(tmp)
 			return false, false, fmt.Errorf("publish key of job %s: %w", j.ID, err)
 		}
-		if err := s.syncDir(dirKeys); err != nil {
+		if err := s.durable.dir(dirKeys); err != nil {
 			_ = s.fs.Remove(s.keyPath(hash))
 			_ = s.fs.Remove(tmp)
 			return false, false, err
@@ -132,7 +132,7 @@ func (s *Store) importOnce(ctx context.Context, j jobstore.Job) (added, retry bo
 		_ = s.fs.Remove(tmp)
 		return false, false, fmt.Errorf("publish job %s: %w", j.ID, err)
 	}
-	if err := s.syncDir(dir); err != nil {
+	if err := s.durable.dir(dir); err != nil {
 		_ = s.fs.Remove(s.recordPath(dir, j.ID))
 		if hash != "" {
 			_ = s.fs.Remove(s.keyPath(hash))

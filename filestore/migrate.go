@@ -67,7 +67,7 @@ func (s *Store) migrateLegacy(ctx context.Context) error {
 	}
 	// Every migrated job is durable before its old file moves away.
 	for _, d := range []string{dirKeys, dirQueued, dirClaimed, dirDone} {
-		if err := s.syncDir(d); err != nil {
+		if err := s.durable.dir(d); err != nil {
 			return err
 		}
 	}
@@ -91,16 +91,16 @@ func (s *Store) migrateLegacy(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.syncDir(dirLegacyMigrated); err != nil {
+	if err := s.durable.dir(dirLegacyMigrated); err != nil {
 		return err
 	}
-	if err := s.syncDir(dirLegacyQuarantine); err != nil {
+	if err := s.durable.dir(dirLegacyQuarantine); err != nil {
 		return err
 	}
 	if len(scan.Jobs) > 0 {
 		s.log.Info("filestore: migrated the old file store's records", "jobs", len(scan.Jobs), "set_aside", len(scan.Problems)+len(scan.Temps))
 	}
-	return s.syncDir(".")
+	return s.durable.dir(".")
 }
 
 // migrateJob writes one legacy job as a record (and its key file) unless a
@@ -136,7 +136,7 @@ func (s *Store) migrateJob(ctx context.Context, j jobstore.Job) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.fileSync())
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.durable.file())
 	if err != nil {
 		return "", err
 	}

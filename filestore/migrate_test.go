@@ -114,7 +114,7 @@ func TestMigrateLegacyInterrupted(t *testing.T) {
 		dir := copyFixture(t, "basic")
 		fi := &faultFS{inner: osFS{}}
 		fi.arm(step, true, syscall.EIO)
-		s, err := Open(ctx, dir, &Options{NoSync: true, fs: fi})
+		s, err := open(ctx, dir, &Options{NoSync: true}, fi)
 		if err == nil {
 			require.NoError(t, s.Close())
 			fi.mu.Lock()

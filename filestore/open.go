@@ -27,7 +27,16 @@ import (
 // store written by a newer version, and ErrNotStore for a directory with a
 // foreign FORMAT file.
 func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
+	return open(ctx, dir, opts, osFS{})
+}
+
+// open is Open with the file operations fsys: osFS, or in tests one that
+// fails some of them.
+func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store, error) {
 	o := opts.withDefaults()
+	if o.Faults != nil {
+		fsys = faultOps{inner: fsys, inj: o.Faults}
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
@@ -35,7 +44,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 	s := &Store{
 		dir:       abs,
 		opts:      o,
-		fs:        o.fs,
+		fs:        fsys,
 		dirPerm:   0o700,
 		filePerm:  0o600,
 		log:       o.Logger,
@@ -47,9 +56,8 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		readers:   make(map[string]*jobReader),
 		keys:      make(map[string]string),
 		recorders: make(map[*moveRecorder]struct{}),
-		syncers:   make(map[string]*groupSync),
-		syncFSMin: syncFSBatch,
 	}
+	s.durable = newDurability(abs, &s.fs, o.NoSync)
 	if o.GroupAccess {
 		s.dirPerm, s.filePerm = 0o770, 0o660
 	}
@@ -62,7 +70,12 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 		{"check format", s.checkFormat},
 		{"create layout", s.createLayout},
 		{"check trust", func(context.Context) error { return s.checkTrust() }},
-		{"open syncfs", s.openSyncFS},
+		{"open syncfs", func(context.Context) error {
+			if !o.SyncFS {
+				return nil
+			}
+			return s.durable.open(s.log)
+		}},
 		{"migrate legacy records", s.migrateLegacy},
 		{"sweep temporary files", s.sweepTmp},
 		{"start watcher", s.startWatcher},
@@ -108,15 +121,10 @@ func (s *Store) Close() error {
 		s.claiming.Lock()
 		releaseOwned(s)
 		s.claiming.Unlock()
-		if s.fsSync != nil {
-			s.fsSyncMu.Lock()
-			s.fsSyncClosed = true
-			_ = s.fsSync.Close()
-			s.fsSyncMu.Unlock()
-		}
-		if s.tmpLock != nil && !s.crashed {
-			_ = os.RemoveAll(s.tmpDir)
-			_ = os.Remove(s.tmpLock.Path())
+		s.durable.close()
+		if s.tmpLock != nil {
+			_ = s.fs.RemoveAll(s.tmpDir)
+			_ = s.fs.Remove(s.tmpLock.Path())
 		}
 		if s.tmpLock != nil {
 			_ = s.tmpLock.Unlock()
@@ -142,10 +150,14 @@ const storeName = "jobdir"
 func (s *Store) createRoot(context.Context) error {
 	fi, err := os.Lstat(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(s.dir, s.dirPerm); err != nil {
+		// The directories above are not the store's: created as given.
+		if err := os.MkdirAll(filepath.Dir(s.dir), s.dirPerm); err != nil {
 			return err
 		}
-		if err := chmodKeepSetgid(s.dir, s.dirPerm); err != nil {
+		// Mkdir sets the permissions, which the umask does not limit, and
+		// keeps the setgid bit inherited from the parent: a store shared by
+		// a group keeps its files in that group, whoever creates them.
+		if err := s.fs.Mkdir(s.dir, s.dirPerm); err != nil {
 			return err
 		}
 		return s.pinRoot()
@@ -218,13 +230,10 @@ func (s *Store) writeFormat(p string) error {
 	doc, _ := json.Marshal(formatDoc{Store: storeName, Format: FormatVersion})
 	// Staged in the root, not in tmp/, which another process may be
 	// sweeping while this one creates the store.
-	if err := s.fs.WriteFile(p, s.dir, append(doc, '\n'), s.filePerm, s.sync()); err != nil {
+	if err := s.fs.WriteFile(p, s.dir, append(doc, '\n'), s.filePerm, s.durable.file()); err != nil {
 		return err
 	}
-	if s.sync() {
-		return s.fs.SyncDir(s.dir)
-	}
-	return nil
+	return s.durable.dir(".")
 }
 
 // createLayout creates the state directories and this Store's staging
@@ -297,8 +306,8 @@ func (s *Store) sweep(repair bool) ([]string, error) {
 			dir := filepath.Join(root, base)
 			found = append(found, dir)
 			if repair {
-				_ = os.RemoveAll(dir)
-				_ = os.Remove(p)
+				_ = s.fs.RemoveAll(dir)
+				_ = s.fs.Remove(p)
 			}
 			_ = l.Unlock()
 			continue
@@ -310,7 +319,7 @@ func (s *Store) sweep(repair bool) ([]string, error) {
 		}
 		found = append(found, p)
 		if repair {
-			if err := os.RemoveAll(p); err != nil {
+			if err := s.fs.RemoveAll(p); err != nil {
 				return found, err
 			}
 		}

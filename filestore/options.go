@@ -56,12 +56,13 @@ type Options struct {
 	// Faults makes file operations fail as it says, as a failing or full
 	// disk would. It is for this module's tests, which inject EIO and
 	// ENOSPC through it from other packages (the torture run's processes);
-	// its type is internal, so other modules can only leave it nil. Nil:
-	// no injected failures.
+	// its type is internal, so other modules can only leave it nil. It is
+	// an exported field, unlike the file operations this package's own
+	// tests replace, because those other packages must reach it: a hook
+	// through an internal package would need an untyped bridge or a
+	// registry shared by the whole process instead. Nil: no injected
+	// failures.
 	Faults *fsfault.Injector
-
-	// fs replaces the file operations; tests use it to inject failures.
-	fs fileOps
 }
 
 // Defaults used for zero Options fields.
@@ -117,12 +118,6 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.fs == nil {
-		c.fs = osFS{}
-	}
-	if c.Faults != nil {
-		c.fs = faultOps{inner: c.fs, inj: c.Faults}
 	}
 	return c
 }

@@ -78,7 +78,7 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	}
 	// Durable before the key file goes: a record that came back after a
 	// power cut without its key file would let a second job take the key.
-	if err := s.syncDir(dirDone); err != nil {
+	if err := s.durable.dir(dirDone); err != nil {
 		return false, err
 	}
 	if rec.Job.Key != "" {

@@ -107,7 +107,7 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 		if err := s.fs.Rename(rec.recordPathIn(s), s.recordPath(to, id)); err != nil {
 			return nil, err
 		}
-		if err := s.syncDir(to); err != nil {
+		if err := s.durable.dir(to); err != nil {
 			return nil, err
 		}
 		s.setCand(rec.Job)

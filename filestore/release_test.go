@@ -103,7 +103,7 @@ func (b *logBuffer) String() string {
 func TestDroppedOutcomeReleasesLease(t *testing.T) {
 	dir := t.TempDir()
 	full := &fullFS{fileOps: osFS{}}
-	worker := openAt(t, dir, &Options{NoSync: true, RecoverInterval: 50 * time.Millisecond, fs: full})
+	worker := openAtFS(t, dir, &Options{NoSync: true, RecoverInterval: 50 * time.Millisecond}, full)
 	other := openAt(t, dir, &Options{NoSync: true, RecoverInterval: 50 * time.Millisecond})
 
 	logs := &logBuffer{}

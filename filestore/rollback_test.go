@@ -52,7 +52,7 @@ func (f *dirSyncFails) SyncDir(d string) error {
 // job, as recorded, rather than ErrNotHeld.
 func TestCompleteNotDurableRetried(t *testing.T) {
 	ffs := &dirSyncFails{dir: dirDone}
-	s := openTest(t, &Options{fs: ffs})
+	s := openAtFS(t, t.TempDir(), nil, ffs)
 	ctx := t.Context()
 	_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
@@ -88,7 +88,7 @@ func TestCompleteNotDurableRetried(t *testing.T) {
 func TestSubmitErrorMeansNoJob(t *testing.T) {
 	dir := t.TempDir()
 	ffs := &queuedSyncFails{}
-	s := openAt(t, dir, &Options{fs: ffs})
+	s := openAtFS(t, dir, nil, ffs)
 	var claims []string
 	ffs.hook = func() {
 		claims = append(claims, startChild(t, dir, "claim-once").Next(t))
@@ -189,7 +189,7 @@ func TestCloseDuringClaim(t *testing.T) {
 	dir := t.TempDir()
 	ctx := t.Context()
 	ffs := &noteHook{}
-	s, err := Open(ctx, dir, &Options{NoSync: true, fs: ffs})
+	s, err := open(ctx, dir, &Options{NoSync: true}, ffs)
 	require.NoError(t, err)
 	sub, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
@@ -224,7 +224,7 @@ func TestCloseDuringClaim(t *testing.T) {
 // Claim never gets the job.
 func TestCancelNotDurable(t *testing.T) {
 	ffs := &dirSyncFails{dir: dirDone}
-	s := openTest(t, &Options{fs: ffs})
+	s := openAtFS(t, t.TempDir(), nil, ffs)
 	ctx := t.Context()
 	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)

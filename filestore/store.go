@@ -25,7 +25,7 @@ type Store struct {
 	// root is dir, opened once at Open; writes resolve from it (osFS).
 	root     *os.Root
 	opts     Options
-	fs       fileOps
+	fs       fileOps // the seam every change of the directory goes through (fsops.go)
 	dirPerm  os.FileMode
 	filePerm os.FileMode
 	log      *slog.Logger
@@ -35,9 +35,6 @@ type Store struct {
 	// leaves it alone.
 	tmpDir  string
 	tmpLock *flock.Flock
-	// crashed makes Close leave the staging directory as a killed process
-	// would; tests of crash recovery set it.
-	crashed bool
 
 	// stats caches what Stats read, per record file.
 	stats statsCache
@@ -47,21 +44,9 @@ type Store struct {
 	// jobs, or nil (see CheckTrust).
 	trustErr error
 
-	// syncers share directory fsyncs between concurrent operations.
-	syncMu  sync.Mutex
-	syncers map[string]*groupSync
-	// fsSync, with Options.SyncFS, is the syncfs(2) every durable change
-	// waits for, shared through fsSyncGroup; nil otherwise.
-	fsSync      syncer
-	fsSyncGroup *groupSync
-	// fsSyncMu is held shared while fsSync is in use, and exclusively by
-	// Close to close it.
-	fsSyncMu sync.RWMutex
-	// fsSyncClosed is set by Close under fsSyncMu.
-	fsSyncClosed bool
-	// syncFSMin is the smallest SubmitBatch made durable with one syncfs
-	// (syncFSBatch; tests lower it).
-	syncFSMin int
+	// durable makes changes durable: every fsync and syncfs goes through
+	// it.
+	durable *durability
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -136,7 +121,7 @@ func (s *Store) writeRecord(dir string, env envelope) error {
 		return err
 	}
 	p := s.recordPath(dir, env.Job.ID)
-	if err := s.fs.WriteFile(p, s.tmpDir, data, s.filePerm, s.fileSync()); err != nil {
+	if err := s.fs.WriteFile(p, s.tmpDir, data, s.filePerm, s.durable.file()); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
@@ -159,7 +144,7 @@ func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) 
 		return rec, err
 	}
 	if durable {
-		if err := s.syncDir(next.dir); err != nil {
+		if err := s.durable.dir(next.dir); err != nil {
 			s.touched(j.ID)
 			return next, fmt.Errorf("job %s is now %s, but %w: %w", j.ID, j.State, jobstore.ErrNotDurable, err)
 		}

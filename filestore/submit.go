@@ -93,7 +93,7 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	if err != nil {
 		return j, false, false, err
 	}
-	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.fileSync())
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.durable.file())
 	if err != nil {
 		return j, false, false, fmt.Errorf("write job %s: %w", j.ID, err)
 	}
@@ -113,7 +113,7 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 		}
 		// The key file must be durable before the record: a record
 		// without its key file would let a second job take the key.
-		if err := s.syncDir(dirKeys); err != nil {
+		if err := s.durable.dir(dirKeys); err != nil {
 			_ = s.fs.Remove(s.keyPath(hash))
 			_ = s.fs.Remove(tmp)
 			return j, false, false, err
@@ -122,7 +122,7 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	if err := s.publish(j, tmp, hash); err != nil {
 		return j, false, false, err
 	}
-	if err := s.syncDir(dirQueued); err != nil {
+	if err := s.durable.dir(dirQueued); err != nil {
 		s.unpublish(j, hash)
 		return j, false, false, err
 	}

@@ -1,5 +1,9 @@
 //go:build linux
 
+// Platform code for Linux, where the store is supported and tested: the
+// statfs(2) check that refuses network and userspace filesystems, and
+// syncfs(2) for Options.SyncFS.
+
 package filestore
 
 import (

@@ -1,4 +1,7 @@
-//go:build !linux
+//go:build unix && !linux
+
+// Platform code for Unix systems other than Linux (macOS), where the
+// package compiles but no test runs: no filesystem check and no syncfs(2).
 
 package filestore
 

@@ -1,5 +1,8 @@
 //go:build unix
 
+// Platform code for every Unix system (Linux, macOS): open(2) flags and
+// file facts the store relies on.
+
 package filestore
 
 import (
