@@ -145,11 +145,11 @@ func TestFormatVersion(t *testing.T) {
 		s := openTest(t, &Options{NoSync: true})
 		data, err := os.ReadFile(filepath.Join(s.Dir(), formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":2}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":3}`, string(data))
 	})
 	t.Run("UpgradedFrom1", func(t *testing.T) {
 		// A format-1 store: its records (format 1, rewritten at claim)
-		// read as they are, and FORMAT now says 2, so that programs of
+		// read as they are, and FORMAT now says 3, so that programs of
 		// format 1 refuse it.
 		s := openTest(t, &Options{NoSync: true})
 		queued, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "one"})
@@ -172,7 +172,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err := os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":2}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":3}`, string(data))
 		j, err := s2.Get(t.Context(), queued.ID)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateQueued, j.State)
@@ -187,9 +187,42 @@ func TestFormatVersion(t *testing.T) {
 		require.Equal(t, jobstore.StateQueued, j.State)
 		require.Equal(t, 1, j.Attempt)
 	})
+	t.Run("UpgradedFrom2", func(t *testing.T) {
+		// A format-2 store: shared record lock files, none per job. Its
+		// records read as they are, a change makes the job's own lock
+		// file, and FORMAT now says 3, so that programs of format 2
+		// refuse it.
+		s := openTest(t, &Options{NoSync: true})
+		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "two"})
+		require.NoError(t, err)
+		dir := s.Dir()
+		require.NoError(t, s.Close())
+		data, err := json.Marshal(envelope{Format: 2, Rev: 1, Job: j})
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(s.recordPath(dirQueued, j.ID), append(data, '\n'), 0o600))
+		require.NoError(t, os.Remove(s.lockPath(j.ID)))
+		stripe := filepath.Join(dir, dirLocks, "rec-1d2.lock")
+		require.NoError(t, os.WriteFile(stripe, nil, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":2}`+"\n"), 0o600))
+
+		s2, err := Open(t.Context(), dir, &Options{NoSync: true})
+		require.NoError(t, err)
+		defer s2.Close()
+		data, err = os.ReadFile(filepath.Join(dir, formatFile))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"store":"jobdir","format":3}`, string(data))
+		got, err := s2.Get(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Equal(t, j, got)
+		got, err = s2.Cancel(t.Context(), j.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateCanceled, got.State)
+		require.FileExists(t, s2.lockPath(j.ID))
+		require.FileExists(t, stripe, "a format-2 lock file is left alone")
+	})
 	t.Run("TooNew", func(t *testing.T) {
 		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":3}`), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":4}`), 0o600))
 		_, err := Open(t.Context(), dir, nil)
 		require.ErrorIs(t, err, ErrFormatTooNew)
 		ents, err := os.ReadDir(dir)

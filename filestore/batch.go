@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 	"sync"
 	"time"
 
@@ -123,17 +122,10 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 		return fail(err)
 	}
 	// The record locks of the jobs are held from before their key files
-	// are linked until their records are durable, as in Submit. They are
-	// taken in one order, so two batches cannot deadlock, and no one else
-	// holds more than one.
-	var paths []string
+	// are linked until their records are durable, as in Submit. Each is a
+	// new job's own lock file, which nobody else knows yet: no wait.
 	for _, b := range news {
-		paths = append(paths, s.lockPath(b.job.ID))
-	}
-	slices.Sort(paths)
-	paths = slices.Compact(paths)
-	for _, p := range paths {
-		unlock, err := lockRecord(ctx, p, true, true, s.filePerm)
+		unlock, err := s.lockJob(ctx, b.job.ID)
 		if err != nil {
 			return fail(err)
 		}

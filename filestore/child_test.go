@@ -199,8 +199,14 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 func holdLocks(dir, names string) error {
 	var paths []string
 	if names == "all" {
-		for n := range lockStripes {
-			paths = append(paths, filepath.Join(dir, dirLocks, fmt.Sprintf("rec-%03x%s", n, recordLock)))
+		all, err := filepath.Glob(filepath.Join(dir, dirLocks, "*"+recordLock))
+		if err != nil {
+			return err
+		}
+		for _, p := range all {
+			if jobstore.ValidateID(strings.TrimSuffix(filepath.Base(p), recordLock)) == nil {
+				paths = append(paths, p)
+			}
 		}
 	} else {
 		for _, name := range strings.Split(names, ",") {

@@ -6,17 +6,22 @@
 // Each job is one JSON record file in the directory of its state group:
 // queued/, claimed/ (running) or done/ (succeeded, failed, canceled). A
 // claim is rename(2) from queued/ into claimed/; an idempotency key is a
-// file in keys/ published with link(2); records are guarded by 1,024 shared
-// lock files in locks/, picked by a hash of the job ID, and a running job by
-// its own lease lock file. SubmitBatch makes many jobs durable with a bounded
+// file in keys/ published with link(2); each job's changes are guarded by a
+// record lock file of its own in locks/, and a running job by its own
+// lease lock file. SubmitBatch makes many jobs durable with a bounded
 // number of flushes. In the jobdir repository, docs/format.md describes the
 // layout and, for every operation, the order of its locks, writes, renames
 // and fsyncs; docs/claim-semantics.md explains why claiming is safe.
 //
 // # Guarantees
 //
-//   - Every read goes to disk under a shared flock of the job's record lock
-//     file; every change holds it exclusively. Nothing is served from memory.
+//   - Every read goes to disk, and takes no lock: a record is replaced by
+//     rename, so a read sees a whole one, as it was at some moment during
+//     the call. Every change holds the job's record lock (a flock of its own
+//     file) exclusively. Nothing is served from memory.
+//   - A process stopped (SIGSTOP) or hung in the middle of an operation
+//     delays only changes of the jobs it was changing (until their ctx
+//     ends); reads, claims, submits and changes of every other job go on.
 //   - Of any number of goroutines and processes claiming at once, exactly
 //     one gets each attempt of each job.
 //   - Of any number of processes submitting one key at once, exactly one

@@ -75,14 +75,16 @@ const (
 
 // FormatVersion is the on-disk format this package reads and writes. It is
 // recorded in the FORMAT file of every store directory and in every record
-// it writes. Format 2 guards records with 1,024 shared lock files and
-// claims jobs with a note in the lease file instead of a rewritten record;
-// format 1 had a lock file per job and rewrote the record at each claim.
-// Open upgrades a format-1 store in place (its files are all valid in
-// format 2): every process sharing it must be upgraded together, as the
-// two lock protocols do not exclude each other (docs/operations.md in the
+// it writes. Format 3 guards each job's record with a lock file of its own
+// (made at submit, removed with the job), so that a process stopped while
+// it holds one delays only that job; format 2 had 1,024 lock files shared
+// by all jobs; format 1 had a lock file per job and rewrote the record at
+// each claim (format 2 and 3 claim with a note in the lease file). Open
+// upgrades a store of format 1 or 2 in place (its files are all valid in
+// format 3): every process sharing it must be upgraded together, as the
+// lock protocols do not exclude each other (docs/operations.md in the
 // jobdir repository).
-const FormatVersion = 2
+const FormatVersion = 3
 
 // Errors returned by Open. Test for them with errors.Is.
 var (

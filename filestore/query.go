@@ -12,7 +12,9 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// Get reads job id from disk under its shared record lock.
+// Get reads job id from disk. It takes no lock: a process stopped while it
+// holds the job's record lock, or any other, does not delay it (see
+// readShared).
 func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
 	if err := s.enter(ctx, "get"); err != nil {
 		return jobstore.Job{}, err
@@ -27,7 +29,7 @@ func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
 	return j, nil
 }
 
-// get reads a valid job ID's record under its shared lock.
+// get reads a valid job ID's current record (see readShared).
 func (s *Store) get(ctx context.Context, id string) (jobstore.Job, error) {
 	rec, err := s.readShared(ctx, id)
 	if err != nil {
@@ -36,25 +38,53 @@ func (s *Store) get(ctx context.Context, id string) (jobstore.Job, error) {
 	return rec.Job, nil
 }
 
-// readShared reads job id's current record under its shared record lock,
-// or unlocked if that lock file does not exist yet (see rlockJob). An
-// unlocked read can miss a record only if it moved back (claimed/ to
-// queued/) during the read, which takes the lock and so makes its file:
-// then the read is repeated under the lock.
+// unlockedPasses bounds how many times readShared reads a job's state
+// directories when a pass may have met a move in flight.
+const unlockedPasses = 4
+
+// readShared reads job id's current record without taking its record
+// lock, so that no holder of that lock (a process stopped in the middle
+// of a change, of this job or of another) can delay a read.
+//
+// A record is replaced by rename, so every file read is a whole record,
+// and every change writes its new copy before it removes the old one.
+// One pass reads queued/, claimed/ and done/ in that order, the order in
+// which jobs move forward: a job moving forward during the pass is found
+// (the old copy if it was read before the move, else the new one, which
+// wins by rev). Only a move back to queued/ (a retry, a failed attempt
+// queued again, a release, recovery) that falls between the read of
+// queued/ and the read of the directory it leaves can hide the job from
+// a pass, and a claim note being rewritten by a new claim can look absent
+// for a moment; so a pass that finds no record, or a queued record in
+// claimed/ without its note, is repeated (a few times: what stays so
+// after that is so on disk). A change in flight is seen either before or
+// after, never half done: the answer is the job as it was at some moment
+// during the call.
 func (s *Store) readShared(ctx context.Context, id string) (record, error) {
-	unlock, held, err := s.rlockJob(ctx, id)
-	if err != nil {
-		return record{}, err
-	}
-	rec, err := s.readJob(id, false)
-	unlock()
-	if !held && errors.Is(err, jobstore.ErrNotFound) && s.stripeExists(id) {
-		unlock, _, err := s.rlockJob(ctx, id)
-		if err != nil {
+	var rec record
+	var err error
+	for range unlockedPasses {
+		if cerr := ctx.Err(); cerr != nil {
+			return record{}, cerr
+		}
+		var f found
+		if f, err = s.locate(id); err != nil {
 			return record{}, err
 		}
-		defer unlock()
-		return s.readJob(id, false)
+		rec, err = f.current(id)
+		switch {
+		case err == nil && rec.dir == dirClaimed && rec.Job.State == jobstore.StateQueued:
+			continue // an interrupted claim, or a claim note being rewritten
+		case err == nil || !errors.Is(err, jobstore.ErrNotFound):
+			return rec, err
+		}
+	}
+	if errors.Is(err, jobstore.ErrNotFound) {
+		if _, serr := os.Lstat(filepath.Join(s.dir, dirQueued)); serr != nil {
+			// Not just this job: say so, or a removed store reads as an
+			// empty one.
+			return record{}, fmt.Errorf("job %s: %w: the store's %s/ directory is missing (was %s removed?)", id, jobstore.ErrNotFound, dirQueued, s.dir)
+		}
 	}
 	return rec, err
 }
@@ -110,7 +140,7 @@ func (s *Store) listDir(dir string) ([]string, []error, error) {
 
 // List returns one page of jobs. It lists only the state directories the
 // filter needs (listing queued or running jobs never reads finished ones)
-// and reads each job under its shared lock. With a kind filter it skips
+// and reads each job without a lock (see readShared). With a kind filter it skips
 // the records of other kinds without reading their payloads (see kindOf).
 // Records that cannot be read are skipped and reported in Page.Errors.
 // A job that exists throughout the call is listed once even if it moves

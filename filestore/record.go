@@ -105,30 +105,11 @@ func (s *Store) recordPath(dir, id string) string {
 	return filepath.Join(s.dir, dir, id+recordExt)
 }
 
-// lockStripes is how many record lock files a store has. A job's record
-// lock is locks/rec-<n>.lock, n = FNV-1a(id) mod lockStripes: a fixed set of
-// files, created on first use and never deleted, so that no submit creates
-// a lock file and no prune deletes one. Jobs that share a stripe share a
-// lock, which costs a short wait while its holder runs (see lockRecord for
-// one that does not run), because no one holds two record
-// locks at once. Every process must use the same mapping: it is part of
-// the on-disk format (docs/format.md).
-const lockStripes = 1024
-
-// stripeName returns the name of the record lock file of job id.
-func stripeName(id string) string {
-	const offset, prime = 2166136261, 16777619
-	h := uint32(offset)
-	for i := 0; i < len(id); i++ {
-		h ^= uint32(id[i])
-		h *= prime
-	}
-	const hex = "0123456789abcdef"
-	n := h % lockStripes
-	return "rec-" + string([]byte{hex[n>>8&0xf], hex[n>>4&0xf], hex[n&0xf]}) + recordLock
-}
-
-func (s *Store) lockPath(id string) string  { return filepath.Join(s.dir, dirLocks, stripeName(id)) }
+// lockPath returns the path of job id's record lock file: one per job, so
+// that a process stopped while it holds one delays only that job. It is
+// made when the job is submitted (or by the first change of a job from an
+// older format) and removed once the job has no record (see dropLockIfGone).
+func (s *Store) lockPath(id string) string  { return filepath.Join(s.dir, dirLocks, id+recordLock) }
 func (s *Store) leasePath(id string) string { return filepath.Join(s.dir, dirLocks, id+leaseLock) }
 
 // maxRecord bounds how much of a file is read as a record: a payload and a

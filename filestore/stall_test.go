@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -45,72 +46,117 @@ func returnsPromptly[T any](t *testing.T, what string, f func() (T, error)) (T, 
 	}
 }
 
-// holdStripes starts a process that holds the record lock files names
-// ("all": every one) until the test ends.
-func holdStripes(t *testing.T, dir, names string) {
+// startHolder starts a process that holds the record lock files names
+// ("all": every one there is) until the test ends, as a process stopped
+// in the middle of changing those jobs would.
+func startHolder(t *testing.T, dir, names string) *testproc.Proc {
 	t.Helper()
 	c := startChild(t, dir, "hold-locks", childKey+"="+names)
 	require.Equal(t, "locked", c.Next(t))
+	return c
 }
 
-// idOnStripe returns a new job ID whose record lock is stripe.
-func idOnStripe(t *testing.T, stripe string) string {
-	t.Helper()
-	for range 1 << 20 {
-		if id := jobstore.NewID(time.Now()); stripeName(id) == stripe {
-			return id
-		}
+// lockName returns the name, in locks/, of job id's record lock file.
+func lockName(s *Store, id string) string { return filepath.Base(s.lockPath(id)) }
+
+// format2Stripe returns the record lock file that job id shared with
+// other jobs in format 2 (1,024 files, FNV-1a of the ID): the jobs that a
+// process stopped while it held id's lock used to delay.
+func format2Stripe(id string) string {
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= prime
 	}
-	t.Fatal("no ID found for the stripe")
-	return ""
+	return fmt.Sprintf("rec-%03x.lock", h%1024)
+}
+
+// TestFormat2StripeIsStable pins format2Stripe to the mapping format-2
+// programs used (TestStoppedProcessDelaysOnlyItsOwnJobs picks its jobs by it).
+func TestFormat2StripeIsStable(t *testing.T) {
+	require.Equal(t, "rec-1d2.lock", format2Stripe("01M8MF4X6JB95R7N94JRT3F3R4"))
+}
+
+// TestStoppedProcessDelaysOnlyItsOwnJobs: a process stopped (SIGSTOP)
+// while it holds the record lock of job X, as one stopped in the middle of
+// a Complete or a SubmitBatch of X does, delays nothing of job Y, another
+// process's job that shared X's lock file in format 2: Get, Claim,
+// Complete and Wait of Y, and Get and List (which show X too), return at
+// once, with no deadline. Each job has its own lock file, and reads take
+// none.
+func TestStoppedProcessDelaysOnlyItsOwnJobs(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	// Submit until two jobs share a format-2 lock file; set the others
+	// aside so that Claim has only these two to choose from.
+	byStripe := map[string]jobstore.Job{}
+	var x, y jobstore.Job
+	for x.ID == "" {
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+		if prev, ok := byStripe[format2Stripe(j.ID)]; ok {
+			x, y = prev, j
+			delete(byStripe, format2Stripe(j.ID))
+			break
+		}
+		byStripe[format2Stripe(j.ID)] = j
+	}
+	for _, j := range byStripe {
+		_, err := s.Cancel(ctx, j.ID)
+		require.NoError(t, err)
+	}
+	holder := startHolder(t, dir, lockName(s, x.ID))
+	require.NoError(t, holder.Signal(syscall.SIGSTOP))
+	defer func() { _ = holder.Signal(syscall.SIGCONT) }()
+
+	got, err := returnsPromptly(t, "Get", func() (jobstore.Job, error) { return s.Get(ctx, y.ID) })
+	require.NoError(t, err)
+	require.Equal(t, y, got)
+	got, err = returnsPromptly(t, "Get", func() (jobstore.Job, error) { return s.Get(ctx, x.ID) })
+	require.NoError(t, err)
+	require.Equal(t, x, got)
+	claimed, err := returnsPromptly(t, "Claim", func() (jobstore.Job, error) {
+		return s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	})
+	require.NoError(t, err)
+	require.Equal(t, y.ID, claimed.ID, "Claim did not take the job beside the stopped process's")
+	_, err = returnsPromptly(t, "Complete", func() (jobstore.Job, error) {
+		return s.Complete(ctx, claimed.Lease(), jobstore.Succeeded(nil))
+	})
+	require.NoError(t, err)
+	got, err = returnsPromptly(t, "Wait", func() (jobstore.Job, error) { return s.Wait(ctx, y.ID) })
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateSucceeded, got.State)
+	page, err := returnsPromptly(t, "List", func() (jobstore.Page, error) { return s.List(ctx, jobstore.ListOptions{}) })
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, len(byStripe)+2)
+	require.Empty(t, page.Errors)
 }
 
 // TestLockWaitsEndWithCtx: a process that holds a job's record lock (as a
-// stopped or hung process would) delays Get, Wait and List of that job only
-// until their ctx ends; they then return the ctx error. Other jobs are not
-// delayed, and Claim takes the next claimable job rather than wait for the
-// locked one, although the locked one is more urgent.
+// stopped or hung process would) delays a change of that job (Cancel) only
+// until its ctx ends, which it then returns. Claim takes the next claimable
+// job rather than wait for the locked one, although the locked one is more
+// urgent, and says there is none for now once only the locked one is left.
 func TestLockWaitsEndWithCtx(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
 	ctx := t.Context()
 	urgent, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Priority: 10})
 	require.NoError(t, err)
-	var other jobstore.Job
-	for {
-		other, _, err = s.Submit(ctx, jobstore.Spec{Kind: "k"})
-		require.NoError(t, err)
-		if stripeName(other.ID) != stripeName(urgent.ID) {
-			break
-		}
-	}
-	holdStripes(t, dir, stripeName(urgent.ID))
-
-	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 200*time.Millisecond) }
-	c, cancel := short()
-	defer cancel()
-	_, err = returnsPromptly(t, "Get", func() (jobstore.Job, error) { return s.Get(c, urgent.ID) })
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-
-	c, cancel = short()
-	defer cancel()
-	_, err = returnsPromptly(t, "Wait", func() (jobstore.Job, error) { return s.Wait(c, urgent.ID) })
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-
-	c, cancel = short()
-	defer cancel()
-	_, err = returnsPromptly(t, "List", func() (jobstore.Page, error) { return s.List(c, jobstore.ListOptions{}) })
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-
-	// A job on another lock is not delayed at all.
-	j, err := s.Get(ctx, other.ID)
+	other, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
-	require.Equal(t, other.ID, j.ID)
+	startHolder(t, dir, lockName(s, urgent.ID))
 
-	c, cancel = context.WithTimeout(ctx, stallBound)
+	c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	j, err = returnsPromptly(t, "Claim", func() (jobstore.Job, error) {
-		return s.Claim(c, jobstore.ClaimRequest{Worker: "w"})
+	_, err = returnsPromptly(t, "Cancel", func() (jobstore.Job, error) { return s.Cancel(c, urgent.ID) })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	j, err := returnsPromptly(t, "Claim", func() (jobstore.Job, error) {
+		return s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
 	})
 	require.NoError(t, err)
 	require.Equal(t, other.ID, j.ID, "Claim waited for the locked job instead of taking the next")
@@ -127,61 +173,69 @@ func TestLockWaitsEndWithCtx(t *testing.T) {
 	require.False(t, nj.NextRunAt.IsZero())
 }
 
-// TestSubmitLockWaitEndsWithCtx: Submit and SubmitBatch take the record
-// locks of their new jobs; when a stopped process holds every record lock,
-// they return their ctx error.
-func TestSubmitLockWaitEndsWithCtx(t *testing.T) {
+// TestReadsTakeNoLock: Get, Wait, List and Stats take no record lock, so a
+// process that holds the lock of the job they read (as a process stopped
+// in the middle of changing it would) delays none of them: each returns
+// the job at once, with no deadline.
+func TestReadsTakeNoLock(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
-	holdStripes(t, dir, "all")
-	short := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(t.Context(), 200*time.Millisecond)
-	}
-	for _, key := range []string{"", "stalled"} {
-		c, cancel := short()
-		defer cancel()
-		_, err := returnsPromptly(t, "Submit", func() (jobstore.Job, error) {
-			j, _, err := s.Submit(c, jobstore.Spec{Kind: "k", Key: key})
-			return j, err
-		})
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-	}
-	c, cancel := short()
-	defer cancel()
-	_, err := returnsPromptly(t, "SubmitBatch", func() ([]jobstore.Submitted, error) {
-		return s.SubmitBatch(c, []jobstore.Spec{{Kind: "k", Key: "stalled-too"}, {Kind: "k"}})
-	})
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	ctx := t.Context()
+	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	j, err = s.Cancel(ctx, j.ID)
+	require.NoError(t, err)
+	startHolder(t, dir, lockName(s, j.ID))
+
+	got, err := returnsPromptly(t, "Get", func() (jobstore.Job, error) { return s.Get(ctx, j.ID) })
+	require.NoError(t, err)
+	require.Equal(t, j, got)
+	got, err = returnsPromptly(t, "Wait", func() (jobstore.Job, error) { return s.Wait(ctx, j.ID) })
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateCanceled, got.State)
+	page, err := returnsPromptly(t, "List", func() (jobstore.Page, error) { return s.List(ctx, jobstore.ListOptions{}) })
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 1)
+	st, err := returnsPromptly(t, "Stats", func() (jobstore.Stats, error) { return s.Stats(ctx) })
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Counts[jobstore.StateCanceled])
 }
 
-// TestSubmitAvoidsLockedStripes: a process stopped while it holds record
-// locks (one stopped in a large SubmitBatch holds hundreds) does not delay
-// Submit: a new job whose record lock is busy gets another ID.
-func TestSubmitAvoidsLockedStripes(t *testing.T) {
+// TestSubmitNotDelayedByHeldLocks: Submit and SubmitBatch take only the
+// record locks of their new jobs, which nobody else knows yet, so a
+// process that holds every record lock there is (as one stopped in the
+// middle of a large SubmitBatch holds hundreds) delays none of them: with
+// or without a key, and with the key of a job whose lock is held.
+func TestSubmitNotDelayedByHeldLocks(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
-	var held []string
-	busy := make(map[string]bool)
-	for n := 0; n < lockStripes; n += 2 {
-		name := fmt.Sprintf("rec-%03x%s", n, recordLock)
-		held = append(held, name)
-		busy[name] = true
+	ctx := t.Context()
+	keyed, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "held"})
+	require.NoError(t, err)
+	for range 20 {
+		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
 	}
-	holdStripes(t, dir, strings.Join(held, ","))
-	c, cancel := context.WithTimeout(t.Context(), stallBound)
-	defer cancel()
-	for i := range 20 {
+	// Another Store, whose key cache may not know the key (opened first:
+	// its cleanup, a check of the store, runs after the holder is gone).
+	s2 := openAt(t, dir, &Options{NoSync: true})
+	startHolder(t, dir, "all")
+	for _, key := range []string{"", "new", "held"} {
 		j, err := returnsPromptly(t, "Submit", func() (jobstore.Job, error) {
-			key := ""
-			if i%2 == 0 {
-				key = fmt.Sprint("key-", i)
-			}
-			j, _, err := s.Submit(c, jobstore.Spec{Kind: "k", Key: key})
+			j, _, err := s2.Submit(ctx, jobstore.Spec{Kind: "k", Key: key})
 			return j, err
 		})
 		require.NoError(t, err)
-		require.False(t, busy[stripeName(j.ID)], "a new job on a lock held elsewhere")
+		if key == "held" {
+			require.Equal(t, keyed.ID, j.ID)
+		}
 	}
+	out, err := returnsPromptly(t, "SubmitBatch", func() ([]jobstore.Submitted, error) {
+		return s2.SubmitBatch(ctx, []jobstore.Spec{{Kind: "k", Key: "batch"}, {Kind: "k"}, {Kind: "k", Key: "held"}})
+	})
+	require.NoError(t, err)
+	require.Len(t, out, 3)
+	require.Equal(t, keyed.ID, out[2].Job.ID)
 }
 
 // TestOpenSkipsLockedRepairs: the repairs Open makes (a dead worker's job,
@@ -191,7 +245,8 @@ func TestSubmitAvoidsLockedStripes(t *testing.T) {
 func TestOpenSkipsLockedRepairs(t *testing.T) {
 	dir := t.TempDir()
 	ctx := t.Context()
-	s := openAt(t, dir, &Options{NoSync: true})
+	// No recovery of its own: the recovery passes below are the test's.
+	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
 	dead, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
 	// Another Store claims the job and goes away without completing it.
@@ -200,14 +255,13 @@ func TestOpenSkipsLockedRepairs(t *testing.T) {
 	_, err = other.Claim(ctx, jobstore.ClaimRequest{Worker: "gone"})
 	require.NoError(t, err)
 	require.NoError(t, other.Close())
-	// A key file whose job, on the same lock, was never published.
+	// A key file whose job was never published.
 	orphan := jobstore.NewJob(jobstore.Spec{Kind: "k", Key: "orphan"}, time.Now())
-	orphan.ID = idOnStripe(t, stripeName(dead.ID))
 	data, err := encodeRecord(envelope{Rev: 1, Job: orphan})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(s.keyPath(keyName("orphan")), data, 0o600))
 
-	holder := startChild(t, dir, "hold-locks", childKey+"="+stripeName(dead.ID))
+	holder := startChild(t, dir, "hold-locks", childKey+"="+lockName(s, dead.ID)+","+lockName(s, orphan.ID))
 	require.Equal(t, "locked", holder.Next(t))
 	c, cancel := context.WithTimeout(ctx, stallBound)
 	defer cancel()

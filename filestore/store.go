@@ -170,19 +170,45 @@ func (s *Store) removeStale(f found) {
 	}
 }
 
-// lockJob takes job id's exclusive record lock (see lockStripes), creating
-// the lock file if need be. It does not say whether the job exists: the
-// caller reads the record.
+// lockJob takes job id's exclusive record lock, creating its lock file if
+// need be. It does not say whether the job exists: the caller reads the
+// record. The returned function removes the lock file if the job has no
+// record by then (see dropLockIfGone), then releases the lock.
 func (s *Store) lockJob(ctx context.Context, id string) (func(), error) {
 	unlock, err := lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
-	return unlock, s.lockErr(id, err)
+	if err != nil {
+		return nil, s.lockErr(id, err)
+	}
+	return func() { s.dropLockIfGone(id); unlock() }, nil
 }
 
 // tryLockJob takes job id's exclusive record lock as lockJob does, but
 // returns ok=false at once if another holder has it.
-func (s *Store) tryLockJob(id string) (unlock func(), ok bool, err error) {
-	unlock, ok, err = tryLockRecord(s.lockPath(id), true, true, s.filePerm)
-	return unlock, ok, s.lockErr(id, err)
+func (s *Store) tryLockJob(id string) (func(), bool, error) {
+	unlock, ok, err := tryLockRecord(s.lockPath(id), true, true, s.filePerm)
+	if err != nil || !ok {
+		return nil, false, s.lockErr(id, err)
+	}
+	return func() { s.dropLockIfGone(id); unlock() }, true, nil
+}
+
+// dropLockIfGone removes job id's record lock file if no state directory
+// holds a record of the job: it was pruned, its submit was taken back, or
+// it never existed (a Cancel of an unknown ID). The caller holds the lock
+// exclusively; whoever opened the file before it goes finds, once it has
+// the lock, that the path names no file or another one, and starts over
+// (flockPath). So lock files do not pile up with jobs that are gone.
+func (s *Store) dropLockIfGone(id string) {
+	for _, d := range stateDirs {
+		if _, err := os.Lstat(s.recordPath(d, id)); !errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+	}
+	if err := s.fs.Remove(s.lockPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// A lock file left behind costs an inode and nothing else; the
+		// next change of the ID removes it.
+		s.log.Debug("filestore: remove the lock file of a job that is gone", "id", id, "err", err)
+	}
 }
 
 // rlockJob takes job id's shared record lock for a read. If the lock file
@@ -227,12 +253,6 @@ func (s *Store) lockErr(id string, err error) error {
 		return &CorruptError{Path: s.lockPath(id), Reason: "lock file is a symbolic link (not followed)", Err: err}
 	}
 	return err
-}
-
-// stripeExists reports whether job id's record lock file exists.
-func (s *Store) stripeExists(id string) bool {
-	_, err := os.Lstat(s.lockPath(id))
-	return err == nil
 }
 
 // readJob returns job id's current record; the caller holds its lock. With

@@ -130,24 +130,10 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	return j, true, false, nil
 }
 
-// newIDTries is how many IDs lockNewJob tries for a new job before it
-// waits for the record lock of the last.
-const newIDTries = 8
-
-// lockNewJob takes the exclusive record lock of the new job j. Its ID is
-// not known to anyone yet, so if another holder has that lock (a process
-// stopped while it holds it, say), j gets a new ID, on another lock,
-// rather than wait: only when every one tried is busy does it wait, until
-// ctx ends.
+// lockNewJob takes the exclusive record lock of the new job j, whose lock
+// file it creates: nobody else knows the ID yet, so nobody else holds it.
 func (s *Store) lockNewJob(ctx context.Context, j *jobstore.Job) (func(), error) {
-	for range newIDTries {
-		unlock, ok, err := tryLockRecord(s.lockPath(j.ID), true, true, s.filePerm)
-		if err != nil || ok {
-			return unlock, err
-		}
-		j.ID = jobstore.NewID(j.CreatedAt)
-	}
-	return lockRecord(ctx, s.lockPath(j.ID), true, true, s.filePerm)
+	return s.lockJob(ctx, j.ID)
 }
 
 // publish renames the new job's temp file into queued/, taking back its key
@@ -236,9 +222,15 @@ func (s *Store) resolveKey(ctx context.Context, hash, key string) (jobstore.Job,
 	if env.Job.Key != key {
 		return jobstore.Job{}, false, false, fmt.Errorf("key %q: %w", key, &CorruptError{Path: kp, Reason: "names a job with another key"})
 	}
-	// The exclusive lock waits for a submitter that is still publishing
-	// the record: it holds this lock from before the link until after.
-	unlock, err := lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
+	// The job's record, if there is one, needs no lock to be read. Only
+	// when there is none may its submitter still be publishing it: the
+	// exclusive lock waits for that submitter, which holds it from before
+	// the link until after.
+	if rec, err := s.readShared(ctx, id); err == nil {
+		s.cacheKey(hash, id)
+		return rec.Job, false, false, nil
+	}
+	unlock, err := s.lockJob(ctx, id)
 	if err != nil {
 		return jobstore.Job{}, false, false, err
 	}
