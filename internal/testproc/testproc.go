@@ -116,9 +116,6 @@ type Options struct {
 	// Unprivileged); the test is skipped if the system refuses the
 	// switch. Default: this process's user.
 	Cred *syscall.Credential
-	// ExtraFiles are open files the child inherits as descriptors 3, 4,
-	// and so on. Default: none.
-	ExtraFiles []*os.File
 }
 
 // Proc is a running child. Its methods may be called from one goroutine at
@@ -193,7 +190,6 @@ func start(t testing.TB, name string, o *Options, logStderr bool) *Proc {
 	}
 	cmd.Env = append(cmd.Env, o.Env...)
 	cmd.Dir = o.Dir
-	cmd.ExtraFiles = o.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: o.Cred}
 
 	p := &Proc{name: name, cmd: cmd, more: make(chan struct{}, 1), done: make(chan struct{}), drained: make(chan struct{})}
