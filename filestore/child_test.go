@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,7 @@ const (
 	childKey    = "FILESTORE_TEST_KEY"
 	childStart  = "FILESTORE_TEST_START" // unix nanoseconds to wait for
 	childNoSync = "FILESTORE_TEST_NOSYNC"
+	childPoll   = "FILESTORE_TEST_POLL" // Options.PollInterval
 )
 
 func runChild(role string) int {
@@ -47,7 +49,8 @@ func runChild(role string) int {
 		return 1
 	}
 	ctx := context.Background()
-	s, err := Open(ctx, os.Getenv(childDir), &Options{RecoverInterval: 100 * time.Millisecond, NoSync: os.Getenv(childNoSync) != ""})
+	poll, _ := time.ParseDuration(os.Getenv(childPoll))
+	s, err := Open(ctx, os.Getenv(childDir), &Options{RecoverInterval: 100 * time.Millisecond, NoSync: os.Getenv(childNoSync) != "", PollInterval: poll})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -166,6 +169,34 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 		return runDrain(ctx, s, worker)
 	case "cycle":
 		return cycleChild(ctx, s, worker)
+	case "claim-on-go":
+		// For each line on stdin, claim one job, waiting for work with
+		// AwaitWork (saying "waiting" before the first wait) and never
+		// reading NextRunAt, then complete it.
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			said := false
+			for {
+				j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
+				if err == nil {
+					if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
+						return err
+					}
+					fmt.Printf("claimed %s %d\n", j.ID, j.Attempt)
+					break
+				}
+				if !errors.Is(err, jobstore.ErrNoJob) {
+					return err
+				}
+				if !said {
+					fmt.Println("waiting")
+					said = true
+				}
+				if err := s.AwaitWork(ctx); err != nil {
+					return err
+				}
+			}
+		}
 	case "claim-once":
 		// One Claim, with no waiting for work; a job claimed is completed.
 		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
@@ -235,7 +266,14 @@ type child struct {
 // startChild starts the test binary as a child in role on the store dir.
 func startChild(t *testing.T, dir, role string, env ...string) *child {
 	t.Helper()
+	return startChildIn(t, dir, role, nil, env...)
+}
+
+// startChildIn starts a child as startChild does, reading stdin.
+func startChildIn(t *testing.T, dir, role string, stdin io.Reader, env ...string) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Stdin = stdin
 	cmd.Env = append(os.Environ(), childEnv+"="+role, childDir+"="+dir)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = &prefixWriter{t: t, prefix: role}

@@ -81,16 +81,23 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 			return jobstore.Job{}, claimErr
 		}
 		if id == "" {
+			var soon time.Time
+			if busy {
+				soon = time.Now().Add(leaseRetry)
+				if next.IsZero() || soon.Before(next) {
+					next = soon
+				}
+			}
 			s.mu.Lock()
 			if s.noJobSeq < seq {
 				s.noJobSeq = seq
 			}
-			s.mu.Unlock()
 			if busy {
-				if soon := time.Now().Add(leaseRetry); next.IsZero() || soon.Before(next) {
-					next = soon
-				}
+				// For callers that do not read NextRunAt: AwaitWork
+				// returns then too.
+				s.busyRetry = soon
 			}
+			s.mu.Unlock()
 			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", &jobstore.NoJobError{NextRunAt: next})
 		}
 		tried[id] = true
@@ -297,7 +304,9 @@ func (s *Store) dropCand(id string) {
 
 // AwaitWork blocks until a job may have become claimable: a submit, a
 // requeue or a retry in any process (seen through filesystem events or the
-// poll), or the RunAt of a queued job. It may return nil spuriously.
+// poll), or the RunAt of a queued job, or, if the last Claim that found
+// nothing skipped a due job whose lease another holder was letting go,
+// leaseRetry later. It may return nil spuriously.
 func (s *Store) AwaitWork(ctx context.Context) error {
 	if err := s.enter(ctx, "await work"); err != nil {
 		return err
@@ -310,6 +319,12 @@ func (s *Store) AwaitWork(ctx context.Context) error {
 	}
 	work := s.work
 	next := s.cands.nextRunAt(time.Now())
+	if !s.busyRetry.IsZero() {
+		if next.IsZero() || s.busyRetry.Before(next) {
+			next = s.busyRetry
+		}
+		s.busyRetry = time.Time{}
+	}
 	s.mu.Unlock()
 	var due <-chan time.Time
 	if !next.IsZero() {
