@@ -73,8 +73,8 @@
 //     connection, or a pooler in session mode.
 //   - A follower of a job's log (Logs.WatchLog) or a Wait marks the job's
 //     row, so that the changes it waits for notify: a Claim that meets the
-//     row at that instant skips it (FOR UPDATE SKIP LOCKED) and finds the
-//     job at the next wake-up.
+//     row at that instant skips it (FOR UPDATE SKIP LOCKED), answers
+//     ErrNoJob with a NextRunAt 5 ms away, and AwaitWork returns then.
 //   - Times are kept to the microsecond. Job times (RunAt, StartedAt, ...)
 //     come from the clock of the process that made the change, as in
 //     filestore, so the machines' clocks should agree (NTP); lease expiry
