@@ -11,7 +11,9 @@ import (
 
 // AwaitWork blocks until a job may have become claimable: a submit, a
 // requeue or a retry in any process (seen through filesystem events or the
-// poll), or the RunAt of a queued job. It may return nil spuriously.
+// poll), or the RunAt of a queued job, or, if the last Claim that found
+// nothing skipped a due job whose lease another holder was letting go,
+// leaseRetry later. It may return nil spuriously.
 func (s *Store) AwaitWork(ctx context.Context) error {
 	if err := s.enter(ctx, "await work"); err != nil {
 		return err
@@ -24,6 +26,12 @@ func (s *Store) AwaitWork(ctx context.Context) error {
 	}
 	work := s.work
 	next := s.cands.nextRunAt(time.Now())
+	if !s.busyRetry.IsZero() {
+		if next.IsZero() || s.busyRetry.Before(next) {
+			next = s.busyRetry
+		}
+		s.busyRetry = time.Time{}
+	}
 	s.mu.Unlock()
 	var due <-chan time.Time
 	if !next.IsZero() {

@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -28,12 +29,13 @@ const (
 	childKey    = "FILESTORE_TEST_KEY"
 	childStart  = "FILESTORE_TEST_START" // unix nanoseconds to wait for
 	childNoSync = "FILESTORE_TEST_NOSYNC"
+	childPoll   = "FILESTORE_TEST_POLL" // Options.PollInterval
 )
 
 // childRoles are the roles of children, which TestMain hands to
 // testproc.Main.
 var childRoles = []string{"hold-locks", "submit-key", "submit-batch", "claim-all", "hold-lease-file",
-	"hold", "watch-cancel", "complete-later", "cycle", "claim-once"}
+	"hold", "watch-cancel", "complete-later", "cycle", "claim-once", "claim-on-go"}
 
 // childFuncs returns the function of each of childRoles, for testproc.Main.
 func childFuncs() map[string]testproc.Func {
@@ -56,7 +58,8 @@ func runChild(role string) int {
 		return 1
 	}
 	ctx := context.Background()
-	s, err := Open(ctx, os.Getenv(childDir), &Options{RecoverInterval: 100 * time.Millisecond, NoSync: os.Getenv(childNoSync) != ""})
+	poll, _ := time.ParseDuration(os.Getenv(childPoll))
+	s, err := Open(ctx, os.Getenv(childDir), &Options{RecoverInterval: 100 * time.Millisecond, NoSync: os.Getenv(childNoSync) != "", PollInterval: poll})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -173,6 +176,34 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 		}
 	case "cycle":
 		return cycleChild(ctx, s, worker)
+	case "claim-on-go":
+		// For each line on stdin, claim one job, waiting for work with
+		// AwaitWork (saying "waiting" before the first wait) and never
+		// reading NextRunAt, then complete it.
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			said := false
+			for {
+				j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
+				if err == nil {
+					if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
+						return err
+					}
+					fmt.Printf("claimed %s %d\n", j.ID, j.Attempt)
+					break
+				}
+				if !errors.Is(err, jobstore.ErrNoJob) {
+					return err
+				}
+				if !said {
+					fmt.Println("waiting")
+					said = true
+				}
+				if err := s.AwaitWork(ctx); err != nil {
+					return err
+				}
+			}
+		}
 	case "claim-once":
 		// One Claim, with no waiting for work; a job claimed is completed.
 		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})

@@ -81,16 +81,23 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 			return jobstore.Job{}, claimErr
 		}
 		if id == "" {
+			var soon time.Time
+			if busy {
+				soon = time.Now().Add(leaseRetry)
+				if next.IsZero() || soon.Before(next) {
+					next = soon
+				}
+			}
 			s.mu.Lock()
 			if s.noJobSeq < seq {
 				s.noJobSeq = seq
 			}
-			s.mu.Unlock()
 			if busy {
-				if soon := time.Now().Add(leaseRetry); next.IsZero() || soon.Before(next) {
-					next = soon
-				}
+				// For callers that do not read NextRunAt: AwaitWork
+				// returns then too.
+				s.busyRetry = soon
 			}
+			s.mu.Unlock()
 			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", &jobstore.NoJobError{NextRunAt: next})
 		}
 		tried[id] = true

@@ -32,30 +32,42 @@ func (s *Store) Release(ctx context.Context, lease jobstore.Lease) error {
 	if !held || h.lease != lease {
 		return s.notHeld(ctx, "release", lease)
 	}
+	j, err := s.giveBack(ctx, lease, lp, h)
+	if err != nil {
+		return err
+	}
+	s.log.Warn("filestore: a worker gave its attempt back", "id", lease.ID, "worker", lease.Worker, "attempt", lease.Attempt, "state", j.State)
+	// Only now, with the lease let go, wake this process's claimers: one
+	// woken before would find the lease still held and skip the job.
+	s.setCand(j)
+	return nil
+}
+
+// giveBack writes the release of lease, which this process holds as h,
+// and lets the lease go whatever happens, after the record lock.
+func (s *Store) giveBack(ctx context.Context, lease jobstore.Lease, lp string, h *leaseHold) (jobstore.Job, error) {
 	// Deferred first, so it runs last: after the record lock is given up,
 	// as in Complete.
 	defer releaseLease(lp, h)
 	unlock, err := s.lockJob(ctx, lease.ID)
 	if err != nil {
-		return fmt.Errorf("filestore: release %s: %w (its lease is let go: recovery takes the job over)", lease.ID, err)
+		return jobstore.Job{}, fmt.Errorf("filestore: release %s: %w (its lease is let go: recovery takes the job over)", lease.ID, err)
 	}
 	defer unlock()
 	rec, err := s.readJob(lease.ID, true)
 	if err != nil {
-		return fmt.Errorf("filestore: release: %w", err)
+		return jobstore.Job{}, fmt.Errorf("filestore: release: %w", err)
 	}
 	if rec.dir != dirClaimed || !rec.Job.Holds(lease) {
-		return fmt.Errorf("filestore: release: %w: job %s is %s, attempt %d by %q",
+		return jobstore.Job{}, fmt.Errorf("filestore: release: %w: job %s is %s, attempt %d by %q",
 			jobstore.ErrNotHeld, lease.ID, rec.Job.State, rec.Job.Attempt, rec.Job.Worker)
 	}
 	j, err := jobstore.ApplyRelease(rec.Job, lease, time.Now())
 	if err != nil {
-		return fmt.Errorf("filestore: release: %w", err)
+		return jobstore.Job{}, fmt.Errorf("filestore: release: %w", err)
 	}
 	if _, err := s.store(rec, j, true); err != nil {
-		return fmt.Errorf("filestore: release %s: %w (its lease is let go: recovery takes the job over)", lease.ID, err)
+		return jobstore.Job{}, fmt.Errorf("filestore: release %s: %w (its lease is let go: recovery takes the job over)", lease.ID, err)
 	}
-	s.log.Warn("filestore: a worker gave its attempt back", "id", lease.ID, "worker", lease.Worker, "attempt", lease.Attempt, "state", j.State)
-	s.setCand(j)
-	return nil
+	return j, nil
 }

@@ -3,6 +3,8 @@ package filestore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -144,4 +146,32 @@ func TestDroppedOutcomeReleasesLease(t *testing.T) {
 	default:
 	}
 	full.full.Store(false)
+}
+
+// TestReleasedJobClaimedByWaitingProcess: a job that a worker gives back
+// with Release is claimed by another process waiting for work with Claim
+// and AwaitWork alone (no NextRunAt, no poll: its PollInterval is an
+// hour), round after round. The waiting process sees the job appear in
+// queued/ before the releasing process lets its lease go, so its first
+// Claim may skip the job as busy; its AwaitWork must then return soon to
+// claim again, not wait for a poll.
+func TestReleasedJobClaimedByWaitingProcess(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{PollInterval: time.Hour})
+	ctx := t.Context()
+	c := startChild(t, dir, "claim-on-go", childPoll+"=1h")
+	feed := c.Stdin()
+	t.Cleanup(func() { _ = feed.Close() })
+	for range 20 {
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", MaxAttempts: 3})
+		require.NoError(t, err)
+		held, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "releaser"})
+		require.NoError(t, err)
+		require.Equal(t, j.ID, held.ID)
+		_, err = io.WriteString(feed, "go\n")
+		require.NoError(t, err)
+		require.Equal(t, "waiting", c.Next(t), "the job is held here: the child waits for work")
+		require.NoError(t, s.Release(ctx, held.Lease()))
+		require.Equal(t, fmt.Sprintf("claimed %s 2", j.ID), c.Next(t), "the released job was not claimed by the waiting process")
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/gofrs/flock"
@@ -74,6 +75,10 @@ type Store struct {
 	// last found nothing (see AwaitWork).
 	work              chan struct{}
 	workSeq, noJobSeq uint64
+	// busyRetry, when set, is when AwaitWork returns because the last
+	// Claim that found nothing skipped a due job whose lease was held:
+	// the holder's release makes no event (see leaseRetry).
+	busyRetry time.Time
 	// changed holds a channel per watched job ID, closed and removed on any
 	// event about that job (Wait, WatchCancel).
 	changed map[string]*idWatch

@@ -50,8 +50,10 @@
 //   - Every Complete is fenced by (worker, attempt): a stale worker never
 //     overwrites the outcome of a newer attempt.
 //   - Events, not polling: LISTEN/NOTIFY wakes AwaitWork on a submit or a
-//     requeue, WatchCancel on a cancel or a recovery, and Wait on the end
-//     of a job, across processes and machines. Blocked calls read the
+//     requeue, WatchCancel on a cancel or a recovery, Wait on the end of
+//     a job, and a follower of a job's log (Logs.WatchLog, which
+//     joblog.CopyLogs uses) on each chunk written to it, across processes
+//     and machines. Blocked calls read the
 //     database every Options.PollInterval only while the listener
 //     connection is down; it reconnects.
 //   - Claim, Get, List, Prune and the due time in Stats read indexes whose
@@ -65,8 +67,14 @@
 //   - A connection pooler in transaction mode (PgBouncer's
 //     pool_mode=transaction) breaks session-level advisory locks and
 //     LISTEN: the lease connection detects it and Claim fails with
-//     ErrSessionNotKept. Give the store a direct connection, or a pooler in
-//     session mode.
+//     ErrSessionNotKept, and the listener logs it and leaves waiting calls
+//     polling. The store's own connections are made from the pool's
+//     settings, so they go wherever the pool goes. Give the store a direct
+//     connection, or a pooler in session mode.
+//   - A follower of a job's log (Logs.WatchLog) or a Wait marks the job's
+//     row, so that the changes it waits for notify: a Claim that meets the
+//     row at that instant skips it (FOR UPDATE SKIP LOCKED), answers
+//     ErrNoJob with a NextRunAt 5 ms away, and AwaitWork returns then.
 //   - Times are kept to the microsecond. Job times (RunAt, StartedAt, ...)
 //     come from the clock of the process that made the change, as in
 //     filestore, so the machines' clocks should agree (NTP); lease expiry

@@ -17,6 +17,102 @@ var releaseTests = []test{
 	{"NotHeld", testReleaseNotHeld},
 	{"WakesWaiters", testReleaseWakesWaiters},
 	{"EndedContextStillGivesBack", testReleaseEndedContext},
+	{"AfterRetryRequeues", testReleaseAfterRetryRequeues},
+	{"AfterRetryOnItsLastAttemptFails", testReleaseAfterRetryLastAttempt},
+	{"RetryWhileHeldChangesNothing", testReleaseRetryWhileHeld},
+	{"CancelWhileHeldThenRetry", testReleaseCancelThenRetry},
+	{"WakesAwaitWork", testReleaseWakesAwaitWork},
+}
+
+// retried returns job j after it failed for good (a permanent failure of
+// its first attempt) and was retried.
+func retried(t *testing.T, s jobstore.Store, j jobstore.Job) jobstore.Job {
+	t.Helper()
+	c := claimID(t, s, "w", j.ID)
+	require.Equal(t, jobstore.StateFailed, complete(t, s, c, jobstore.Outcome{Error: "broke", Permanent: true}).State)
+	r, err := s.Retry(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, r.State)
+	return r
+}
+
+// testReleaseAfterRetryRequeues: a job retried after it failed, then
+// claimed and given back, is queued again and claimable at once while it
+// has attempts left.
+func testReleaseAfterRetryRequeues(t *testing.T, s jobstore.Store) {
+	j := retried(t, s, submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 3}))
+	c := claimID(t, s, "w", j.ID)
+	require.Equal(t, 2, c.Attempt)
+	require.NoError(t, s.Release(t.Context(), c.Lease()))
+	got := get(t, s, j.ID)
+	require.Equal(t, jobstore.StateQueued, got.State)
+	require.False(t, got.RunAt.After(time.Now()), "due again at once")
+	again := claimID(t, s, "w2", j.ID)
+	require.Equal(t, 3, again.Attempt)
+}
+
+// testReleaseAfterRetryLastAttempt: Retry of a job whose attempts are used
+// up allows one more; that attempt, given back, counts like any other, so
+// the job fails again and is not claimable (a Release is a dead worker's
+// attempt, not an interruption). Another Retry makes it claimable.
+func testReleaseAfterRetryLastAttempt(t *testing.T, s jobstore.Store) {
+	j := retried(t, s, submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 1}))
+	require.Equal(t, 2, j.MaxAttempts, "Retry allows one more attempt")
+	c := claimID(t, s, "w", j.ID)
+	require.NoError(t, s.Release(t.Context(), c.Lease()))
+	got := get(t, s, j.ID)
+	require.Equal(t, jobstore.StateFailed, got.State, "the given-back attempt was the last one")
+	require.Equal(t, jobstore.EndWorkerLost, got.History[len(got.History)-1].End)
+	requireNoJob(t, s)
+	_, err := s.Retry(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, 3, claimID(t, s, "w", j.ID).Attempt)
+}
+
+// testReleaseRetryWhileHeld: Retry of a running job is refused and changes
+// nothing; the Release that follows queues the job, claimable at once.
+func testReleaseRetryWhileHeld(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 3})
+	c := claimID(t, s, "w", j.ID)
+	before := get(t, s, j.ID)
+	_, err := s.Retry(t.Context(), j.ID)
+	requireTransitionError(t, err, j.ID, jobstore.StateRunning, jobstore.StateQueued)
+	requireSameJob(t, before, get(t, s, j.ID))
+	require.NoError(t, s.Release(t.Context(), c.Lease()))
+	require.Equal(t, 2, claimID(t, s, "w2", j.ID).Attempt)
+}
+
+// testReleaseCancelThenRetry: a job canceled while held and then given
+// back ends canceled; a Retry then queues it, claimable at once, with the
+// given-back attempt counted.
+func testReleaseCancelThenRetry(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 3})
+	c := claimID(t, s, "w", j.ID)
+	_, err := s.Cancel(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(t.Context(), c.Lease()))
+	require.Equal(t, jobstore.StateCanceled, get(t, s, j.ID).State)
+	requireNoJob(t, s)
+	r, err := s.Retry(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, r.State)
+	require.Equal(t, 2, claimID(t, s, "w2", j.ID).Attempt)
+}
+
+// testReleaseWakesAwaitWork: a claimer blocked in AwaitWork (its Claim
+// found nothing) is woken by a Release that queues the job, and claims it.
+func testReleaseWakesAwaitWork(t *testing.T, s jobstore.Store) {
+	j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 3})
+	c := claimID(t, s, "w", j.ID)
+	ctx, cancel := context.WithTimeout(t.Context(), eventually)
+	defer cancel()
+	var got jobstore.Job
+	w := start(func() (err error) { got, err = awaitAndClaim(ctx, s, "w2"); return err })
+	time.Sleep(settle)
+	require.NoError(t, s.Release(t.Context(), c.Lease()))
+	require.NoError(t, w.result(t), "AwaitWork did not wake when a released job was queued again")
+	require.Equal(t, j.ID, got.ID)
+	require.Equal(t, 2, got.Attempt)
 }
 
 // testReleaseRequeues: a given-back attempt counts, the job is due again at
