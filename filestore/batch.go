@@ -237,8 +237,8 @@ func (s *Store) takeBack(news []*batchJob) {
 		if b.tmp != "" {
 			_ = s.fs.Remove(b.tmp)
 		}
-		if b.queued {
-			s.takeBackRecord(b.job.ID)
+		if b.queued && !s.takeBackRecord(b.job.ID) {
+			continue // the job stays, with its key
 		}
 		if b.linked {
 			if err := s.removeKeyFile(b.hash, b.job.ID); err != nil {

@@ -356,7 +356,7 @@ func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool,
 	// A key file left for later is rolled back by the next submit of its
 	// key (see resolveKey) or by fsck.
 	unlock, ok, err := pat.lock(ctx, func(ctx context.Context) (func(), error) {
-		return lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
+		return s.lockJob(ctx, id)
 	})
 	if err != nil {
 		return err

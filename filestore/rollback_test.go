@@ -241,3 +241,46 @@ func TestCancelNotDurable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateCanceled, got.State)
 }
+
+// rollbackRemoveFails fails every fsync of queued/ with EIO, and every
+// removal of a record in queued/ with ENOSPC: a submit fails, and so does
+// the removal of the record it takes back.
+type rollbackRemoveFails struct{ osFS }
+
+func (f rollbackRemoveFails) SyncDir(d string) error {
+	if filepath.Base(d) == dirQueued {
+		return syscall.EIO
+	}
+	return f.osFS.SyncDir(d)
+}
+
+func (f rollbackRemoveFails) Remove(p string) error {
+	if filepath.Base(filepath.Dir(p)) == dirQueued {
+		return syscall.ENOSPC
+	}
+	return f.osFS.Remove(p)
+}
+
+// TestFailedTakeBackKeepsKey: when a failed Submit or SubmitBatch cannot
+// remove the record it takes back, the job stays, and so does its key
+// file: another submit of the key finds that job rather than create a
+// second one with the same key.
+func TestFailedTakeBackKeepsKey(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{fs: rollbackRemoveFails{}})
+	_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "one"})
+	require.ErrorIs(t, err, syscall.EIO)
+	_, err = s.SubmitBatch(t.Context(), []jobstore.Spec{{Kind: "k", Key: "two"}, {Kind: "k"}})
+	require.ErrorIs(t, err, syscall.EIO)
+	require.NoError(t, s.Close())
+
+	s2 := openAt(t, dir, &Options{NoSync: true})
+	for _, key := range []string{"one", "two"} {
+		_, created, err := s2.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: key})
+		require.NoError(t, err)
+		require.False(t, created, "a second job took the key %q of a job a failed submit left", key)
+	}
+	r, err := s2.Fsck(t.Context(), false)
+	require.NoError(t, err)
+	require.Empty(t, r.Problems)
+}

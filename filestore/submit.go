@@ -156,7 +156,9 @@ func (s *Store) publish(j jobstore.Job, tmp, hash string) error {
 // published, so nobody else can have changed it; the record is still
 // checked before it goes, and the key file goes only if it names the job.
 func (s *Store) unpublish(j jobstore.Job, hash string) {
-	s.takeBackRecord(j.ID)
+	if !s.takeBackRecord(j.ID) {
+		return // the job stays, with its key
+	}
 	if hash != "" {
 		if err := s.removeKeyFile(hash, j.ID); err != nil {
 			s.log.Warn("filestore: submit failed; its key file stays (the next submit of the key removes it)", "id", j.ID, "err", err)
@@ -165,20 +167,26 @@ func (s *Store) unpublish(j jobstore.Job, hash string) {
 }
 
 // takeBackRecord removes queued/<id>.json if it is the first record of job
-// id, as a submit that is being taken back wrote it. The caller holds the
-// job's record lock exclusively.
-func (s *Store) takeBackRecord(id string) {
+// id, as a submit that is being taken back wrote it, and reports whether
+// the job's record is gone. If it is not (it was not as written, or its
+// removal failed), the job stays, and so must its key file: removing that
+// would let a second job take the key. The caller holds the job's record
+// lock exclusively.
+func (s *Store) takeBackRecord(id string) bool {
 	p := s.recordPath(dirQueued, id)
 	env, err := s.readRecord(p, id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
 	if err != nil || env.Rev != 1 || env.Job.State != jobstore.StateQueued {
-		if !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("filestore: a failed submit's record is not as it wrote it; left alone", "id", id, "err", err)
-		}
-		return
+		s.log.Warn("filestore: a failed submit's record is not as it wrote it; left alone", "id", id, "err", err)
+		return false
 	}
 	if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("filestore: cannot take back the record of a failed submit", "id", id, "err", err)
+		s.log.Warn("filestore: cannot take back the record of a failed submit; the job stays, with its key", "id", id, "err", err)
+		return false
 	}
+	return true
 }
 
 // published tells this process's caches about a new durable job.
@@ -222,11 +230,13 @@ func (s *Store) resolveKey(ctx context.Context, hash, key string) (jobstore.Job,
 	if env.Job.Key != key {
 		return jobstore.Job{}, false, false, fmt.Errorf("key %q: %w", key, &CorruptError{Path: kp, Reason: "names a job with another key"})
 	}
-	// The job's record, if there is one, needs no lock to be read. Only
-	// when there is none may its submitter still be publishing it: the
-	// exclusive lock waits for that submitter, which holds it from before
-	// the link until after.
-	if rec, err := s.readShared(ctx, id); err == nil {
+	// A record that was claimed or changed since its submit needs no lock
+	// to be read: its submit is over (both take the lock its submitter
+	// holds until the record is durable). A rev-1 record in queued/ may
+	// still be its submitter's, which takes it back if its fsync fails, and
+	// no record may mean a submitter still publishing it: the exclusive
+	// lock waits for that submitter.
+	if rec, err := s.readShared(ctx, id); err == nil && (rec.Rev > 1 || rec.dir != dirQueued) {
 		s.cacheKey(hash, id)
 		return rec.Job, false, false, nil
 	}

@@ -27,8 +27,8 @@
 // operations (on CLOCK_MONOTONIC), and the Report gives the p99 and the
 // longest duration of the operations of processes that were not stopped
 // while another was: a stopped process should delay only its own jobs.
-// Those figures are reported, and a slow one is counted as a stall, but it
-// is a violation only past Config.MaxStall.
+// A slow one is counted as a stall, and is a violation past Config.MaxStall
+// (the file store's CI run, TestTortureShort, sets it; make torture too).
 //
 // RunLinearizability is the linearizability check: several clients
 // (goroutines of several processes) run random

@@ -31,10 +31,11 @@ func (w logWriter) Write(p []byte) (int, error) {
 // SIGSTOP (1-5s, then SIGCONT) and restarts of real worker and submitter
 // processes on one filestore, with a wait storm (200 Waits at once, every
 // one must return), then the drain and every check, and the live-holder
-// check on the running jobs sampled meanwhile. It reports, without failing
-// on them, how long the other processes' operations took while one was
-// stopped (JOBDIR_TORTURE_MAX_STALL, a duration, makes a longer one a
-// violation). JOBDIR_TORTURE_SECONDS lengthens it.
+// check on the running jobs sampled meanwhile. An operation of a process
+// that was not stopped itself that takes longer than ciMaxStall while
+// another process is stopped is a violation: a stopped process delays only
+// its own jobs (JOBDIR_TORTURE_MAX_STALL sets another limit).
+// JOBDIR_TORTURE_SECONDS lengthens it.
 func TestTortureShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the torture run takes about a minute")
@@ -53,6 +54,7 @@ func TestTortureShort(t *testing.T) {
 		require.NoError(t, err)
 		cfg.FaultRate = rate
 	}
+	cfg.MaxStall = ciMaxStall
 	if s := os.Getenv("JOBDIR_TORTURE_MAX_STALL"); s != "" {
 		d, err := time.ParseDuration(s)
 		require.NoError(t, err)
@@ -87,6 +89,14 @@ func TestTortureShort(t *testing.T) {
 	}
 	require.Equal(t, "clean", r.Fsck)
 }
+
+// ciMaxStall is the longest an operation of a process that is not stopped
+// may take, in the CI torture run, while another process is stopped. The
+// operations that overlap no stop take up to about 0.9 s on the shared
+// 2-core CI machine (fsyncs queued behind other builds' writes, the
+// scheduler): the limit is above that noise, and far below a wait for a
+// stopped process, which lasts until its SIGCONT, 1 to 5 s later.
+const ciMaxStall = 1500 * time.Millisecond
 
 // TestLinearizableFilestore records a history of operations from three
 // processes on one filestore and checks it with porcupine.
