@@ -112,6 +112,20 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 				return err
 			}
 		}
+	case "claim-hold":
+		// Claim one job and hold it until killed.
+		j, err := claimOne(ctx, s, worker)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("claimed %s\n", j.ID)
+		select {}
+	case "prune":
+		n, err := s.Prune(ctx, 0)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("pruned %d\n", n)
 	case "hold-lease-file":
 		// Claim a job and hand a copy of its lease to a process of its own
 		// that outlives this one, as execjob's supervisor does.
