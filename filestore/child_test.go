@@ -35,7 +35,7 @@ const (
 // childRoles are the roles of children, which TestMain hands to
 // testproc.Main.
 var childRoles = []string{"hold-locks", "submit-key", "submit-batch", "claim-all", "hold-lease-file",
-	"hold", "watch-cancel", "complete-later", "cycle", "claim-once", "claim-on-go"}
+	"hold", "watch-cancel", "complete-later", "cycle", "claim-once", "claim-on-go", "prune"}
 
 // childFuncs returns the function of each of childRoles, for testproc.Main.
 func childFuncs() map[string]testproc.Func {
@@ -124,6 +124,20 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 				return err
 			}
 		}
+	case "claim-hold":
+		// Claim one job and hold it until killed.
+		j, err := claimOne(ctx, s, worker)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("claimed %s\n", j.ID)
+		select {}
+	case "prune":
+		n, err := s.Prune(ctx, 0)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("pruned %d\n", n)
 	case "hold-lease-file":
 		// Claim a job and hand a copy of its lease to a process of its own
 		// that outlives this one, as execjob's supervisor does.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -36,6 +37,18 @@ func (x *kindIndex) get(id string) (string, bool) {
 		return "", false
 	}
 	return x.names[i], true
+}
+
+// dropOthers removes from ids the jobs known to be of another kind than
+// kind, in place, and returns what is left.
+func (x *kindIndex) dropOthers(ids []listed, kind string) []listed {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	want, known := x.index[kind]
+	return slices.DeleteFunc(ids, func(l listed) bool {
+		i, ok := x.kinds[l.id]
+		return ok && (!known || i != want)
+	})
 }
 
 // put records that job id has kind.

@@ -122,9 +122,11 @@ func (s *Store) recordMove(id, name string) {
 	}
 }
 
-// loseMoves tells every recorder that events may have been lost. The
-// caller holds s.mu.
+// loseMoves tells every recorder, the next Stats and the index that
+// events may have been lost. The caller holds s.mu.
 func (s *Store) loseMoves() {
+	s.statsLost = true
+	s.dropIndex()
 	for r := range s.recorders {
 		r.lost = true
 		close(r.done)

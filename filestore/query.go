@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,13 +140,23 @@ func (s *Store) listDir(dir string) ([]string, []error, error) {
 	return ids, bad, nil
 }
 
-// List returns one page of jobs. It lists only the state directories the
-// filter needs (listing queued or running jobs never reads finished ones)
-// and reads each job without a lock (see readShared). With a kind filter it skips
-// the records of other kinds without reading their payloads (see kindOf).
-// Records that cannot be read are skipped and reported in Page.Errors.
-// A job that exists throughout the call is listed once even if it moves
-// between state directories meanwhile (see moveRecorder).
+// listed is a job ID found in a state directory by List: dir indexes
+// stateDirs, or is -1 for an ID that only an event named.
+type listed struct {
+	id  string
+	dir int8
+}
+
+// List returns one page of jobs. It reads the state directories' names
+// from the Store's index (see dirIndex), or lists those the filter needs
+// when events may have been lost, and reads only the records of the page,
+// each without a lock (see readShared). With a kind filter it skips the jobs of
+// other kinds by their ID, from the kinds this Store has learned (a job's
+// kind never changes), or else from the head of the record (see kindOf),
+// without reading payloads. Records that cannot be read are skipped and
+// reported in Page.Errors. A job that exists throughout the call is listed
+// once even if it moves between state directories meanwhile (see
+// moveRecorder).
 func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.Page, error) {
 	if err := s.enter(ctx, "list"); err != nil {
 		return jobstore.Page{}, err
@@ -153,63 +165,83 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	if err != nil {
 		return jobstore.Page{}, fmt.Errorf("filestore: list: %w", err)
 	}
-	var skipped []error
-	where := make(map[string]string) // ID -> the first state directory listing it
-	var ids []string
-	read := func(report bool) error {
-		for _, d := range dirsFor(opts.States) {
-			dirIDs, bad, err := s.listDir(d)
-			if err != nil {
-				return fmt.Errorf("filestore: list: %w", err)
-			}
-			if report {
-				skipped = append(skipped, bad...)
-			}
-			for _, id := range dirIDs {
-				if _, seen := where[id]; !seen && opts.AfterCursor(id) {
-					where[id] = d
-					ids = append(ids, id)
-				}
-			}
-		}
-		return nil
+	dirs := dirsFor(opts.States)
+	var want uint8
+	for _, d := range dirs {
+		want |= dirBit(d)
 	}
-	// A job that moves between directories during the reads is caught by
-	// the recorder (see moveRecorder), or else by a second read.
+	// A job that moves between directories during the call is caught by
+	// the recorder (see moveRecorder).
 	rec := s.recordMoves()
-	if err := read(true); err != nil {
-		s.stopMoves(rec)
-		return jobstore.Page{}, err
-	}
 	moved, complete, err := s.finishMoves(ctx, rec)
 	if err != nil {
 		return jobstore.Page{}, err
 	}
+	var snap *indexSnap
 	if complete {
-		for id := range moved {
-			if _, seen := where[id]; !seen && opts.AfterCursor(id) {
-				where[id] = ""
-				ids = append(ids, id)
+		snap = s.snapshot()
+	}
+	var skipped []error
+	var ids iter.Seq[listed]
+	if snap != nil {
+		for _, p := range snap.bad {
+			if d, _, _ := strings.Cut(p, "/"); dirBit(d)&want != 0 {
+				skipped = append(skipped, &CorruptError{Path: filepath.Join(s.dir, p), Reason: "unexpected file name (want <job id>.json)"})
 			}
 		}
-	} else if err := read(false); err != nil {
-		return jobstore.Page{}, err
-	}
-	slices.Sort(ids)
-	if opts.Order == jobstore.NewestFirst {
-		slices.Reverse(ids)
+		ids = s.walkIndex(snap, opts, want, moved)
+	} else {
+		// Events may have been lost: list the directories twice and take
+		// what either pass finds.
+		var all []listed
+		for pass := range 2 {
+			for _, d := range dirs {
+				names, err := readNames(filepath.Join(s.dir, d))
+				if err != nil {
+					return jobstore.Page{}, fmt.Errorf("filestore: list: %w", err)
+				}
+				di := int8(slices.Index(stateDirs, d))
+				for _, name := range names {
+					id, ok := idFromName(name)
+					if !ok {
+						if pass == 0 && !strings.HasPrefix(name, ".") { // a dot-file: a temp file of a tool that stages next to its target
+							skipped = append(skipped, &CorruptError{Path: filepath.Join(s.dir, d, name), Reason: "unexpected file name (want <job id>.json)"})
+						}
+						continue
+					}
+					if opts.AfterCursor(id) {
+						all = append(all, listed{id: id, dir: di})
+					}
+				}
+			}
+		}
+		if opts.Kind != "" {
+			all = s.kinds.dropOthers(all, opts.Kind)
+		}
+		slices.SortFunc(all, func(a, b listed) int {
+			if opts.Order == jobstore.NewestFirst {
+				return strings.Compare(b.id, a.id)
+			}
+			return strings.Compare(a.id, b.id)
+		})
+		ids = slices.Values(all)
 	}
 	page := jobstore.NewPageBuilder(opts)
-	for _, id := range ids {
+	last := ""
+	for l := range ids {
+		if l.id == last {
+			continue // in two directories
+		}
+		last = l.id
 		if err := ctx.Err(); err != nil {
 			return jobstore.Page{}, err
 		}
-		if opts.Kind != "" && where[id] != "" {
-			if kind, ok := s.kindOf(where[id], id); ok && kind != opts.Kind {
+		if opts.Kind != "" && l.dir >= 0 {
+			if kind, ok := s.kindOf(stateDirs[l.dir], l.id); ok && kind != opts.Kind {
 				continue
 			}
 		}
-		j, err := s.get(ctx, id)
+		j, err := s.get(ctx, l.id)
 		if err != nil {
 			if errors.Is(err, jobstore.ErrNotFound) {
 				continue // pruned meanwhile
@@ -231,4 +263,63 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	p := page.Page()
 	p.Errors = skipped
 	return p, nil
+}
+
+// walkIndex yields, in opts' order after its cursor, the jobs of snap in
+// the directories of want that are not known to be of another kind than
+// opts.Kind, and the jobs in moved (which events named during the call:
+// they may have moved out of want's directories since snap, or into them;
+// List reads each). A job in two directories is yielded once.
+func (s *Store) walkIndex(snap *indexSnap, opts jobstore.ListOptions, want uint8, moved map[string]struct{}) iter.Seq[listed] {
+	up := opts.Order == jobstore.OldestFirst
+	var extra []string
+	for id := range moved {
+		if opts.AfterCursor(id) {
+			extra = append(extra, id)
+		}
+	}
+	slices.Sort(extra)
+	if !up {
+		slices.Reverse(extra)
+	}
+	before := func(a, b string) bool { return up && a < b || !up && a > b }
+	other := func(id string) bool {
+		if opts.Kind == "" {
+			return false
+		}
+		kind, ok := s.kinds.get(id)
+		return ok && kind != opts.Kind
+	}
+	return func(yield func(listed) bool) {
+		step := 1
+		if !up {
+			step = -1
+		}
+		for i := snap.from(opts.Cursor, up); i >= 0 && i < len(snap.items); i += step {
+			it := snap.items[i]
+			for len(extra) > 0 && before(extra[0], it.id) {
+				if !other(extra[0]) && !yield(listed{id: extra[0], dir: -1}) {
+					return
+				}
+				extra = extra[1:]
+			}
+			l := listed{id: it.id, dir: int8(bits.TrailingZeros8(it.dirs & want))}
+			if len(extra) > 0 && extra[0] == it.id {
+				// It moved, perhaps into want's directories: read it
+				// wherever it is.
+				extra = extra[1:]
+				l.dir = int8(bits.TrailingZeros8(it.dirs))
+			} else if it.dirs&want == 0 {
+				continue
+			}
+			if !other(it.id) && !yield(l) {
+				return
+			}
+		}
+		for _, id := range extra {
+			if !other(id) && !yield(listed{id: id, dir: -1}) {
+				return
+			}
+		}
+	}
 }

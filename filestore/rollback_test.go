@@ -267,7 +267,7 @@ func (f rollbackRemoveFails) Remove(p string) error {
 // second one with the same key.
 func TestFailedTakeBackKeepsKey(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir, &Options{fs: rollbackRemoveFails{}})
+	s := openAtFS(t, dir, &Options{}, rollbackRemoveFails{})
 	_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "one"})
 	require.ErrorIs(t, err, syscall.EIO)
 	_, err = s.SubmitBatch(t.Context(), []jobstore.Spec{{Kind: "k", Key: "two"}, {Kind: "k"}})

@@ -92,6 +92,13 @@ type Store struct {
 	// recorders are the List and Stats calls collecting the IDs that
 	// events name (see moveRecorder).
 	recorders map[*moveRecorder]struct{}
+	// statsDirty holds the IDs that events named since the last Stats (nil
+	// until the first); statsLost says events may have been lost since
+	// (see statsCache).
+	statsDirty map[string]struct{}
+	statsLost  bool
+	// index is the state directories' names, kept by events.
+	index dirIndex
 }
 
 var (

@@ -128,6 +128,7 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 		}
 		return
 	}
+	s.indexEvent(ev, dir, name)
 	id, ok := idFromName(name)
 	if len(s.recorders) > 0 {
 		s.recordMove(id, name)
@@ -135,6 +136,7 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 	if !ok {
 		return
 	}
+	s.noteStatsDirty(id)
 	s.notify(id)
 	if dir == dirQueued {
 		s.pending[id] = struct{}{}

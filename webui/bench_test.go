@@ -186,6 +186,9 @@ func BenchmarkUI(b *testing.B) {
 	if d := time.Since(start); d > time.Second {
 		b.Logf("opened (or built) a file store of %d jobs in %s; its first Stats took %s", benchJobs(), d.Round(time.Second),
 			e.firstStats.Round(time.Millisecond))
+		if e.dir != "" && os.Getenv("JOBDIR_BENCH_UI_KEEP") != "" {
+			b.Logf("kept the store in %s (JOBDIR_BENCH_UI_DIR=%[1]s measures it again)", e.dir)
+		}
 	}
 	for _, tc := range []struct {
 		name, path string
