@@ -1,6 +1,10 @@
 package filestore
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,4 +35,46 @@ func TestGetSeesMovingJob(t *testing.T) {
 	}
 	t.Logf("states seen: %v", states)
 	require.Greater(t, len(states), 1, "the job moved during the Gets")
+}
+
+// TestLockFilesDoNotPileUp: the lock files of jobs that are submitted,
+// claimed, completed and pruned are all gone once the jobs are; locks/ does
+// not grow with the number of jobs a store has seen.
+func TestLockFilesDoNotPileUp(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	const jobs = 2000
+	specs := make([]jobstore.Spec, jobs)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "k", Key: fmt.Sprintf("key-%d", i%2)}
+		if i%2 == 0 {
+			specs[i].Key = ""
+		}
+	}
+	for _, spec := range specs {
+		_, _, err := s.Submit(ctx, spec)
+		require.NoError(t, err)
+	}
+	for {
+		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+		if errors.Is(err, jobstore.ErrNoJob) {
+			break
+		}
+		require.NoError(t, err)
+		_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+	}
+	n, err := s.Prune(ctx, 0)
+	require.NoError(t, err)
+	require.Positive(t, n)
+	ents, err := os.ReadDir(filepath.Join(dir, dirLocks))
+	require.NoError(t, err)
+	var left []string
+	for _, e := range ents {
+		if e.Name() != migrateLockName {
+			left = append(left, e.Name())
+		}
+	}
+	require.Empty(t, left, "files left in locks/ after %d jobs were pruned", n)
 }
