@@ -1,10 +1,12 @@
 package filestore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,4 +79,48 @@ func TestLockFilesDoNotPileUp(t *testing.T) {
 		}
 	}
 	require.Empty(t, left, "files left in locks/ after %d jobs were pruned", n)
+}
+
+// TestPruneWhileAnotherProcessCompletes: Prune, run again and again while
+// another process claims and completes jobs, removes each job only once it
+// is finished, with its lock files; every job is completed once, and none
+// is lost or left half removed.
+func TestPruneWhileAnotherProcessCompletes(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	const jobs = 300
+	for range jobs {
+		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+	}
+	c := startChild(t, dir, "claim-all", childNoSync+"=1")
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait(context.Background()) }()
+	pruned := 0
+	for running := true; running; {
+		select {
+		case err := <-exited:
+			require.NoError(t, err, c.Output())
+			running = false
+		default:
+		}
+		n, err := s.Prune(ctx, 0)
+		require.NoError(t, err)
+		pruned += n
+	}
+	claimed := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(c.Output()), "\n") {
+		f := strings.Fields(line)
+		require.Len(t, f, 3, line)
+		require.False(t, claimed[f[1]], "job %s claimed twice", f[1])
+		claimed[f[1]] = true
+	}
+	require.Len(t, claimed, jobs)
+	require.Equal(t, jobs, pruned)
+	ents, err := os.ReadDir(filepath.Join(dir, dirLocks))
+	require.NoError(t, err)
+	for _, e := range ents {
+		require.Equal(t, migrateLockName, e.Name(), "a file left in locks/")
+	}
 }
