@@ -27,7 +27,7 @@ func TestGetSeesMovingJob(t *testing.T) {
 	c := startChild(t, dir, "cycle", childNoSync+"=1")
 	require.Equal(t, "cycling", c.Next(t))
 
-	const calls = 5000
+	const calls = 3000
 	states := map[jobstore.State]int{}
 	for i := range calls {
 		j, err := s.Get(ctx, moving.ID)
