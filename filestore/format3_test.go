@@ -1,0 +1,126 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// TestGetSeesMovingJob: a Get, which takes no lock, finds a whole record
+// of a job that exists throughout the call while another process moves it
+// between queued/, claimed/ and done/ as fast as it can (claims, failed
+// attempts queued again, final failures, retries).
+func TestGetSeesMovingJob(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	moving, _, err := s.Submit(ctx, jobstore.Spec{Kind: cycleKind, MaxAttempts: 3})
+	require.NoError(t, err)
+	c := startChild(t, dir, "cycle", childNoSync+"=1")
+	require.Equal(t, "cycling", c.Next(t))
+
+	const calls = 3000
+	states := map[jobstore.State]int{}
+	for i := range calls {
+		j, err := s.Get(ctx, moving.ID)
+		require.NoError(t, err, "Get %d of %d", i+1, calls)
+		require.Equal(t, moving.ID, j.ID)
+		states[j.State]++
+	}
+	t.Logf("states seen: %v", states)
+	require.Greater(t, len(states), 1, "the job moved during the Gets")
+}
+
+// TestLockFilesDoNotPileUp: the lock files of jobs that are submitted,
+// claimed, completed and pruned are all gone once the jobs are; locks/ does
+// not grow with the number of jobs a store has seen.
+func TestLockFilesDoNotPileUp(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	const jobs = 2000
+	specs := make([]jobstore.Spec, jobs)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "k", Key: fmt.Sprintf("key-%d", i%2)}
+		if i%2 == 0 {
+			specs[i].Key = ""
+		}
+	}
+	for _, spec := range specs {
+		_, _, err := s.Submit(ctx, spec)
+		require.NoError(t, err)
+	}
+	for {
+		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+		if errors.Is(err, jobstore.ErrNoJob) {
+			break
+		}
+		require.NoError(t, err)
+		_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+	}
+	n, err := s.Prune(ctx, 0)
+	require.NoError(t, err)
+	require.Positive(t, n)
+	ents, err := os.ReadDir(filepath.Join(dir, dirLocks))
+	require.NoError(t, err)
+	var left []string
+	for _, e := range ents {
+		if e.Name() != migrateLockName {
+			left = append(left, e.Name())
+		}
+	}
+	require.Empty(t, left, "files left in locks/ after %d jobs were pruned", n)
+}
+
+// TestPruneWhileAnotherProcessCompletes: Prune, run again and again while
+// another process claims and completes jobs, removes each job only once it
+// is finished, with its lock files; every job is completed once, and none
+// is lost or left half removed.
+func TestPruneWhileAnotherProcessCompletes(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	const jobs = 300
+	for range jobs {
+		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+	}
+	c := startChild(t, dir, "claim-all", childNoSync+"=1")
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait(context.Background()) }()
+	pruned := 0
+	for running := true; running; {
+		select {
+		case err := <-exited:
+			require.NoError(t, err, c.Output())
+			running = false
+		default:
+		}
+		n, err := s.Prune(ctx, 0)
+		require.NoError(t, err)
+		pruned += n
+	}
+	claimed := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(c.Output()), "\n") {
+		f := strings.Fields(line)
+		require.Len(t, f, 3, line)
+		require.False(t, claimed[f[1]], "job %s claimed twice", f[1])
+		claimed[f[1]] = true
+	}
+	require.Len(t, claimed, jobs)
+	require.Equal(t, jobs, pruned)
+	ents, err := os.ReadDir(filepath.Join(dir, dirLocks))
+	require.NoError(t, err)
+	for _, e := range ents {
+		require.Equal(t, migrateLockName, e.Name(), "a file left in locks/")
+	}
+}
