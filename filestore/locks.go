@@ -36,9 +36,10 @@ type recordLockEntry struct {
 // lockRecord takes the record lock at path: exclusive for a
 // read-modify-write, shared for a read. If create is false and the lock
 // file does not exist, it returns an error matching fs.ErrNotExist. The
-// returned function releases the lock. A goroutine must not hold two record
-// locks at once: two jobs may share a lock file (see lockStripes), and the
-// second wait would never end.
+// returned function releases the lock. A goroutine must not wait for a
+// second record lock while it holds one (only SubmitBatch holds several:
+// those of its new jobs, which nobody else knows), or two goroutines could
+// wait for each other.
 //
 // The wait, in this process and for other processes, ends with ctx: a
 // process stopped (SIGSTOP) or hung while it holds the lock delays the

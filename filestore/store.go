@@ -223,12 +223,12 @@ func (s *Store) dropLockIfGone(id string) {
 	}
 }
 
-// rlockJob takes job id's shared record lock for a read. If the lock file
-// does not exist it takes nothing and returns held=false: no change was
-// ever made under that lock, so the records it guards are as submitted.
-// The read goes on unlocked (a read-only store stays readable) and must be
-// repeated under the lock if it found nothing and the lock file appeared
-// meanwhile (see get).
+// rlockJob takes job id's shared record lock, for a check that must not
+// overlap a change (Fsck, a recovery pass without repair; plain reads take
+// no lock, see readShared). If the lock file does not exist it takes
+// nothing and returns held=false: the job has no record, or is of an older
+// format and was not changed since, and the check goes on unlocked (a
+// read-only store stays checkable).
 func (s *Store) rlockJob(ctx context.Context, id string) (unlock func(), held bool, err error) {
 	unlock, err = lockRecord(ctx, s.lockPath(id), false, false, s.filePerm)
 	if errors.Is(err, fs.ErrNotExist) {
