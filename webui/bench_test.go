@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/webui"
 )
@@ -31,7 +32,9 @@ import (
 type uiBench struct {
 	store  jobstore.Store
 	ui     *webui.Handler
+	api    http.Handler
 	cookie *http.Cookie
+	next   string // the jobs table's second page
 	job    string // a failed job
 	prefix string // an ID prefix some jobs share
 	dir    string
@@ -103,7 +106,7 @@ func buildUIBench() (e uiBench) {
 }
 
 // seedUIBench fills st with benchJobs jobs: batches of submits, then
-// claims and completes by several goroutines (95% finished, about 1 in
+// claims and completes by 8 goroutines (95% finished, about 1 in
 // 1,000 of them failed, 5% queued, 10 running). It returns a failed job.
 func seedUIBench(ctx context.Context, st jobstore.Store) (string, error) {
 	n := benchJobs()
@@ -124,7 +127,7 @@ func seedUIBench(ctx context.Context, st jobstore.Store) (string, error) {
 	var mu sync.Mutex
 	var firstErr error
 	var failed string
-	for w := range 4 {
+	for w := range 8 {
 		wg.Go(func() {
 			for {
 				j, err := st.Claim(ctx, jobstore.ClaimRequest{Worker: fmt.Sprintf("bench-%d", w)})
@@ -182,10 +185,18 @@ func (e uiBench) signIn() uiBench {
 	}
 	e.firstStats = time.Since(start)
 	e.prefix = e.job[:8]
+	if e.api, e.err = httpapi.New(e.store, &httpapi.Options{Tokens: []string{testToken}}); e.err != nil {
+		return e
+	}
 	e.ui, e.err = webui.New(e.store, &webui.Options{Tokens: []string{testToken}})
 	if e.err != nil {
 		return e
 	}
+	var p jobstore.Page
+	if p, e.err = e.store.List(context.Background(), jobstore.ListOptions{Limit: webui.PageSize}); e.err != nil {
+		return e
+	}
+	e.next = p.Next
 	w := httptest.NewRecorder()
 	req := httptest.NewRequest("POST", "/ui/signin", strings.NewReader(url.Values{"token": {testToken}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -216,30 +227,40 @@ func runUIBench(b *testing.B, e uiBench) {
 	for _, tc := range []struct {
 		name, path string
 		fragment   bool
+		api        bool // a request of the HTTP API, with the bearer token
 	}{
-		{"overview", "/ui/", false},
-		{"overview-live", "/ui/", true},
-		{"jobs", "/ui/jobs", false},
-		{"jobs-live", "/ui/jobs", true},
-		{"jobs-oldest", "/ui/jobs?order=oldest", false},
-		{"jobs-failed", "/ui/jobs?state=failed", false},
-		{"jobs-kind", "/ui/jobs?kind=report.build", false},
-		{"jobs-key", "/ui/jobs?key=bench-4242", false},
-		{"jobs-id-prefix", "/ui/jobs?id=" + e.prefix, false},
-		{"job", "/ui/jobs/" + e.job, false},
-		{"job-live", "/ui/jobs/" + e.job, true},
+		{"overview", "/ui/", false, false},
+		{"overview-live", "/ui/", true, false},
+		{"jobs", "/ui/jobs", false, false},
+		{"jobs-live", "/ui/jobs", true, false},
+		{"jobs-next-page", "/ui/jobs?cursor=" + e.next, false, false},
+		{"jobs-oldest", "/ui/jobs?order=oldest", false, false},
+		{"jobs-failed", "/ui/jobs?state=failed", false, false},
+		{"jobs-kind", "/ui/jobs?kind=report.build", false, false},
+		{"jobs-key", "/ui/jobs?key=bench-4242", false, false},
+		{"jobs-id-prefix", "/ui/jobs?id=" + e.prefix, false, false},
+		{"job", "/ui/jobs/" + e.job, false, false},
+		{"job-live", "/ui/jobs/" + e.job, true, false},
+		{"api-stats", "/v1/stats", false, true},
+		{"api-list", "/v1/jobs", false, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cpu0 := cpuTime()
 			for b.Loop() {
 				req := httptest.NewRequest("GET", tc.path, nil)
-				req.AddCookie(e.cookie)
+				h := http.Handler(e.ui)
+				if tc.api {
+					h = e.api
+					req.Header.Set("Authorization", "Bearer "+testToken)
+				} else {
+					req.AddCookie(e.cookie)
+				}
 				if tc.fragment {
 					req.Header.Set(webui.FragmentHeader, "1")
 					req.Header.Set("Jobdir-UI", "1")
 				}
 				w := httptest.NewRecorder()
-				e.ui.ServeHTTP(w, req)
+				h.ServeHTTP(w, req)
 				if w.Code != http.StatusOK {
 					b.Fatalf("%s: %d %s", tc.path, w.Code, w.Body)
 				}
