@@ -75,9 +75,13 @@
 //   - Only the process that claimed a job can complete it (it holds the
 //     lease lock); Close releases the leases of the jobs a Store still
 //     holds, which are then recovered like a dead worker's.
-//   - Stats, List without a state filter, Prune and Fsck list done/, whose
-//     size grows with history (Stats reads only the records that changed
-//     since its last call). Prune steadily to keep done/ small.
+//   - Prune and Fsck list done/, whose size grows with history. List and
+//     Stats read the state directories' names from an index each Store
+//     keeps in memory by filesystem events (about 100 bytes a job; see
+//     docs/format.md), and list the directories only to build it, at their
+//     first call or after events were lost; the first Stats reads every
+//     record once, later ones only those that changed. Prune steadily to
+//     keep done/ small.
 package filestore
 
 // Where things are, for a reader of this package's code (TestDocMapNamesEveryFile

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/webui"
 )
@@ -29,9 +30,11 @@ import (
 //	go test -run '^$' -bench UI -benchtime 20x ./webui
 
 type uiBench struct {
-	store  *filestore.Store
+	store  jobstore.Store
 	ui     *webui.Handler
+	api    http.Handler
 	cookie *http.Cookie
+	next   string // the jobs table's second page
 	job    string // a failed job
 	prefix string // an ID prefix some jobs share
 	dir    string
@@ -62,13 +65,20 @@ func benchJobs() int {
 	return 100000
 }
 
+// openFileStore opens the file store of BenchmarkUI. NoSync: seeding
+// 100,000 jobs with an fsync each takes too long on this disk, and reads
+// do not depend on it.
+func openFileStore(ctx context.Context, dir string) (jobstore.Store, error) {
+	return filestore.Open(ctx, dir, &filestore.Options{NoSync: true})
+}
+
 // buildUIBench makes the store: batches of submits, then claims and
 // completes by several goroutines.
 func buildUIBench() (e uiBench) {
 	ctx := context.Background()
 	if dir := os.Getenv("JOBDIR_BENCH_UI_DIR"); dir != "" {
 		// A store built before (and kept): measure it again.
-		if e.store, e.err = filestore.Open(ctx, dir, &filestore.Options{NoSync: true}); e.err != nil {
+		if e.store, e.err = openFileStore(ctx, dir); e.err != nil {
 			return e
 		}
 		var p jobstore.Page
@@ -86,10 +96,19 @@ func buildUIBench() (e uiBench) {
 	if e.err != nil {
 		return e
 	}
-	e.store, e.err = filestore.Open(ctx, e.dir, &filestore.Options{NoSync: true})
-	if e.err != nil {
+	if e.store, e.err = openFileStore(ctx, e.dir); e.err != nil {
 		return e
 	}
+	if e.job, e.err = seedUIBench(ctx, e.store); e.err != nil {
+		return e
+	}
+	return e.signIn()
+}
+
+// seedUIBench fills st with benchJobs jobs: batches of submits, then
+// claims and completes by 8 goroutines (95% finished, about 1 in
+// 1,000 of them failed, 5% queued, 10 running). It returns a failed job.
+func seedUIBench(ctx context.Context, st jobstore.Store) (string, error) {
 	n := benchJobs()
 	kinds := []string{"email.send", "report.build", "image.resize", "exec"}
 	for done := 0; done < n; {
@@ -98,22 +117,24 @@ func buildUIBench() (e uiBench) {
 			specs[i] = jobstore.Spec{Kind: kinds[(done+i)%len(kinds)], Key: fmt.Sprintf("bench-%d", done+i), MaxAttempts: 1,
 				Payload: []byte(`{"to":"someone@example.com","template":"welcome","n":` + strconv.Itoa(done+i) + `}`)}
 		}
-		if _, e.err = e.store.SubmitBatch(ctx, specs); e.err != nil {
-			return e
+		if _, err := st.SubmitBatch(ctx, specs); err != nil {
+			return "", err
 		}
 		done += len(specs)
 	}
 	finish := n * 95 / 100
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for w := range 4 {
+	var firstErr error
+	var failed string
+	for w := range 8 {
 		wg.Go(func() {
 			for {
-				j, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: fmt.Sprintf("bench-%d", w)})
+				j, err := st.Claim(ctx, jobstore.ClaimRequest{Worker: fmt.Sprintf("bench-%d", w)})
 				if err != nil {
 					mu.Lock()
-					if e.err == nil {
-						e.err = err
+					if firstErr == nil {
+						firstErr = err
 					}
 					mu.Unlock()
 					return
@@ -123,9 +144,9 @@ func buildUIBench() (e uiBench) {
 				if strings.HasSuffix(j.Key, "7") && len(j.Key)%3 == 0 {
 					o = jobstore.Outcome{Error: "exit status 1"}
 				}
-				if _, err := e.store.Complete(ctx, j.Lease(), o); err != nil {
+				if _, err := st.Complete(ctx, j.Lease(), o); err != nil {
 					mu.Lock()
-					e.err = err
+					firstErr = err
 					mu.Unlock()
 					return
 				}
@@ -133,7 +154,7 @@ func buildUIBench() (e uiBench) {
 				finish--
 				last := finish <= 0
 				if j.State == jobstore.StateRunning && o.Error != "" {
-					e.job = j.ID
+					failed = j.ID
 				}
 				mu.Unlock()
 				if last {
@@ -143,15 +164,15 @@ func buildUIBench() (e uiBench) {
 		})
 	}
 	wg.Wait()
-	if e.err != nil {
-		return e
+	if firstErr != nil {
+		return "", firstErr
 	}
 	for range 10 {
-		if _, e.err = e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "bench-running"}); e.err != nil {
-			return e
+		if _, err := st.Claim(ctx, jobstore.ClaimRequest{Worker: "bench-running"}); err != nil {
+			return "", err
 		}
 	}
-	return e.signIn()
+	return failed, nil
 }
 
 // signIn makes the handler and its session, after a first Stats: a file
@@ -164,10 +185,18 @@ func (e uiBench) signIn() uiBench {
 	}
 	e.firstStats = time.Since(start)
 	e.prefix = e.job[:8]
+	if e.api, e.err = httpapi.New(e.store, &httpapi.Options{Tokens: []string{testToken}}); e.err != nil {
+		return e
+	}
 	e.ui, e.err = webui.New(e.store, &webui.Options{Tokens: []string{testToken}})
 	if e.err != nil {
 		return e
 	}
+	var p jobstore.Page
+	if p, e.err = e.store.List(context.Background(), jobstore.ListOptions{Limit: webui.PageSize}); e.err != nil {
+		return e
+	}
+	e.next = p.Next
 	w := httptest.NewRecorder()
 	req := httptest.NewRequest("POST", "/ui/signin", strings.NewReader(url.Values{"token": {testToken}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -190,33 +219,48 @@ func BenchmarkUI(b *testing.B) {
 			b.Logf("kept the store in %s (JOBDIR_BENCH_UI_DIR=%[1]s measures it again)", e.dir)
 		}
 	}
+	runUIBench(b, e)
+}
+
+// runUIBench serves each of the dashboard's requests through e's handler.
+func runUIBench(b *testing.B, e uiBench) {
 	for _, tc := range []struct {
 		name, path string
 		fragment   bool
+		api        bool // a request of the HTTP API, with the bearer token
 	}{
-		{"overview", "/ui/", false},
-		{"overview-live", "/ui/", true},
-		{"jobs", "/ui/jobs", false},
-		{"jobs-live", "/ui/jobs", true},
-		{"jobs-oldest", "/ui/jobs?order=oldest", false},
-		{"jobs-failed", "/ui/jobs?state=failed", false},
-		{"jobs-kind", "/ui/jobs?kind=report.build", false},
-		{"jobs-key", "/ui/jobs?key=bench-4242", false},
-		{"jobs-id-prefix", "/ui/jobs?id=" + e.prefix, false},
-		{"job", "/ui/jobs/" + e.job, false},
-		{"job-live", "/ui/jobs/" + e.job, true},
+		{"overview", "/ui/", false, false},
+		{"overview-live", "/ui/", true, false},
+		{"jobs", "/ui/jobs", false, false},
+		{"jobs-live", "/ui/jobs", true, false},
+		{"jobs-next-page", "/ui/jobs?cursor=" + e.next, false, false},
+		{"jobs-oldest", "/ui/jobs?order=oldest", false, false},
+		{"jobs-failed", "/ui/jobs?state=failed", false, false},
+		{"jobs-kind", "/ui/jobs?kind=report.build", false, false},
+		{"jobs-key", "/ui/jobs?key=bench-4242", false, false},
+		{"jobs-id-prefix", "/ui/jobs?id=" + e.prefix, false, false},
+		{"job", "/ui/jobs/" + e.job, false, false},
+		{"job-live", "/ui/jobs/" + e.job, true, false},
+		{"api-stats", "/v1/stats", false, true},
+		{"api-list", "/v1/jobs", false, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cpu0 := cpuTime()
 			for b.Loop() {
 				req := httptest.NewRequest("GET", tc.path, nil)
-				req.AddCookie(e.cookie)
+				h := http.Handler(e.ui)
+				if tc.api {
+					h = e.api
+					req.Header.Set("Authorization", "Bearer "+testToken)
+				} else {
+					req.AddCookie(e.cookie)
+				}
 				if tc.fragment {
 					req.Header.Set(webui.FragmentHeader, "1")
 					req.Header.Set("Jobdir-UI", "1")
 				}
 				w := httptest.NewRecorder()
-				e.ui.ServeHTTP(w, req)
+				h.ServeHTTP(w, req)
 				if w.Code != http.StatusOK {
 					b.Fatalf("%s: %d %s", tc.path, w.Code, w.Body)
 				}
@@ -227,4 +271,5 @@ func BenchmarkUI(b *testing.B) {
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 		})
 	}
+
 }

@@ -22,6 +22,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	closeUIBench()
+	closeUIPostgres()
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreAnyFunction("net/http.(*conn).closeWriteAndWait")); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
