@@ -37,10 +37,10 @@ type Logs interface {
 // files every Options.Poll.
 type Watcher interface {
 	// WatchLog returns a channel that receives a value after the log of
-	// job id may have grown, until ctx ends; values coalesce. A read of
-	// the log made after WatchLog returns misses no append that does not
-	// wake the channel. It returns an error wrapping jobstore.ErrNotFound
-	// if the job does not exist.
+	// job id may have grown, until ctx ends; values coalesce. Every
+	// append that a read of the log made after WatchLog returns does not
+	// see wakes the channel. It returns an error wrapping
+	// jobstore.ErrNotFound if the job does not exist.
 	WatchLog(ctx context.Context, id string) (<-chan struct{}, error)
 }
 

@@ -142,9 +142,9 @@ func (l *Logs) Size(ctx context.Context, id string) (int64, error) {
 // notification of the schema's log channel that the chunk's statement
 // sends once WatchLog has marked the job as waited for. While the
 // store's listener connection is down, the channel receives a value every
-// PollInterval instead, and once when it is back. Values coalesce. A read
-// of the log made after WatchLog returns misses no chunk that does not
-// wake the channel. Returns an error wrapping jobstore.ErrNotFound if the
+// PollInterval instead, and once when it is back. Values coalesce. Every
+// chunk that a read of the log made after WatchLog returns does not see
+// wakes the channel. Returns an error wrapping jobstore.ErrNotFound if the
 // job does not exist.
 func (l *Logs) WatchLog(ctx context.Context, id string) (<-chan struct{}, error) {
 	if err := jobstore.ValidateID(id); err != nil {
