@@ -31,3 +31,17 @@
 // reliable on a loaded machine; assertions about safety (who holds which job,
 // what state a job ends in) are strict.
 package storetest
+
+// Where the cases are: the cases of each group of Run are in the file named
+// for the group (claim.go: Claim, retry.go: Retry, awaitwork.go: AwaitWork),
+// except for these groups, listed with their file (TestGroupFiles keeps
+// this true):
+//
+//	SubmitBatch  batch.go
+//	Validation   submit.go
+//	Get          submit.go
+//	Prune        lifecycle.go
+//	Stats        lifecycle.go
+//	Close        lifecycle.go
+//	Copies       lifecycle.go
+//	Concurrent   lifecycle.go
