@@ -20,7 +20,7 @@ import (
 // it as the HTTP API sends it: it decodes strictly into httpapi.Job,
 // re-encodes to the same bytes, carries the timeout as "timeout": "30s",
 // and equals, once compacted, the body of GET /v1/jobs/ID served from the
-// same store.
+// same store. list --format sees the same fields.
 func TestJSONIsTheAPIsJobForm(t *testing.T) {
 	dir := newStoreDir(t)
 	sub := jdOK(t, dir, "submit", "--json", "--timeout", "30s", "--key", "k", "--", "true").stdout
@@ -58,6 +58,10 @@ func TestJSONIsTheAPIsJobForm(t *testing.T) {
 		require.Equal(t, want.String(), again.String(), "%s: the output is httpapi.Job's encoding, no more", o.name)
 		require.Contains(t, o.out, `"timeout": "30s"`, o.name)
 	}
+
+	// list --format sees the fields of get --json: TimeoutNS is httpapi.Job's.
+	r := jdOK(t, dir, "list", "--oldest-first", "--format", "{{.ID}} {{.Timeout}} {{.TimeoutNS}}")
+	require.Equal(t, id+" 30s 30000000000\n"+rerunID+" 30s 30000000000\n", r.stdout)
 
 	// The API serves the same bytes for the job as it is now.
 	st, err := filestore.Open(t.Context(), dir, &filestore.Options{NoSync: true})
