@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -57,7 +58,13 @@ func (s *durationText) UnmarshalJSON(data []byte) error {
 type strictString string
 
 // UnmarshalJSON decodes a JSON string, refusing lone surrogate escapes.
+// Any other JSON value but null is a *json.UnmarshalTypeError, to which
+// the decoder adds the field's name, so that fieldTypeError can say what
+// the field takes.
 func (s *strictString) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] != '"' && string(data) != "null" {
+		return &json.UnmarshalTypeError{Value: jsonValueKind(data), Type: reflect.TypeFor[string]()}
+	}
 	if err := checkSurrogates(data); err != nil {
 		return err
 	}
@@ -67,6 +74,66 @@ func (s *strictString) UnmarshalJSON(data []byte) error {
 	}
 	*s = strictString(v)
 	return nil
+}
+
+// jsonValueKind names the JSON value data as encoding/json does in a
+// *json.UnmarshalTypeError: "object", "array", "bool", or "number" with
+// the number ("number 1700000000", cut to 64 bytes).
+func jsonValueKind(data []byte) string {
+	switch data[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	}
+	return "number " + truncate(string(data), 64)
+}
+
+// fieldForms says, for each field of a submit request that can have the
+// wrong JSON type, the type it takes and what to send.
+var fieldForms = map[string]struct{ want, send string }{
+	"kind":         {"a string", `a kind such as "email.send"`},
+	"key":          {"a string", `a key such as "invoice-1001"`},
+	"run_at":       {"a string", `an RFC 3339 time such as "2026-01-02T15:04:05Z"`},
+	"timeout":      {"a string", `a duration such as "30s" or "1h30m"`},
+	"max_attempts": {"an integer", "a whole number such as 3, without quotes"},
+	"priority":     {"an integer", "a whole number such as 10, without quotes"},
+	"timeout_ns":   {"an integer", `timeout, a duration such as "30s" (timeout_ns, a whole number of nanoseconds without quotes, is deprecated)`},
+}
+
+// fieldTypeError turns a *json.UnmarshalTypeError found in err (a JSON
+// value of the wrong type for a field of a submit request, or a request
+// that is not an object, which the message calls whole) into an error
+// wrapping jobstore.ErrInvalidInput that names the field and says what to
+// send. It returns nil if err holds none.
+func fieldTypeError(err error, whole string) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return nil
+	}
+	got := "a " + te.Value
+	switch {
+	case strings.HasPrefix(te.Value, "number "):
+		got = "the " + te.Value
+	case te.Value == "array" || te.Value == "object":
+		got = "an " + te.Value
+	case te.Value == "bool":
+		got = "a boolean"
+	}
+	if te.Field == "" {
+		return fmt.Errorf(`%w: %s is %s; want a JSON object such as {"kind": "email.send"}`, jobstore.ErrInvalidInput, whole, got)
+	}
+	form, ok := fieldForms[te.Field]
+	if !ok {
+		return fmt.Errorf("%w: %s is %s, which is not what it takes", jobstore.ErrInvalidInput, te.Field, got)
+	}
+	want := form.want
+	if want == "an integer" && strings.HasPrefix(te.Value, "number ") {
+		want = "an integer within range"
+	}
+	return fmt.Errorf("%w: %s is %s, not %s: send %s", jobstore.ErrInvalidInput, te.Field, got, want, form.send)
 }
 
 // checkSurrogates returns an error if the JSON string data holds a \u
@@ -253,6 +320,9 @@ func decodeJobs(dec *json.Decoder) ([]jobstore.Spec, error) {
 			case errors.Is(err, jobstore.ErrInvalidInput):
 				return nil, fmt.Errorf("jobs[%d]: %w", i, err)
 			}
+			if ferr := fieldTypeError(err, "the job"); ferr != nil {
+				return nil, fmt.Errorf("jobs[%d]: %w", i, ferr)
+			}
 			return nil, fmt.Errorf("jobs[%d]: %w: %s", i, jobstore.ErrInvalidInput, err.Error())
 		}
 		spec, err := sr.spec()
@@ -356,6 +426,9 @@ func decodeError(err error) error {
 	}
 	if errors.Is(err, jobstore.ErrInvalidInput) {
 		return err // from utf8Reader or strictString, which say what is wrong
+	}
+	if ferr := fieldTypeError(err, "request body"); ferr != nil {
+		return ferr
 	}
 	return fmt.Errorf("%w: request body: %s", jobstore.ErrInvalidInput, err.Error())
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -250,4 +251,19 @@ func TestPlainMessage(t *testing.T) {
 	} {
 		require.Equal(t, want, plainMessage(in), in)
 	}
+}
+
+// TestFieldFormsCoverEverySubmitField requires fieldForms to say what each
+// field of a submit request takes, but payload (any JSON value), so that a
+// field added later also gets a plain message for a value of the wrong type.
+func TestFieldFormsCoverEverySubmitField(t *testing.T) {
+	typ := reflect.TypeFor[submitRequest]()
+	var fields []string
+	for i := range typ.NumField() {
+		if name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ","); name != "payload" {
+			fields = append(fields, name)
+		}
+	}
+	slices.Sort(fields)
+	require.Equal(t, fields, slices.Sorted(maps.Keys(fieldForms)))
 }

@@ -226,6 +226,54 @@ func TestSubmitTimeoutSpellings(t *testing.T) {
 	}
 }
 
+// TestSubmitWrongTypeNamesTheField sends, for each field of a submit, a
+// JSON value of the wrong type (a bare number for run_at, a string for
+// max_attempts, ...), alone and as the second job of a batch, and requires
+// a 400 whose message names the field and the form to send, in plain words
+// (no Go type names).
+func TestSubmitWrongTypeNamesTheField(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	for _, tc := range []struct {
+		name, fields, msg string
+	}{
+		{"run_at a number", `"run_at":1700000000`, `run_at is the number 1700000000, not a string: send an RFC 3339 time such as "2026-01-02T15:04:05Z"`},
+		{"run_at a boolean", `"run_at":true`, `run_at is a boolean, not a string: send an RFC 3339 time`},
+		{"run_at an object", `"run_at":{"unix":1}`, `run_at is an object, not a string: send an RFC 3339 time`},
+		{"max_attempts a string", `"max_attempts":"3"`, `max_attempts is a string, not an integer: send a whole number such as 3, without quotes`},
+		{"max_attempts a fraction", `"max_attempts":1.5`, `max_attempts is the number 1.5, not an integer within range: send a whole number`},
+		{"max_attempts too big", `"max_attempts":1e30`, `max_attempts is the number 1e30, not an integer within range`},
+		{"max_attempts a boolean", `"max_attempts":true`, `max_attempts is a boolean, not an integer`},
+		{"priority a string", `"priority":"high"`, `priority is a string, not an integer: send a whole number such as 10, without quotes`},
+		{"priority an array", `"priority":[1]`, `priority is an array, not an integer`},
+		{"kind a number", `"kind":7`, `kind is the number 7, not a string: send a kind such as "email.send"`},
+		{"key an object", `"key":{"id":1}`, `key is an object, not a string: send a key such as "invoice-1001"`},
+		{"timeout a number", `"timeout":30`, `timeout 30 is not a string: send a duration such as "30s"`},
+		{"timeout_ns a string", `"timeout_ns":"30s"`, `timeout_ns is a string, not an integer: send timeout, a duration such as "30s"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"kind":"k",` + tc.fields + `}`
+			if strings.HasPrefix(tc.fields, `"kind"`) {
+				body = `{` + tc.fields + `}`
+			}
+			ae := e.do("POST", "/v1/jobs", body).apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+			require.Contains(t, ae.Message, tc.msg)
+			require.NotContains(t, ae.Message, "Go ")
+			require.NotContains(t, ae.Message, "json:")
+			ae = e.do("POST", "/v1/jobs/batch", batchOf(`{"kind":"k"}`, body)).apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+			require.True(t, strings.HasPrefix(ae.Message, "jobs[1]: "), ae.Message)
+			require.Contains(t, ae.Message, tc.msg)
+			require.NotContains(t, ae.Message, "Go ")
+		})
+	}
+	t.Run("body not an object", func(t *testing.T) {
+		ae := e.do("POST", "/v1/jobs", `["k"]`).apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+		require.Contains(t, ae.Message, `request body is an array; want a JSON object such as {"kind": "email.send"}`)
+		ae = e.do("POST", "/v1/jobs/batch", batchOf(`{"kind":"k"}`, `7`)).apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+		require.True(t, strings.HasPrefix(ae.Message, "jobs[1]: "), ae.Message)
+		require.Contains(t, ae.Message, `the job is a number; want a JSON object`)
+	})
+}
+
 // TestEveryJobRouteAnswersTheWireType decodes the answer of every route
 // that returns jobs (submit, batch, get, list, wait, cancel, retry)
 // strictly into the wire types, over a job's whole life; requires each job

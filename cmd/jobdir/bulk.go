@@ -192,14 +192,14 @@ succeeded; "jobdir retry" queues a failed or canceled job itself again.`,
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.stdout, nj)
+					return writeJobJSON(a.stdout, nj)
 				}
 				_, err = fmt.Fprintln(a.stdout, nj.ID)
 				return err
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the new job as JSON instead of its ID")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the new job as JSON (as the HTTP API sends it) instead of its ID")
 	ja.register(cmd)
 	return cmd
 }

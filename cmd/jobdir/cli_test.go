@@ -140,14 +140,13 @@ func TestSubmitJSONAndDelay(t *testing.T) {
 	for _, field := range []string{"id", "key", "kind", "payload", "state", "attempt", "max_attempts", "priority", "run_at", "created_at", "updated_at"} {
 		require.Contains(t, raw, field)
 	}
-	var j jobstore.Job
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
+	j := wireJob(t, r.stdout)
 	require.Equal(t, "k", j.Key)
 	require.WithinDuration(t, before.Add(time.Hour), j.RunAt, time.Minute)
 
 	at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
 	r = jdOK(t, dir, "submit", "--json", "--at", at.Format(time.RFC3339), "--", "true")
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
+	j = wireJob(t, r.stdout)
 	require.True(t, at.Equal(j.RunAt), "run_at %s, want %s", j.RunAt, at)
 }
 
@@ -161,8 +160,7 @@ func TestSubmitExistingKey(t *testing.T) {
 	require.Contains(t, second.stderr, strings.TrimSpace(first.stdout))
 
 	r := jdOK(t, dir, "list", "--json")
-	var jobs []jobstore.Job
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &jobs))
+	jobs := wireJobs(t, r.stdout)
 	require.Len(t, jobs, 1)
 }
 
@@ -201,20 +199,19 @@ func TestListTableAndJSON(t *testing.T) {
 	require.Contains(t, lines[1], "echo job c")
 	require.Contains(t, lines[3], "canceled")
 
-	var jobs []jobstore.Job
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--oldest-first").stdout), &jobs))
+	jobs := wireJobs(t, jdOK(t, dir, "list", "--json", "--oldest-first").stdout)
 	require.Len(t, jobs, 3)
 	require.Equal(t, ids[0], jobs[0].ID)
 
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--state", "queued").stdout), &jobs))
+	jobs = wireJobs(t, jdOK(t, dir, "list", "--json", "--state", "queued").stdout)
 	require.Len(t, jobs, 2)
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--state", "canceled,succeeded").stdout), &jobs))
+	jobs = wireJobs(t, jdOK(t, dir, "list", "--json", "--state", "canceled,succeeded").stdout)
 	require.Len(t, jobs, 1)
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--limit", "2").stdout), &jobs))
+	jobs = wireJobs(t, jdOK(t, dir, "list", "--json", "--limit", "2").stdout)
 	require.Len(t, jobs, 2)
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--limit", "0").stdout), &jobs))
+	jobs = wireJobs(t, jdOK(t, dir, "list", "--json", "--limit", "0").stdout)
 	require.Len(t, jobs, 3)
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--kind", "other").stdout), &jobs))
+	jobs = wireJobs(t, jdOK(t, dir, "list", "--json", "--kind", "other").stdout)
 	require.Empty(t, jobs)
 }
 
@@ -277,8 +274,7 @@ func TestWaitCanceledAndTimeout(t *testing.T) {
 
 	r = jd(t, dir, "wait", "--json", id)
 	require.Equal(t, exitCanceled, r.code)
-	var j jobstore.Job
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
+	j := wireJob(t, r.stdout)
 	require.Equal(t, jobstore.StateCanceled, j.State)
 }
 

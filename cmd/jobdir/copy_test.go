@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,8 +19,7 @@ import (
 // first, with times cut to the microsecond that every store keeps.
 func listAll(t *testing.T, store string) []jobstore.Job {
 	t.Helper()
-	var jobs []jobstore.Job
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, store, "list", "--json", "--limit", "0", "--oldest-first").stdout), &jobs))
+	jobs := wireJobs(t, jdOK(t, store, "list", "--json", "--limit", "0", "--oldest-first").stdout)
 	for i := range jobs {
 		j := &jobs[i]
 		for _, tm := range []*time.Time{&j.RunAt, &j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.FinishedAt} {

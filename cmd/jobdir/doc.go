@@ -38,6 +38,10 @@
 //	serve     serve the HTTP API
 //	version   print jobdir's version (also jobdir --version)
 //
+// Every --json that prints a job (get, list, wait, submit, rerun) prints it
+// as the HTTP API does, in the form of httpapi.Job: the timeout is
+// "timeout", a duration string such as "30s", not the store's record form.
+//
 // Exit status: 0 on success, 1 on an error, 2 on a usage error (said in
 // one line, with "did you mean" for a mistyped command, and a pointer to
 // --help). "jobdir

@@ -198,8 +198,7 @@ func e2eWorkersDrainEachJobOnce(t *testing.T, dir string) {
 	}
 	deadline := time.Now().Add(liveness)
 	for {
-		var jobs []jobstore.Job
-		require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "list", "--json", "--state", "succeeded").stdout), &jobs))
+		jobs := wireJobs(t, jdOK(t, dir, "list", "--json", "--state", "succeeded").stdout)
 		if len(jobs) == n {
 			break
 		}

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/jobdir/jobdir/jobstore"
 )
 
 func TestParseDuration(t *testing.T) {
@@ -59,13 +56,12 @@ func TestInputsForPeople(t *testing.T) {
 	dir := newStoreDir(t)
 	before := time.Now()
 	r := jdOK(t, dir, "submit", "--json", "--delay", "1d", "--timeout", "1w", "--", "true")
-	var j jobstore.Job
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
+	j := wireJob(t, r.stdout)
 	require.WithinDuration(t, before.Add(24*time.Hour), j.RunAt, time.Minute)
 	require.Equal(t, 7*24*time.Hour, j.Timeout)
 
 	r = jdOK(t, dir, "submit", "--json", "--at", "tomorrow 09:00", "--", "true")
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
+	j = wireJob(t, r.stdout)
 	tomorrow := time.Now().AddDate(0, 0, 1)
 	require.True(t, time.Date(tomorrow.Year(), tomorrow.Month(), tomorrow.Day(), 9, 0, 0, 0, time.Local).Equal(j.RunAt), "run_at %s", j.RunAt)
 

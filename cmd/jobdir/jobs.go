@@ -24,7 +24,11 @@ func (a *app) getCommand() *cobra.Command {
 		Use:   "get ID | --key KEY",
 		Short: "Show one job",
 		Long: `Show everything known about one job: its state, command, attempts, times,
-result or last error, and where its log is.`,
+result or last error, and where its log is.
+
+With --json, the job is printed as the HTTP API sends it (GET /v1/jobs/ID):
+the same fields, times in RFC 3339 and the timeout as a duration string such
+as "30s". Every command's --json prints a job in this one form.`,
 		Example: `  jobdir get 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir get 01jcxz8z        # a unique prefix, in either case
   jobdir get last            # the newest job
@@ -42,7 +46,7 @@ result or last error, and where its log is.`,
 					return a.explainJob(id, err)
 				}
 				if asJSON {
-					return writeJSON(a.stdout, j)
+					return writeJobJSON(a.stdout, j)
 				}
 				logPath := ""
 				switch {
@@ -56,7 +60,7 @@ result or last error, and where its log is.`,
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the job as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the job as JSON, as the HTTP API sends it")
 	ja.register(cmd)
 	return cmd
 }
@@ -75,9 +79,10 @@ func (a *app) listCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List jobs, newest first",
 		Long: `List jobs, newest first (--oldest-first to reverse), as a table, as a JSON
-array of jobs with --json, or as --format, a Go template applied to each job
-(its fields are those of jobdir get --json, named as in Go: .ID, .State,
-.Kind, .Key, .Priority, .Attempt, .MaxAttempts, .RunAt, .LastError, ...).
+array of jobs with --json (each in the form of jobdir get --json, which is
+the HTTP API's), or as --format, a Go template applied to each job (its
+fields are those of jobdir get --json, named as in Go: .ID, .State, .Kind,
+.Key, .Priority, .Attempt, .MaxAttempts, .RunAt, .Timeout, .LastError, ...).
 
 The table gives each job's ID, state, kind, priority, key, attempts, age and
 command; -o wide adds the worker, how long the latest attempt ran, and the
@@ -138,9 +143,9 @@ stderr says how many more. --limit 0 lists every job.`,
 				}
 				switch {
 				case asJSON:
-					err = writeJSON(a.stdout, jobs)
+					err = writeJSON(a.stdout, apiJobs(jobs))
 				case tmpl != nil:
-					for _, j := range jobs {
+					for _, j := range apiJobs(jobs) {
 						if err = tmpl.Execute(a.stdout, j); err != nil {
 							return fmt.Errorf("--format: %s", strings.TrimPrefix(err.Error(), "template: format:"))
 						}
@@ -162,7 +167,7 @@ stderr says how many more. --limit 0 lists every job.`,
 	f.StringVar(&kind, "kind", "", "only jobs of this `KIND`")
 	f.IntVar(&limit, "limit", jobstore.DefaultListLimit, "at most `N` jobs (0: all)")
 	f.BoolVar(&oldest, "oldest-first", false, "list the oldest jobs first")
-	f.BoolVar(&asJSON, "json", false, "print a JSON array of jobs")
+	f.BoolVar(&asJSON, "json", false, "print a JSON array of jobs, each as the HTTP API sends it")
 	f.StringVarP(&output, "output", "o", "", "wide: add the worker, duration and last error columns")
 	f.StringVar(&format, "format", "", "print each job with this Go `TEMPLATE`, e.g. '{{.ID}} {{.State}}'")
 	return cmd
@@ -338,7 +343,7 @@ func (a *app) waitCommand() *cobra.Command {
 		Use:   "wait ID | --key KEY",
 		Short: "Wait until a job has finished",
 		Long: `Wait until a job has finished, wherever it runs, and print its final state
-(the job as JSON with --json). The exit status says how it ended:
+(the job as JSON with --json, in the form of jobdir get --json). The exit status says how it ended:
 
   0  the job succeeded
   1  an error (for example, no such job)
@@ -376,7 +381,7 @@ func (a *app) waitCommand() *cobra.Command {
 					return a.explainJob(id, err)
 				}
 				if asJSON {
-					err = writeJSON(a.stdout, j)
+					err = writeJobJSON(a.stdout, j)
 				} else {
 					_, err = fmt.Fprintln(a.stdout, j.State)
 				}
@@ -388,7 +393,7 @@ func (a *app) waitCommand() *cobra.Command {
 		},
 	}
 	durationVar(cmd.Flags(), &timeout, "timeout", 0, "give up after this long, with exit status 5 (default: wait forever)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the finished job as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the finished job as JSON, as the HTTP API sends it")
 	ja.register(cmd)
 	return cmd
 }

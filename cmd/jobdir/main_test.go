@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -123,9 +124,44 @@ func submit(t *testing.T, dir string, args ...string) string {
 // getJob returns the job as get --json prints it.
 func getJob(t *testing.T, dir, id string) jobstore.Job {
 	t.Helper()
-	var j jobstore.Job
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "get", "--json", id).stdout), &j))
+	j := wireJob(t, jdOK(t, dir, "get", "--json", id).stdout)
 	return j
+}
+
+// wireJob decodes out, a job as a --json printed it, strictly as the HTTP
+// API's form of a job (httpapi.Job: no field it lacks, nothing after it),
+// and returns the job it describes.
+func wireJob(t *testing.T, out string) jobstore.Job {
+	t.Helper()
+	var w httpapi.Job
+	decodeStrict(t, out, &w)
+	j, err := w.ToJob()
+	require.NoError(t, err)
+	return j
+}
+
+// wireJobs is wireJob for a JSON array of jobs.
+func wireJobs(t *testing.T, out string) []jobstore.Job {
+	t.Helper()
+	var ws []httpapi.Job
+	decodeStrict(t, out, &ws)
+	jobs := make([]jobstore.Job, len(ws))
+	for i, w := range ws {
+		var err error
+		jobs[i], err = w.ToJob()
+		require.NoError(t, err)
+	}
+	return jobs
+}
+
+// decodeStrict decodes the one JSON value out holds into v, refusing
+// fields v has no place for.
+func decodeStrict(t *testing.T, out string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(v), "%s", out)
+	require.False(t, dec.More(), "more than one JSON value in %s", out)
 }
 
 // newStoreDir returns the directory of a new, empty store.

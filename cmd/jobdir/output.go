@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -18,6 +19,23 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// writeJobJSON writes j as the HTTP API sends it (httpapi.Job), so that a
+// script reads one shape for a job from the command and from the API, not
+// the store's record form.
+func writeJobJSON(w io.Writer, j jobstore.Job) error {
+	return writeJSON(w, httpapi.FromJob(j))
+}
+
+// apiJobs returns jobs as the HTTP API sends them, never nil, so that no
+// jobs encode as an empty array.
+func apiJobs(jobs []jobstore.Job) []httpapi.Job {
+	out := make([]httpapi.Job, len(jobs))
+	for i, j := range jobs {
+		out[i] = httpapi.FromJob(j)
+	}
+	return out
 }
 
 // shellQuote renders argv so that a POSIX shell would read it back as the

@@ -141,8 +141,7 @@ func TestPostgresStoreThroughTheCommand(t *testing.T) {
 	r := jdOK(t, store, "submit", "--key", "nightly", "--", "false")
 	require.Equal(t, later+"\n", r.stdout, "one job per key")
 
-	var jobs []jobstore.Job
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, store, "list", "--json").stdout), &jobs))
+	jobs := wireJobs(t, jdOK(t, store, "list", "--json").stdout)
 	require.Len(t, jobs, 3)
 	require.Contains(t, jdOK(t, store, "list").stdout, later)
 

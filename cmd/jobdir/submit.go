@@ -96,7 +96,7 @@ says so on stderr, and the exit status is still 0.`,
 					fmt.Fprintf(a.stderr, "jobdir: job %s already exists for key %q (%s); not submitted again\n", job.ID, key, job.State)
 				}
 				if asJSON {
-					return writeJSON(a.stdout, job)
+					return writeJobJSON(a.stdout, job)
 				}
 				_, err = fmt.Fprintln(a.stdout, job.ID)
 				return err
@@ -112,6 +112,6 @@ says so on stderr, and the exit status is still 0.`,
 	f.StringVar(&at, "at", "", "run no sooner than `TIME`: 18:30 (the next one), tomorrow 09:00, 2026-11-29 18:30 (local time) or RFC 3339")
 	durationVar(f, &timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")
 	f.StringArrayVar(&env, "env", nil, "add `KEY=VALUE` to the program's environment (repeatable)")
-	f.BoolVar(&asJSON, "json", false, "print the job as JSON instead of its ID")
+	f.BoolVar(&asJSON, "json", false, "print the job as JSON (as the HTTP API sends it) instead of its ID")
 	return cmd
 }
