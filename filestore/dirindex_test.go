@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -117,14 +118,15 @@ func TestIndexFollowsConcurrentMoves(t *testing.T) {
 			require.NoError(t, err)
 			cctx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
+			var c *testproc.Proc
 			if where == "goroutine" {
 				go func() { done <- cycleJob(cctx, s, "cycler", nil) }()
 			} else {
 				// Stopped with SIGSTOP, not killed: a dead worker's job
 				// would move again, by recovery, while the test compares.
-				c := startChild(t, dir, "cycle", childNoSync+"=1")
+				c = startChild(t, dir, "cycle", childNoSync+"=1")
 				require.Equal(t, "cycling", c.Next(t))
-				go func() { <-cctx.Done(); done <- c.Signal(syscall.SIGSTOP) }()
+				go func() { <-cctx.Done(); done <- c.Stop(ctx) }()
 			}
 			for range 200 {
 				_, err := s.Stats(ctx)
@@ -138,6 +140,15 @@ func TestIndexFollowsConcurrentMoves(t *testing.T) {
 			// And Stats, from its cache, counts what a Store that reads
 			// every record does.
 			fresh := openAt(t, dir, &Options{NoSync: true})
+			if c != nil {
+				// The stopped child may hold the job's lock: kill it
+				// before the stores' cleanups (run last first) check
+				// the directory, which would wait for that lock.
+				t.Cleanup(func() {
+					_ = c.Signal(syscall.SIGKILL)
+					_ = c.Wait(context.Background())
+				})
+			}
 			want, err := fresh.Stats(ctx)
 			require.NoError(t, err)
 			got, err := s.Stats(ctx)

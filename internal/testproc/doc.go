@@ -22,7 +22,9 @@
 // added (TestFunctionArgsAndLines, TestRegisteredFunction,
 // TestEnvAddsToTheChildsEnvironment), or the one test Options.Test names
 // (TestChildRunsATest); Run returns its output and exit status, and ends
-// with ctx (TestRunReturnsOutputAndExit, TestRunEndsWithCtx).
+// with ctx (TestRunReturnsOutputAndExit, TestRunEndsWithCtx). Stop
+// returns only once the child is stopped, not merely signalled
+// (TestStopReturnsOnceStopped).
 //
 // # Caveats
 //

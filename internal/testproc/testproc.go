@@ -295,6 +295,33 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 // Signal sends sig to the child alone, not to its process group.
 func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
+// Stop sends SIGSTOP to the child and returns once the kernel reports it
+// stopped (state T or t in /proc/PID/stat), or ctx ends: kill(2) returns
+// before the signal takes effect, and a child that runs on meanwhile can
+// still change what the test is about to compare.
+func (p *Proc) Stop(ctx context.Context) error {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", p.Pid())
+	for {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return err
+		}
+		// The state is the first field after the command name, which is
+		// in parentheses and may hold spaces.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 // Stdin returns the write end of the child's standard input.
 func (p *Proc) Stdin() io.WriteCloser { return p.stdin }
 

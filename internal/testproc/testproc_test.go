@@ -48,6 +48,12 @@ func TestMain(m *testing.M) {
 			fmt.Println(cmd.Process.Pid)
 			select {}
 		},
+		"count": func([]string) int {
+			// Print a growing number as fast as it can.
+			for i := 0; ; i++ {
+				fmt.Println(i)
+			}
+		},
 		"env": func([]string) int {
 			fmt.Println(os.Getenv("TESTPROC_TEST_VALUE"))
 			return 0
@@ -141,6 +147,32 @@ func alive(pid int) bool {
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// TestStopReturnsOnceStopped: once Stop returns, the child runs no more:
+// a child that prints without pause prints nothing after it.
+func TestStopReturnsOnceStopped(t *testing.T) {
+	for range 20 {
+		p := testproc.Start(t, "count", nil)
+		p.Next(t)
+		require.NoError(t, p.Stop(t.Context()))
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/stat")
+		require.NoError(t, err)
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		require.Contains(t, []string{"T", "t"}, f[0], "the child is not stopped")
+		before := processTicks(t, p.Pid())
+		time.Sleep(20 * time.Millisecond)
+		require.Equal(t, before, processTicks(t, p.Pid()), "the stopped child used CPU")
+	}
+}
+
+// processTicks returns the user and system CPU ticks process pid has used.
+func processTicks(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	require.NoError(t, err)
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return f[11] + " " + f[12]
 }
 
 // TestChildRunsATest: with Options.Test, the child runs that test, which
