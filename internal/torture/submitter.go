@@ -257,6 +257,11 @@ func runCanceller(ctx context.Context, st jobstore.Client, rec *recorder, spec c
 						return err
 					}
 				case errors.Is(err, jobstore.ErrInvalidTransition): // finished since the listing
+				case errors.Is(err, jobstore.ErrNotFound) && pick.state == jobstore.StateQueued:
+					// A List may show a job whose Submit is under way
+					// and then fails and takes it back; a job that a
+					// Submit returned never vanishes: the final check
+					// finds each of them in the store.
 				case ctx.Err() != nil:
 					return nil
 				default:
