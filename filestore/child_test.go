@@ -35,7 +35,7 @@ const (
 // childRoles are the roles of children, which TestMain hands to
 // testproc.Main.
 var childRoles = []string{"hold-locks", "submit-key", "submit-batch", "claim-all", "hold-lease-file",
-	"hold", "watch-cancel", "complete-later", "cycle", "claim-once", "claim-on-go", "prune"}
+	"hold", "watch-cancel", "complete-later", "cycle", "claim-once", "claim-on-go", "prune", "claim-hold"}
 
 // childFuncs returns the function of each of childRoles, for testproc.Main.
 func childFuncs() map[string]testproc.Func {

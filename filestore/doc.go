@@ -97,7 +97,7 @@ package filestore
 //	release.go      Release
 //	update.go       Cancel and Retry
 //	query.go        Get and List
-//	stats.go        Stats (kindindex.go, moves.go: shared with List)
+//	stats.go        Stats (dirindex.go, kindindex.go, moves.go: shared with List)
 //	wait.go         Wait and its shared readers
 //	await.go        AwaitWork and WatchCancel
 //	notify.go       waking the calls blocked in this process
