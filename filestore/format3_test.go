@@ -17,7 +17,10 @@ import (
 // TestGetSeesMovingJob: a Get, which takes no lock, finds a whole record
 // of a job that exists throughout the call while another process moves it
 // between queued/, claimed/ and done/ as fast as it can (claims, failed
-// attempts queued again, final failures, retries).
+// attempts queued again, final failures, retries), and never returns a
+// record older than one an earlier call returned: its revision never goes
+// back, as it would if a call returned a copy already superseded when the
+// call began.
 func TestGetSeesMovingJob(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
@@ -29,13 +32,20 @@ func TestGetSeesMovingJob(t *testing.T) {
 
 	const calls = 3000
 	states := map[jobstore.State]int{}
+	var last record
 	for i := range calls {
-		j, err := s.Get(ctx, moving.ID)
+		rec, err := s.readShared(ctx, moving.ID)
 		require.NoError(t, err, "Get %d of %d", i+1, calls)
-		require.Equal(t, moving.ID, j.ID)
-		states[j.State]++
+		require.Equal(t, moving.ID, rec.Job.ID)
+		require.GreaterOrEqual(t, rec.Rev, last.Rev, "Get %d of %d went back from revision %d to %d: %s %s attempt %d, then %s %s attempt %d",
+			i+1, calls, last.Rev, rec.Rev, last.dir, last.Job.State, last.Job.Attempt, rec.dir, rec.Job.State, rec.Job.Attempt)
+		last = rec
+		states[rec.Job.State]++
 	}
-	t.Logf("states seen: %v", states)
+	j, err := s.Get(ctx, moving.ID)
+	require.NoError(t, err)
+	require.Equal(t, moving.ID, j.ID)
+	t.Logf("states seen: %v; last revision %d", states, last.Rev)
 	require.Greater(t, len(states), 1, "the job moved during the Gets")
 }
 
