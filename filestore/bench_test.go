@@ -117,3 +117,33 @@ func BenchmarkSubmitParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGet measures a lock-free Get of a job that does not move, in
+// each state directory: the cost readShared pays to confirm a record.
+func BenchmarkGet(b *testing.B) {
+	s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
+	require.NoError(b, err)
+	defer s.Close()
+	ctx := b.Context()
+	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "bench"})
+	require.NoError(b, err)
+	running, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(b, err)
+	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "bench"})
+	require.NoError(b, err)
+	done, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(b, err)
+	_, err = s.Complete(ctx, done.Lease(), jobstore.Succeeded(nil))
+	require.NoError(b, err)
+	queued, _, err := s.Submit(ctx, jobstore.Spec{Kind: "bench", Payload: []byte(`{"n":1}`)})
+	require.NoError(b, err)
+	for _, c := range []struct{ name, id string }{{"Queued", queued.ID}, {"Claimed", running.ID}, {"Done", done.ID}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.Get(ctx, c.id); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

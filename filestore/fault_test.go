@@ -488,11 +488,12 @@ func runFault(t *testing.T, tc faultCase, failAt int, crash, syncFS bool, errv e
 		// resolves by itself: a superseded copy (loses by revision), a key
 		// file without a record (rolled back by the next submit of that
 		// key), a dead worker's job not yet recovered (the next recovery
-		// pass).
+		// pass), the lock file of a job taken back (an inode, removed by
+		// the next Open or Fsck with repair).
 		r, err := s.Fsck(t.Context(), false)
 		require.NoError(t, err)
 		for _, p := range r.Problems {
-			require.Contains(t, []ProblemKind{ProblemStaleCopy, ProblemDanglingKey, ProblemDeadWorker}, p.Kind,
+			require.Contains(t, []ProblemKind{ProblemStaleCopy, ProblemDanglingKey, ProblemDeadWorker, ProblemOrphanLock}, p.Kind,
 				"after an I/O error at %v: %v", ops, r.Problems)
 		}
 		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "after"})

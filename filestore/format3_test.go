@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,7 +19,10 @@ import (
 // TestGetSeesMovingJob: a Get, which takes no lock, finds a whole record
 // of a job that exists throughout the call while another process moves it
 // between queued/, claimed/ and done/ as fast as it can (claims, failed
-// attempts queued again, final failures, retries).
+// attempts queued again, final failures, retries), and never returns a
+// record older than one an earlier call returned: its revision never goes
+// back, as it would if a call returned a copy already superseded when the
+// call began.
 func TestGetSeesMovingJob(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
@@ -29,13 +34,20 @@ func TestGetSeesMovingJob(t *testing.T) {
 
 	const calls = 3000
 	states := map[jobstore.State]int{}
+	var last record
 	for i := range calls {
-		j, err := s.Get(ctx, moving.ID)
+		rec, err := s.readShared(ctx, moving.ID)
 		require.NoError(t, err, "Get %d of %d", i+1, calls)
-		require.Equal(t, moving.ID, j.ID)
-		states[j.State]++
+		require.Equal(t, moving.ID, rec.Job.ID)
+		require.GreaterOrEqual(t, rec.Rev, last.Rev, "Get %d of %d went back from revision %d to %d: %s %s attempt %d, then %s %s attempt %d",
+			i+1, calls, last.Rev, rec.Rev, last.dir, last.Job.State, last.Job.Attempt, rec.dir, rec.Job.State, rec.Job.Attempt)
+		last = rec
+		states[rec.Job.State]++
 	}
-	t.Logf("states seen: %v", states)
+	j, err := s.Get(ctx, moving.ID)
+	require.NoError(t, err)
+	require.Equal(t, moving.ID, j.ID)
+	t.Logf("states seen: %v; last revision %d", states, last.Rev)
 	require.Greater(t, len(states), 1, "the job moved during the Gets")
 }
 
@@ -123,4 +135,73 @@ func TestPruneWhileAnotherProcessCompletes(t *testing.T) {
 	for _, e := range ents {
 		require.Equal(t, migrateLockName, e.Name(), "a file left in locks/")
 	}
+}
+
+// TestFsckRemovesOrphanLockFile: a record lock file left by a process
+// killed after it created and locked the file but before it wrote the
+// job's record is reported by Fsck, and removed by Fsck with repair, once
+// that process is gone; while the process holds the lock (a submit under
+// way), Fsck leaves the file alone. Open removes such a file too. The lock
+// files of jobs that exist stay.
+func TestFsckRemovesOrphanLockFile(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	ctx := t.Context()
+	kept, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	orphan := jobstore.NewJob(jobstore.Spec{Kind: "k"}, time.Now())
+	orphanLock := s.lockPath(orphan.ID)
+	orphans := func(r Report) []Problem {
+		var ps []Problem
+		for _, p := range r.Problems {
+			if p.Kind == ProblemOrphanLock {
+				ps = append(ps, p)
+			}
+		}
+		return ps
+	}
+
+	holder := startChild(t, dir, "hold-locks", childKey+"="+lockName(s, orphan.ID))
+	require.Equal(t, "locked", holder.Next(t))
+	r, err := s.Fsck(ctx, true)
+	require.NoError(t, err)
+	require.Empty(t, orphans(r), "a lock file in use was reported")
+	require.FileExists(t, orphanLock)
+
+	require.NoError(t, holder.Signal(syscall.SIGKILL))
+	_ = holder.Wait(t.Context())
+	require.FileExists(t, orphanLock, "the killed process left its lock file")
+	r, err = s.Fsck(ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, []Problem{{Kind: ProblemOrphanLock, Path: orphanLock, ID: orphan.ID,
+		Detail: "job " + orphan.ID + " has no record"}}, orphans(r))
+	require.False(t, r.OK())
+	require.FileExists(t, orphanLock, "Fsck without repair removed a file")
+
+	r, err = s.Fsck(ctx, true)
+	require.NoError(t, err)
+	ps := orphans(r)
+	require.Len(t, ps, 1)
+	require.True(t, ps[0].Repaired)
+	require.True(t, r.OK(), "%v", r.Problems)
+	require.NoFileExists(t, orphanLock)
+	require.FileExists(t, s.lockPath(kept.ID), "the lock file of a job that exists was removed")
+
+	r, err = s.Fsck(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, r.Problems)
+	j, err := s.Get(ctx, kept.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, j.State)
+
+	// Open removes one too.
+	again := jobstore.NewJob(jobstore.Spec{Kind: "k"}, time.Now())
+	holder = startChild(t, dir, "hold-locks", childKey+"="+lockName(s, again.ID))
+	require.Equal(t, "locked", holder.Next(t))
+	require.NoError(t, holder.Signal(syscall.SIGKILL))
+	_ = holder.Wait(t.Context())
+	require.FileExists(t, s.lockPath(again.ID))
+	openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	require.NoFileExists(t, s.lockPath(again.ID), "Open left the lock file of a job that has no record")
+	require.FileExists(t, s.lockPath(kept.ID))
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/jobdir/jobdir/jobstore"
 )
 
 // ProblemKind classifies a Problem.
@@ -48,6 +50,11 @@ const (
 	// ProblemDeadWorker is a job in claimed/ whose lease lock is free: its
 	// worker is dead. It is recovered (queued again or failed).
 	ProblemDeadWorker ProblemKind = "dead-worker"
+	// ProblemOrphanLock is a record lock file, locks/<id>.lock, of a job
+	// that has no record: its submitter died between creating the lock
+	// file and publishing the record, or a prune was interrupted. It is
+	// removed, under the lock, if nobody holds the lock.
+	ProblemOrphanLock ProblemKind = "orphan-lock"
 	// ProblemUnrecoverable is a job in claimed/ that recovery could not
 	// handle: its lease lock file cannot be opened (a symbolic link, a
 	// file of another user), or recovering it failed (a full disk). The
@@ -115,8 +122,9 @@ func (s *Store) Fsck(ctx context.Context, repair bool) (Report, error) {
 }
 
 // repairAtOpen is the Open step that repairs what crashes left: temp files
-// are already swept; it removes stale copies, rolls back dangling key files
-// and recovers dead workers' jobs. It reads every key file but only the
+// are already swept; it removes stale copies, rolls back dangling key files,
+// removes the lock files of jobs that have no record and recovers dead
+// workers' jobs. It reads every key file but only the
 // records that appear in two directories.
 func (s *Store) repairAtOpen(ctx context.Context) error {
 	r, err := s.check(ctx, true, false)
@@ -187,9 +195,79 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 			return r, err
 		}
 	}
+	if err := s.checkLockFiles(ctx, repair, where, &r); err != nil {
+		return r, err
+	}
 	dead, err := s.recoverDead(ctx, repair)
 	r.Problems = append(r.Problems, dead...)
 	return r, err
+}
+
+// checkLockFiles reports, and with repair removes, the record lock files
+// in locks/ of jobs that have no record in any state directory (listed
+// holds the state directories of each job found). A lock file is looked at
+// only if its exclusive lock can be taken without waiting: a submitter
+// holds it from before its record exists until the record is durable, so
+// a submit under way is never disturbed. Removing the file under the lock
+// is what a change of a job that is gone does (see dropLockIfGone): whoever
+// opened it before finds, once it has the lock, that the path names no
+// file any more, and starts over with a new one.
+func (s *Store) checkLockFiles(ctx context.Context, repair bool, listed map[string][]string, r *Report) error {
+	names, err := readNames(filepath.Join(s.dir, dirLocks))
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		id, ok := strings.CutSuffix(name, recordLock)
+		if !ok || name == migrateLockName || jobstore.ValidateID(id) != nil || len(listed[id]) > 0 {
+			continue
+		}
+		if n, ok := strings.CutPrefix(id, "rec-"); ok && isDigits(n) {
+			continue // a format 2 lock file, left alone (see docs/format.md)
+		}
+		p := s.lockPath(id)
+		unlock, ok, err := tryLockRecord(p, true, false, s.filePerm)
+		if errors.Is(err, fs.ErrNotExist) || err == nil && !ok {
+			continue // gone meanwhile, or in use
+		}
+		if err != nil {
+			r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: p, ID: id, Detail: err.Error()})
+			continue
+		}
+		if s.hasRecord(id) {
+			unlock()
+			continue // submitted meanwhile
+		}
+		pr := Problem{Kind: ProblemOrphanLock, Path: p, ID: id, Detail: fmt.Sprintf("job %s has no record", id)}
+		if repair {
+			if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				unlock()
+				return err
+			}
+			pr.Repaired = true
+		}
+		unlock()
+		r.Problems = append(r.Problems, pr)
+	}
+	return nil
+}
+
+// hasRecord reports whether any state directory holds a file of job id.
+func (s *Store) hasRecord(id string) bool {
+	for _, d := range stateDirs {
+		if _, err := os.Lstat(s.recordPath(d, id)); !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
+}
+
+// isDigits reports whether n is one or more decimal digits.
+func isDigits(n string) bool {
+	return n != "" && strings.Trim(n, "0123456789") == ""
 }
 
 // checkRecord checks the copies of one job's record and its key file.

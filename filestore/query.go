@@ -40,32 +40,58 @@ func (s *Store) get(ctx context.Context, id string) (jobstore.Job, error) {
 	return rec.Job, nil
 }
 
-// unlockedPasses bounds how many times readShared reads a job's state
-// directories when a pass may have met a move in flight.
+// unlockedPasses bounds how many passes over a job's state directories
+// readShared makes that find no record, or a claimed/ record without its
+// claim note, before it believes them.
 const unlockedPasses = 4
+
+// settlePasses bounds how many passes readShared makes while consecutive
+// passes disagree (the job keeps changing) before it takes the job's
+// record lock, shared, for one read.
+const settlePasses = 64
 
 // readShared reads job id's current record without taking its record
 // lock, so that no holder of that lock (a process stopped in the middle
 // of a change, of this job or of another) can delay a read.
 //
 // A record is replaced by rename, so every file read is a whole record,
-// and every change writes its new copy before it removes the old one.
-// One pass reads queued/, claimed/ and done/ in that order, the order in
-// which jobs move forward: a job moving forward during the pass is found
-// (the old copy if it was read before the move, else the new one, which
-// wins by rev). Only a move back to queued/ (a retry, a failed attempt
-// queued again, a release, recovery) that falls between the read of
-// queued/ and the read of the directory it leaves can hide the job from
-// a pass, and a claim note being rewritten by a new claim can look absent
-// for a moment; so a pass that finds no record, or a queued record in
-// claimed/ without its note, is repeated (a few times: what stays so
-// after that is so on disk). A change in flight is seen either before or
-// after, never half done: the answer is the job as it was at some moment
-// during the call.
+// and every change writes its new copy before it removes the old one. A
+// pass (locate) reads queued/, claimed/ and done/ and keeps the copy of
+// highest revision. One pass alone can return a superseded copy: it may
+// read the directory of the newer copy before that copy is written, then
+// the old copy before it is removed, while the newer one has already moved
+// on. So readShared repeats passes until two consecutive passes return the
+// same (directory, revision), and returns that record.
+//
+// Why that record was current at some moment during the call: a
+// superseded copy exists only while the writer that superseded it holds
+// the job's record lock (it removes the old copy before it releases the
+// lock, or dies holding it, and then the newer copy stays for good), and
+// while that lock is held the newer copy cannot move. Say passes A and B,
+// in that order, both return (d, r), and (d, r) was superseded when A read
+// d. Then the writer's newer copy (d', r'), r' > r, stayed in d' from
+// before A read d until after B read d (the old copy was still there, so
+// the lock was still held). A and B read d' in the same order relative to
+// d: if before d, B read d' inside that span; if after d, A did. Either
+// pass then saw r' and did not return r. So (d, r) was not superseded when
+// A read d: it was the job's record then. Successive reads therefore never
+// go back in revision (TestGetSeesMovingJob checks that).
+//
+// A move back to queued/ (a retry, a failed attempt queued again, a
+// release, recovery) that falls between the read of queued/ and the read
+// of the directory it leaves can hide the job from a pass, and a claim
+// note being rewritten by a new claim can look absent for a moment; so a
+// pass that finds no record, or a queued record in claimed/ without its
+// note, is repeated (a few times: what stays so after that is so on disk).
+// If the job changes between every pair of passes settlePasses times, its
+// writers are running, not stopped, and readShared reads it once under
+// the shared record lock.
 func (s *Store) readShared(ctx context.Context, id string) (record, error) {
-	var rec record
+	var rec, prev record
 	var err error
-	for range unlockedPasses {
+	agreed := false // prev is a record found by the previous pass
+	absent := 0     // consecutive passes that found no settled record
+	for range settlePasses {
 		if cerr := ctx.Err(); cerr != nil {
 			return record{}, cerr
 		}
@@ -76,17 +102,34 @@ func (s *Store) readShared(ctx context.Context, id string) (record, error) {
 		rec, err = f.current(id)
 		switch {
 		case err == nil && rec.dir == dirClaimed && rec.Job.State == jobstore.StateQueued:
-			continue // an interrupted claim, or a claim note being rewritten
-		case err == nil || !errors.Is(err, jobstore.ErrNotFound):
+			// An interrupted claim, or a claim note being rewritten.
+			agreed = false
+			if absent++; absent >= unlockedPasses {
+				return rec, nil
+			}
+			continue
+		case err == nil:
+			if agreed && prev.dir == rec.dir && prev.Rev == rec.Rev {
+				return rec, nil
+			}
+			prev, agreed, absent = rec, true, 0
+			continue
+		case !errors.Is(err, jobstore.ErrNotFound):
 			return rec, err
 		}
-	}
-	if errors.Is(err, jobstore.ErrNotFound) {
-		if _, serr := os.Lstat(filepath.Join(s.dir, dirQueued)); serr != nil {
-			// Not just this job: say so, or a removed store reads as an
-			// empty one.
-			return record{}, fmt.Errorf("job %s: %w: the store's %s/ directory is missing (was %s removed?)", id, jobstore.ErrNotFound, dirQueued, s.dir)
+		agreed = false
+		if absent++; absent >= unlockedPasses {
+			break
 		}
+	}
+	if err == nil || !errors.Is(err, jobstore.ErrNotFound) || absent < unlockedPasses {
+		// Still changing after settlePasses passes.
+		return s.readLocked(ctx, id)
+	}
+	if _, serr := os.Lstat(filepath.Join(s.dir, dirQueued)); serr != nil {
+		// Not just this job: say so, or a removed store reads as an
+		// empty one.
+		return record{}, fmt.Errorf("job %s: %w: the store's %s/ directory is missing (was %s removed?)", id, jobstore.ErrNotFound, dirQueued, s.dir)
 	}
 	return rec, err
 }
@@ -322,4 +365,15 @@ func (s *Store) walkIndex(snap *indexSnap, opts jobstore.ListOptions, want uint8
 			}
 		}
 	}
+}
+
+// readLocked reads job id's record under its shared record lock, for a
+// job that changed between every pair of readShared's passes.
+func (s *Store) readLocked(ctx context.Context, id string) (record, error) {
+	unlock, _, err := s.rlockJob(ctx, id)
+	if err != nil {
+		return record{}, err
+	}
+	defer unlock()
+	return s.readJob(id, false)
 }

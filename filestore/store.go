@@ -218,7 +218,7 @@ func (s *Store) dropLockIfGone(id string) {
 	}
 	if err := s.fs.Remove(s.lockPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		// A lock file left behind costs an inode and nothing else; the
-		// next change of the ID removes it.
+		// next change of the ID, Open or Fsck with repair removes it.
 		s.log.Debug("filestore: remove the lock file of a job that is gone", "id", id, "err", err)
 	}
 }
