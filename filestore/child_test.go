@@ -21,7 +21,8 @@ import (
 )
 
 // Multi-process tests re-execute the test binary as a child process
-// (internal/testproc) that plays one of childRoles, named by the role, on
+// (internal/testproc) that plays a role of childRole (TestMain hands any
+// name to runChild: testproc.MainRoles), named by the role, on
 // the store in the directory childDir names. Children print one line per
 // event on stdout.
 const (
@@ -31,20 +32,6 @@ const (
 	childNoSync = "FILESTORE_TEST_NOSYNC"
 	childPoll   = "FILESTORE_TEST_POLL" // Options.PollInterval
 )
-
-// childRoles are the roles of children, which TestMain hands to
-// testproc.Main.
-var childRoles = []string{"hold-locks", "submit-key", "submit-batch", "claim-all", "hold-lease-file",
-	"hold", "watch-cancel", "complete-later", "cycle", "claim-once", "claim-on-go", "prune", "claim-hold"}
-
-// childFuncs returns the function of each of childRoles, for testproc.Main.
-func childFuncs() map[string]testproc.Func {
-	funcs := map[string]testproc.Func{}
-	for _, role := range childRoles {
-		funcs[role] = func([]string) int { return runChild(role) }
-	}
-	return funcs
-}
 
 func runChild(role string) int {
 	if role == "hold-locks" {

@@ -14,7 +14,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testproc.Main(childFuncs())
+	testproc.MainRoles(nil, runChild)
 	goleak.VerifyTestMain(m)
 }
 

@@ -21,7 +21,8 @@ import (
 
 // Multi-process tests re-execute the test binary as a child process
 // (internal/testproc), each with a pool of its own, that plays one of
-// childRoles, named by the role, on the schema childSchema names. Children
+// the roles of childRole (testproc.MainRoles hands any name to runChild),
+// on the schema childSchema names. Children
 // print one line per event on stdout.
 const (
 	childSchema = "PGSTORE_TEST_SCHEMA"
@@ -58,20 +59,6 @@ func openChildStore(ctx context.Context) (*pgstore.Store, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// childRoles are the roles of children, which TestMain hands to
-// testproc.Main.
-var childRoles = []string{"submit-key", "submit-batch", "claim-all", "hold", "watch-cancel",
-	"complete-later", "watch-lease", "append-log"}
-
-// childFuncs returns the function of each of childRoles, for testproc.Main.
-func childFuncs() map[string]testproc.Func {
-	funcs := map[string]testproc.Func{}
-	for _, role := range childRoles {
-		funcs[role] = func([]string) int { return runChild(role) }
-	}
-	return funcs
 }
 
 func runChild(role string) int {

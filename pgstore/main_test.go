@@ -11,7 +11,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testproc.Main(childFuncs())
+	testproc.MainRoles(nil, runChild)
 	code := m.Run()
 	dropSeeded()
 	if code == 0 {

@@ -24,7 +24,9 @@
 // (TestChildRunsATest); Run returns its output and exit status, and ends
 // with ctx (TestRunReturnsOutputAndExit, TestRunEndsWithCtx). Stop
 // returns only once the child is stopped, not merely signalled
-// (TestStopReturnsOnceStopped).
+// (TestStopReturnsOnceStopped). MainRoles hands every other name to one
+// function of roles, so a package lists its roles once, where they are
+// played (TestMainRolesHandsOtherNamesToRoles).
 //
 // # Caveats
 //

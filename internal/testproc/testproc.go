@@ -51,7 +51,14 @@ func Register(name string, f Func) {
 // that Start or Run started for a function in funcs or given to Register;
 // otherwise, in the parent and in a child that runs a test, it returns at
 // once. TestMain calls it first thing. An unknown name exits with code 2.
-func Main(funcs map[string]Func) {
+func Main(funcs map[string]Func) { MainRoles(funcs, nil) }
+
+// MainRoles is Main for a package whose children play many roles of one
+// function: a child whose name neither funcs nor Register names runs
+// roles with that name, which says itself whether it knows the role, so
+// that the roles are listed once, where they are played. A nil roles is
+// Main.
+func MainRoles(funcs map[string]Func, roles func(name string) int) {
 	name := Name()
 	if name == "" || os.Getenv(envTest) != "" {
 		return
@@ -59,6 +66,9 @@ func Main(funcs map[string]Func) {
 	f, ok := funcs[name]
 	if !ok {
 		f, ok = registered[name]
+	}
+	if !ok && roles != nil {
+		f, ok = func([]string) int { return roles(name) }, true
 	}
 	if !ok {
 		fmt.Fprintf(os.Stderr, "testproc: this test binary has no child function %q\n", name)

@@ -25,7 +25,7 @@ func init() {
 }
 
 func TestMain(m *testing.M) {
-	testproc.Main(map[string]testproc.Func{
+	testproc.MainRoles(map[string]testproc.Func{
 		"echo": func(args []string) int {
 			for _, a := range args {
 				fmt.Println(a)
@@ -58,6 +58,14 @@ func TestMain(m *testing.M) {
 			fmt.Println(os.Getenv("TESTPROC_TEST_VALUE"))
 			return 0
 		},
+	}, func(name string) int {
+		// Any other name: a role of one function.
+		if !strings.HasPrefix(name, "role-") {
+			fmt.Fprintln(os.Stderr, "unknown role", name)
+			return 2 // as Main answers a name it does not know
+		}
+		fmt.Println("playing", name)
+		return 0
 	})
 	goleak.VerifyTestMain(m)
 }
@@ -147,6 +155,17 @@ func alive(pid int) bool {
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// TestMainRolesHandsOtherNamesToRoles: with MainRoles, a name that no
+// function is registered for runs the roles function with that name, and
+// a registered name still runs its own function.
+func TestMainRolesHandsOtherNamesToRoles(t *testing.T) {
+	require.Equal(t, []string{"playing role-one"}, testproc.Start(t, "role-one", nil).Lines(t))
+	require.Equal(t, []string{"x"}, testproc.Start(t, "echo", &testproc.Options{Args: []string{"x"}}).Lines(t))
+	out, err := testproc.Run(t.Context(), t, "other", nil)
+	require.Error(t, err, "roles refused the name, so the child failed")
+	require.Contains(t, out, "unknown role other")
 }
 
 // TestStopReturnsOnceStopped: once Stop returns, the child runs no more:
