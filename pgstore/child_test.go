@@ -104,6 +104,24 @@ func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error
 		for _, r := range out {
 			fmt.Printf("submitted %s %v %s\n", r.Job.ID, r.Created, r.Job.Key)
 		}
+	case "submit-and-close":
+		// One submit of the kind childKey names, then Close at once (as
+		// the command's submit does): the other processes must still
+		// hear of it.
+		var specs []jobstore.Spec
+		switch os.Getenv(childKey) {
+		case "submit":
+			_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "wake"})
+			return err
+		case "batch":
+			specs = []jobstore.Spec{{Kind: "wake"}, {Kind: "wake"}}
+		case "keyed-batch":
+			specs = []jobstore.Spec{{Kind: "wake", Key: "wake-" + worker}, {Kind: "wake"}}
+		default:
+			return fmt.Errorf("unknown submit %q", os.Getenv(childKey))
+		}
+		_, err := s.SubmitBatch(ctx, specs)
+		return err
 	case "claim-all":
 		idle := 0
 		for idle < 3 {

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
@@ -237,6 +239,47 @@ func TestProcessCancelReachesWorker(t *testing.T) {
 	for _, l := range lat {
 		// Milliseconds expected; the poll, 1s, is only for a listener down.
 		require.Less(t, l, time.Second)
+	}
+}
+
+// TestProcessSubmitWakesWorker: a worker blocked in AwaitWork, whose poll
+// is a minute, claims within moments a job that another process submits
+// and closes its store right after, by Submit, by a SubmitBatch without
+// keys and by one with keys: the work notification, sent after the
+// submit's commit, goes out before Close returns.
+func TestProcessSubmitWakesWorker(t *testing.T) {
+	schema := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["application_name"] = schema
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	s, err := pgstore.Open(t.Context(), pool, &pgstore.Options{Schema: schema, PollInterval: time.Minute})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, how := range []string{"submit", "batch", "keyed-batch"} {
+		t.Run(how, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+			require.ErrorIs(t, err, jobstore.ErrNoJob)
+			woke := make(chan error, 1)
+			go func() { woke <- s.AwaitWork(ctx) }()
+			require.Eventually(t, func() bool { return listeners(t, schema) == 1 }, 10*time.Second, 10*time.Millisecond)
+			c := startChild(t, schema, "submit-and-close", childKey+"="+how)
+			require.NoError(t, c.Wait(ctx), c.Output())
+			require.NoError(t, <-woke, "AwaitWork did not return within 10 s of the submit")
+			for {
+				j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+				if errors.Is(err, jobstore.ErrNoJob) {
+					break
+				}
+				require.NoError(t, err)
+				_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+				require.NoError(t, err)
+			}
+		})
 	}
 }
 

@@ -138,12 +138,14 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	if err := rows.Err(); err != nil {
 		return jobstore.Stats{}, s.fail(ctx, "stats", err)
 	}
-	var oldest *time.Time
-	if err := s.pool.QueryRow(ctx, s.q.oldest, usec(time.Now())).Scan(&oldest); err != nil {
+	var earliest *time.Time
+	if err := s.pool.QueryRow(ctx, s.q.earliest).Scan(&earliest); err != nil {
 		return jobstore.Stats{}, s.fail(ctx, "stats", err)
 	}
-	if oldest != nil {
-		st.OldestQueuedAt = oldest.UTC()
+	// The earliest RunAt of all queued jobs is the longest-waiting due
+	// job's if any is due.
+	if earliest != nil && !earliest.After(time.Now()) {
+		st.OldestQueuedAt = earliest.UTC()
 	}
 	return st, nil
 }

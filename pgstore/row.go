@@ -172,8 +172,7 @@ type queries struct {
 	byKey      string
 	byKeys     string
 	insertMany string
-	// insertManyNew is insertMany for jobs without keys, with the
-	// notification.
+	// insertManyNew is insertMany for jobs without keys.
 	insertManyNew string
 	importMany    string
 	presentIDs    string
@@ -191,12 +190,14 @@ type queries struct {
 	watch        string
 	prune        string
 	counts       string
-	oldest       string
-	newSession   string
-	renew        string
-	findDead     string
-	rescue       string
-	running      string
+	// earliest is the earliest RunAt of the queued jobs.
+	earliest   string
+	announce   string
+	newSession string
+	renew      string
+	findDead   string
+	rescue     string
+	running    string
 }
 
 func newQueries(schema string) queries {
@@ -204,13 +205,10 @@ func newQueries(schema string) queries {
 	t := s + ".jobs"
 	q := queries{schema: s, chanWork: schema + ".work", chanJob: schema + ".job", chanLog: schema + ".log"}
 	q.get = `SELECT ` + cols + ` FROM ` + t + ` WHERE id = $1`
-	q.insert = `WITH ins AS (
-		INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, updated_at, payload, doc)
+	q.insert = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, updated_at, payload, doc)
 		VALUES ($1, $2, $3, 'queued', $4, $5, 0, $6, $7, $8)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
-		RETURNING id),
-	n AS (SELECT pg_notify($9, '') FROM ins)
-	SELECT id, (SELECT count(*) FROM n) FROM ins`
+		RETURNING id`
 	q.byKey = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1`
 	q.byKeys = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = ANY($1)`
 	q.insertMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, updated_at, payload, doc)
@@ -219,13 +217,13 @@ func newQueries(schema string) queries {
 			AS u(id, key, kind, priority, run_at, updated_at, payload, doc)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
-	q.insertManyNew = `WITH ins AS (
-		INSERT INTO ` + t + ` (id, kind, state, priority, run_at, attempt, updated_at, payload, doc)
+	q.insertManyNew = `INSERT INTO ` + t + ` (id, kind, state, priority, run_at, attempt, updated_at, payload, doc)
 		SELECT id, kind, 'queued', priority, run_at, 0, updated_at, payload, doc
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::bytea[], $7::bytea[])
-			AS u(id, kind, priority, run_at, updated_at, payload, doc)
-		RETURNING 1)
-	SELECT (SELECT count(*) FROM ins), pg_notify($8, '')`
+			AS u(id, kind, priority, run_at, updated_at, payload, doc)`
+	// announce notifies the work channel ($1) in a transaction that does
+	// not wait for its commit to be flushed (see announceWork).
+	q.announce = `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')`
 	// importMany inserts whole jobs of another store, skipping those whose
 	// ID (or key) is taken.
 	q.importMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
@@ -328,8 +326,10 @@ func newQueries(schema string) queries {
 	// still lives.
 	sessionLive := `EXISTS (SELECT 1 FROM ` + ss + ` WHERE id = $1 AND dead_since IS NULL AND expires_at >= now())
 		AND NOT pg_try_advisory_xact_lock($2::int, $1)`
-	q.nextDue = `SELECT (SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued'), ` + sessionLive
-	q.nextKinds = `SELECT (SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued' AND kind = ANY($3)), ` + sessionLive
+	q.earliest = earliestRunAt(t, "")
+	q.nextDue = `SELECT (` + q.earliest + `), ` + sessionLive
+	q.nextKinds = `SELECT (SELECT min(e.run_at) FROM unnest($3::text[]) AS k(kind),
+		LATERAL (` + earliestRunAt(t, "k.kind") + `) e), ` + sessionLive
 	// update writes a job read at version $2 back, notifying the work
 	// channel if it is now queued and the job channel if $14 says so or
 	// it reached a terminal state while a Wait watches it.
@@ -378,7 +378,6 @@ func newQueries(schema string) queries {
 		WHERE finished_at < $1 AND state = ANY($3::text[])
 		LIMIT $2)`
 	q.counts = `SELECT kind, state, count(*) FROM ` + t + ` GROUP BY kind, state`
-	q.oldest = `SELECT min(run_at) FROM ` + t + ` WHERE state = 'queued' AND run_at <= $1`
 
 	// A new session: a fresh id, locked at once on this connection.
 	q.newSession = `INSERT INTO ` + ss + ` (id, host, pid, backend_pid, expires_at)
@@ -405,6 +404,29 @@ func newQueries(schema string) queries {
 		RETURNING id`
 	q.running = `SELECT ` + cols + ` FROM ` + t + ` WHERE session = $1 AND state = 'running' FOR UPDATE`
 	return q
+}
+
+// earliestRunAt returns a query of the earliest RunAt of the queued jobs
+// of table t (a row with NULL if none), of the kind that the expression
+// kind names if it is not empty. It reads a claim index (jobs_claim, or
+// jobs_claim_kind with a kind), whose entries are in the order priority
+// descending, then RunAt: the first entry of each priority holds that
+// priority's earliest RunAt, so it visits two entries per priority in use,
+// however many jobs are queued. Priorities lie between -1000 and 1000.
+func earliestRunAt(t, kind string) string {
+	queued := `state = 'queued'`
+	if kind != "" {
+		queued += ` AND kind = ` + kind
+	}
+	return `WITH RECURSIVE p(priority) AS (
+		(SELECT priority FROM ` + t + ` WHERE ` + queued + ` ORDER BY priority DESC LIMIT 1)
+		UNION ALL
+		SELECT (SELECT priority FROM ` + t + ` WHERE ` + queued + ` AND priority < p.priority
+			ORDER BY priority DESC LIMIT 1)
+		FROM p WHERE p.priority IS NOT NULL)
+	SELECT min((SELECT run_at FROM ` + t + ` WHERE ` + queued + ` AND priority = p.priority
+		ORDER BY priority DESC, run_at LIMIT 1)) AS run_at
+	FROM p WHERE p.priority IS NOT NULL`
 }
 
 // qualified returns the column list cols with each column prefixed by

@@ -45,6 +45,9 @@ type Store struct {
 	// releasing holds the leases whose Release failed, for maintain to
 	// try again.
 	releasing map[jobstore.Lease]struct{}
+	// announce holds a request for a work notification (see
+	// announceWork).
+	announce chan struct{}
 	// work is closed and replaced whenever a job may have become
 	// claimable; workSeq counts that, and noJobSeq is workSeq when a
 	// Claim last found nothing (see AwaitWork).
@@ -123,6 +126,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 		held:          make(map[jobstore.Lease]heldLease),
 		releasing:     make(map[jobstore.Lease]struct{}),
 		work:          make(chan struct{}),
+		announce:      make(chan struct{}, 1),
 		watches:       make(map[string]*idWatch),
 		listenChanged: make(chan struct{}),
 		notes:         notes{last: make(map[string]uint64)},
@@ -137,8 +141,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 	s.ns = int32(uint32(oid))
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.maintain(bg)
+	go s.announcer(bg)
 	return s, nil
 }
 

@@ -50,11 +50,10 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 			return jobstore.Job{}, false, fmt.Errorf("pgstore: submit: %w", err)
 		}
 		var id string
-		var notified int64
 		err = s.pool.QueryRow(ctx, s.q.insert, j.ID, nullKey(j.Key), j.Kind, j.Priority, j.RunAt, j.UpdatedAt,
-			nullBytes(j.Payload), doc, s.q.chanWork).Scan(&id, &notified)
+			nullBytes(j.Payload), doc).Scan(&id)
 		if err == nil {
-			s.signalWork()
+			s.announceWork()
 			return j, true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
@@ -74,7 +73,7 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 
 // SubmitBatch submits every spec as Submit would, in one transaction with
 // one multi-row insert, and returns one result per spec in order. A batch
-// without keys is one statement: the insert and its notification. Returns
+// without keys is one statement. Returns
 // an error wrapping jobstore.ErrInvalidInput (or
 // jobstore.ErrPayloadTooLarge), naming the index, and submits nothing if
 // any spec is invalid; on any other error the transaction is rolled back
@@ -134,13 +133,11 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 	}
 
 	if len(keyed) == 0 {
-		// No key can be taken: one statement inserts every job and
-		// notifies, one round trip and one commit.
-		var inserted int
-		err := s.pool.QueryRow(ctx, s.q.insertManyNew, ids, kinds, prios, runAts, updated, payloads, docs,
-			s.q.chanWork).Scan(&inserted, nil)
-		if err == nil && inserted != n {
-			err = fmt.Errorf("inserted %d jobs of %d", inserted, n)
+		// No key can be taken: one statement inserts every job, one
+		// round trip and one commit.
+		tag, err := s.pool.Exec(ctx, s.q.insertManyNew, ids, kinds, prios, runAts, updated, payloads, docs)
+		if err == nil && tag.RowsAffected() != int64(n) {
+			err = fmt.Errorf("inserted %d jobs of %d", tag.RowsAffected(), n)
 		}
 		if err != nil {
 			return nil, s.fail(ctx, "submit batch", err)
@@ -148,7 +145,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 		for i := range out {
 			out[i].Created = true
 		}
-		s.signalWork()
+		s.announceWork()
 		return out, nil
 	}
 	var created map[string]bool
@@ -200,10 +197,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 			if gone {
 				return errRetry
 			}
-			if len(created) > 0 {
-				_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, s.q.chanWork)
-			}
-			return err
+			return nil
 		})
 		if err == nil {
 			break
@@ -231,7 +225,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 		}
 	}
 	if len(created) > 0 {
-		s.signalWork()
+		s.announceWork()
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ var claimTests = []test{
 	{"Order", testClaimOrder},
 	{"DelayedNotClaimableUntilDue", testClaimDelayed},
 	{"Kinds", testClaimKinds},
+	{"NextRunAtAcrossPriorities", testClaimNextAcrossPriorities},
 	{"RunningNotClaimedAgain", testClaimRunning},
 }
 
@@ -107,6 +108,48 @@ func testClaimDelayed(t *testing.T, s jobstore.Store) {
 		require.True(t, nj.NextRunAt.Equal(far.RunAt), "NextRunAt %s, want %s", nj.NextRunAt, far.RunAt)
 		return
 	}
+}
+
+// testClaimNextAcrossPriorities: NextRunAt is the earliest RunAt of the
+// queued jobs whatever their priority, with kinds and without, and Stats'
+// OldestQueuedAt the earliest RunAt of the due ones.
+func testClaimNextAcrossPriorities(t *testing.T, s jobstore.Store) {
+	now := time.Now().Truncate(time.Millisecond)
+	in := func(d time.Duration) time.Time { return now.Add(time.Hour + d) }
+	for _, spec := range []jobstore.Spec{
+		{Kind: "k0", Priority: 5, RunAt: in(3 * time.Minute)},
+		{Kind: "k0", Priority: 1000, RunAt: in(2 * time.Minute)},
+		{Kind: "k0", Priority: -3, RunAt: in(time.Minute)}, // k0's earliest, in the middle
+		{Kind: "k0", Priority: -1000, RunAt: in(4 * time.Minute)},
+		{Kind: "k1", Priority: 1000, RunAt: in(6 * time.Minute)},
+		{Kind: "k1", Priority: -1000, RunAt: in(5 * time.Minute)}, // k1's earliest, the lowest
+	} {
+		submit(t, s, spec)
+	}
+	for _, tc := range []struct {
+		kinds []string
+		want  time.Time
+	}{
+		{nil, in(time.Minute)},
+		{[]string{"k0"}, in(time.Minute)},
+		{[]string{"k1", "x"}, in(5 * time.Minute)},
+	} {
+		nj := requireNoJob(t, s, tc.kinds...)
+		require.True(t, nj.NextRunAt.Equal(tc.want), "kinds %v: NextRunAt %s, want %s", tc.kinds, nj.NextRunAt, tc.want)
+	}
+
+	// Due jobs (a RunAt in the past is the submit's time): the oldest is
+	// a low priority's.
+	st, err := s.Stats(t.Context())
+	require.NoError(t, err)
+	require.True(t, st.OldestQueuedAt.IsZero(), "no job is due, yet OldestQueuedAt is %s", st.OldestQueuedAt)
+	oldest := submit(t, s, jobstore.Spec{Kind: "due", Priority: -7})
+	time.Sleep(2 * time.Millisecond)
+	submit(t, s, jobstore.Spec{Kind: "due", Priority: 7})
+	submit(t, s, jobstore.Spec{Kind: "due", Priority: 0})
+	st, err = s.Stats(t.Context())
+	require.NoError(t, err)
+	require.True(t, st.OldestQueuedAt.Equal(oldest.RunAt), "OldestQueuedAt %s, want %s", st.OldestQueuedAt, oldest.RunAt)
 }
 
 func testClaimKinds(t *testing.T, s jobstore.Store) {

@@ -1,0 +1,47 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/internal/pgtest"
+)
+
+// TestAnnouncerSendsPendingAtClose: a work notification asked for but not
+// yet begun when the store closes is still sent before the announcer
+// returns (and so before Close does), so that a program that submits and
+// exits at once wakes the workers.
+func TestAnnouncerSendsPendingAtClose(t *testing.T) {
+	ctx := t.Context()
+	pool := pgtest.Pool(t, 2)
+	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t)})
+	require.NoError(t, err)
+	defer s.Close()
+	conn, err := pgx.Connect(ctx, pgtest.DSN())
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.q.chanWork}.Sanitize())
+	require.NoError(t, err)
+
+	// An announcer of its own, not the store's (which would take the
+	// request at once), that finds its store closed and a request
+	// pending. Its select may see either first: ten rounds.
+	for range 10 {
+		a := &Store{pool: pool, opts: s.opts, q: s.q, announce: make(chan struct{}, 1)}
+		a.announce <- struct{}{}
+		closed, cancel := context.WithCancel(ctx)
+		cancel()
+		a.wg.Add(1)
+		a.announcer(closed)
+
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := conn.WaitForNotification(wctx)
+		wcancel()
+		require.NoError(t, err, "the pending notification was not sent")
+		require.Equal(t, s.q.chanWork, n.Channel)
+	}
+}
