@@ -127,6 +127,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 		listenChanged: make(chan struct{}),
 		notes:         notes{last: make(map[string]uint64)},
 	}
+	if err := s.checkPoolStatements(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
