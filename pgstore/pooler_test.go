@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -220,15 +221,39 @@ func TestPoolerOneServerDefeatsANaiveCheck(t *testing.T) {
 // default cached statements, the store works as on a direct connection: a
 // claim under a lease session whose lock its server connection holds, a
 // completion, and AwaitWork and Wait woken by NOTIFY (PollInterval is a
-// minute, so polling would not wake them in time).
+// minute, so polling would not wake them in time). With as many server
+// connections as the store needs (one for its pool, the listener's, the
+// lease session's), the check at the lease session's start finds none
+// idle and waits for one a moment before it lets the session go on.
 func TestPoolerSessionModeWorks(t *testing.T) {
-	dsn := pgtest.Bouncer(t, pgtest.BouncerOptions{PoolMode: "session", PoolSize: 8})
+	for _, tc := range []struct {
+		name     string
+		servers  int
+		maxConns int32
+	}{
+		{"servers to spare", 8, 3},
+		{"every server in use", 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := pgtest.Bouncer(t, pgtest.BouncerOptions{PoolMode: "session", PoolSize: tc.servers})
+			testSessionMode(t, dsn, tc.maxConns)
+		})
+	}
+}
+
+// testSessionMode runs a store s through dsn, and a store d on a direct
+// connection that submits and completes jobs, so that what wakes s is a
+// notification through its listener, not a call of its own.
+func testSessionMode(t *testing.T, dsn string, maxConns int32) {
 	schema := pgtest.Schema(t)
-	s, err := openThrough(t, dsn, schema, 3, pgstore.Options{PollInterval: time.Minute})
+	s, err := openThrough(t, dsn, schema, maxConns, pgstore.Options{PollInterval: time.Minute})
 	require.NoError(t, err)
+	d := directStore(t, schema)
 	ctx := t.Context()
 	const quick = 10 * time.Second // far under PollInterval
 
+	// Round 0 may be woken by the listener coming up (work may have come
+	// while nobody listened); rounds 1 and 2 only by the submits' NOTIFY.
 	var jobs []jobstore.Job
 	for round := range 3 {
 		for {
@@ -241,7 +266,7 @@ func TestPoolerSessionModeWorks(t *testing.T) {
 		}
 		awoke := make(chan error, 1)
 		go func() { awoke <- s.AwaitWork(ctx) }()
-		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+		_, _, err := d.Submit(ctx, jobstore.Spec{Kind: "k"})
 		require.NoError(t, err)
 		select {
 		case err := <-awoke:
@@ -255,27 +280,37 @@ func TestPoolerSessionModeWorks(t *testing.T) {
 	jobs = append(jobs, c)
 	require.Len(t, jobs, 3)
 	require.Equal(t, 1, advisoryLocks(t, schema), "the lease session's lock")
-
-	waited := make(chan error, 1)
-	go func() {
-		got, err := s.Wait(ctx, c.ID)
-		if err == nil && got.State != jobstore.StateSucceeded {
-			err = context.Canceled
-		}
-		waited <- err
-	}()
-	time.Sleep(100 * time.Millisecond) // let Wait mark the job as waited for
 	for _, j := range jobs {
 		done, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(json.RawMessage(`1`)))
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateSucceeded, done.State)
+		require.Equal(t, 1, done.Attempt)
 	}
+
+	// Wait is woken by the completion of a job that d runs.
+	j, _, err := d.Submit(ctx, jobstore.Spec{Kind: "other"})
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		got, err := s.Wait(ctx, j.ID)
+		if err == nil && got.State != jobstore.StateSucceeded {
+			err = fmt.Errorf("Wait returned the job %s", got.State)
+		}
+		waited <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let Wait mark the job as waited for
+	dc, err := d.Claim(ctx, jobstore.ClaimRequest{Worker: "direct", Kinds: []string{"other"}})
+	require.NoError(t, err)
+	_, err = d.Complete(ctx, dc.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
 	select {
 	case err := <-waited:
 		require.NoError(t, err)
 	case <-time.After(quick):
 		t.Fatal("Wait was not woken by the completion")
 	}
+
+	require.NoError(t, d.Close()) // its lease lock goes with its connection
 	require.NoError(t, s.Close())
 	require.Eventually(t, func() bool { return advisoryLocks(t, schema) == 0 }, 5*time.Second, 20*time.Millisecond,
 		"session pooling resets the server connection: the lock goes with the client")
