@@ -15,8 +15,11 @@ import (
 // session from one statement to the next, as behind a connection pooler in
 // transaction mode (PgBouncer's pool_mode=transaction): the store's lease
 // and listener connections rely on session-level advisory locks and
-// LISTEN. Connect the store to PostgreSQL directly, or through a pooler in
-// session mode.
+// LISTEN. Claim returns it (wrapped) when it would start a lease session
+// there, a lease session ends with it when a renewal runs on another
+// server connection, the listener logs it, and Open returns it for a pool
+// whose cached prepared statements such a pooler breaks. Connect the store
+// to PostgreSQL directly, or through a pooler in session mode.
 var ErrSessionNotKept = errors.New("pgstore: the connection does not keep its session from one statement to the next " +
 	"(a connection pooler in transaction mode?); connect to PostgreSQL directly or use session pooling")
 
