@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -34,7 +35,11 @@ type BouncerOptions struct {
 // for a PATH without sbin.
 var bouncerPaths = []string{"/usr/sbin/pgbouncer", "/usr/local/sbin/pgbouncer", "/usr/local/bin/pgbouncer"}
 
-var bouncerLoudOnce sync.Once
+var (
+	bouncerLoudOnce sync.Once
+	// bouncerLoud is where the one loud line about a missing pgbouncer goes.
+	bouncerLoud io.Writer = os.Stderr
+)
 
 // bouncerExe returns the path of the pgbouncer program, or skips t (outside
 // CI) or fails it (CI=true) if it is not installed.
@@ -51,7 +56,7 @@ func bouncerExe(t testing.TB) string {
 			t.Fatalf("pgbouncer is not installed, and CI=true: %v", err)
 		}
 		bouncerLoudOnce.Do(func() {
-			fmt.Fprintf(os.Stderr, "\n*** SKIPPING the PgBouncer tests: pgbouncer is not installed (apt-get install -y pgbouncer) ***\n\n")
+			fmt.Fprintf(bouncerLoud, "\n*** SKIPPING the PgBouncer tests: pgbouncer is not installed (apt-get install -y pgbouncer) ***\n\n")
 		})
 		t.Skip("pgbouncer is not installed")
 	}
