@@ -17,8 +17,10 @@ import (
 // reuses the last one released first), so a check that only compares two
 // of its own statements passes there, and the advisory lock it took then
 // stays on a pooled server connection when the worker dies. The check here
-// cannot pass behind such a pooler while the pooler has a server
-// connection to spare: it makes the pooler hand out every idle one.
+// makes the pooler hand out every idle server connection, so it passes
+// behind such a pooler only if the checked one stays busy with other
+// clients' transactions throughout; each renewal of a lease session then
+// checks again.
 //
 // A connection that gets the server's own process ID in its startup
 // (BackendKeyData) talks to the server directly, and costs one statement.
@@ -26,17 +28,18 @@ import (
 // its own, in every mode), and checkSession opens probe connections, each
 // holding a transaction open, until one gets the checked connection's
 // server (transaction pooling: ErrSessionNotKept), the pooler starts a new
-// server connection or makes a probe wait (no idle one was left, so the
-// checked one was not idle: session pooling), or probeMax probes are
-// open. While the probes hold their servers, the checked connection must
-// still reach its own.
+// server connection or makes a probe wait probeWait (no idle one was
+// left, so the checked one was not idle: session pooling), or probeMax
+// probes are open. While the probes hold their servers, the checked
+// connection must still reach its own.
 
 const (
 	// probeMax bounds the probe connections one check opens.
 	probeMax = 32
 	// probeWait is how long a probe waits for a server connection before
-	// the check takes it that the pooler has none idle.
-	probeWait = 500 * time.Millisecond
+	// the check takes it that the pooler has none idle: long enough that
+	// a slow machine does not pass for a pooler with none to spare.
+	probeWait = 2 * time.Second
 )
 
 // ownConnConfig returns the pool's connection settings for a connection
@@ -114,15 +117,11 @@ func (s *Store) probe(ctx context.Context, pid uint32, since time.Time,
 	}()
 	cfg := s.ownConnConfig()
 	for range probeMax {
-		pctx, cancel := context.WithTimeout(ctx, probeWait)
-		conn, err := pgx.ConnectConfig(pctx, cfg)
+		conn, err := pgx.ConnectConfig(ctx, cfg) // a pooler answers without a server connection
 		if err != nil {
-			cancel()
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			return err
 		}
+		pctx, cancel := context.WithTimeout(ctx, probeWait)
 		var got uint32
 		var fresh bool
 		tx, err := conn.Begin(pctx)
