@@ -66,11 +66,15 @@
 //
 //   - A connection pooler in transaction mode (PgBouncer's
 //     pool_mode=transaction) breaks session-level advisory locks and
-//     LISTEN: the lease connection detects it and Claim fails with
-//     ErrSessionNotKept, and the listener logs it and leaves waiting calls
-//     polling. The store's own connections are made from the pool's
+//     LISTEN. The store detects it (see pooler.go), before it takes a lock
+//     or listens: Claim fails with ErrSessionNotKept, and the listener logs
+//     it and leaves waiting calls polling; Open refuses, with
+//     ErrSessionNotKept, a pool whose cached prepared statements such a
+//     pooler breaks (pgx's default; default_query_exec_mode=exec avoids
+//     them). The store's own connections are made from the pool's
 //     settings, so they go wherever the pool goes. Give the store a direct
-//     connection, or a pooler in session mode.
+//     connection, or a pooler in session mode. docs/postgres.md says what
+//     is checked and which tests, through a real PgBouncer, prove it.
 //   - A follower of a job's log (Logs.WatchLog) or a Wait marks the job's
 //     row, so that the changes it waits for notify: a Claim that meets the
 //     row at that instant skips it (FOR UPDATE SKIP LOCKED), answers

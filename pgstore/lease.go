@@ -15,8 +15,11 @@ import (
 // session from one statement to the next, as behind a connection pooler in
 // transaction mode (PgBouncer's pool_mode=transaction): the store's lease
 // and listener connections rely on session-level advisory locks and
-// LISTEN. Connect the store to PostgreSQL directly, or through a pooler in
-// session mode.
+// LISTEN. Claim returns it (wrapped) when it would start a lease session
+// there, a lease session ends with it when a renewal runs on another
+// server connection, the listener logs it, and Open returns it for a pool
+// whose cached prepared statements such a pooler breaks. Connect the store
+// to PostgreSQL directly, or through a pooler in session mode.
 var ErrSessionNotKept = errors.New("pgstore: the connection does not keep its session from one statement to the next " +
 	"(a connection pooler in transaction mode?); connect to PostgreSQL directly or use session pooling")
 
@@ -34,6 +37,9 @@ var ErrLeaseLost = errors.New("pgstore: lease session lost")
 type session struct {
 	id   int32
 	conn *pgx.Conn
+	// backend is the server process of conn's session, which holds the
+	// lock; each renewal checks it runs there.
+	backend uint32
 	// lost is closed when the session ends; err says why. The keeper then
 	// closes conn.
 	lost chan struct{}
@@ -104,28 +110,36 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 	return sess, nil
 }
 
-// newSession opens a lease connection and starts a session on it.
+// newSession opens a lease connection and starts a session on it. Behind
+// a pooler that does not keep the connection's session (see
+// checkSession) it fails with an error wrapping ErrSessionNotKept, and
+// takes no lock there.
 func (s *Store) newSession(ctx context.Context) (*session, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.connConfig())
+	conn, err := pgx.ConnectConfig(ctx, s.ownConnConfig())
 	if err != nil {
 		return nil, fmt.Errorf("lease connection: %w", err)
 	}
+	pid, err := s.checkSession(ctx, conn, "lease")
 	host, _ := os.Hostname()
 	var id int32
-	err = conn.QueryRow(ctx, s.q.newSession, host, os.Getpid(), s.opts.LeaseTTL.Seconds(), s.ns).Scan(&id)
+	var backend uint32
+	if err == nil {
+		err = conn.QueryRow(ctx, s.q.newSession, host, os.Getpid(), s.opts.LeaseTTL.Seconds(), s.ns).Scan(&id, &backend)
+	}
 	if err == nil {
 		var held bool
 		err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
-			AND pid = pg_backend_pid() AND objid = $1::int8::oid AND objsubid = 2 AND granted)`, id).Scan(&held)
-		if err == nil && !held {
-			err = ErrSessionNotKept
+			AND pid = pg_backend_pid() AND pid = $2 AND objid = $1::int8::oid AND objsubid = 2 AND granted)`, id, pid).Scan(&held)
+		if err == nil && (!held || backend != pid) {
+			err = fmt.Errorf("%w: the lease connection's lock was taken on server process %d and is not held on %d",
+				ErrSessionNotKept, backend, pid)
 		}
 	}
 	if err != nil {
 		_ = conn.Close(context.Background())
 		return nil, fmt.Errorf("start lease session: %w", err)
 	}
-	return &session{id: id, conn: conn, lost: make(chan struct{})}, nil
+	return &session{id: id, conn: conn, backend: pid, lost: make(chan struct{})}, nil
 }
 
 // keep renews sess every LeaseTTL/4 and watches its connection in between,
@@ -169,15 +183,18 @@ func (s *Store) keep(sess *session) {
 		}
 		start := time.Now()
 		rctx, rcancel := context.WithDeadline(ctx, last.Add(limit))
-		tag, err := sess.conn.Exec(rctx, s.q.renew, sess.id, ttl.Seconds())
+		var backend uint32
+		err := sess.conn.QueryRow(rctx, s.q.renew, sess.id, ttl.Seconds()).Scan(&backend)
 		rcancel()
 		switch {
 		case ctx.Err() != nil:
 			why = errStoreClosed
+		case errors.Is(err, pgx.ErrNoRows):
+			why = errors.New("the session expired or its jobs were recovered")
 		case err != nil:
 			why = fmt.Errorf("renewal failed: %w", err)
-		case tag.RowsAffected() == 0:
-			why = errors.New("the session expired or its jobs were recovered")
+		case backend != sess.backend:
+			why = fmt.Errorf("%w: the renewal ran on server process %d, not the session's %d", ErrSessionNotKept, backend, sess.backend)
 		default:
 			last = start
 		}

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -64,7 +65,7 @@ func (s *Store) listen() {
 // listenOnce connects, listens, and dispatches notifications until the
 // connection fails or ctx ends.
 func (s *Store) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.connConfig())
+	conn, err := pgx.ConnectConfig(ctx, s.ownConnConfig())
 	if err != nil {
 		return err
 	}
@@ -73,6 +74,13 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
+	if _, err := s.checkSession(ctx, conn, "listener"); errors.Is(err, ErrSessionNotKept) {
+		// Checked before LISTEN, so that no server connection the pooler
+		// shares is left listening.
+		return s.cannotListen(ctx, err)
+	} else if err != nil {
+		return err
+	}
 	work, job, log := pgx.Identifier{s.q.chanWork}.Sanitize(), pgx.Identifier{s.q.chanJob}.Sanitize(), pgx.Identifier{s.q.chanLog}.Sanitize()
 	if _, err := conn.Exec(ctx, "LISTEN "+work+"; LISTEN "+job+"; LISTEN "+log); err != nil {
 		return err
@@ -84,9 +92,7 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		return err
 	}
 	if n != 3 {
-		s.opts.Logger.Error("pgstore: the listener cannot work here; waiting calls poll instead", "err", ErrSessionNotKept)
-		<-ctx.Done()
-		return fmt.Errorf("listener: %w", ErrSessionNotKept)
+		return s.cannotListen(ctx, fmt.Errorf("%w: the listener connection is not listening after LISTEN", ErrSessionNotKept))
 	}
 	s.setListening(true)
 	for {
@@ -103,6 +109,14 @@ func (s *Store) listenOnce(ctx context.Context) error {
 			s.signalJob(logWatchKey(n.Payload))
 		}
 	}
+}
+
+// cannotListen logs why the listener cannot work on this connection, and
+// waits until the store closes: waiting calls poll meanwhile.
+func (s *Store) cannotListen(ctx context.Context, why error) error {
+	s.opts.Logger.Error("pgstore: the listener cannot work here; waiting calls poll the database every PollInterval instead", "err", why)
+	<-ctx.Done()
+	return fmt.Errorf("listener: %w", why)
 }
 
 // setListening records whether the listener is up and wakes every waiting

@@ -384,10 +384,12 @@ func newQueries(schema string) queries {
 		SELECT n.id, $1, $2, pg_backend_pid(), now() + make_interval(secs => $3)
 		FROM (SELECT nextval('` + s + `.session_ids')::int AS id) n
 		WHERE pg_try_advisory_lock($4::int, n.id)
-		RETURNING id`
-	// A renewal fails once the session expired or was recovered.
+		RETURNING id, backend_pid`
+	// A renewal fails once the session expired or was recovered. It
+	// returns the server process it ran on, which must be the session's.
 	q.renew = `UPDATE ` + ss + ` SET expires_at = now() + make_interval(secs => $2)
-		WHERE id = $1 AND expires_at >= now() AND dead_since IS NULL`
+		WHERE id = $1 AND expires_at >= now() AND dead_since IS NULL
+		RETURNING pg_backend_pid()`
 	// findDead marks the sessions whose advisory lock is free (their
 	// connection is gone) and lists those whose jobs are due for
 	// recovery: expired, or dead for the grace $2 (seconds).

@@ -104,11 +104,18 @@ var (
 // uses pool for its queries and, from the pool's configuration, opens up
 // to two more connections of its own: one that listens for
 // notifications, and, once it claims a job, one that holds its lease
-// session. Close does not close pool. opts may be nil.
+// session. Close does not close pool. opts may be nil. Behind a
+// connection pooler (a connection whose startup does not carry the
+// server's process ID) Open and those two connections open a few
+// short-lived probe connections, to learn whether the pooler keeps
+// sessions (see ErrSessionNotKept).
 //
 // Open returns ErrSchemaTooNew for a schema written by a newer version, an
 // error wrapping ErrNoSchema or ErrSchemaTooOld (with opts.MustExist) for
-// a schema it would have to create or upgrade, and an error wrapping
+// a schema it would have to create or upgrade, an error wrapping
+// ErrSessionNotKept for a pool whose prepared statements, cached by pgx
+// by default, a pooler in transaction mode would mix up between clients
+// (set default_query_exec_mode=exec), and an error wrapping
 // jobstore.ErrInvalidInput for invalid options.
 func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
@@ -130,6 +137,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 		watches:       make(map[string]*idWatch),
 		listenChanged: make(chan struct{}),
 		notes:         notes{last: make(map[string]uint64)},
+	}
+	if err := s.checkPoolStatements(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err

@@ -5,6 +5,10 @@
 // DSN), by default the local socket and the database "test". Outside CI a
 // server that does not answer skips the tests that need it, with one loud
 // line on standard error; with CI=true it fails them.
+//
+// Bouncer puts a PgBouncer process of the test's own in front of that
+// server, in session or transaction mode; it likewise skips or fails the
+// test where pgbouncer is not installed.
 package pgtest
 
 import (

@@ -1,0 +1,71 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/internal/pgtest"
+)
+
+// TestPoolerRenewalSeesMovedSession: should a lease session start behind
+// PgBouncer in transaction mode anyway (here by hand, past the start's
+// check), its keeper ends it with ErrSessionNotKept at the first renewal
+// that runs on another server connection than the one holding its lock,
+// here while another client holds that one in a transaction.
+func TestPoolerRenewalSeesMovedSession(t *testing.T) {
+	ctx := t.Context()
+	// Three server connections: the renewal finds one free.
+	dsn := pgtest.Bouncer(t, pgtest.BouncerOptions{PoolMode: "transaction", PoolSize: 3}) + " default_query_exec_mode=exec"
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t), LeaseTTL: time.Second, RecoverInterval: time.Hour})
+	require.NoError(t, err)
+	defer s.Close()
+
+	conn, err := pgx.ConnectConfig(ctx, s.ownConnConfig())
+	require.NoError(t, err)
+	var id int32
+	var backend uint32
+	require.NoError(t, conn.QueryRow(ctx, s.q.newSession, "host", 1, s.opts.LeaseTTL.Seconds(), s.ns).Scan(&id, &backend))
+	sess := &session{id: id, conn: conn, backend: backend, lost: make(chan struct{})}
+
+	// Other clients take server connections, each in a transaction, until
+	// one has the session's.
+	var took bool
+	for range 2 {
+		other, err := pgx.ConnectConfig(ctx, s.ownConnConfig())
+		require.NoError(t, err)
+		defer other.Close(context.Background())
+		tx, err := other.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(context.Background()) }()
+		var pid uint32
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		if took = pid == backend; took {
+			break
+		}
+	}
+	require.True(t, took, "no other client got the session's server connection")
+
+	s.mu.Lock()
+	s.sess = sess
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.keep(sess)
+	select {
+	case <-sess.lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session was not ended")
+	}
+	require.ErrorIs(t, sess.lostError(), ErrSessionNotKept)
+	require.ErrorContains(t, sess.lostError(), "renewal ran on server process")
+}
