@@ -10,7 +10,7 @@ import (
 const announceTimeout = 5 * time.Second
 
 // announceWork is called after the commit of a change that made jobs
-// claimable (a submit): it wakes this store's claimers at once, and has
+// claimable (a submit, an import of queued jobs): it wakes this store's claimers at once, and has
 // the announcer tell every other store, through the work channel.
 //
 // The notification does not ride in the transaction that inserts the

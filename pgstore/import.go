@@ -152,7 +152,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 		break
 	}
 	if queued && added > 0 {
-		s.signalWork()
+		s.announceWork() // workers of other processes may wait for these too
 	}
 	return added, nil
 }
