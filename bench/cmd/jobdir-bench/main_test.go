@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 )
 
@@ -178,4 +179,40 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		err := Run(t.Context(), append(args, "-out", t.TempDir()), &bytes.Buffer{}, &stderr)
 		require.Error(t, err, "%v", args)
 	}
+}
+
+// TestLatencyWorkersKeepRiverAhead checks the sizing of the latency child:
+// River with its defaults starts at most one handler's worth of jobs per
+// FetchCooldown, so the child must have enough handlers for twice the
+// background load (the loaded figure of River PG failed with 4).
+func TestLatencyWorkersKeepRiverAhead(t *testing.T) {
+	perSecond := int(time.Second / river.FetchCooldownDefault)
+	for _, rate := range []int{1, 20, 50, 51, 100, 333} {
+		w := latencyWorkers(rate)
+		require.GreaterOrEqual(t, w, 4, "rate %d", rate)
+		require.GreaterOrEqual(t, w*perSecond, 2*rate, "rate %d: %d workers", rate, w)
+	}
+	require.Equal(t, 10, latencyWorkers(50))
+	require.Equal(t, 4, latencyWorkers(20))
+}
+
+// TestBacklog checks that the loaded latency run tells a child that keeps up
+// from one whose queue grows, and says by how much.
+func TestBacklog(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var steady, growing backlog
+	for i := range 11 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		sub := int64(60 * i)
+		steady.sample(now, sub+5, sub+2)        // 3 in flight throughout
+		growing.sample(now, sub+5, int64(40*i)) // 40 of 60 jobs/s started
+	}
+	require.False(t, steady.fellBehind(50))
+	require.True(t, growing.fellBehind(50))
+	require.Equal(t, "the child started 40 jobs/s of the 60/s submitted (background load 50/s and the samples); 205 jobs waited at the last sample, 5 at the first",
+		growing.describe(50))
+
+	var none backlog
+	require.False(t, none.fellBehind(50))
+	require.Equal(t, "no sample had come back under load", none.describe(50))
 }
