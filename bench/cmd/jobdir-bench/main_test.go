@@ -216,3 +216,21 @@ func TestBacklog(t *testing.T) {
 	require.False(t, none.fellBehind(50))
 	require.Equal(t, "no sample had come back under load", none.describe(50))
 }
+
+// TestSampleGapSpreadsOverFetchCooldown checks that the latency samples are
+// submitted at every point of River's default fetch period rather than at
+// one: a fixed gap after each sample charged River nearly the whole period.
+func TestSampleGapSpreadsOverFetchCooldown(t *testing.T) {
+	const buckets = 10
+	period := river.FetchCooldownDefault
+	hit := make([]int, buckets)
+	for i := 1; i <= 100; i++ {
+		g := sampleGap(i)
+		require.GreaterOrEqual(t, g, 7*time.Millisecond)
+		require.Less(t, g, 7*time.Millisecond+period+10*time.Millisecond)
+		hit[int((g%period)*buckets/period)]++
+	}
+	for b, n := range hit {
+		require.GreaterOrEqual(t, n, 8, "few samples land in tenth %d of the fetch period: %v", b, hit)
+	}
+}
