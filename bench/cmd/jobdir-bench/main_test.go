@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 )
@@ -233,4 +234,44 @@ func TestSampleGapSpreadsOverFetchCooldown(t *testing.T) {
 	for b, n := range hit {
 		require.GreaterOrEqual(t, n, 8, "few samples land in tenth %d of the fetch period: %v", b, hit)
 	}
+}
+
+// TestLatencyRiverPGKeepsUp runs the latency figures of River PG with its
+// defaults end to end (a real child process, the PostgreSQL server of
+// -postgres) and checks that the loaded figure is one of River, not of a
+// growing queue: no note that the child fell behind, and a p99 within
+// River's 1 s poll. With the 4 workers the child had before, River started
+// 40 of the 50 jobs/s and this run's loaded p99 was about 20 s.
+func TestLatencyRiverPGKeepsUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs River against PostgreSQL for about half a minute")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgDSN())
+	if err != nil {
+		t.Skipf("no PostgreSQL at %q: %v", pgDSN(), err)
+	}
+	require.NoError(t, conn.Close(ctx))
+
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err = Run(ctx, []string{"-quick", "-systems", riverPGSystemName, "-only", "latency", "-dir", t.TempDir(), "-out", out}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	require.NotContains(t, stdout.String(), "failed for", "%s", stdout.String())
+
+	raw, err := os.ReadFile(filepath.Join(out, "results.json"))
+	require.NoError(t, err)
+	var res struct {
+		Series []series `json:"series"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &res))
+	got := map[string]series{}
+	for _, s := range res.Series {
+		got[s.Metric] = s
+	}
+	p99 := got[latencyMetric(true, 99).ID]
+	require.Len(t, p99.Values, 1, "no loaded p99 in %s", raw)
+	require.Empty(t, p99.Notes, "the child fell behind the load")
+	require.Less(t, p99.Values[0], 1000.0, "loaded p99 (ms) beyond River's 1 s poll")
 }
