@@ -224,9 +224,14 @@ func runChild(spec childSpec, stdin io.Reader, stdout io.Writer) error {
 		o.println("handled", handled.load())
 		return err
 	case "latency":
+		// "lat NANOS HANDLED" for each sample: its submit-to-start time
+		// and the jobs (samples and load) started so far, which tells the
+		// parent whether the handlers keep up with the load.
+		var handled atomicCounter
 		return q.Work(ctx, spec.Workers, func(_ context.Context, t int64) error {
+			handled.add()
 			if t != 0 {
-				o.println("lat", time.Now().UnixNano()-t)
+				o.println("lat", time.Now().UnixNano()-t, handled.load())
 			}
 			return nil
 		}, ready)

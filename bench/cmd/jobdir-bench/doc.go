@@ -30,5 +30,5 @@
 // The figures measure one machine at one time; only figures from the same
 // run are comparable, which is why the floor is measured in that run. The
 // benchmark needs a local file system for jobdir's file store (Linux), and
-// about 20-25 minutes on 2 cores without -quick.
+// about 25-30 minutes on 2 cores without -quick.
 package main

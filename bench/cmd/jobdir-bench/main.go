@@ -99,7 +99,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		KillN:         5,
 		FloorFor:      2 * time.Second,
 		Log:           stderr,
-		LatencyWorker: 4,
+		LatencyWorker: latencyWorkers(*load),
 	}
 	var err error
 	if c.Workers, err = parseInts(*workers); err != nil {

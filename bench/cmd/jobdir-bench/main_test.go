@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 )
 
@@ -178,4 +180,98 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		err := Run(t.Context(), append(args, "-out", t.TempDir()), &bytes.Buffer{}, &stderr)
 		require.Error(t, err, "%v", args)
 	}
+}
+
+// TestLatencyWorkersKeepRiverAhead checks the sizing of the latency child:
+// River with its defaults starts at most one handler's worth of jobs per
+// FetchCooldown, so the child must have enough handlers for twice the
+// background load (the loaded figure of River PG failed with 4).
+func TestLatencyWorkersKeepRiverAhead(t *testing.T) {
+	perSecond := int(time.Second / river.FetchCooldownDefault)
+	for _, rate := range []int{1, 20, 50, 51, 100, 333} {
+		w := latencyWorkers(rate)
+		require.GreaterOrEqual(t, w, 4, "rate %d", rate)
+		require.GreaterOrEqual(t, w*perSecond, 2*rate, "rate %d: %d workers", rate, w)
+	}
+	require.Equal(t, 10, latencyWorkers(50))
+	require.Equal(t, 4, latencyWorkers(20))
+}
+
+// TestBacklog checks that the loaded latency run tells a child that keeps up
+// from one whose queue grows, and says by how much.
+func TestBacklog(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var steady, growing backlog
+	for i := range 11 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		sub := int64(60 * i)
+		steady.sample(now, sub+5, sub+2)        // 3 in flight throughout
+		growing.sample(now, sub+5, int64(40*i)) // 40 of 60 jobs/s started
+	}
+	require.False(t, steady.fellBehind(50))
+	require.True(t, growing.fellBehind(50))
+	require.Equal(t, "the child started 40 jobs/s of the 60/s submitted (background load 50/s and the samples); 205 jobs waited at the last sample, 5 at the first",
+		growing.describe(50))
+
+	var none backlog
+	require.False(t, none.fellBehind(50))
+	require.Equal(t, "no sample had come back under load", none.describe(50))
+}
+
+// TestSampleGapSpreadsOverFetchCooldown checks that the latency samples are
+// submitted at every point of River's default fetch period rather than at
+// one: a fixed gap after each sample charged River nearly the whole period.
+func TestSampleGapSpreadsOverFetchCooldown(t *testing.T) {
+	const buckets = 10
+	period := river.FetchCooldownDefault
+	hit := make([]int, buckets)
+	for i := 1; i <= 100; i++ {
+		g := sampleGap(i)
+		require.GreaterOrEqual(t, g, 7*time.Millisecond)
+		require.Less(t, g, 7*time.Millisecond+period+10*time.Millisecond)
+		hit[int((g%period)*buckets/period)]++
+	}
+	for b, n := range hit {
+		require.GreaterOrEqual(t, n, 8, "few samples land in tenth %d of the fetch period: %v", b, hit)
+	}
+}
+
+// TestLatencyRiverPGKeepsUp runs the latency figures of River PG with its
+// defaults end to end (a real child process, the PostgreSQL server of
+// -postgres) and checks that the loaded figure is one of River, not of a
+// growing queue: no note that the child fell behind, and a p99 within
+// River's 1 s poll. With the 4 workers the child had before, River started
+// 40 of the 50 jobs/s and this run's loaded p99 was about 20 s.
+func TestLatencyRiverPGKeepsUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs River against PostgreSQL for about half a minute")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgDSN())
+	if err != nil {
+		t.Skipf("no PostgreSQL at %q: %v", pgDSN(), err)
+	}
+	require.NoError(t, conn.Close(ctx))
+
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err = Run(ctx, []string{"-quick", "-systems", riverPGSystemName, "-only", "latency", "-dir", t.TempDir(), "-out", out}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	require.NotContains(t, stdout.String(), "failed for", "%s", stdout.String())
+
+	raw, err := os.ReadFile(filepath.Join(out, "results.json"))
+	require.NoError(t, err)
+	var res struct {
+		Series []series `json:"series"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &res))
+	got := map[string]series{}
+	for _, s := range res.Series {
+		got[s.Metric] = s
+	}
+	p99 := got[latencyMetric(true, 99).ID]
+	require.Len(t, p99.Values, 1, "no loaded p99 in %s", raw)
+	require.Empty(t, p99.Notes, "the child fell behind the load")
+	require.Less(t, p99.Values[0], 1000.0, "loaded p99 (ms) beyond River's 1 s poll")
 }

@@ -141,13 +141,28 @@ func riverPGSystem(name, label string, tuned bool) *system {
 				return nil, err
 			}
 			schema := pgSchema(dir)
-			c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: slog.New(slog.DiscardHandler), Schema: schema})
+			// The inserting client gets the same fetch settings as the
+			// working one: River limits a client's insert notifications to
+			// one per FetchCooldown and queue, so a tuned worker fed by an
+			// untuned inserter would still be woken at most every 100 ms.
+			cfg := &river.Config{Logger: slog.New(slog.DiscardHandler), Schema: schema}
+			riverPGTune(cfg, tuned)
+			c, err := river.NewClient(riverpgxv5.New(pool), cfg)
 			if err != nil {
 				pool.Close()
 				return nil, fmt.Errorf("river client: %w", err)
 			}
 			return &riverPGQueue{pool: pool, insert: c, schema: schema, tuned: tuned}, nil
 		},
+	}
+}
+
+// riverPGTune sets the tuned fetch settings on cfg if tuned, and leaves
+// River's defaults otherwise. Every client of the tuned system, inserting or
+// working, gets them, as in an application with one configuration.
+func riverPGTune(cfg *river.Config, tuned bool) {
+	if tuned {
+		cfg.FetchCooldown, cfg.FetchPollInterval = riverFetchCooldown, riverFetchPollInterval
 	}
 }
 
@@ -190,9 +205,7 @@ func (q *riverPGQueue) Work(ctx context.Context, workers int, h handler, ready f
 		Workers: w,
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
 	}
-	if q.tuned {
-		cfg.FetchCooldown, cfg.FetchPollInterval = riverFetchCooldown, riverFetchPollInterval
-	}
+	riverPGTune(cfg, q.tuned)
 	c, err := river.NewClient(riverpgxv5.New(q.pool), cfg)
 	if err != nil {
 		return fmt.Errorf("river worker client: %w", err)

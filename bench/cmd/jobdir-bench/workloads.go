@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/riverqueue/river"
 )
 
 // config is what one invocation measures and how hard.
@@ -362,6 +364,40 @@ func waitDrained(ctx context.Context, q queue, deadline time.Time) (time.Time, e
 	}
 }
 
+// latencyWorkers returns the handlers the latency child runs when the
+// loaded figure submits rate background jobs/s: 4, or enough for River with
+// its defaults to start twice that rate, whichever is more. River starts at
+// most MaxWorkers jobs per FetchCooldown (100 ms by default) in one client
+// and queue: it fetches no more often than that, and no more jobs than it has
+// free handlers. With 4 handlers that is 40 jobs/s, below the default load of
+// 50/s, so its queue grew without bound and a sample waited longer with each
+// one until one passed the per-sample wait (the loaded figure of River PG's
+// defaults failed in every round of the quiet run of 2026-12-01). The same
+// number serves every system, so that they are compared alike.
+func latencyWorkers(rate int) int {
+	perCooldown := int(river.FetchCooldownDefault.Milliseconds())
+	return max(4, (2*rate*perCooldown+999)/1000)
+}
+
+// latencySampleWait is the longest the latency figures wait for one sample.
+// A system whose handlers keep up starts a job within its poll interval (1 s
+// for River's defaults) at worst; a longer wait means a queue that grows, and
+// runLatency says so in its error.
+const latencySampleWait = 30 * time.Second
+
+// sampleGap returns the idle time after the i-th latency sample: 7 to
+// 107 ms, spread evenly over every 101 samples. The sample before started
+// right after the system fetched it, so a fixed gap would submit every
+// sample at the same point of a system that fetches on a timer (River:
+// at most once per FetchCooldown, 100 ms by default) and charge it nearly
+// the whole period each time: with gaps of 7-11 ms, River PG's defaults
+// showed a p50 of 92 ms where samples at independent times see 43 ms. Gaps
+// spread over more than that period place the samples across it, as
+// independent submits would land.
+func sampleGap(i int) time.Duration {
+	return 7*time.Millisecond + time.Duration(i*37%101)*time.Millisecond
+}
+
 // runLatency measures submit (here) to handler start (in a child process),
 // idle and under a steady background load.
 func runLatency(ctx context.Context, c *config, r *results, s *system) error {
@@ -385,29 +421,49 @@ func runLatency(ctx context.Context, c *config, r *results, s *system) error {
 	}
 	// Let the workers settle (River elects a leader, starts its producer).
 	time.Sleep(time.Second)
+	var submitted int64 // samples and load jobs, all modes
 	for _, loaded := range []bool{false, true} {
-		var stopLoad func() error
+		var load *backgroundLoad
 		if loaded {
-			stopLoad = backgroundLoad(ctx, q, c.LoadRate)
+			load = startLoad(ctx, q, c.LoadRate)
 			time.Sleep(500 * time.Millisecond)
 		}
-		var lats []float64
+		var (
+			lats   []float64
+			behind backlog
+		)
 		for range c.LatencyN {
 			if err := q.Insert(ctx, time.Now().UnixNano()); err != nil {
 				return err
 			}
-			f, err := k.expect(ctx, "lat", 30*time.Second)
+			submitted++
+			f, err := k.expect(ctx, "lat", latencySampleWait)
 			if err != nil {
+				if load != nil {
+					_ = load.stop() // the timeout is the error to report
+					err = fmt.Errorf("%w (%s)", err, behind.describe(c.LoadRate))
+				}
 				return err
 			}
 			ns, _ := strconv.ParseInt(f[0], 10, 64)
 			lats = append(lats, float64(ns)/1e6)
-			// An idle gap, not a multiple of any poll interval.
-			time.Sleep(7*time.Millisecond + time.Duration(len(lats)%5)*time.Millisecond)
+			if load != nil && len(f) > 1 {
+				handled, _ := strconv.ParseInt(f[1], 10, 64)
+				behind.sample(time.Now(), submitted+load.submitted.Load(), handled)
+			}
+			time.Sleep(sampleGap(len(lats)))
 		}
-		if stopLoad != nil {
-			if err := stopLoad(); err != nil {
+		if load != nil {
+			if err := load.stop(); err != nil {
 				return fmt.Errorf("background load: %w", err)
+			}
+			submitted += load.submitted.Load()
+			if behind.fellBehind(c.LoadRate) {
+				note := behind.describe(c.LoadRate)
+				for _, p := range []int{50, 99} {
+					r.note(latencyMetric(true, p), s.name, note)
+				}
+				c.logf("%-20s loaded latency: %s", s.name, note)
 			}
 		}
 		for _, p := range []int{50, 99} {
@@ -420,31 +476,87 @@ func runLatency(ctx context.Context, c *config, r *results, s *system) error {
 	return k.stop(time.Minute)
 }
 
-// backgroundLoad submits rate jobs/s to q until the returned function is
-// called.
-func backgroundLoad(ctx context.Context, q queue, rate int) func() error {
+// backlog follows, sample by sample, how many submitted jobs the latency
+// child had not yet started, to tell a system that keeps up with the load
+// from one whose queue grows.
+type backlog struct {
+	n                     int       // samples seen
+	first, last           time.Time // when the first and the last sample arrived
+	handled0, handled     int64     // jobs the child had started, at the first and the last sample
+	submitted0, submitted int64     // jobs submitted, at the first and the last sample
+}
+
+func (b *backlog) sample(now time.Time, submitted, handled int64) {
+	if b.n == 0 {
+		b.first, b.handled0, b.submitted0 = now, handled, submitted
+	}
+	b.n++
+	b.last, b.handled, b.submitted = now, handled, submitted
+}
+
+// fellBehind reports whether the queue grew by more than one second of load
+// between the first and the last sample.
+func (b *backlog) fellBehind(rate int) bool {
+	return b.n > 1 && (b.submitted-b.handled)-(b.submitted0-b.handled0) > int64(rate)
+}
+
+// describe says, in words for the report, how the child kept up.
+func (b *backlog) describe(rate int) string {
+	switch b.n {
+	case 0:
+		return "no sample had come back under load"
+	case 1:
+		return fmt.Sprintf("%d job(s) submitted and not started at the last sample", b.submitted-b.handled)
+	}
+	secs := b.last.Sub(b.first).Seconds()
+	return fmt.Sprintf("the child started %.0f jobs/s of the %.0f/s submitted (background load %d/s and the samples); %d jobs waited at the last sample, %d at the first",
+		float64(b.handled-b.handled0)/secs, float64(b.submitted-b.submitted0)/secs, rate, b.submitted-b.handled, b.submitted0-b.handled0)
+}
+
+// backgroundLoad submits jobs at a steady rate until stopped.
+type backgroundLoad struct {
+	submitted atomic.Int64 // jobs submitted so far
+	cancel    context.CancelFunc
+	errCh     chan error
+	once      sync.Once
+	err       error
+}
+
+// startLoad submits rate jobs/s to q until the returned load is stopped.
+func startLoad(ctx context.Context, q queue, rate int) *backgroundLoad {
 	ctx, cancel := context.WithCancel(ctx)
-	errCh := make(chan error, 1)
+	l := &backgroundLoad{cancel: cancel, errCh: make(chan error, 1)}
 	go func() {
 		t := time.NewTicker(time.Second / time.Duration(rate))
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
-				errCh <- nil
+				l.errCh <- nil
 				return
 			case <-t.C:
-				if err := q.Insert(ctx, 0); err != nil && ctx.Err() == nil {
-					errCh <- err
-					return
+				if err := q.Insert(ctx, 0); err != nil {
+					if ctx.Err() == nil {
+						l.errCh <- err
+						return
+					}
+					continue
 				}
+				l.submitted.Add(1)
 			}
 		}
 	}()
-	return func() error {
-		cancel()
-		return <-errCh
-	}
+	return l
+}
+
+// stop ends the load and returns the error that ended it early, if any. It
+// may be called more than once.
+func (l *backgroundLoad) stop() error {
+	l.once.Do(func() {
+		l.cancel()
+		l.err = <-l.errCh
+	})
+	return l.err
 }
 
 // runCancel measures a cancel issued here reaching a handler running in a
