@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/memstore"
 	"github.com/jobdir/jobdir/pgstore"
@@ -407,4 +412,173 @@ func TestOpenUpgradesCountsFromVersion3(t *testing.T) {
 	_, err = s.Prune(ctx, 0)
 	require.NoError(t, err)
 	requireStatsExact(t, s, pool, "changes after the upgrade")
+}
+
+// churn is the role of a child of TestProcessesStatsExact: for the
+// duration childKey names, it submits, claims, completes (succeeding,
+// failing to a retry or for good), releases, cancels, retries and prunes
+// jobs of a few kinds at random, and meanwhile compacts the counts in a
+// loop; then it prints "churned <writes> <compactions that deleted rows>".
+// It may be killed holding jobs.
+func churn(ctx context.Context, s *pgstore.Store, worker string) error {
+	d, err := time.ParseDuration(os.Getenv(childKey))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var compactions int
+	compacted := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			del, _, err := pgstore.CompactCounts(ctx, s)
+			if err != nil && ctx.Err() == nil {
+				compacted <- err
+				return
+			}
+			if del > 0 {
+				compactions++
+			}
+			time.Sleep(time.Millisecond)
+		}
+		compacted <- nil
+	}()
+	rnd := rand.New(rand.NewPCG(uint64(os.Getpid()), 1))
+	kinds := []string{"a", "b", "c"}
+	spec := func() jobstore.Spec {
+		return jobstore.Spec{Kind: kinds[rnd.IntN(len(kinds))], MaxAttempts: 1 + rnd.IntN(2)}
+	}
+	writes := 0
+	for ctx.Err() == nil {
+		var err error
+		switch op := rnd.IntN(10); {
+		case op < 2:
+			_, _, err = s.Submit(ctx, spec())
+		case op < 3:
+			specs := make([]jobstore.Spec, 1+rnd.IntN(30))
+			for i := range specs {
+				specs[i] = spec()
+				if rnd.IntN(4) == 0 {
+					specs[i].Key = fmt.Sprintf("key-%d", rnd.IntN(200))
+				}
+			}
+			_, err = s.SubmitBatch(ctx, specs)
+		case op < 8:
+			var js []jobstore.Job
+			js, err = s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: worker}, 1+rnd.IntN(4))
+			for _, j := range js {
+				if err != nil {
+					break
+				}
+				switch rnd.IntN(6) {
+				case 0, 1:
+					_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+				case 2:
+					_, err = s.Complete(ctx, j.Lease(), jobstore.Failed(errors.New("boom")))
+				case 3:
+					err = s.Release(ctx, j.Lease())
+				case 4:
+					if _, err = s.Cancel(ctx, j.ID); err == nil {
+						_, err = s.Complete(ctx, j.Lease(), jobstore.Failed(context.Canceled))
+					}
+				case 5:
+					// Held until the process ends: a killed child leaves
+					// it to recovery, a live one completes it at the end.
+					defer s.Complete(context.Background(), j.Lease(), jobstore.Succeeded(nil))
+				}
+			}
+			if errors.Is(err, jobstore.ErrNoJob) {
+				err = nil
+			}
+		case op < 9:
+			var page jobstore.Page
+			page, err = s.List(ctx, jobstore.ListOptions{States: []jobstore.State{
+				jobstore.StateQueued, jobstore.StateFailed, jobstore.StateCanceled}, Limit: 2})
+			for _, j := range page.Jobs {
+				if err != nil {
+					break
+				}
+				if j.State == jobstore.StateQueued {
+					_, err = s.Cancel(ctx, j.ID)
+				} else {
+					_, err = s.Retry(ctx, j.ID)
+				}
+				// Another process may have changed it first.
+				if errors.Is(err, jobstore.ErrInvalidTransition) || errors.Is(err, jobstore.ErrNotFound) {
+					err = nil
+				}
+			}
+		default:
+			_, err = s.Prune(ctx, 50*time.Millisecond)
+		}
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		writes++
+	}
+	if err := <-compacted; err != nil {
+		return err
+	}
+	fmt.Printf("churned %d %d\n", writes, compactions)
+	return nil
+}
+
+// TestProcessesStatsExact: while three processes change jobs at random
+// and compact the counts in a loop, and one of them is SIGKILLed holding
+// jobs (which the others recover), the counts summed from the deltas equal
+// a count of the jobs table in every snapshot the test reads (both in one
+// REPEATABLE READ transaction); afterwards Stats equals the table's count.
+func TestProcessesStatsExact(t *testing.T) {
+	const n, d = 3, 4 * time.Second
+	ctx := t.Context()
+	schema := pgtest.Schema(t)
+	pool := pgtest.Pool(t, 4)
+	s := openStore(t, schema, &pgstore.Options{RecoverInterval: 100 * time.Millisecond,
+		Backoff: func(int) time.Duration { return 0 }})
+	start := time.Now().Add(2 * time.Second)
+	var kids []*testproc.Proc
+	for range n {
+		kids = append(kids, startChild(t, schema, "churn", childKey+"="+d.String(),
+			childStart+"="+strconv.FormatInt(start.UnixNano(), 10)))
+	}
+	time.Sleep(time.Until(start))
+	killAt := start.Add(d / 2)
+	killed := false
+	checks := 0
+	for time.Since(start) < d+time.Second {
+		if !killed && time.Now().After(killAt) {
+			require.NoError(t, kids[0].Signal(syscall.SIGKILL))
+			killed = true
+		}
+		tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		require.NoError(t, err)
+		wantCounts, wantKinds := tableCounts(ctx, t, tx, schema)
+		gotCounts, gotKinds := deltaCounts(ctx, t, tx, schema)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Equal(t, wantCounts, gotCounts, "counts in one snapshot, check %d", checks)
+		require.Equal(t, wantKinds, gotKinds, "counts by kind in one snapshot, check %d", checks)
+		checks++
+	}
+	require.Error(t, kids[0].Wait(ctx), "the killed child")
+	for _, c := range kids[1:] {
+		out := c.Lines(t)
+		require.Len(t, out, 1)
+		t.Logf("child: %s", out[0])
+		var writes, compactions int
+		_, err := fmt.Sscanf(out[0], "churned %d %d", &writes, &compactions)
+		require.NoError(t, err)
+		require.Greater(t, writes, 100)
+		require.Greater(t, compactions, 10)
+	}
+	t.Logf("%d snapshots checked", checks)
+	// The killed child's jobs come back (or fail, on their last attempt).
+	require.Eventually(t, func() bool {
+		st, err := s.Stats(ctx)
+		require.NoError(t, err)
+		return st.Counts[jobstore.StateRunning] == 0
+	}, 10*time.Second, 10*time.Millisecond, "the killed child's jobs were not recovered")
+	requireStatsExact(t, s, pool, "the processes' changes")
+	_, _, err := pgstore.CompactCounts(ctx, s)
+	require.NoError(t, err)
+	requireStatsExact(t, s, pool, "the last compaction")
 }
