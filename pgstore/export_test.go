@@ -34,3 +34,7 @@ func MigrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, v int) er
 	s := &Store{pool: pool, opts: o}
 	return s.migrateTo(ctx, ms[:v])
 }
+
+// CompactAndVacuum is what the store's maintenance does every second to
+// the count deltas.
+func CompactAndVacuum(ctx context.Context, s *Store) error { return s.compactAndVacuum(ctx) }

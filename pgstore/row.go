@@ -191,6 +191,7 @@ type queries struct {
 	prune        string
 	counts       string
 	compact      string
+	vacuumCounts string
 	// earliest is the earliest RunAt of the queued jobs.
 	earliest   string
 	announce   string
@@ -399,6 +400,7 @@ func newQueries(schema string) queries {
 		SELECT kind, state, sum(n) FROM d GROUP BY kind, state HAVING sum(n) <> 0
 		RETURNING 1)
 	SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM ins)`
+	q.vacuumCounts = `VACUUM (SKIP_LOCKED) ` + c
 
 	// A new session: a fresh id, locked at once on this connection.
 	q.newSession = `INSERT INTO ` + ss + ` (id, host, pid, backend_pid, expires_at)

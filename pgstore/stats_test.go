@@ -582,3 +582,39 @@ func TestProcessesStatsExact(t *testing.T) {
 	require.NoError(t, err)
 	requireStatsExact(t, s, pool, "the last compaction")
 }
+
+// TestCountsTableStaysSmall: a compaction that deletes many deltas is
+// followed by a vacuum of their table, so that the space of the deltas it
+// deleted is used again: under a steady load of writes the table does not
+// grow with a minute of dead rows (autovacuum looks once a minute by
+// default), which every Stats would read.
+func TestCountsTableStaysSmall(t *testing.T) {
+	ctx := t.Context()
+	schema := pgtest.Schema(t)
+	pool := pgtest.Pool(t, 4)
+	s, err := pgstore.Open(ctx, pool, &pgstore.Options{Schema: schema, RecoverInterval: time.Hour})
+	require.NoError(t, err)
+	defer s.Close()
+	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	size := func() int64 {
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT pg_relation_size($1)`, schema+".counts").Scan(&n))
+		return n
+	}
+	const rounds = 8
+	var sizes []int64
+	for range rounds {
+		// 20,000 deltas that sum to nothing, as many writes would leave.
+		_, err = pool.Exec(ctx, `INSERT INTO `+schema+`.counts (kind, state, n)
+			SELECT 'k', 'queued', CASE WHEN i % 2 = 0 THEN 1 ELSE -1 END FROM generate_series(1, 20000) i`)
+		require.NoError(t, err)
+		require.NoError(t, pgstore.CompactAndVacuum(ctx, s))
+		sizes = append(sizes, size())
+	}
+	t.Logf("counts table after each round of 20,000 deltas: %v bytes", sizes)
+	require.Less(t, sizes[rounds-1], 2*sizes[0], "the table grows with the deltas deleted")
+	rows, pairs := countRows(t, pool, schema)
+	require.Equal(t, [2]int{1, 1}, [2]int{rows, pairs})
+	requireStatsExact(t, s, pool, "the compactions and vacuums")
+}

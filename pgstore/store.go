@@ -237,8 +237,8 @@ func (s *Store) connConfig() *pgx.ConnConfig {
 
 // maintain runs until the store closes: it recovers the jobs of dead
 // lease sessions, and retries failed releases, every RecoverInterval, and
-// compacts the count deltas every second or RecoverInterval, whichever is
-// longer.
+// compacts the count deltas (vacuuming their table after a large
+// compaction) every second or RecoverInterval, whichever is longer.
 func (s *Store) maintain(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.RecoverInterval)
@@ -251,7 +251,7 @@ func (s *Store) maintain(ctx context.Context) {
 		s.retryReleases(ctx)
 		if time.Since(compacted) >= compactEvery {
 			compacted = time.Now()
-			if _, _, err := s.compactCounts(ctx, s.pool); err != nil && ctx.Err() == nil {
+			if err := s.compactAndVacuum(ctx); err != nil && ctx.Err() == nil {
 				s.opts.Logger.Warn("pgstore: compaction of the job counts failed; Stats reads more rows until the next one succeeds", "err", err)
 			}
 		}
