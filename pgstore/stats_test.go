@@ -23,27 +23,28 @@ import (
 	"github.com/jobdir/jobdir/pgstore"
 )
 
+// rowsQuerier is a pool or a transaction.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // tableCounts counts the jobs of schema by kind and state from the jobs
 // table itself, in the form of jobstore.Stats.
-func tableCounts(ctx context.Context, t *testing.T, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, schema string) (map[jobstore.State]int, map[string]map[jobstore.State]int) {
+func tableCounts(ctx context.Context, t *testing.T, db rowsQuerier, schema string) (map[jobstore.State]int, map[string]map[jobstore.State]int) {
 	t.Helper()
 	return groupCounts(ctx, t, db, `SELECT kind, state, count(*) FROM `+schema+`.jobs GROUP BY kind, state`)
 }
 
 // deltaCounts sums the count deltas of schema as Stats does.
-func deltaCounts(ctx context.Context, t *testing.T, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, schema string) (map[jobstore.State]int, map[string]map[jobstore.State]int) {
+func deltaCounts(ctx context.Context, t *testing.T, db rowsQuerier, schema string) (map[jobstore.State]int, map[string]map[jobstore.State]int) {
 	t.Helper()
 	return groupCounts(ctx, t, db, `SELECT kind, state, sum(n)::bigint FROM `+schema+`.counts
 		GROUP BY kind, state HAVING sum(n) <> 0`)
 }
 
-func groupCounts(ctx context.Context, t *testing.T, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, sql string) (map[jobstore.State]int, map[string]map[jobstore.State]int) {
+// groupCounts runs sql, which selects kind, state and a number, and
+// gathers its rows as Stats does.
+func groupCounts(ctx context.Context, t *testing.T, db rowsQuerier, sql string) (map[jobstore.State]int, map[string]map[jobstore.State]int) {
 	t.Helper()
 	st := jobstore.Stats{Counts: map[jobstore.State]int{}, Kinds: map[string]map[jobstore.State]int{}}
 	for _, state := range jobstore.States() {
