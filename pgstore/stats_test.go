@@ -605,6 +605,8 @@ func TestCountsTableStaysSmall(t *testing.T) {
 	}
 	const rounds = 8
 	var sizes []int64
+	var began time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT now()`).Scan(&began))
 	for range rounds {
 		// 20,000 deltas that sum to nothing, as many writes would leave.
 		_, err = pool.Exec(ctx, `INSERT INTO `+schema+`.counts (kind, state, n)
@@ -614,6 +616,19 @@ func TestCountsTableStaysSmall(t *testing.T) {
 		sizes = append(sizes, size())
 	}
 	t.Logf("counts table after each round of 20,000 deltas: %v bytes", sizes)
+	if sizes[rounds-1] >= 2*sizes[0] {
+		// No vacuum removes rows that a snapshot older than their
+		// deletion may still see: the database is shared.
+		var pids []int32
+		rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE pid <> pg_backend_pid() AND backend_xmin IS NOT NULL AND xact_start < $1`, began)
+		require.NoError(t, err)
+		pids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+		require.NoError(t, err)
+		if len(pids) > 0 {
+			t.Skipf("transactions of other sessions (pids %v), older than the deltas, keep vacuum from removing them", pids)
+		}
+	}
 	require.Less(t, sizes[rounds-1], 2*sizes[0], "the table grows with the deltas deleted")
 	rows, pairs := countRows(t, pool, schema)
 	require.Equal(t, [2]int{1, 1}, [2]int{rows, pairs})
