@@ -104,3 +104,48 @@ func dropSeeded() {
 		cancel()
 	}
 }
+
+// BenchmarkStats measures Stats in a store that holds 1,000 or 1,000,000
+// succeeded jobs and a few queued ones: it sums the compacted count deltas
+// and reads the claim index, so its cost must not grow with the jobs kept.
+// The sub-benchmark scan is, for comparison, the count of the jobs table
+// that Stats read before migration 4.
+//
+//	go test -run '^$' -bench 'Stats' -benchtime 200x ./pgstore
+func BenchmarkStats(b *testing.B) {
+	pgtest.Require(b)
+	for _, n := range []int{1_000, 1_000_000} {
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			s, pool := seededStore(b, n)
+			ctx := context.Background()
+			specs := make([]jobstore.Spec, 10)
+			for i := range specs {
+				specs[i] = jobstore.Spec{Kind: fmt.Sprintf("bench%d", i%3)}
+			}
+			_, err := s.SubmitBatch(ctx, specs)
+			require.NoError(b, err)
+			_, _, err = pgstore.CompactCounts(ctx, s)
+			require.NoError(b, err)
+			b.Run("stats", func(b *testing.B) {
+				for range b.N {
+					st, err := s.Stats(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if st.Counts[jobstore.StateSucceeded] < n {
+						b.Fatalf("Stats counts %d succeeded jobs, want %d or more", st.Counts[jobstore.StateSucceeded], n)
+					}
+				}
+			})
+			b.Run("scan", func(b *testing.B) {
+				for range b.N {
+					if _, err := pool.Exec(ctx, `SELECT kind, state, count(*) FROM `+s.Schema()+`.jobs GROUP BY kind, state`); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			_, err = pool.Exec(ctx, `DELETE FROM `+s.Schema()+`.jobs WHERE kind LIKE 'bench%'`)
+			require.NoError(b, err)
+		})
+	}
+}

@@ -172,6 +172,8 @@ func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error
 			_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(json.RawMessage(`"stale"`)))
 			fmt.Printf("complete %s\n", errClass(err))
 		}
+	case "churn":
+		return churn(ctx, s, worker)
 	case "append-log":
 		// childKey is "<job ID> <line>".
 		id, line, _ := strings.Cut(os.Getenv(childKey), " ")

@@ -59,6 +59,11 @@
 //   - Claim, Get, List, Prune and the due time in Stats read indexes whose
 //     size does not grow with the number of finished jobs (claims use an
 //     index of queued jobs only); Prune deletes in transactions of 1,000.
+//   - Stats' counts cost the same at a thousand jobs and at a million: they
+//     are the sums of a small table of count deltas that statement-level
+//     triggers on the jobs table append to in each writing transaction (so
+//     every writer, by hand too, keeps them exact) and that the stores
+//     compact every second. They are exact as of one instant.
 //   - Submit, SubmitBatch, Complete, Cancel, Retry and Prune are durable
 //     when they return, as the server's commits are (synchronous_commit).
 //
@@ -86,8 +91,9 @@
 //   - A job may run more than once: if its worker dies mid-attempt, or
 //     loses its lease session (a restart of the server, a network cut),
 //     the job runs again elsewhere. Handlers must be idempotent.
-//   - Stats counts rows by kind and state, reading the table whole: its
-//     cost grows with the number of jobs kept. Prune steadily.
+//   - Each statement that writes jobs calls a trigger (about 15–25 µs of
+//     server time): single submits are about a tenth slower than without
+//     it; batches pay it once.
 //   - Many jobs scheduled far in the future slow a Claim that finds
 //     nothing due, which steps over them in the claim index.
 package pgstore

@@ -91,6 +91,12 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: open: %w", err)
 	}
+	return s.migrateTo(ctx, ms)
+}
+
+// migrateTo is migrate to the version of the last of ms, the migrations
+// from the first on; tests pass fewer to make an older version's schema.
+func (s *Store) migrateTo(ctx context.Context, ms []migration) error {
 	latest := len(ms)
 	v, err := s.schemaVersion(ctx, s.pool)
 	switch {
@@ -106,7 +112,10 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("%w: schema %q is at version %d, older than this program's %d, and is not upgraded when it must exist",
 			ErrSchemaTooOld, s.opts.Schema, v, latest)
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	// READ COMMITTED whatever the server's default: a migration that
+	// locks a table and then reads it (0004 seeds the counts) must see
+	// what was committed before the lock.
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey(s.opts.Schema)); err != nil {
 			return err
 		}

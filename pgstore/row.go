@@ -190,6 +190,8 @@ type queries struct {
 	watch        string
 	prune        string
 	counts       string
+	compact      string
+	vacuumCounts string
 	// earliest is the earliest RunAt of the queued jobs.
 	earliest   string
 	announce   string
@@ -377,7 +379,28 @@ func newQueries(schema string) queries {
 		SELECT id FROM ` + t + `
 		WHERE finished_at < $1 AND state = ANY($3::text[])
 		LIMIT $2)`
-	q.counts = `SELECT kind, state, count(*) FROM ` + t + ` GROUP BY kind, state`
+	// counts sums the count deltas that the triggers on jobs append (see
+	// migration 0004): a table of a few rows per (kind, state) after a
+	// compaction, however many jobs there are.
+	c := s + ".counts"
+	q.counts = `SELECT kind, state, sum(n)::bigint FROM ` + c + ` GROUP BY kind, state HAVING sum(n) <> 0`
+	// compact replaces the count deltas by their sums, unless each pair
+	// has one row already. The DELETE removes only the rows of its
+	// snapshot, and of those only the ones no concurrent compaction
+	// deleted first (it waits for that one's row locks, then skips the
+	// rows it deleted): each delta is summed by exactly one compaction,
+	// and rows appended meanwhile stay for the next. It returns the rows
+	// deleted and the rows written.
+	q.compact = `WITH d AS (
+		DELETE FROM ` + c + `
+		WHERE (SELECT count(*) > count(DISTINCT (kind, state)) FROM ` + c + `)
+		RETURNING kind, state, n),
+	ins AS (
+		INSERT INTO ` + c + ` (kind, state, n)
+		SELECT kind, state, sum(n) FROM d GROUP BY kind, state HAVING sum(n) <> 0
+		RETURNING 1)
+	SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM ins)`
+	q.vacuumCounts = `VACUUM (SKIP_LOCKED) ` + c
 
 	// A new session: a fresh id, locked at once on this connection.
 	q.newSession = `INSERT INTO ` + ss + ` (id, host, pid, backend_pid, expires_at)

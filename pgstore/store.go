@@ -246,16 +246,25 @@ func (s *Store) connConfig() *pgx.ConnConfig {
 }
 
 // maintain runs until the store closes: it recovers the jobs of dead
-// lease sessions, and retries failed releases, every RecoverInterval.
+// lease sessions, and retries failed releases, every RecoverInterval, and
+// compacts the count deltas (vacuuming their table after a large
+// compaction) every second or RecoverInterval, whichever is longer.
 func (s *Store) maintain(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.RecoverInterval)
 	defer t.Stop()
+	compacted := time.Now()
 	for {
 		if err := s.recoverDead(ctx); err != nil && ctx.Err() == nil {
 			s.opts.Logger.Warn("pgstore: recovery of dead workers' jobs failed; will retry", "err", err)
 		}
 		s.retryReleases(ctx)
+		if time.Since(compacted) >= compactEvery {
+			compacted = time.Now()
+			if err := s.compactAndVacuum(ctx); err != nil && ctx.Err() == nil {
+				s.opts.Logger.Warn("pgstore: compaction of the job counts failed; Stats reads more rows until the next one succeeds", "err", err)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
