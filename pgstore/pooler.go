@@ -40,6 +40,15 @@ const (
 	// the check takes it that the pooler has none idle: long enough that
 	// a slow machine does not pass for a pooler with none to spare.
 	probeWait = 2 * time.Second
+	// probeFresh is how many probes in a row must get a newly started
+	// server connection before the check takes it that none is idle, and
+	// probePause the pause before each after the first. Under transaction
+	// pooling the checked server connection may be busy for a moment with
+	// another client's statement (this store's own work notification, say)
+	// when a probe asks, and the pooler then starts a new one; a moment
+	// later it is idle again, and the next probe gets it.
+	probeFresh = 3
+	probePause = 10 * time.Millisecond
 )
 
 // ownConnConfig returns the pool's connection settings for a connection
@@ -96,9 +105,10 @@ var errHanded = errors.New("the server connection went to another client")
 // probe opens probe connections, each holding a transaction open on a
 // server connection, until one gets the server process pid: then it
 // returns found(that probe's transaction). Once it appears that no server
-// connection is idle any more (a probe's server process started after
-// since, on the database's clock, or a probe waited probeWait for one), or
-// probeMax probes are open, it returns recheck() instead. Both run while
+// connection is idle any more (probeFresh probes in a row got a server
+// process started after since, on the database's clock, or a probe waited
+// probeWait for one), or probeMax probes are open, it returns recheck()
+// instead. Both run while
 // the probes hold their server connections.
 func (s *Store) probe(ctx context.Context, pid uint32, since time.Time,
 	found func(context.Context, pgx.Tx) error, recheck func(context.Context) error) error {
@@ -106,6 +116,11 @@ func (s *Store) probe(ctx context.Context, pid uint32, since time.Time,
 		conn *pgx.Conn
 		tx   pgx.Tx
 	}
+	// One check at a time per store: the probes of another (the
+	// listener's, the lease's) would hold server connections this one
+	// needs to see, the checked one among them.
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
 	var probes []held
 	defer func() {
 		for _, p := range probes {
@@ -116,19 +131,27 @@ func (s *Store) probe(ctx context.Context, pid uint32, since time.Time,
 		}
 	}()
 	cfg := s.ownConnConfig()
+	fresh := 0
 	for range probeMax {
+		if fresh > 0 {
+			select {
+			case <-time.After(probePause):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		conn, err := pgx.ConnectConfig(ctx, cfg) // a pooler answers without a server connection
 		if err != nil {
 			return err
 		}
 		pctx, cancel := context.WithTimeout(ctx, probeWait)
 		var got uint32
-		var fresh bool
+		var started bool
 		tx, err := conn.Begin(pctx)
 		if err == nil {
 			probes = append(probes, held{conn, tx})
 			err = tx.QueryRow(pctx, `SELECT pid, backend_start > $1 FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
-				since).Scan(&got, &fresh)
+				since).Scan(&got, &started)
 		} else {
 			_ = conn.Close(context.Background())
 		}
@@ -143,8 +166,12 @@ func (s *Store) probe(ctx context.Context, pid uint32, since time.Time,
 			return err
 		case got == pid:
 			return found(ctx, tx)
-		case fresh:
-			return recheck(ctx)
+		case started:
+			if fresh++; fresh == probeFresh {
+				return recheck(ctx)
+			}
+		default:
+			fresh = 0
 		}
 	}
 	return recheck(ctx)

@@ -34,6 +34,8 @@ type Store struct {
 
 	// sessMu serializes the creation of lease sessions.
 	sessMu sync.Mutex
+	// probeMu serializes the connection-pooler checks (see probe).
+	probeMu sync.Mutex
 
 	mu sync.Mutex
 	// sess is the current lease session, nil until the first Claim and
