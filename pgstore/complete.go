@@ -80,6 +80,11 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	if err == nil || errors.Is(err, jobstore.ErrNotHeld) || errors.Is(err, jobstore.ErrNotFound) {
 		s.forget(lease)
 	}
+	if mine && errors.Is(err, jobstore.ErrNotHeld) {
+		if lost := s.lostWith(ctx, h.sess); lost != nil {
+			err = fmt.Errorf("%w: %w", err, lost)
+		}
+	}
 	return j, err
 }
 

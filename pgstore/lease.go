@@ -24,9 +24,12 @@ var ErrSessionNotKept = errors.New("pgstore: the connection does not keep its se
 	"(a connection pooler in transaction mode?); connect to PostgreSQL directly or use session pooling")
 
 // ErrLeaseLost is why a lease session ended while its store was open: its
-// connection closed, or it could not be renewed in time. The leases of that
-// session are lost; WatchCancel and Complete return jobstore.ErrNotHeld for
-// them, wrapping this error.
+// connection closed, or it could not be renewed in time, or the database no
+// longer counted it alive (its jobs recovered by another store, as after
+// this process was stopped past its lease). The leases of that session are
+// lost; WatchCancel and Complete return jobstore.ErrNotHeld for them,
+// wrapping this error, also when they find the job taken before the
+// session's keeper has seen it end (TestProcessNodeLossRecoveredWithinTTL).
 var ErrLeaseLost = errors.New("pgstore: lease session lost")
 
 // session is a lease session: a dedicated connection that holds the
@@ -73,6 +76,33 @@ func (sess *session) isLost() bool {
 func (sess *session) lostError() error {
 	<-sess.lost
 	return fmt.Errorf("%w %d: %w", ErrLeaseLost, sess.id, sess.err)
+}
+
+// errSessionRecovered is why a session ends that the database no longer
+// counts as alive while its keeper has not seen it end: after this
+// process was stopped (SIGSTOP, a hung machine) past the end of its lease
+// connection, another store recovered its jobs.
+var errSessionRecovered = errors.New("the database no longer counts the session alive: its jobs were recovered")
+
+// lostWith returns the lostError of sess if the session has ended, or if
+// the database no longer counts it as alive (its row gone or found dead),
+// in which case it ends sess; nil if sess lives. A change of a lease of
+// sess that found the job no longer held calls it, so that the error says
+// the lease went with its session (ErrLeaseLost) even when the keeper has
+// not seen that yet.
+func (s *Store) lostWith(ctx context.Context, sess *session) error {
+	if !sess.isLost() {
+		var alive bool
+		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.q.schema+`.sessions
+			WHERE id = $1 AND dead_since IS NULL AND expires_at >= now())`, sess.id).Scan(&alive)
+		if err != nil || alive {
+			return nil
+		}
+		if sess.end(errSessionRecovered) {
+			s.opts.Logger.Warn("pgstore: lease session lost; its jobs will run elsewhere", "session", sess.id, "err", errSessionRecovered)
+		}
+	}
+	return sess.lostError()
 }
 
 // session returns the store's current lease session, starting one if

@@ -207,8 +207,14 @@ func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
 		}
 		if jobstore.State(state) != jobstore.StateRunning || worker != lease.Worker || attempt != lease.Attempt {
 			release()
-			return fmt.Errorf("pgstore: watch cancel: %w: job %s is %s, attempt %d by %q; lease is attempt %d by %q",
+			err := fmt.Errorf("pgstore: watch cancel: %w: job %s is %s, attempt %d by %q; lease is attempt %d by %q",
 				jobstore.ErrNotHeld, lease.ID, state, attempt, worker, lease.Attempt, lease.Worker)
+			if mine {
+				if lost := s.lostWith(ctx, h.sess); lost != nil {
+					err = fmt.Errorf("%w: %w", err, lost)
+				}
+			}
+			return err
 		}
 		if cancelRequested {
 			release()

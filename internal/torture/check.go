@@ -110,7 +110,7 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 	}
 
 	for _, id := range sortedKeys(rec.attempts) {
-		checkAttempts(r, id, jobs[id], rec.attempts[id], kills, cuts)
+		checkAttempts(r, id, jobs[id], rec.attempts[id], kills, stops, cuts)
 	}
 	if w := r.recoveryWaits; len(w) > 0 {
 		slices.Sort(w)
@@ -140,12 +140,22 @@ func checkRecords(r *Report, jobs map[string]jobstore.Job, rec records, kills ma
 type pause struct{ from, to int64 }
 
 // checkAttempts checks one job's attempts against each other, the job's
-// final record and the kills.
-func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills map[string]int64, cuts map[string][]pause) {
+// final record, the kills, the SIGSTOPs and the cuts.
+func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills map[string]int64, stops, cuts map[string][]pause) {
 	// cutBetween reports whether worker w's connections were cut at some
 	// moment between from and to.
 	cutBetween := func(w string, from, to int64) bool {
 		return slices.ContainsFunc(cuts[w], func(c pause) bool { return c.to >= from && c.from <= to })
+	}
+	// stoppedAfterCut reports whether worker w's connections were cut
+	// between from and to and w was stopped (SIGSTOP) at some moment
+	// between that cut and to: it could not stop its handler in time.
+	stoppedAfterCut := func(w string, from, to int64) bool {
+		return slices.ContainsFunc(cuts[w], func(c pause) bool {
+			return c.to >= from && c.from <= to && slices.ContainsFunc(stops[w], func(s pause) bool {
+				return s.from <= to && (s.to == 0 || s.to >= c.from)
+			})
+		})
 	}
 	if j.ID == "" {
 		r.violate("job %s: attempts ran, but the store has no such job", id)
@@ -201,6 +211,12 @@ func checkAttempts(r *Report, id string, j jobstore.Job, as []*attemptRec, kills
 		}
 		pKilledAt, pKilled := kills[p.Worker]
 		switch {
+		case p.HasEnd && a.Start <= p.End && (p.HasLost || p.Outcome == outcomeLost) &&
+			stoppedAfterCut(p.Worker, p.Claimed, a.Start):
+			// Its worker's lease went with a cut while the worker was
+			// stopped: it could act only once continued, and its outcome
+			// was refused. Not avoidable by any store.
+			r.StoppedCutOverlaps++
 		case p.HasEnd && a.Start <= p.End:
 			r.violate("job %s: attempt %d started at %s, before attempt %d ended (%s later)",
 				id, a.Attempt, mono(a.Start), p.Attempt, time.Duration(p.End-a.Start))

@@ -26,6 +26,12 @@ func att(n int, worker string, start int64, end int64, outcome string) *attemptR
 	return a
 }
 
+// lostAt marks a's outcome lost with its lease, at at.
+func lostAt(a *attemptRec, at int64) *attemptRec {
+	a.HasLost, a.LostAt = true, at
+	return a
+}
+
 // claimedAt sets when a's worker claimed it.
 func claimedAt(a *attemptRec, at int64) *attemptRec {
 	a.Claimed = at
@@ -192,6 +198,36 @@ func TestCheckRecords(t *testing.T) {
 		}}},
 		cuts: map[string][]pause{"w1": {{from: 20, to: 20}}},
 		want: "attempt 2 started at mono 0.000s, before attempt 1 ended",
+	}, {
+		name: "a re-run overlapping an attempt whose worker was stopped when its lease went with a cut",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			lostAt(att(1, "w1", 10, 45, outcomeOK), 46),
+			att(2, "w2", 40, 50, outcomeOK),
+		}}},
+		stops: map[string][]pause{"w1": {{from: 15, to: 44}}},
+		cuts:  map[string][]pause{"w1": {{from: 20, to: 21}}},
+		check: func(t *testing.T, r *Report) { require.Equal(t, 1, r.StoppedCutOverlaps) },
+	}, {
+		name: "the same overlap, its worker stopped only before the cut",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			lostAt(att(1, "w1", 10, 45, outcomeOK), 46),
+			att(2, "w2", 40, 50, outcomeOK),
+		}}},
+		stops: map[string][]pause{"w1": {{from: 12, to: 14}}},
+		cuts:  map[string][]pause{"w1": {{from: 20, to: 21}}},
+		want:  "attempt 2 started at mono 0.000s, before attempt 1 ended",
+	}, {
+		name: "the same overlap with the outcome recorded",
+		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},
+		rec: records{attempts: map[string][]*attemptRec{idA: {
+			att(1, "w1", 10, 45, outcomeOK),
+			att(2, "w2", 40, 50, outcomeOK),
+		}}},
+		stops: map[string][]pause{"w1": {{from: 15, to: 44}}},
+		cuts:  map[string][]pause{"w1": {{from: 20, to: 21}}},
+		want:  "attempt 2 started at mono 0.000s, before attempt 1 ended",
 	}, {
 		name: "a success whose outcome was lost with its worker's connections, then a re-run",
 		jobs: []jobstore.Job{done(idA, jobstore.StateSucceeded, 2, "")},

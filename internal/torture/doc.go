@@ -55,7 +55,10 @@
 // or its outcome, which the checks allow only for an attempt whose worker's
 // connections were cut (or the server restarted) between its claim (the
 // start marker records when that was) and the loss, and the re-run must
-// still start after the lost attempt ended. A cut returns once the cut
+// still start after the lost attempt ended, unless the lost attempt's
+// worker was stopped (SIGSTOP) between the cut and the re-run's start: it
+// could not stop its handler before it was continued, and its outcome must
+// have been refused (counted as "stopped through a cut"). A cut returns once the cut
 // connections are gone, and each child's output keeps pgstore's warnings. Errors that are not
 // jobstore errors are retried by the children there (Backend.Transient).
 //

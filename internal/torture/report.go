@@ -80,6 +80,11 @@ type Report struct {
 	// CutReruns counts attempts that followed a successful one whose
 	// worker's connections were cut before its outcome was recorded.
 	CutReruns int
+	// StoppedCutOverlaps counts attempts that began before the previous
+	// one ended because that one's worker was stopped (SIGSTOP) when its
+	// lease went with a cut of its connections, so it could not stop its
+	// handler in time; that attempt's outcome was refused.
+	StoppedCutOverlaps int
 	// TransientErrors counts the store errors children retried (see
 	// Backend.Transient).
 	TransientErrors int
@@ -185,6 +190,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	if r.Cuts > 0 || r.ServerRestarts > 0 {
 		p("connection cuts", "%d (%d connections); %d server restarts; %d attempts lost their lease, %d their outcome; %d re-runs after a cut; %d transient errors retried",
 			r.Cuts, r.CutConnections, r.ServerRestarts, r.LeaseLosses, r.LostOutcomes, r.CutReruns, r.TransientErrors)
+		p("stopped through a cut", "%d attempts ran on after the next began: their worker was SIGSTOPped when its lease went with a cut, and their outcome was refused", r.StoppedCutOverlaps)
 	}
 	p("paused attempts", "%d (worker SIGSTOPped mid-attempt; finished after SIGCONT, not run elsewhere)", r.PausedAttempts)
 	p("tree attempts", "%d, %d with their worker killed (programs that forked, escaped their process group and double-forked; none outlived its attempt)", r.TreeAttempts, r.TreeAttemptsKilled)
