@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
@@ -249,15 +248,7 @@ func TestProcessCancelReachesWorker(t *testing.T) {
 // submit's commit, goes out before Close returns.
 func TestProcessSubmitWakesWorker(t *testing.T) {
 	schema := pgtest.Schema(t)
-	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["application_name"] = schema
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	defer pool.Close()
-	s, err := pgstore.Open(t.Context(), pool, &pgstore.Options{Schema: schema, PollInterval: time.Minute})
-	require.NoError(t, err)
-	defer s.Close()
+	s := openListening(t, schema, 0)
 	for _, how := range []string{"submit", "batch", "keyed-batch"} {
 		t.Run(how, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

@@ -161,16 +161,7 @@ func TestOpenDSN(t *testing.T) {
 // minute, never fires).
 func TestListenerReconnects(t *testing.T) {
 	schema := pgtest.Schema(t)
-	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
-	require.NoError(t, err)
-	cfg.MaxConns = 2
-	cfg.ConnConfig.RuntimeParams["application_name"] = schema
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	defer pool.Close()
-	s, err := pgstore.Open(t.Context(), pool, &pgstore.Options{Schema: schema, PollInterval: time.Minute})
-	require.NoError(t, err)
-	defer s.Close()
+	s := openListening(t, schema, 2)
 	other := openStore(t, schema, nil)
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
@@ -203,6 +194,27 @@ func TestListenerReconnects(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return after the listener reconnected")
 	}
+}
+
+// openListening opens a store in schema whose polls are a minute apart, so
+// that only a notification wakes its waiting calls, on a pool of maxConns
+// (0: pgx's default) whose connections carry the schema's name as their
+// application_name (see listeners). It is closed when t ends.
+func openListening(t *testing.T, schema string, maxConns int32) *pgstore.Store {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
+	require.NoError(t, err)
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = schema
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := pgstore.Open(t.Context(), pool, &pgstore.Options{Schema: schema, PollInterval: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // listeners counts the idle listener connections whose application_name
