@@ -23,25 +23,42 @@ const announceTimeout = 5 * time.Second
 // this process between the commit and the notification costs the other
 // workers a poll interval (runner.Options.PollInterval), nothing more: a
 // work notification only says "look again".
+//
+// A change that commits after the announcer has returned (a call in
+// flight when Close was called) sends its notification itself.
 func (s *Store) announceWork() {
 	s.signalWork()
-	select {
-	case s.announce <- struct{}{}:
-	default:
-		// A notification is pending: it has not begun yet, so it covers
-		// this commit too.
+	s.mu.Lock()
+	done := s.announcerDone
+	if !done {
+		select {
+		case s.announce <- struct{}{}:
+		default:
+			// A notification is pending: it has not begun yet, so it
+			// covers this commit too.
+		}
+	}
+	s.mu.Unlock()
+	if done {
+		s.notifyWork()
 	}
 }
 
 // announcer sends the work notifications that announceWork asks for, one
 // at a time, until the store closes, and then the one still pending, so
-// that a program that submits and closes at once still wakes the workers.
+// that a program that submits and closes at once still wakes the workers
+// (TestProcessSubmitWakesWorker, TestProcessSubmitDuringCloseWakesWorker).
 func (s *Store) announcer(ctx context.Context) {
 	defer s.wg.Done()
 	for {
 		select {
 		case <-s.announce:
 		case <-ctx.Done():
+			// From here on announceWork sends its own notification;
+			// a request made before is still pending here.
+			s.mu.Lock()
+			s.announcerDone = true
+			s.mu.Unlock()
 			select {
 			case <-s.announce:
 				s.notifyWork()
