@@ -20,7 +20,8 @@ const announceTimeout = 5 * time.Second
 // instead of sharing flushes. The announcer notifies in a transaction of
 // its own that does not wait for a flush, and one notification covers
 // every commit made before it began. A notification lost in a crash of
-// this process between the commit and the notification costs the other
+// this process between the commit and the notification, or that fails
+// twice (TestNotifyWorkSurvivesABrokenConnection), costs the other
 // workers a poll interval (runner.Options.PollInterval), nothing more: a
 // work notification only says "look again".
 //
@@ -70,11 +71,19 @@ func (s *Store) announcer(ctx context.Context) {
 	}
 }
 
-// notifyWork sends one notification on the work channel.
+// notifyWork sends one notification on the work channel. It tries twice:
+// the pool drops a connection that failed (the server ended it, the
+// network reset it), so the second try runs on another.
 func (s *Store) notifyWork() {
 	ctx, cancel := context.WithTimeout(context.Background(), announceTimeout)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, s.q.announce, s.q.chanWork); err != nil {
+	var err error
+	for range 2 {
+		if _, err = s.pool.Exec(ctx, s.q.announce, s.q.chanWork); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
 		s.opts.Logger.Warn("pgstore: could not tell other processes of new jobs; they find them at their next poll", "err", err)
 	}
 }
