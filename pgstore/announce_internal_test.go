@@ -45,3 +45,35 @@ func TestAnnouncerSendsPendingAtClose(t *testing.T) {
 		require.Equal(t, s.q.chanWork, n.Channel)
 	}
 }
+
+// TestNotifyWorkSurvivesABrokenConnection: a work notification whose pool
+// connection the server ended (pg_terminate_backend, a network reset) is
+// sent on another one, so that a submit that committed is not left
+// unannounced while every process lives.
+func TestNotifyWorkSurvivesABrokenConnection(t *testing.T) {
+	ctx := t.Context()
+	pool := pgtest.Pool(t, 1)
+	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t)})
+	require.NoError(t, err)
+	defer s.Close()
+	conn, err := pgx.Connect(ctx, pgtest.DSN())
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.q.chanWork}.Sanitize())
+	require.NoError(t, err)
+
+	// The pool's one connection, used a moment ago (the pool pings only
+	// connections idle for a second), is ended by the server.
+	var pid uint32
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	var ended bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ended))
+	require.True(t, ended)
+
+	s.notifyWork()
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	n, err := conn.WaitForNotification(wctx)
+	require.NoError(t, err, "the notification was not sent")
+	require.Equal(t, s.q.chanWork, n.Channel)
+}

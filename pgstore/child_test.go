@@ -122,6 +122,11 @@ func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error
 		}
 		_, err := s.SubmitBatch(ctx, specs)
 		return err
+	case "submit-during-close":
+		// A keyed submit that waits on a row lock (the test holds the
+		// key in an open transaction), then Close while it waits: the
+		// submit commits after the store closed.
+		return submitDuringClose(ctx, s)
 	case "claim-all":
 		idle := 0
 		for idle < 3 {

@@ -50,6 +50,9 @@ type Store struct {
 	// announce holds a request for a work notification (see
 	// announceWork).
 	announce chan struct{}
+	// announcerDone is set when the announcer returns: announceWork
+	// then notifies by itself.
+	announcerDone bool
 	// work is closed and replaced whenever a job may have become
 	// claimable; workSeq counts that, and noJobSeq is workSeq when a
 	// Claim last found nothing (see AwaitWork).
