@@ -101,7 +101,12 @@ type Worker interface {
 	// AwaitWork blocks until a queued job may have become due (submitted,
 	// requeued, or its RunAt reached), then returns nil. It may return nil
 	// spuriously, so callers Claim in a loop. Returns ctx.Err() when ctx
-	// ends.
+	// ends. A Store keeps one account of the wake-ups since a Claim found
+	// nothing, not one per caller: of several goroutines that claim from
+	// one Store and wait here (two runners sharing a Store), one may take
+	// the wake-up that another needed, which then waits for the next one
+	// or for its ctx; runner.Runner bounds each wait by its PollInterval.
+	// Give each runner a Store of its own for the quickest start.
 	AwaitWork(ctx context.Context) error
 
 	// Complete ends the attempt that lease holds with outcome o and returns
