@@ -15,11 +15,26 @@ import (
 // nothing skipped a due job whose lease another holder was letting go,
 // leaseRetry later. It may return nil spuriously.
 func (s *Store) AwaitWork(ctx context.Context) error {
+	return s.awaitWork(ctx, nil)
+}
+
+// AwaitWorkSince is AwaitWork for the caller whose Claim returned nj; it
+// implements jobstore.WorkAwaiter.
+func (s *Store) AwaitWorkSince(ctx context.Context, nj *jobstore.NoJobError) error {
+	return s.awaitWork(ctx, nj)
+}
+
+// awaitWork is AwaitWork, or AwaitWorkSince with nj.
+func (s *Store) awaitWork(ctx context.Context, nj *jobstore.NoJobError) error {
 	if err := s.enter(ctx, "await work"); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	if s.workSeq != s.noJobSeq {
+	if nj != nil && s.workSeq != nj.Since {
+		s.mu.Unlock()
+		return nil
+	}
+	if nj == nil && s.workSeq != s.noJobSeq {
 		s.noJobSeq = s.workSeq
 		s.mu.Unlock()
 		return nil

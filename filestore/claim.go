@@ -98,7 +98,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 				s.busyRetry = soon
 			}
 			s.mu.Unlock()
-			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", &jobstore.NoJobError{NextRunAt: next})
+			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", &jobstore.NoJobError{NextRunAt: next, Since: seq})
 		}
 		tried[id] = true
 		j, ok, err := s.claimOne(ctx, id, req, now, false)

@@ -104,6 +104,7 @@ type Store struct {
 var (
 	_ jobstore.Store       = (*Store)(nil)
 	_ jobstore.StatePruner = (*Store)(nil)
+	_ jobstore.WorkAwaiter = (*Store)(nil)
 )
 
 // Dir returns the store's directory as an absolute path.

@@ -75,6 +75,10 @@ type NoJobError struct {
 	// someone else, a moment from now. It is the zero time if the store has
 	// no queued jobs.
 	NextRunAt time.Time
+	// Since marks where the store's account of work stood when the Claim
+	// began, for a store that is a WorkAwaiter: its AwaitWorkSince returns
+	// at once if work may have arrived since. Zero from other stores.
+	Since uint64
 }
 
 // Error says that no job is due, and when the next one will be.

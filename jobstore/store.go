@@ -103,10 +103,10 @@ type Worker interface {
 	// spuriously, so callers Claim in a loop. Returns ctx.Err() when ctx
 	// ends. A Store keeps one account of the wake-ups since a Claim found
 	// nothing, not one per caller: of several goroutines that claim from
-	// one Store and wait here (two runners sharing a Store), one may take
-	// the wake-up that another needed, which then waits for the next one
-	// or for its ctx; runner.Runner bounds each wait by its PollInterval.
-	// Give each runner a Store of its own for the quickest start.
+	// one Store and wait here, one may take the wake-up that another
+	// needed, which then waits for the next one or for its ctx. A store
+	// that is a WorkAwaiter tells them apart (memstore, filestore and
+	// pgstore are), and runner.Runner uses it.
 	AwaitWork(ctx context.Context) error
 
 	// Complete ends the attempt that lease holds with outcome o and returns

@@ -60,6 +60,7 @@ type entry struct {
 var (
 	_ jobstore.Store       = (*Store)(nil)
 	_ jobstore.StatePruner = (*Store)(nil)
+	_ jobstore.WorkAwaiter = (*Store)(nil)
 )
 
 // New returns an empty Store configured by opts, which may be nil.
@@ -297,7 +298,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	}
 	if best == nil {
 		s.noJobSeq, s.noJobAt = s.workSeq, now
-		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", &jobstore.NoJobError{NextRunAt: next})
+		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", &jobstore.NoJobError{NextRunAt: next, Since: s.workSeq})
 	}
 	j, err := jobstore.ApplyClaim(best.job, req.Worker, now)
 	if err != nil {
@@ -314,10 +315,25 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 // empty Claim and its AwaitWork is not missed. It returns ctx.Err() when ctx ends and an error wrapping
 // jobstore.ErrClosed when the store is closed.
 func (s *Store) AwaitWork(ctx context.Context) error {
+	return s.awaitWork(ctx, nil)
+}
+
+// AwaitWorkSince is AwaitWork for the caller whose Claim returned nj; it
+// implements jobstore.WorkAwaiter.
+func (s *Store) AwaitWorkSince(ctx context.Context, nj *jobstore.NoJobError) error {
+	return s.awaitWork(ctx, nj)
+}
+
+// awaitWork is AwaitWork, or AwaitWorkSince with nj.
+func (s *Store) awaitWork(ctx context.Context, nj *jobstore.NoJobError) error {
 	if err := s.lock(ctx, "await work"); err != nil {
 		return err
 	}
-	if s.workSeq != s.noJobSeq {
+	if nj != nil && s.workSeq != nj.Since {
+		s.mu.Unlock()
+		return nil
+	}
+	if nj == nil && s.workSeq != s.noJobSeq {
 		s.noJobSeq = s.workSeq
 		s.mu.Unlock()
 		return nil

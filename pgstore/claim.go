@@ -140,7 +140,7 @@ func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest,
 		s.nextDue = at
 	}
 	s.mu.Unlock()
-	return fmt.Errorf("pgstore: %s: %w", op, &jobstore.NoJobError{NextRunAt: at})
+	return fmt.Errorf("pgstore: %s: %w", op, &jobstore.NoJobError{NextRunAt: at, Since: seq})
 }
 
 // hold records the job just claimed as r as held by this store under sess,

@@ -99,6 +99,7 @@ type idWatch struct {
 var (
 	_ jobstore.Store       = (*Store)(nil)
 	_ jobstore.Pinger      = (*Store)(nil)
+	_ jobstore.WorkAwaiter = (*Store)(nil)
 	_ jobstore.StatePruner = (*Store)(nil)
 )
 

@@ -19,13 +19,28 @@ import (
 // it returns every PollInterval. It returns ctx.Err() when ctx ends and an
 // error wrapping jobstore.ErrClosed when the store is closed.
 func (s *Store) AwaitWork(ctx context.Context) error {
+	return s.awaitWork(ctx, nil)
+}
+
+// AwaitWorkSince is AwaitWork for the caller whose Claim or ClaimBatch
+// returned nj; it implements jobstore.WorkAwaiter.
+func (s *Store) AwaitWorkSince(ctx context.Context, nj *jobstore.NoJobError) error {
+	return s.awaitWork(ctx, nj)
+}
+
+// awaitWork is AwaitWork, or AwaitWorkSince with nj.
+func (s *Store) awaitWork(ctx context.Context, nj *jobstore.NoJobError) error {
 	if err := s.check(ctx, "await work"); err != nil {
 		return err
 	}
 	w, release := s.watch("")
 	defer release()
 	s.mu.Lock()
-	if s.workSeq != s.noJobSeq {
+	if nj != nil && s.workSeq != nj.Since {
+		s.mu.Unlock()
+		return nil
+	}
+	if nj == nil && s.workSeq != s.noJobSeq {
 		s.noJobSeq = s.workSeq
 		s.mu.Unlock()
 		return nil

@@ -287,14 +287,21 @@ func (l *loop) await(ctx context.Context, noJob error) (signaled bool, err error
 	wait := l.r.s.pollInterval
 	// A NextRunAt in the past names a job this runner cannot claim (another
 	// kind, or one just claimed elsewhere); waking for it would spin.
-	if nj, ok := errors.AsType[*jobstore.NoJobError](noJob); ok && !nj.NextRunAt.IsZero() {
+	nj, _ := errors.AsType[*jobstore.NoJobError](noJob)
+	if nj != nil && !nj.NextRunAt.IsZero() {
 		if d := time.Until(nj.NextRunAt); d > 0 && d < wait {
 			wait = d
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	err = l.r.store.AwaitWork(actx)
+	// With several runners (or other claimers) on one store, only a
+	// WorkAwaiter knows which wake-ups this runner has not seen.
+	if wa, ok := l.r.store.(jobstore.WorkAwaiter); ok && nj != nil {
+		err = wa.AwaitWorkSince(actx, nj)
+	} else {
+		err = l.r.store.AwaitWork(actx)
+	}
 	switch {
 	case err == nil:
 		return true, nil

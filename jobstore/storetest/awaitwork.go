@@ -16,6 +16,7 @@ var awaitWorkTests = []test{
 	{"WakesWhenDelayedJobDue", testAwaitWorkDelayed},
 	{"WakesOnRequeue", testAwaitWorkRequeue},
 	{"ContextDeadline", testAwaitWorkDeadline},
+	{"EachClaimerWakes", testAwaitWorkEachClaimer},
 }
 
 // awaitAndClaim runs the loop a worker runs: Claim, and AwaitWork while
@@ -83,4 +84,39 @@ func testAwaitWorkDeadline(t *testing.T, s jobstore.Store) {
 		}
 	})
 	require.ErrorIs(t, w.result(t), context.DeadlineExceeded)
+}
+
+// testAwaitWorkEachClaimer: of two claimers of one store, for different
+// kinds, that found nothing, each wakes for a submit made after its Claim
+// began, though the other already woke and claimed again meanwhile: with
+// AwaitWorkSince, for a store that is a jobstore.WorkAwaiter (skipped for
+// others).
+func testAwaitWorkEachClaimer(t *testing.T, s jobstore.Store) {
+	wa, ok := s.(jobstore.WorkAwaiter)
+	if !ok {
+		t.Skip("not a jobstore.WorkAwaiter")
+	}
+	noJob := func(kind string) *jobstore.NoJobError {
+		_, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w-" + kind, Kinds: []string{kind}})
+		nj, ok := errors.AsType[*jobstore.NoJobError](err)
+		require.True(t, ok, "Claim of a store that is a WorkAwaiter must return a *NoJobError when nothing is due, not %v", err)
+		return nj
+	}
+	a, b := noJob("a"), noJob("b")
+	j := submitKind(t, s, "b")
+
+	// A wakes, finds nothing of its kind, and would wait again.
+	ctx, cancel := context.WithTimeout(t.Context(), eventually)
+	defer cancel()
+	require.NoError(t, wa.AwaitWorkSince(ctx, a), "the first claimer did not wake")
+	noJob("a")
+
+	// B must still wake for the submit: a plain AwaitWork may not (A took
+	// the store's one account of it).
+	short, cancelShort := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancelShort()
+	require.NoError(t, wa.AwaitWorkSince(short, b), "the second claimer slept through a submit made after its Claim")
+	got, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w-b", Kinds: []string{"b"}})
+	require.NoError(t, err)
+	require.Equal(t, j.ID, got.ID)
 }
