@@ -27,7 +27,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", err)
 	}
 	s.mu.Lock()
-	seq := s.workSeq
+	seq := s.signals.Seq()
 	s.mu.Unlock()
 	if _, err := s.refreshCands(); err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: claim: scan queue: %w", err)
@@ -89,9 +89,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 				}
 			}
 			s.mu.Lock()
-			if s.noJobSeq < seq {
-				s.noJobSeq = seq
-			}
+			s.signals.NoJob(seq)
 			if busy {
 				// For callers that do not read NextRunAt: AwaitWork
 				// returns then too.

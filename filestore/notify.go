@@ -25,7 +25,7 @@ func (s *Store) touched(id string) {
 func (s *Store) signalWork() {
 	close(s.work)
 	s.work = make(chan struct{})
-	s.workSeq++
+	s.signals.Signal()
 }
 
 // notify wakes the Wait and WatchCancel calls watching job id. The caller

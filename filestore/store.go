@@ -71,10 +71,10 @@ type Store struct {
 	pending map[string]struct{}
 	rescan  bool
 	// work is closed and replaced whenever a job may have become
-	// claimable; workSeq counts that, and noJobSeq is workSeq when a Claim
-	// last found nothing (see AwaitWork).
-	work              chan struct{}
-	workSeq, noJobSeq uint64
+	// claimable; signals counts that, and what the latest Claim that
+	// found nothing saw (see AwaitWork).
+	work    chan struct{}
+	signals jobstore.WorkCount
 	// busyRetry, when set, is when AwaitWork returns because the last
 	// Claim that found nothing skipped a due job whose lease was held:
 	// the holder's release makes no event (see leaseRetry).

@@ -39,11 +39,11 @@ type Store struct {
 	// work is closed and replaced whenever a queued job may have become
 	// claimable (submit, requeue, retry), waking AwaitWork.
 	work chan struct{}
-	// workSeq counts the closes of work; noJobSeq is workSeq when a Claim
-	// last found nothing. AwaitWork returns at once if work arrived in
-	// between, so a submit that lands between a caller's empty Claim and its
-	// AwaitWork is not missed.
-	workSeq, noJobSeq uint64
+	// signals counts the closes of work and what the latest empty Claim
+	// saw: AwaitWork returns at once if work arrived in between, so a
+	// submit that lands between a caller's empty Claim and its AwaitWork
+	// is not missed.
+	signals jobstore.WorkCount
 	// noJobAt is when a Claim last found nothing: queued jobs due by then
 	// were seen by it.
 	noJobAt time.Time
@@ -126,7 +126,7 @@ func (s *Store) set(e *entry, j jobstore.Job) {
 func (s *Store) signalWork() {
 	close(s.work)
 	s.work = make(chan struct{})
-	s.workSeq++
+	s.signals.Signal()
 }
 
 // clone returns a copy of j that shares no memory with it.
@@ -297,8 +297,9 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		}
 	}
 	if best == nil {
-		s.noJobSeq, s.noJobAt = s.workSeq, now
-		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", &jobstore.NoJobError{NextRunAt: next, Since: s.workSeq})
+		s.signals.NoJob(s.signals.Seq())
+		s.noJobAt = now
+		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", &jobstore.NoJobError{NextRunAt: next, Since: s.signals.Seq()})
 	}
 	j, err := jobstore.ApplyClaim(best.job, req.Worker, now)
 	if err != nil {
@@ -329,12 +330,7 @@ func (s *Store) awaitWork(ctx context.Context, nj *jobstore.NoJobError) error {
 	if err := s.lock(ctx, "await work"); err != nil {
 		return err
 	}
-	if nj != nil && s.workSeq != nj.Since {
-		s.mu.Unlock()
-		return nil
-	}
-	if nj == nil && s.workSeq != s.noJobSeq {
-		s.noJobSeq = s.workSeq
+	if s.signals.Arrived(nj) {
 		s.mu.Unlock()
 		return nil
 	}

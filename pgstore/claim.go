@@ -74,7 +74,7 @@ var errSessionDead = errors.New("a claim found the session dead: its lease conne
 // and claims nothing, if sess is dead in the database.
 func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *session) (jobstore.Job, error) {
 	s.mu.Lock()
-	seq, from := s.workSeq, s.notePointLocked()
+	seq, from := s.signals.Seq(), s.notePointLocked()
 	s.mu.Unlock()
 	now := usec(time.Now())
 	var r pgx.Row
@@ -110,7 +110,7 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 // noJob returns the error of a claim under sess that found nothing at now:
 // a *jobstore.NoJobError that says when the next accepted job is due, or
 // errSessionDead if the database no longer counts sess as alive (the claim
-// found nothing because of that). seq is the store's workSeq when the claim
+// found nothing because of that). seq is the store's signals.Seq() when the claim
 // began.
 func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest, now time.Time, seq uint64, sess *session) error {
 	var next *time.Time
@@ -135,7 +135,7 @@ func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest,
 		}
 	}
 	s.mu.Lock()
-	s.noJobSeq = max(s.noJobSeq, seq)
+	s.signals.NoJob(seq)
 	if !at.IsZero() && (s.nextDue.IsZero() || at.Before(s.nextDue)) {
 		s.nextDue = at
 	}

@@ -51,7 +51,7 @@ func (s *Store) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max int, sess *session) ([]jobstore.Job, error) {
 	var err error
 	s.mu.Lock()
-	seq, from := s.workSeq, s.notePointLocked()
+	seq, from := s.signals.Seq(), s.notePointLocked()
 	s.mu.Unlock()
 	now := usec(time.Now())
 	var rs pgx.Rows

@@ -147,7 +147,7 @@ func (s *Store) signalWork() {
 func (s *Store) signalWorkLocked() {
 	close(s.work)
 	s.work = make(chan struct{})
-	s.workSeq++
+	s.signals.Signal()
 }
 
 // logWatchKey is the key of the watches of job id's log: a job ID has no

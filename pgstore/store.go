@@ -54,10 +54,10 @@ type Store struct {
 	// then notifies by itself.
 	announcerDone bool
 	// work is closed and replaced whenever a job may have become
-	// claimable; workSeq counts that, and noJobSeq is workSeq when a
-	// Claim last found nothing (see AwaitWork).
-	work              chan struct{}
-	workSeq, noJobSeq uint64
+	// claimable; signals counts that, and what the latest Claim that
+	// found nothing saw (see AwaitWork).
+	work    chan struct{}
+	signals jobstore.WorkCount
 	// completing holds the Complete calls waiting for a batch; flushing
 	// counts the flusher goroutines that write them.
 	completing []*completion

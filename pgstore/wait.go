@@ -36,12 +36,7 @@ func (s *Store) awaitWork(ctx context.Context, nj *jobstore.NoJobError) error {
 	w, release := s.watch("")
 	defer release()
 	s.mu.Lock()
-	if nj != nil && s.workSeq != nj.Since {
-		s.mu.Unlock()
-		return nil
-	}
-	if nj == nil && s.workSeq != s.noJobSeq {
-		s.noJobSeq = s.workSeq
+	if s.signals.Arrived(nj) {
 		s.mu.Unlock()
 		return nil
 	}
