@@ -11,6 +11,18 @@ import (
 	"github.com/jobdir/jobdir/internal/pgtest"
 )
 
+// listenWork returns a connection of its own that listens on s's work
+// channel, closed when t ends.
+func listenWork(t *testing.T, s *Store) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), pgtest.DSN())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(t.Context(), "LISTEN "+pgx.Identifier{s.q.chanWork}.Sanitize())
+	require.NoError(t, err)
+	return conn
+}
+
 // TestAnnouncerSendsPendingAtClose: a work notification asked for but not
 // yet begun when the store closes is still sent before the announcer
 // returns (and so before Close does), so that a program that submits and
@@ -21,11 +33,7 @@ func TestAnnouncerSendsPendingAtClose(t *testing.T) {
 	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t)})
 	require.NoError(t, err)
 	defer s.Close()
-	conn, err := pgx.Connect(ctx, pgtest.DSN())
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.q.chanWork}.Sanitize())
-	require.NoError(t, err)
+	conn := listenWork(t, s)
 
 	// An announcer of its own, not the store's (which would take the
 	// request at once), that finds its store closed and a request
@@ -56,11 +64,7 @@ func TestNotifyWorkSurvivesABrokenConnection(t *testing.T) {
 	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t)})
 	require.NoError(t, err)
 	defer s.Close()
-	conn, err := pgx.Connect(ctx, pgtest.DSN())
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.q.chanWork}.Sanitize())
-	require.NoError(t, err)
+	conn := listenWork(t, s)
 
 	// The pool's one connection, used a moment ago (the pool pings only
 	// connections idle for a second), is ended by the server.
