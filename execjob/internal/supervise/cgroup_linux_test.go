@@ -1,33 +1,175 @@
 package supervise
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
-// TestSweepCgroups: the empty cgroups of workers that are gone are
-// removed; those of live workers, and foreign ones, are left alone.
+func TestMain(m *testing.M) {
+	testproc.Main(map[string]testproc.Func{"pod-worker": podWorker})
+	os.Exit(m.Run())
+}
+
+const testJobID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+
+// TestSweepCgroups: a sweep removes the empty cgroups that no process
+// holds locked, whatever PID their names carry (1 here, which always
+// exists); it leaves alone one that a live worker made and no program
+// entered yet, and cgroups of other names.
 func TestSweepCgroups(t *testing.T) {
 	dir, err := CgroupDir()
 	if err != nil {
 		t.Skipf("no writable cgroup v2 here: %v", err)
 	}
-	dead := filepath.Join(dir, "jobdir-01ARZ3NDEKTSV4RRFFQ69G5FAV-1-2147483646-0badf00d")
-	live := filepath.Join(dir, "jobdir-01ARZ3NDEKTSV4RRFFQ69G5FAV-2-"+itoa(os.Getpid())+"-0badf00d")
-	for _, d := range []string{dead, live} {
+	dead := filepath.Join(dir, "jobdir-"+testJobID+"-1-1-0badf00d")
+	foreign := filepath.Join(dir, "jobdir-not-one-of-ours")
+	for _, d := range []string{dead, foreign} {
 		require.NoError(t, os.Mkdir(d, 0o755))
+		t.Cleanup(func() { _ = os.Remove(d) })
 	}
-	t.Cleanup(func() {
-		_ = os.Remove(dead)
-		_ = os.Remove(live)
-	})
+	live, err := NewAttemptCgroup(dir, testJobID, 2)
+	require.NoError(t, err)
+	t.Cleanup(func() { RemoveCgroup(live) })
+	require.Contains(t, filepath.Base(live), fmt.Sprintf("-%d-", os.Getpid()))
+
 	sweepCgroups(dir)
 	require.NoDirExists(t, dead)
-	require.DirExists(t, live)
+	require.DirExists(t, foreign)
+	require.DirExists(t, live, "a sweep removed the empty cgroup of a live worker")
+
+	// RemoveCgroup drops the lock: what is left then is a sweep's.
+	RemoveCgroup(live)
+	require.NoDirExists(t, live)
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
+// TestSweepRemovesDeadPodsCgroups: a worker that is PID 1 of its own PID
+// namespace, as in a pod, is killed with its whole namespace while two
+// attempts run, which leaves their cgroups behind, named with PID 1. The
+// sweep of a worker started afterwards removes them, but leaves a
+// leftover cgroup that still has a process in it.
+func TestSweepRemovesDeadPodsCgroups(t *testing.T) {
+	dir, err := CgroupDir()
+	if err != nil {
+		t.Skipf("no writable cgroup v2 here: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("making a PID namespace needs root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare(1)")
+	}
+	// --kill-child: the namespace's PID 1, and with it everything in the
+	// namespace, gets SIGKILL when unshare does.
+	pod := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", os.Args[0], "-test.run=^$")
+	pod.Env = append(os.Environ(), testproc.Env("pod-worker")...)
+	var stderr strings.Builder
+	pod.Stderr = &stderr
+	out, err := pod.StdoutPipe()
+	require.NoError(t, err)
+	if err := pod.Start(); err != nil {
+		t.Skipf("cannot make a PID namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = pod.Process.Kill()
+		_ = pod.Wait()
+	})
+	var cgroups []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "cgroup "); ok {
+			cgroups = append(cgroups, p)
+			t.Cleanup(func() { RemoveCgroup(p) })
+			continue
+		}
+		require.Equal(t, "running as pid 1", line)
+		break
+	}
+	require.Len(t, cgroups, 2, "the worker in the namespace did not start its attempts: %s", &stderr)
+	for _, cg := range cgroups {
+		require.False(t, isEmptyCgroup(cg), "%s: the attempt is not in its cgroup", cg)
+		require.Contains(t, filepath.Base(cg), "-1-", "the name carries the worker's PID")
+	}
+
+	// SIGKILL to the namespace's PID 1 kills the whole pod, and unshare
+	// exits once every process of the namespace is gone.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pod.Process.Pid, pod.Process.Pid))
+	require.NoError(t, err)
+	init, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err, "the pod's PID 1 from outside: %q", b)
+	require.NoError(t, unix.Kill(init, unix.SIGKILL))
+	_ = pod.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, cg := range cgroups {
+		for !isEmptyCgroup(cg) {
+			require.True(t, time.Now().Before(deadline), "%s still has processes after its pod was killed", cg)
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.DirExists(t, cg, "nothing was left behind to sweep")
+	}
+
+	// A leftover whose process still runs: a dead worker's program that
+	// escaped every kill, say.
+	busy := filepath.Join(dir, "jobdir-"+testJobID+"-3-1-0badf00d")
+	require.NoError(t, os.Mkdir(busy, 0o755))
+	fd, err := unix.Open(busy, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	sleep := exec.Command("sleep", "60")
+	sleep.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	err = sleep.Start()
+	_ = unix.Close(fd)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sleep.Wait() })
+	t.Cleanup(func() { RemoveCgroup(busy) })
+
+	sweepCgroups(dir)
+	for _, cg := range cgroups {
+		require.NoDirExists(t, cg, "the sweep left a dead pod's cgroup")
+	}
+	require.DirExists(t, busy, "the sweep removed a cgroup with a process in it")
+}
+
+// podWorker is a worker in a pod: it runs two attempts of a long program,
+// each in a cgroup of its own, says where, and waits to be killed.
+func podWorker([]string) int {
+	runtime.LockOSThread()
+	dir, err := CgroupDir()
+	if err != nil {
+		fmt.Println("no cgroup:", err)
+		return 1
+	}
+	for i := 1; i <= 2; i++ {
+		cg, err := NewAttemptCgroup(dir, testJobID, i)
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		a, err := Start(Spec{Argv: []string{"sleep", "60"}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"},
+			KillGrace: time.Second, Cgroup: cg, Output: io.Discard, Name: "jobdir-supervise test"})
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		if mode, note := a.Containment(); mode != ModeCgroup {
+			fmt.Println("not in a cgroup:", note)
+			return 1
+		}
+		fmt.Println("cgroup", cg)
+	}
+	fmt.Printf("running as pid %d\n", os.Getpid())
+	select {}
+}
