@@ -129,6 +129,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 				return err
 			}
 			defer ln.Close()
+			defer reapOrphans()()
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *cliStore) error {
 				if workers > 0 {

@@ -194,6 +194,7 @@ may write its schema chooses the programs its workers run.`,
 			if concurrency < 1 {
 				return usagef("--concurrency must be at least 1")
 			}
+			defer reapOrphans()()
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *cliStore) error {
 				if err := checkTrust(st); err != nil {
