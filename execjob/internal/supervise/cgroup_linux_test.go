@@ -173,3 +173,77 @@ func podWorker([]string) int {
 	fmt.Printf("running as pid %d\n", os.Getpid())
 	select {}
 }
+
+// TestSweepSparesAttemptsStarting: sweeps running all the while never take
+// the cgroup of an attempt between its making and its program's start:
+// every attempt runs in its cgroup.
+func TestSweepSparesAttemptsStarting(t *testing.T) {
+	dir, err := CgroupDir()
+	if err != nil {
+		t.Skipf("no writable cgroup v2 here: %v", err)
+	}
+	done := make(chan struct{})
+	swept := make(chan int)
+	go func() {
+		n := 0
+		defer func() { swept <- n }()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			sweepCgroups(dir)
+			n++
+		}
+	}()
+	defer func() {
+		close(done)
+		t.Logf("%d sweeps meanwhile", <-swept)
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for i := range 20 {
+		cg, err := NewAttemptCgroup(dir, testJobID, i+1)
+		require.NoError(t, err)
+		a, err := Start(Spec{Argv: []string{"true"}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"},
+			KillGrace: time.Second, Cgroup: cg, Output: io.Discard, Name: "jobdir-supervise test"})
+		require.NoError(t, err)
+		mode, note := a.Containment()
+		ex, err := a.Wait()
+		require.NoError(t, err)
+		require.Equal(t, 0, ex.Code)
+		require.Equal(t, ModeCgroup, mode, "attempt %d: %s", i+1, note)
+		require.NoDirExists(t, cg)
+	}
+}
+
+// TestLockCgroupSeesASweep: a cgroup that a sweep removes between its
+// mkdir and its maker's lock is reported as swept, so that the maker makes
+// another, and never takes a lock on a cgroup that is gone.
+func TestLockCgroupSeesASweep(t *testing.T) {
+	dir, err := CgroupDir()
+	if err != nil {
+		t.Skipf("no writable cgroup v2 here: %v", err)
+	}
+	path := filepath.Join(dir, "jobdir-"+testJobID+"-1-1-0badf00d")
+	require.NoError(t, os.Mkdir(path, 0o755))
+	t.Cleanup(func() { _ = os.Remove(path) })
+	// The sweep holds the exclusive lock while the maker asks for its
+	// shared one, and removes the cgroup.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB))
+	got := make(chan error, 1)
+	go func() {
+		lfd, err := lockCgroup(path)
+		if err == nil {
+			_ = unix.Close(lfd)
+		}
+		got <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // the maker is waiting for the lock, or about to
+	require.NoError(t, unix.Rmdir(path))
+	require.NoError(t, unix.Close(fd))
+	require.ErrorIs(t, <-got, errSwept)
+}
