@@ -2,6 +2,8 @@ package supervise
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +37,7 @@ func TestSweepCgroups(t *testing.T) {
 	if err != nil {
 		t.Skipf("no writable cgroup v2 here: %v", err)
 	}
+	dir = privateCgroup(t, dir)
 	dead := filepath.Join(dir, "jobdir-"+testJobID+"-1-1-0badf00d")
 	foreign := filepath.Join(dir, "jobdir-not-one-of-ours")
 	for _, d := range []string{dead, foreign} {
@@ -56,6 +59,19 @@ func TestSweepCgroups(t *testing.T) {
 	require.NoDirExists(t, live)
 }
 
+// privateCgroup makes a cgroup under dir for a test to make attempts' in,
+// named so that no sweep takes it, so that its sweeps touch no other
+// process's cgroups, nor other processes' sweeps its own.
+func privateCgroup(t *testing.T, dir string) string {
+	t.Helper()
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	p := filepath.Join(dir, "jobdir-test."+hex.EncodeToString(r[:]))
+	require.NoError(t, os.Mkdir(p, 0o755))
+	t.Cleanup(func() { _ = os.Remove(p) })
+	return p
+}
+
 // TestSweepRemovesDeadPodsCgroups: a worker that is PID 1 of its own PID
 // namespace, as in a pod, is killed with its whole namespace while two
 // attempts run, which leaves their cgroups behind, named with PID 1. The
@@ -75,7 +91,8 @@ func TestSweepRemovesDeadPodsCgroups(t *testing.T) {
 	// --kill-child: the namespace's PID 1, and with it everything in the
 	// namespace, gets SIGKILL when unshare does.
 	pod := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", os.Args[0], "-test.run=^$")
-	pod.Env = append(os.Environ(), testproc.Env("pod-worker")...)
+	dir = privateCgroup(t, dir)
+	pod.Env = append(os.Environ(), testproc.Env("pod-worker", dir)...)
 	var stderr strings.Builder
 	pod.Stderr = &stderr
 	out, err := pod.StdoutPipe()
@@ -116,7 +133,16 @@ func TestSweepRemovesDeadPodsCgroups(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, cg := range cgroups {
 		for !isEmptyCgroup(cg) {
-			require.True(t, time.Now().Before(deadline), "%s still has processes after its pod was killed", cg)
+			if time.Now().After(deadline) {
+				procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+				var status []string
+				for _, pid := range strings.Fields(string(procs)) {
+					b, _ := os.ReadFile("/proc/" + pid + "/status")
+					status = append(status, string(b))
+				}
+				_, err := os.Stat(cg)
+				t.Fatalf("%s (%v) still has processes after its pod was killed: %q\n%s", cg, err, procs, strings.Join(status, "\n"))
+			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		require.DirExists(t, cg, "nothing was left behind to sweep")
@@ -144,14 +170,15 @@ func TestSweepRemovesDeadPodsCgroups(t *testing.T) {
 }
 
 // podWorker is a worker in a pod: it runs two attempts of a long program,
-// each in a cgroup of its own, says where, and waits to be killed.
-func podWorker([]string) int {
+// each in a cgroup of its own under args[0], says where, and waits to be
+// killed.
+func podWorker(args []string) int {
 	runtime.LockOSThread()
-	dir, err := CgroupDir()
-	if err != nil {
+	if _, err := CgroupDir(); err != nil {
 		fmt.Println("no cgroup:", err)
 		return 1
 	}
+	dir := args[0]
 	for i := 1; i <= 2; i++ {
 		cg, err := NewAttemptCgroup(dir, testJobID, i)
 		if err != nil {
@@ -182,6 +209,7 @@ func TestSweepSparesAttemptsStarting(t *testing.T) {
 	if err != nil {
 		t.Skipf("no writable cgroup v2 here: %v", err)
 	}
+	dir = privateCgroup(t, dir)
 	done := make(chan struct{})
 	swept := make(chan int)
 	go func() {
@@ -226,7 +254,7 @@ func TestLockCgroupSeesASweep(t *testing.T) {
 	if err != nil {
 		t.Skipf("no writable cgroup v2 here: %v", err)
 	}
-	path := filepath.Join(dir, "jobdir-"+testJobID+"-1-1-0badf00d")
+	path := filepath.Join(privateCgroup(t, dir), "jobdir-"+testJobID+"-1-1-0badf00d")
 	require.NoError(t, os.Mkdir(path, 0o755))
 	t.Cleanup(func() { _ = os.Remove(path) })
 	// The sweep holds the exclusive lock while the maker asks for its
