@@ -89,7 +89,9 @@ says so in a banner. Behind a proxy that ends TLS, --secure-cookie keeps the
 session cookie off plain HTTP. docs/ui.md describes it.
 
 On SIGINT or SIGTERM it stops accepting requests, finishes the ones in
-flight, stops its workers as jobdir work does, and exits.`,
+flight, stops its workers as jobdir work does, and exits; a second signal ends
+it at once, as jobdir work. As PID 1 of a container it reaps every orphan
+process handed to it.`,
 		Example: `  JOBDIR_TOKEN=$(cat ~/.jobdir-token) jobdir serve
   jobdir serve --addr 127.0.0.1:0 --token-file /run/secrets/jobdir --work 4 --allow-kind exec
   jobdir serve --addr unix:$XDG_RUNTIME_DIR/jobdir.sock --insecure-no-auth --allow-kind exec --work 2
@@ -129,6 +131,7 @@ flight, stops its workers as jobdir work does, and exits.`,
 				return err
 			}
 			defer ln.Close()
+			defer reapOrphans()()
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *cliStore) error {
 				if workers > 0 {

@@ -173,7 +173,10 @@ force). What is killed, and when:
   - this worker dies (even by SIGKILL): every process of its jobs gets SIGKILL
     at once.
 Another worker runs a job again only once every process of its previous
-attempt is gone. A second SIGINT or SIGTERM exits at once (as a death).
+attempt is gone. A second SIGINT or SIGTERM ends this worker at once, by that
+signal (as PID 1 of a container, with exit status 128+signal), and its jobs
+run again elsewhere as after a kill. As PID 1 it also reaps every orphan
+process handed to it.
 
 With --exit-when-idle, it exits once no job is due and none of its jobs runs.
 
@@ -194,6 +197,7 @@ may write its schema chooses the programs its workers run.`,
 			if concurrency < 1 {
 				return usagef("--concurrency must be at least 1")
 			}
+			defer reapOrphans()()
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(st *cliStore) error {
 				if err := checkTrust(st); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jobdir/jobdir/internal/reaper"
 )
 
 // Supported reports whether programs can be supervised here.
@@ -103,7 +105,9 @@ func Start(spec Spec) (*Attempt, error) {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.Lease)
 		cfg.Lease = true
 	}
-	err = cmd.Start()
+	// Through the reaper, so that a worker that reaps orphans as PID 1
+	// leaves the supervisor's exit status to finish.
+	err = reaper.StartChild(cmd)
 	ctrlR.Close()
 	statW.Close()
 	if err != nil {
@@ -195,6 +199,7 @@ func (a *Attempt) Containment() (mode, note string) {
 func (a *Attempt) finish(cleanExit bool) error {
 	a.ctrl.Close()
 	err := a.cmd.Wait()
+	reaper.ChildDone(a.cmd.Process.Pid)
 	if a.cgroup != "" {
 		RemoveCgroup(a.cgroup)
 	}
