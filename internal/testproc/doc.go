@@ -44,6 +44,18 @@
 // cannot work (not root, no useradd, a temporary directory other users
 // cannot search).
 //
+// A child can be a process of a container: [Options.PIDNamespace] starts
+// it as PID 1 of a PID namespace of its own, with a mount namespace of its
+// own whose /proc shows that namespace (what `unshare --pid --fork
+// --mount-proc` makes), so that every such child has PID 1, as every
+// jobdir process on a node of containers does
+// (TestPIDNamespaceChildIsPID1); [PIDNamespaceCmd] does the same for a
+// program other than the test binary, which keeps the PID the parent sees
+// (TestPIDNamespaceCmd). Main mounts the child's /proc, then takes on
+// Options.Cred if set. [RequirePIDNamespaces] skips a test, with the
+// reason, where the machine does not allow new namespaces (not root, not
+// Linux, a sandbox that refuses).
+//
 // # Where the multi-process tests live
 //
 // Each package's multi-process tests sit beside the package whose promise
