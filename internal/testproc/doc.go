@@ -64,8 +64,10 @@
 //   - filestore/multiproc_test.go: processes sharing one store directory
 //     (claims, keys, kills, stops, cancels and waits across processes), with
 //     more in leasefile_test.go, listmoves_test.go, rollback_test.go and
-//     stall_test.go, and processes running as other users in
-//     hostile_test.go, trust_test.go and diskfull_linux_test.go;
+//     stall_test.go, processes running as other users in
+//     hostile_test.go, trust_test.go and diskfull_linux_test.go, and
+//     processes that are each PID 1 of their own PID namespace in
+//     pidns_test.go;
 //   - pgstore/multiproc_test.go: the same promises for pgstore;
 //   - runner/internal/multiproc: worker processes running runner.Runner on
 //     one filestore (kept apart so that package runner's own tests depend
