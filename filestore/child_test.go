@@ -55,7 +55,9 @@ func runChild(role string) int {
 	if start, _ := strconv.ParseInt(os.Getenv(childStart), 10, 64); start > 0 {
 		time.Sleep(time.Until(time.Unix(0, start)))
 	}
-	worker := "child-" + strconv.Itoa(os.Getpid())
+	// The PID alone would name every child that is PID 1 of its own PID
+	// namespace (testproc.Options.PIDNamespace) alike.
+	worker := "child-" + strconv.Itoa(os.Getpid()) + "-" + newNonce()[:8]
 	if err := childRole(ctx, s, role, worker); err != nil {
 		fmt.Fprintln(os.Stderr, role+":", err)
 		return 1
