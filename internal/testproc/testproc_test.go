@@ -256,4 +256,11 @@ func TestPIDNamespaceCmd(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.Equal(t, "1\n3\n", string(out), "the shell is PID 1, and /proc shows it, ls and grep")
+
+	cmd = exec.Command("/bin/sh", "-c", `echo $$ $(id -u) $(id -G)`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{4242}}}
+	testproc.PIDNamespaceCmd(t, cmd)
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, "1 65534 65534 4242\n", string(out), "the credentials are taken on after the mount")
 }
