@@ -55,7 +55,9 @@ func runChild(role string) int {
 	if start, _ := strconv.ParseInt(os.Getenv(childStart), 10, 64); start > 0 {
 		time.Sleep(time.Until(time.Unix(0, start)))
 	}
-	worker := "child-" + strconv.Itoa(os.Getpid())
+	// The PID alone would name every child that is PID 1 of its own PID
+	// namespace (testproc.Options.PIDNamespace) alike.
+	worker := "child-" + strconv.Itoa(os.Getpid()) + "-" + newNonce()[:8]
 	if err := childRole(ctx, s, role, worker); err != nil {
 		fmt.Fprintln(os.Stderr, role+":", err)
 		return 1
@@ -205,6 +207,29 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 				}
 			}
 		}
+	case "list-exact":
+		// For each line "<jobs> <probes> <id>" on stdin: List the jobs of
+		// kind probeKind and take Stats (Stats first on every other
+		// line), then say "ok" if the listing held probes jobs, <id>
+		// among them, and Stats counted jobs jobs, of which probes of
+		// kind probeKind; else what was wrong.
+		in := bufio.NewScanner(os.Stdin)
+		for line := 0; in.Scan(); line++ {
+			var jobs, probes int
+			var id string
+			if _, err := fmt.Sscan(in.Text(), &jobs, &probes, &id); err != nil {
+				return fmt.Errorf("line %q: %w", in.Text(), err)
+			}
+			fmt.Println(checkListing(ctx, s, jobs, probes, id, line%2 == 1))
+		}
+	case "temp-name":
+		// Write a temp file in the directory childKey names and print its
+		// name.
+		name, err := osFS{}.WriteTemp(os.Getenv(childKey), nil, 0o600, false)
+		if err != nil {
+			return err
+		}
+		fmt.Println(filepath.Base(name))
 	case "claim-once":
 		// One Claim, with no waiting for work; a job claimed is completed.
 		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})

@@ -1,6 +1,8 @@
 package filestore
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -176,13 +177,33 @@ func (f osFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool)
 	return f.writeTemp(tmpDir, "new", data, perm, sync)
 }
 
-var tempSeq atomic.Uint64
+// tempNonce and tempSeq make temp file names unique: 64 random bits drawn
+// once per process, not the process ID, which every process that is PID
+// 1 of its own PID namespace (a container) shares, and a sequence within
+// the process.
+var (
+	tempNonce = newNonce()
+	tempSeq   atomic.Uint64
+)
 
-// writeTemp writes data to a fresh file in dir named after base, with the
-// process ID and a sequence so that concurrent writers never collide.
+// newNonce returns 64 random bits in 16 hex digits.
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// tempName returns the path of a new temp file in dir named after base:
+// dir/.<base>.<nonce>.<seq>.
+func tempName(dir, base string) string {
+	return filepath.Join(dir, "."+base+"."+tempNonce+"."+strconv.FormatUint(tempSeq.Add(1), 10))
+}
+
+// writeTemp writes data to a fresh file in dir named after base (see
+// tempName), so that concurrent writers, in this process or any other,
+// never collide; O_EXCL makes a clash fail rather than share a file.
 func (f osFS) writeTemp(dir, base string, data []byte, perm os.FileMode, sync bool) (string, error) {
-	name := filepath.Join(dir, "."+base+"."+strconv.Itoa(os.Getpid())+"."+
-		strconv.FormatUint(tempSeq.Add(1), 10)+"."+strconv.FormatInt(time.Now().UnixNano()%1e9, 10))
+	name := tempName(dir, base)
 	ops, rel := f.at(name)
 	file, err := ops.OpenFile(rel[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, perm)
 	if err != nil {

@@ -182,3 +182,38 @@ func TestMoveRecorder(t *testing.T) {
 	s.mu.Unlock()
 	require.Zero(t, n, "every recorder is unregistered")
 }
+
+// TestBarrierOfAnotherStoreEndsNoWait: two Stores on one directory that
+// have made as many listings as each other, as two processes that are
+// each PID 1 of their own PID namespace would have, name their barriers
+// apart, and the event of one's barrier does not end the other's wait:
+// a wait ended early would read an index that lacks the changes made
+// before the call.
+func TestBarrierOfAnotherStoreEndsNoWait(t *testing.T) {
+	dir := t.TempDir()
+	a, b := openAt(t, dir, nil), openAt(t, dir, nil)
+	ctx := t.Context()
+	b.barrierSeq.Store(a.barrierSeq.Load())
+
+	ra, rb := a.recordMoves(), b.recordMoves()
+	require.NotNil(t, ra)
+	require.NotNil(t, rb)
+	require.NotEqual(t, ra.barrier, rb.barrier, "the barriers of two Stores share a name")
+	_, complete, err := b.finishMoves(ctx, rb)
+	require.NoError(t, err)
+	require.True(t, complete)
+
+	// Once a's watcher has handled a later barrier of a's own, it has
+	// handled b's.
+	_, complete, err = a.finishMoves(ctx, a.recordMoves())
+	require.NoError(t, err)
+	require.True(t, complete)
+	select {
+	case <-ra.done:
+		t.Fatal("the event of another Store's barrier ended a wait")
+	default:
+	}
+	_, complete, err = a.finishMoves(ctx, ra)
+	require.NoError(t, err)
+	require.True(t, complete)
+}

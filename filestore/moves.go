@@ -2,10 +2,9 @@ package filestore
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
+	"strconv"
 	"time"
 )
 
@@ -30,13 +29,20 @@ type moveRecorder struct {
 	lost    bool          // events may have been lost; set under Store.mu before done closes
 }
 
-// barrierSeq makes barrier names unique within the process.
-var barrierSeq atomic.Uint64
-
 // barrierPrefix begins every barrier file's name. A barrier lives in
 // claimed/ for a moment; a process that dies in that moment leaves an
 // empty dot-file there, which every scanner ignores.
 const barrierPrefix = ".barrier."
+
+// nextBarrier returns the name of this Store's next barrier,
+// .barrier.<nonce>.<seq>. A Store ends a wait at the event of its own
+// barrier's name, whoever made it, so the name must be one no other Store
+// on the directory makes: not the process ID, which every process that is
+// PID 1 of its own PID namespace (a container) shares, but a nonce of 64
+// random bits drawn at Open (newNonce) and a sequence within the Store.
+func (s *Store) nextBarrier() string {
+	return barrierPrefix + s.barrierNonce + "." + strconv.FormatUint(s.barrierSeq.Add(1), 10)
+}
 
 // barrierWait bounds the wait for a barrier's event, for filesystems that
 // send no events although the watch was set up.
@@ -48,7 +54,7 @@ const barrierWait = 2 * time.Second
 func (s *Store) recordMoves() *moveRecorder {
 	r := &moveRecorder{
 		ids:     make(map[string]struct{}),
-		barrier: fmt.Sprintf("%s%d.%d", barrierPrefix, os.Getpid(), barrierSeq.Add(1)),
+		barrier: s.nextBarrier(),
 		done:    make(chan struct{}),
 	}
 	s.mu.Lock()
@@ -109,13 +115,14 @@ func (s *Store) finishMoves(ctx context.Context, r *moveRecorder) (map[string]st
 	return r.ids, true, nil
 }
 
-// recordMove notes an event about job id (or the barrier named name) for
-// every recorder. The caller holds s.mu.
-func (s *Store) recordMove(id, name string) {
+// recordMove notes an event about job id, or about the file name in state
+// directory dir, for every recorder: the event of a recorder's own barrier
+// (in claimed/, by its exact name) ends its wait. The caller holds s.mu.
+func (s *Store) recordMove(dir, id, name string) {
 	for r := range s.recorders {
 		if id != "" {
 			r.ids[id] = struct{}{}
-		} else if name == r.barrier {
+		} else if dir == dirClaimed && name == r.barrier {
 			close(r.done)
 			delete(s.recorders, r)
 		}

@@ -56,6 +56,8 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		readers:   make(map[string]*jobReader),
 		keys:      make(map[string]string),
 		recorders: make(map[*moveRecorder]struct{}),
+
+		barrierNonce: newNonce(),
 	}
 	s.durable = newDurability(abs, &s.fs, o.NoSync)
 	if o.GroupAccess {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,6 +93,10 @@ type Store struct {
 	// recorders are the List and Stats calls collecting the IDs that
 	// events name (see moveRecorder).
 	recorders map[*moveRecorder]struct{}
+	// barrierNonce and barrierSeq name this Store's barriers (see
+	// nextBarrier).
+	barrierNonce string
+	barrierSeq   atomic.Uint64
 	// statsDirty holds the IDs that events named since the last Stats (nil
 	// until the first); statsLost says events may have been lost since
 	// (see statsCache).

@@ -131,7 +131,7 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 	s.indexEvent(ev, dir, name)
 	id, ok := idFromName(name)
 	if len(s.recorders) > 0 {
-		s.recordMove(id, name)
+		s.recordMove(dir, id, name)
 	}
 	if !ok {
 		return

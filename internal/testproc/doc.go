@@ -44,6 +44,18 @@
 // cannot work (not root, no useradd, a temporary directory other users
 // cannot search).
 //
+// A child can be a process of a container: [Options.PIDNamespace] starts
+// it as PID 1 of a PID namespace of its own, with a mount namespace of its
+// own whose /proc shows that namespace (what `unshare --pid --fork
+// --mount-proc` makes), so that every such child has PID 1, as every
+// jobdir process on a node of containers does
+// (TestPIDNamespaceChildIsPID1); [PIDNamespaceCmd] does the same for a
+// program other than the test binary, which keeps the PID the parent sees
+// (TestPIDNamespaceCmd). Main mounts the child's /proc, then takes on
+// Options.Cred if set. [RequirePIDNamespaces] skips a test, with the
+// reason, where the machine does not allow new namespaces (not root, not
+// Linux, a sandbox that refuses).
+//
 // # Where the multi-process tests live
 //
 // Each package's multi-process tests sit beside the package whose promise
@@ -52,8 +64,10 @@
 //   - filestore/multiproc_test.go: processes sharing one store directory
 //     (claims, keys, kills, stops, cancels and waits across processes), with
 //     more in leasefile_test.go, listmoves_test.go, rollback_test.go and
-//     stall_test.go, and processes running as other users in
-//     hostile_test.go, trust_test.go and diskfull_linux_test.go;
+//     stall_test.go, processes running as other users in
+//     hostile_test.go, trust_test.go and diskfull_linux_test.go, and
+//     processes that are each PID 1 of their own PID namespace in
+//     pidns_test.go;
 //   - pgstore/multiproc_test.go: the same promises for pgstore;
 //   - runner/internal/multiproc: worker processes running runner.Runner on
 //     one filestore (kept apart so that package runner's own tests depend

@@ -59,6 +59,12 @@ func Main(funcs map[string]Func) { MainRoles(funcs, nil) }
 // that the roles are listed once, where they are played. A nil roles is
 // Main.
 func MainRoles(funcs map[string]Func, roles func(name string) int) {
+	if os.Getenv(envPIDNS) != "" {
+		if err := enterPIDNamespace(); err != nil {
+			fmt.Fprintf(os.Stderr, "testproc: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	name := Name()
 	if name == "" || os.Getenv(envTest) != "" {
 		return
@@ -126,6 +132,17 @@ type Options struct {
 	// Unprivileged); the test is skipped if the system refuses the
 	// switch. Default: this process's user.
 	Cred *syscall.Credential
+	// PIDNamespace, if set, starts the child as PID 1 of a PID namespace
+	// of its own, in a mount namespace of its own whose /proc shows that
+	// PID namespace, as `unshare --pid --fork --mount-proc` would and as
+	// a container does: every such child's os.Getpid() is 1, and the
+	// processes it starts live and die in its namespace. Main mounts the
+	// /proc (then takes on Cred, if set). Pid, Signal and Stop act on the
+	// child as this process sees it; being PID 1, it gets from here only
+	// SIGKILL, SIGSTOP and the signals it handles. The test is skipped,
+	// with the reason, where the machine does not allow it (see
+	// RequirePIDNamespaces). Default: this process's namespaces.
+	PIDNamespace bool
 }
 
 // Proc is a running child. Its methods may be called from one goroutine at
@@ -201,6 +218,18 @@ func start(t testing.TB, name string, o *Options, logStderr bool) *Proc {
 	cmd.Env = append(cmd.Env, o.Env...)
 	cmd.Dir = o.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: o.Cred}
+	if o.PIDNamespace {
+		RequirePIDNamespaces(t)
+		if err := usePIDNamespace(cmd.SysProcAttr); err != nil {
+			t.Skipf("cannot start a process in a PID namespace of its own: %v", err)
+		}
+		cmd.Env = append(cmd.Env, envPIDNS+"=1")
+		if o.Cred != nil {
+			// Taken on in the child, after it mounts its /proc.
+			cmd.Env = append(cmd.Env, envCred+"="+formatCred(o.Cred))
+			cmd.SysProcAttr.Credential = nil
+		}
+	}
 
 	p := &Proc{name: name, cmd: cmd, more: make(chan struct{}, 1), done: make(chan struct{}), drained: make(chan struct{})}
 	// Pipes of its own rather than exec's: Wait then returns when the

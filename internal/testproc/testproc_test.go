@@ -54,6 +54,14 @@ func TestMain(m *testing.M) {
 				fmt.Println(i)
 			}
 		},
+		"pid": func([]string) int {
+			// Its PID, what /proc says its PID is, and its groups; then
+			// wait to be killed.
+			self, err := os.Readlink("/proc/self")
+			groups, _ := os.Getgroups()
+			fmt.Println(os.Getpid(), self, err, os.Getuid(), os.Getgid(), groups)
+			select {}
+		},
 		"env": func([]string) int {
 			fmt.Println(os.Getenv("TESTPROC_TEST_VALUE"))
 			return 0
@@ -218,4 +226,41 @@ func TestChildAsNobody(t *testing.T) {
 		Test: "TestChildAsNobody", Exe: exe, Dir: base, BareEnv: true, Cred: testproc.Nobody()})
 	require.NoError(t, err, out)
 	require.Contains(t, out, "uid 65534")
+}
+
+// TestPIDNamespaceChildIsPID1: children started with PIDNamespace are
+// each PID 1 of their own namespace, with a /proc that says so, can be
+// stopped from here as any child, and take on Cred after the mount.
+func TestPIDNamespaceChildIsPID1(t *testing.T) {
+	testproc.RequirePIDNamespaces(t)
+	a := testproc.Start(t, "pid", &testproc.Options{PIDNamespace: true})
+	b := testproc.Start(t, "pid", &testproc.Options{PIDNamespace: true})
+	require.True(t, strings.HasPrefix(a.Next(t), "1 1 <nil> 0 0 "), "PID 1, and /proc says so")
+	require.True(t, strings.HasPrefix(b.Next(t), "1 1 <nil> 0 0 "), "PID 1, and /proc says so")
+	require.NotEqual(t, a.Pid(), b.Pid())
+	require.NotEqual(t, 1, a.Pid(), "Pid is the child's PID as the parent sees it")
+	require.NoError(t, a.Stop(t.Context()))
+	require.NoError(t, a.Signal(syscall.SIGCONT))
+
+	c := testproc.Start(t, "pid", &testproc.Options{PIDNamespace: true,
+		Cred: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{65534, 4242}}})
+	require.Equal(t, "1 1 <nil> 65534 65534 [4242 65534]", c.Next(t))
+}
+
+// TestPIDNamespaceCmd: a program other than the test binary runs as PID 1
+// of its own namespace, with a /proc that shows it alone and its own, and
+// keeps the PID that the parent sees.
+func TestPIDNamespaceCmd(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", `echo $$; ls /proc | grep -c '^[0-9]'`)
+	testproc.PIDNamespaceCmd(t, cmd)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, "1\n3\n", string(out), "the shell is PID 1, and /proc shows it, ls and grep")
+
+	cmd = exec.Command("/bin/sh", "-c", `echo $$ $(id -u) $(id -G)`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{4242}}}
+	testproc.PIDNamespaceCmd(t, cmd)
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, "1 65534 65534 4242\n", string(out), "the credentials are taken on after the mount")
 }
