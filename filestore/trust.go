@@ -21,9 +21,10 @@ type UntrustedError struct {
 	Mode fs.FileMode
 	// Reason says who else could write it, or what else is wrong.
 	Reason string
-	// GroupWritable is set when the directory is writable by its group
-	// and nothing worse: Options.GroupAccess accepts that if the group is
-	// one of the process's groups.
+	// GroupWritable is set when the directory is writable by its group,
+	// or is another user's in one of the process's groups, and nothing
+	// worse: Options.GroupAccess accepts that if the group is one of the
+	// process's groups.
 	GroupWritable bool
 }
 

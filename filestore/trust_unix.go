@@ -156,7 +156,14 @@ func (t trustee) check(p string, above bool) error {
 		return bad("not a directory")
 	}
 	if reason := t.ownerReason(p, int(st.Uid), int(st.Gid)); reason != "" {
-		return bad(reason)
+		e := bad(reason)
+		if ga := t; !t.groupAccess {
+			if ga.groupAccess = true; ga.check(p, above) == nil {
+				e.Reason += "; it is in your group " + groupName(int(st.Gid)) + ": accept that with group access (--group-access) if its members may run programs as you"
+				e.GroupWritable = true
+			}
+		}
+		return e
 	}
 	sticky := above && mode&fs.ModeSticky != 0
 	if mode.Perm()&0o002 != 0 && !sticky {
