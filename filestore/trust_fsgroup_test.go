@@ -3,6 +3,7 @@
 package filestore
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/user"
@@ -70,46 +71,15 @@ func TestTrustFSGroup(t *testing.T) {
 	require.NoError(t, os.Chown(vol, volumeOwner, fsGroup))
 	require.NoError(t, os.Chmod(vol, os.ModeSetgid|0o775))
 	store := filepath.Join(vol, "jobdir")
-	pod := func(uid uint32, dir, mode string) map[string]opResult {
+	pod := func(uid uint32, dir, mode string, env ...string) map[string]opResult {
 		t.Helper()
-		return runPodChild(t, bin, fsGroupPod(uid), dir, mode)
+		return runPodChild(t, bin, fsGroupPod(uid), dir, mode, env...)
 	}
 
-	res := pod(podA, store, "submit")
-	require.Empty(t, res["open"].Err, "pod A makes the store")
-	require.Empty(t, res["trust"].Err, "pod A trusts the store it made")
-	jobA := res["submit"].Detail
-	require.NotEmpty(t, jobA)
-	fi, err := os.Stat(store)
-	require.NoError(t, err)
-	st := fi.Sys().(*syscall.Stat_t)
-	require.Equal(t, [2]uint32{podA, fsGroup}, [2]uint32{st.Uid, st.Gid}, "the store is pod A's, in the fsGroup")
-	require.Equal(t, os.ModeDir|os.ModeSetgid|0o770, fi.Mode())
-
-	res = pod(podB, store, "submit,run")
-	require.Empty(t, res["trust"].Err, "pod B trusts pod A's store by its group")
-	require.Contains(t, res["list"].Detail, jobA, "pod B sees pod A's job")
-	jobB := res["submit"].Detail
-	require.NotEmpty(t, jobB)
-	require.ElementsMatch(t, []string{jobA, jobB}, strings.Split(res["run"].Detail, ","), "pod B ran both jobs")
-
-	res = pod(podA, store, "submit,run")
-	require.Empty(t, res["trust"].Err)
-	require.Contains(t, res["list"].Detail, jobB, "pod A sees pod B's job")
-	require.Equal(t, res["submit"].Detail, res["run"].Detail, "pod A runs the job it submitted since")
-	s, err := Open(t.Context(), store, &Options{NoSync: true})
-	require.NoError(t, err)
-	for _, id := range []string{jobA, jobB} {
-		j, err := s.Get(t.Context(), id)
-		require.NoError(t, err)
-		require.Equal(t, jobstore.StateSucceeded, j.State)
-	}
-	require.NoError(t, s.Close())
-
-	// What the group does not vouch for. Each store is made by root in
-	// its own directory of the volume and given to pod A and the fsGroup,
-	// so that pod B can open it and only trust is at stake; then one
-	// thing is changed. bad is the directory at fault.
+	// What the group does not vouch for, each in a store made by root in
+	// a directory of its own in the volume, given to pod A and the
+	// fsGroup so that pod B can open it and only trust is at stake, and
+	// then changed in one thing. prepare returns the directory at fault.
 	refused := []struct {
 		name    string
 		prepare func(dir string) (bad string)
@@ -143,6 +113,7 @@ func TestTrustFSGroup(t *testing.T) {
 				return dir
 			}},
 	}
+	var refusedDirs, refusedBad []string
 	for i, tc := range refused {
 		above := filepath.Join(vol, strconv.Itoa(i))
 		require.NoError(t, os.Mkdir(above, 0o775))
@@ -154,56 +125,94 @@ func TestTrustFSGroup(t *testing.T) {
 		require.NoError(t, s.Close())
 		require.NoError(t, chownTree(dir, podA, fsGroup))
 		require.NoError(t, chmodTree(dir, os.ModeSetgid|0o770, 0o660))
-		bad := tc.prepare(dir)
-		res = pod(podB, dir, "run")
-		require.Empty(t, res["open"].Err, tc.name)
-		require.Contains(t, res["trust"].Err, jobstore.ErrUntrusted.Error(), tc.name)
-		require.Contains(t, res["trust"].Err, ": "+bad+" (owner", tc.name)
-		require.Contains(t, res["trust"].Err, tc.reason, tc.name)
-		require.Contains(t, res["run"].Err, jobstore.ErrUntrusted.Error(), "%s: claim refuses", tc.name)
+		refusedDirs = append(refusedDirs, dir)
+		refusedBad = append(refusedBad, tc.prepare(dir))
 	}
 
 	// A drop box: world-writable and sticky, and setgid to the fsGroup,
-	// so that what anyone makes there is in the fsGroup.
+	// so that what anyone makes there is in the fsGroup. An outsider
+	// makes a store there that looks like pod A's.
 	drop := filepath.Join(base, "drop")
 	require.NoError(t, os.Mkdir(drop, 0o700))
 	require.NoError(t, os.Chown(drop, 0, fsGroup))
 	require.NoError(t, os.Chmod(drop, os.ModeSticky|os.ModeSetgid|0o777))
 	evil := filepath.Join(drop, "jobdir")
-	res = runPodChild(t, bin, &syscall.Credential{Uid: outsider, Gid: outsider}, evil, "submit,regroup")
+	res := runPodChild(t, bin, &syscall.Credential{Uid: outsider, Gid: outsider}, evil, "submit,regroup")
 	require.Empty(t, res["submit"].Err, "the outsider submits")
-	fi, err = os.Stat(evil)
+	for _, p := range []string{evil, filepath.Join(evil, dirQueued)} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		require.Equal(t, [2]uint32{outsider, fsGroup}, [2]uint32{st.Uid, st.Gid}, "the setgid drop box gave %s the fsGroup", p)
+	}
+
+	res = pod(podA, store, "submit")
+	require.Empty(t, res["open"].Err, "pod A makes the store")
+	require.Empty(t, res["trust"].Err, "pod A trusts the store it made")
+	jobA := res["submit"].Detail
+	require.NotEmpty(t, jobA)
+	fi, err := os.Stat(store)
 	require.NoError(t, err)
-	st = fi.Sys().(*syscall.Stat_t)
-	require.Equal(t, [2]uint32{outsider, fsGroup}, [2]uint32{st.Uid, st.Gid}, "the setgid drop box gave the outsider's store the fsGroup")
-	fi, err = os.Stat(filepath.Join(evil, dirQueued))
+	st := fi.Sys().(*syscall.Stat_t)
+	require.Equal(t, [2]uint32{podA, fsGroup}, [2]uint32{st.Uid, st.Gid}, "the store is pod A's, in the fsGroup")
+	require.Equal(t, os.ModeDir|os.ModeSetgid|0o770, fi.Mode())
+
+	res = pod(podB, store, "submit,run,check", fsGroupCheckEnv+"="+strings.Join(append(refusedDirs, evil), string(os.PathListSeparator)))
+	require.Empty(t, res["trust"].Err, "pod B trusts pod A's store by its group")
+	require.Contains(t, res["list"].Detail, jobA, "pod B sees pod A's job")
+	jobB := res["submit"].Detail
+	require.NotEmpty(t, jobB)
+	require.ElementsMatch(t, []string{jobA, jobB}, strings.Split(res["run"].Detail, ","), "pod B ran both jobs")
+	for i, tc := range refused {
+		dir := refusedDirs[i]
+		require.Empty(t, res["open "+dir].Err, tc.name)
+		require.Contains(t, res["trust "+dir].Err, jobstore.ErrUntrusted.Error(), tc.name)
+		require.Contains(t, res["trust "+dir].Err, ": "+refusedBad[i]+" (owner", tc.name)
+		require.Contains(t, res["trust "+dir].Err, tc.reason, tc.name)
+		require.Contains(t, res["claim "+dir].Err, jobstore.ErrUntrusted.Error(), "%s: claim refuses", tc.name)
+	}
+	require.Empty(t, res["open "+evil].Err)
+	require.Contains(t, res["trust "+evil].Err, "every user can create entries", "pod B refuses a store anyone could have made")
+	require.Contains(t, res["trust "+evil].Err, ": "+evil+" (owner")
+	require.Contains(t, res["claim "+evil].Err, jobstore.ErrUntrusted.Error(), "the outsider's job never runs")
+
+	res = pod(podA, store, "submit,run")
+	require.Empty(t, res["trust"].Err)
+	require.Contains(t, res["list"].Detail, jobB, "pod A sees pod B's job")
+	require.Equal(t, res["submit"].Detail, res["run"].Detail, "pod A runs the job it submitted since")
+	s, err := Open(t.Context(), store, &Options{NoSync: true})
 	require.NoError(t, err)
-	require.Equal(t, uint32(fsGroup), fi.Sys().(*syscall.Stat_t).Gid, "and its state directories")
-	res = pod(podB, evil, "run")
-	require.Contains(t, res["trust"].Err, "every user can create entries", "pod B refuses a store anyone could have made")
-	require.Contains(t, res["trust"].Err, evil)
-	require.Contains(t, res["run"].Err, jobstore.ErrUntrusted.Error())
-	require.Empty(t, res["run"].Detail, "nothing ran")
+	for _, id := range []string{jobA, jobB} {
+		j, err := s.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+	}
+	require.NoError(t, s.Close())
 }
 
 // runPodChild runs fsGroupPodChild as cred on the store dir, doing what
 // mode says, and returns its results.
-func runPodChild(t *testing.T, bin string, cred *syscall.Credential, dir, mode string) map[string]opResult {
+func runPodChild(t *testing.T, bin string, cred *syscall.Credential, dir, mode string, env ...string) map[string]opResult {
 	t.Helper()
-	out := runAs(t, cred, bin, "TestTrustFSGroup", "pod", hostileDirEnv+"="+dir, fsGroupModeEnv+"="+mode)
+	out := runAs(t, cred, bin, "TestTrustFSGroup", "pod", append(env, hostileDirEnv+"="+dir, fsGroupModeEnv+"="+mode)...)
 	t.Logf("uid %d in %s (%s):\n%s", cred.Uid, dir, mode, out)
 	return childResults(t, out)
 }
 
 // fsGroupModeEnv lists what fsGroupPodChild does, comma-separated:
-// "submit" a job, "run" every job it can claim, "regroup" the store.
+// "submit" a job, "run" every job it can claim, "regroup" the store,
+// "check" the trust of the stores fsGroupCheckEnv lists.
 
 const fsGroupModeEnv = "FILESTORE_FSGROUP_MODE"
 
+// fsGroupCheckEnv lists the stores the "check" of fsGroupPodChild opens,
+// separated by os.PathListSeparator.
+const fsGroupCheckEnv = "FILESTORE_FSGROUP_CHECK"
+
 // fsGroupPodChild opens the store with GroupAccess and reports its trust
 // and the IDs it lists; then, as fsGroupModeEnv says, submits a job
-// ("submit", its ID), claims and completes every job it can ("run", the
-// IDs it ran, or the first error), or regroups it.
+// ("submit", its ID), regroups it, claims and completes every job it can
+// ("run", the IDs it ran, or the first error), and checks other stores.
 func fsGroupPodChild(t *testing.T) {
 	ctx := t.Context()
 	dir := os.Getenv(hostileDirEnv)
@@ -230,24 +239,47 @@ func fsGroupPodChild(t *testing.T) {
 		require.NoError(t, regroup(dir))
 	}
 	if slices.Contains(mode, "run") {
-		var ran []string
-		for {
-			c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "pod-" + strconv.Itoa(os.Geteuid())})
-			if errors.Is(err, jobstore.ErrNoJob) {
-				report("run", nil, strings.Join(ran, ","))
-				return
-			}
-			if err != nil {
-				report("run", err, strings.Join(ran, ","))
-				return
-			}
-			if _, err := s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil)); err != nil {
-				report("run", err, strings.Join(ran, ","))
-				return
-			}
-			ran = append(ran, c.ID)
+		ran, err := runAll(ctx, s)
+		report("run", err, ran)
+	}
+	if slices.Contains(mode, "check") {
+		for _, dir := range filepath.SplitList(os.Getenv(fsGroupCheckEnv)) {
+			checkStore(ctx, dir)
 		}
 	}
+}
+
+// runAll claims and completes every job it can in s and returns the IDs
+// it ran and the first error other than that no job is left.
+func runAll(ctx context.Context, s *Store) (string, error) {
+	var ran []string
+	for {
+		c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "pod-" + strconv.Itoa(os.Geteuid())})
+		if errors.Is(err, jobstore.ErrNoJob) {
+			return strings.Join(ran, ","), nil
+		}
+		if err == nil {
+			_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
+		}
+		if err != nil {
+			return strings.Join(ran, ","), err
+		}
+		ran = append(ran, c.ID)
+	}
+}
+
+// checkStore opens the store dir with GroupAccess and reports "open dir",
+// "trust dir" and "claim dir" (the claim of one job, never completed).
+func checkStore(ctx context.Context, dir string) {
+	s, err := Open(ctx, dir, &Options{NoSync: true, GroupAccess: true})
+	report("open "+dir, err, "")
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	report("trust "+dir, s.CheckTrust(), "")
+	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "pod-" + strconv.Itoa(os.Geteuid())})
+	report("claim "+dir, err, c.ID)
 }
 
 // regroup makes the store dir look like a store of the group of the
