@@ -40,16 +40,17 @@ func fsGroupPod(uid uint32) *syscall.Credential {
 
 // TestTrustFSGroup is the Kubernetes fsGroup shape: a volume owned by a
 // provisioner's UID, group-owned by the fsGroup with mode 2775, and pods
-// that run as different UIDs, each with the fsGroup as a supplementary
-// group and none of them listed in /etc/passwd or /etc/group. Pod A makes
-// the store with GroupAccess and submits; pod B trusts it, sees A's job,
-// submits its own and runs both; pod A then sees and runs B's. Trust is
-// judged by numbers alone. What the group does not vouch for stays
-// refused by pod B even with GroupAccess: a store whose group is not one
-// of its groups, a store writable by every user, a directory in the store
-// owned by an outsider of another group, and a store an outsider made in
-// a world-writable setgid directory of the fsGroup (which gave it the
-// group); the outsider's job never runs.
+// that run as different UIDs and primary groups, each with the fsGroup as
+// a supplementary group and none of them listed in /etc/passwd or
+// /etc/group. Pod A makes the store with GroupAccess and submits; pod B
+// trusts it, sees A's job, submits its own and runs both; pod A then sees
+// and runs B's. Trust is judged by numbers alone. What the group does not
+// vouch for stays refused by pod B even with GroupAccess, and Claim hands
+// out nothing there: a directory above the store or in it writable by a
+// group B is not in, a state directory of an outsider in another group,
+// a store writable by every user, and a store an outsider made in a
+// world-writable setgid directory of the fsGroup, which gave all of it
+// the group.
 func TestTrustFSGroup(t *testing.T) {
 	if testproc.Name() == "pod" {
 		fsGroupPodChild(t)
