@@ -50,10 +50,10 @@ func (e *UntrustedError) Unwrap() error { return jobstore.ErrUntrusted }
 // state directories, keys, locks, tmp, logs) and every directory above
 // it are directories that no one but trusted users can write. In the
 // store, a symbolic link is refused; on the way to it, a link counts as
-// the directory it leads to, whose own parents are checked too. Trusted
-// writers are:
+// the directory it leads to, whose own parents are checked too. For each
+// directory:
 //
-//   - the owner is this process's effective user or root; with
+//   - the owner must be this process's effective user or root; with
 //     Options.GroupAccess, also another user if the directory's group is
 //     one of this process's groups and the directory holding it is not
 //     writable by every user (or the user database lists the owner as a
