@@ -21,9 +21,10 @@ type UntrustedError struct {
 	Mode fs.FileMode
 	// Reason says who else could write it, or what else is wrong.
 	Reason string
-	// GroupWritable is set when the directory is writable by its group
-	// and nothing worse: Options.GroupAccess accepts that if the process
-	// is a member of the group.
+	// GroupWritable is set when the directory is writable by its group,
+	// or is another user's in one of the process's groups, and nothing
+	// worse: Options.GroupAccess accepts that if the group is one of the
+	// process's groups.
 	GroupWritable bool
 }
 
@@ -47,14 +48,34 @@ func (e *UntrustedError) Unwrap() error { return jobstore.ErrUntrusted }
 //
 // A store is trusted when the store directory, every directory in it (the
 // state directories, keys, locks, tmp, logs) and every directory above
-// it are owned by this process's effective user or by root, are real
-// directories (not symbolic links), and no one else can write them: not
-// other users, and not the group, unless the group is the user's own
-// private group (named as the user, with its ID as primary group), or
-// Options.GroupAccess is set and the user is a member of the group.
-// Directories above the store may be writable by others if they have the
-// sticky bit (as /tmp has), which keeps others from moving what they do
-// not own.
+// it are directories that no one but trusted users can write. In the
+// store, a symbolic link is refused; on the way to it, a link counts as
+// the directory it leads to, whose own parents are checked too. For each
+// directory:
+//
+//   - the owner must be this process's effective user or root; with
+//     Options.GroupAccess, also another user if the directory's group is
+//     one of this process's groups and the directory holding it is not
+//     writable by every user (or the user database lists the owner as a
+//     member of the group);
+//   - the group may write it only if it is the user's private group (named
+//     as the user, with its ID as primary group) or, with
+//     Options.GroupAccess, one of this process's groups;
+//   - no one else may write it. Directories above the store may be
+//     writable by others if they have the sticky bit (as /tmp has), which
+//     keeps others from moving what they do not own.
+//
+// "This process's groups" are its effective group and its supplementary
+// groups, by number, as the kernel grants them: no user database needs to
+// name them, nor the owners. That is the shape of a Kubernetes volume
+// shared by pods of different UIDs with one fsGroup. Another owner is
+// trusted there because only a trusted user could have made the
+// directory theirs: making it needs write permission on its parent, which
+// only trusted users have, and giving it a group needs membership of the
+// group or a setgid parent of that group one can write; only root gives a
+// directory away. In a parent writable by every user, anyone could have
+// made it. With group access, every member of the group can run programs
+// as every other's user.
 //
 // The check is made once, at Open: from then on only trusted users can
 // change any of those directories. On systems without Unix permissions

@@ -72,6 +72,16 @@ func TestTrustCheck(t *testing.T) {
 				require.NoError(t, os.Chown(filepath.Join(store, dirDone), 65534, 0))
 				return store
 			}},
+		{name: "store of a UID no user database names, in your group, with group access", needsRoot: true, groupAccess: true,
+			prepare: giveTree("store", podA, os.Getegid())},
+		{name: "store of a UID no user database names, in your group", needsRoot: true, bad: "store", reason: "owned by another user",
+			prepare: giveTree("store", podA, os.Getegid())},
+		{name: "store of a UID no user database names, in your group, in a directory every user can write", needsRoot: true, groupAccess: true,
+			bad: "store", reason: "every user can create entries",
+			prepare: func(t *testing.T, base, store string) string {
+				require.NoError(t, os.Chmod(base, os.ModeSticky|0o777))
+				return giveTree("store", podA, os.Getegid())(t, base, store)
+			}},
 		{name: "logs directory is a symbolic link", bad: "store/logs", reason: "symbolic link",
 			prepare: func(t *testing.T, base, store string) string {
 				require.NoError(t, os.Mkdir(filepath.Join(base, "elsewhere"), 0o700))
@@ -95,6 +105,17 @@ func TestTrustCheck(t *testing.T) {
 				require.NoError(t, os.Chmod(open, 0o777))
 				require.NoError(t, os.Symlink(store, filepath.Join(open, "link")))
 				return filepath.Join(open, "link")
+			}},
+		{name: "symbolic link on the way held in a directory under one others can write", bad: "x", reason: "writable by every user",
+			prepare: func(t *testing.T, base, store string) string {
+				// base/link/b/c/store is base/x/y/b/c/store, and c is a
+				// link to base: whoever can write base/x can replace y,
+				// b and c, and so the store.
+				require.NoError(t, os.MkdirAll(filepath.Join(base, "x", "y", "b"), 0o700))
+				require.NoError(t, os.Chmod(filepath.Join(base, "x"), 0o777))
+				require.NoError(t, os.Symlink(base, filepath.Join(base, "x", "y", "b", "c")))
+				require.NoError(t, os.Symlink(filepath.Join(base, "x", "y"), filepath.Join(base, "link")))
+				return filepath.Join(base, "link", "b", "c", "store")
 			}},
 	}
 	for _, tc := range tests {
@@ -161,6 +182,18 @@ func nothing(t *testing.T, base, store string) string { return store }
 func chmod(rel string, mode os.FileMode) func(t *testing.T, base, store string) string {
 	return func(t *testing.T, base, store string) string {
 		require.NoError(t, os.Chmod(filepath.Join(base, rel), mode))
+		return store
+	}
+}
+
+// giveTree returns a prepare step that gives base/rel and everything in
+// it to uid, which no user database may name, and gid.
+func giveTree(rel string, uid, gid int) func(t *testing.T, base, store string) string {
+	return func(t *testing.T, base, store string) string {
+		if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+			t.Skipf("uid %d is user %s here", uid, u.Username)
+		}
+		require.NoError(t, chownTree(filepath.Join(base, rel), uid, gid))
 		return store
 	}
 }

@@ -92,8 +92,14 @@ func (d Dir) Append(ctx context.Context, id string) (Appender, error) {
 		return nil, err
 	}
 	if d.GroupAccess {
-		// The umask would take the group's write bit away.
-		_ = os.Chmod(d.Path, dirPerm)
+		// The umask would take the group's write bit away. Keep the
+		// setgid bit the directory inherits in a setgid store: it gives
+		// every log the store's group, whichever member writes it, and a
+		// log in the writer's own group could not be read by the others
+		// (TestDirGroupAccessKeepsSetgid).
+		if fi, err := os.Lstat(d.Path); err == nil && fi.IsDir() {
+			_ = os.Chmod(d.Path, dirPerm|fi.Mode()&os.ModeSetgid)
+		}
 		_ = f.Chmod(filePerm)
 	}
 	fi, err := f.Stat()

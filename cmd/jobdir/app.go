@@ -183,7 +183,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
 		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
-		"create the store's directories 0770 and files 0660, for users of one group (default 0700 and 0600)")
+		"share the store with one group: create its directories 0770 and files 0660 (default 0700 and 0600), and let workers trust what the group may write")
 	root.PersistentFlags().BoolVar(&a.syncFS, "syncfs", false,
 		"make changes durable with one syncfs(2) shared by concurrent operations: faster with many workers, but it also flushes every other program's writes on the file system; for a store on a volume of its own")
 	root.SuggestionsMinimumDistance = 2

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -633,6 +634,25 @@ func TestServeTokenChecks(t *testing.T) {
 		r := jd(t, dir, "serve", "--addr", "unix:", "--token-file", tokenFile(good, 0o400))
 		require.Equal(t, exitUsage, r.code, "%s", r)
 		require.Contains(t, r.stderr, "--addr unix:PATH needs a PATH")
+	})
+	t.Run("readable by one of this user's groups, with group access", func(t *testing.T) {
+		// A Kubernetes Secret volume with an fsGroup: root's, 0440 in the
+		// fsGroup, which is one of this process's groups.
+		p := tokenFile(good, 0o440)
+		r := jd(t, dir, "--group-access", "serve", "--addr", "unix:", "--token-file", p)
+		require.Equal(t, exitUsage, r.code, "%s", r)
+		require.Contains(t, r.stderr, "--addr unix:PATH needs a PATH")
+		require.NoError(t, os.Chmod(p, 0o460))
+		r = jd(t, dir, "--group-access", "serve", "--addr", "127.0.0.1:0", "--token-file", p)
+		require.Equal(t, exitError, r.code, "%s", r)
+		require.Contains(t, r.stderr, "may be read or written by other users", "the group may not write it")
+		if groups, _ := os.Getgroups(); os.Geteuid() == 0 && os.Getegid() != 65534 && !slices.Contains(groups, 65534) {
+			require.NoError(t, os.Chmod(p, 0o440))
+			require.NoError(t, os.Chown(p, 0, 65534))
+			r = jd(t, dir, "--group-access", "serve", "--addr", "127.0.0.1:0", "--token-file", p)
+			require.Equal(t, exitError, r.code, "%s", r)
+			require.Contains(t, r.stderr, "may be read or written by other users", "a group not this user's may not read it")
+		}
 	})
 	t.Run("owned by another user", func(t *testing.T) {
 		if os.Geteuid() != 0 {

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,12 +54,19 @@ func foreignBase(t *testing.T) (base, bin, testBin string) {
 // it did. It skips the test if the system does not let it switch users.
 func runAs(t *testing.T, uid uint32, wd, bin string, env []string, args ...string) result {
 	t.Helper()
+	return runAsCred(t, &syscall.Credential{Uid: uid, Gid: uid}, wd, bin, env, args...)
+}
+
+// runAsCred is runAs with the user, group and supplementary groups of
+// cred.
+func runAsCred(t *testing.T, cred *syscall.Credential, wd, bin string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), liveness)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = wd
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "JOBDIR_TOKEN="}, env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -65,7 +74,7 @@ func runAs(t *testing.T, uid uint32, wd, bin string, env []string, args ...strin
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
-		t.Skipf("cannot run a command as uid %d: %v", uid, err)
+		t.Skipf("cannot run a command as uid %d: %v", cred.Uid, err)
 	}
 	return r
 }
@@ -155,6 +164,70 @@ func TestWorkTrustsOnlyPrivateStores(t *testing.T) {
 	require.Equal(t, exitError, r.code, "%s", r)
 	require.Contains(t, r.stderr, "writable by every user")
 	require.Contains(t, jdOK(t, dir, "list").stdout, id, "reading needs no trust")
+}
+
+// TestWorkGroupAccessFSGroup is the pod securityContext docs/operations.md
+// shows: a volume of the fsGroup (mode 2775, its owner another UID), and
+// pods of different UIDs (runAsUser, runAsGroup) that have the fsGroup as
+// a supplementary group, none of them in /etc/passwd or /etc/group. With
+// --group-access, pod B's worker runs the program pod A submitted, as pod
+// B, and pod A's worker the one pod B submitted, each writing its job's
+// log in the store; without it, the worker refuses and says to pass it.
+func TestWorkGroupAccessFSGroup(t *testing.T) {
+	const fsGroup, podA, podB, volumeOwner = 47110, 47111, 47112, 47113
+	for _, id := range []int{podA, podB, volumeOwner} {
+		if u, err := user.LookupId(strconv.Itoa(id)); err == nil {
+			t.Skipf("uid %d is user %s here; the test needs IDs no user database names", id, u.Username)
+		}
+	}
+	if g, err := user.LookupGroupId(strconv.Itoa(fsGroup)); err == nil {
+		t.Skipf("gid %d is group %s here; the test needs IDs no user database names", fsGroup, g.Name)
+	}
+	base, bin, _ := foreignBase(t)
+	vol := filepath.Join(base, "data")
+	require.NoError(t, os.Mkdir(vol, 0o700))
+	require.NoError(t, os.Chown(vol, volumeOwner, fsGroup))
+	require.NoError(t, os.Chmod(vol, os.ModeSetgid|0o775))
+	store := filepath.Join(vol, "jobdir")
+	pod := func(uid uint32, args ...string) result {
+		t.Helper()
+		cred := &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{fsGroup}}
+		return runAsCred(t, cred, vol, bin, nil, append([]string{"--dir", store}, args...)...)
+	}
+	submit := func(uid uint32, out string) string {
+		t.Helper()
+		r := pod(uid, "--group-access", "submit", "--", "sh", "-c", "id -u > "+out+"; echo ran")
+		require.Equal(t, 0, r.code, "%s", r)
+		return strings.TrimSpace(r.stdout)
+	}
+	ranAs := func(out string) string {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(vol, out))
+		require.NoError(t, err)
+		return strings.TrimSpace(string(data))
+	}
+
+	jobA := submit(podA, "a")
+	r := pod(podB, "work", "--exit-when-idle")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "refusing to run jobs from "+store)
+	require.Contains(t, r.stderr, "pass --group-access")
+	require.NoFileExists(t, filepath.Join(vol, "a"))
+
+	r = pod(podB, "--group-access", "work", "--exit-when-idle")
+	require.Equal(t, 0, r.code, "%s", r)
+	require.Equal(t, strconv.Itoa(podB), ranAs("a"), "pod B ran pod A's job")
+	jobB := submit(podB, "b")
+	r = pod(podA, "--group-access", "work", "--exit-when-idle")
+	require.Equal(t, 0, r.code, "%s", r)
+	require.Equal(t, strconv.Itoa(podA), ranAs("b"), "pod A ran pod B's job")
+	for _, id := range []string{jobA, jobB} {
+		for _, uid := range []uint32{podA, podB} {
+			r = pod(uid, "--group-access", "logs", id)
+			require.Equal(t, 0, r.code, "%s", r)
+			require.Contains(t, r.stdout, "ran", "uid %d reads the log of %s", uid, id)
+		}
+	}
 }
 
 // TestExecKindIsExplicitByDefault: the kind httpapi refuses through "*"

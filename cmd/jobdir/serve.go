@@ -61,9 +61,10 @@ root) can connect, and prints "listening on unix:PATH".
 
 Every request except GET /healthz needs "Authorization: Bearer TOKEN". The
 tokens come from --token-file (one a line; the file must be private to this
-user, mode 0600 or 0400, and at most 64 KiB) or $JOBDIR_TOKEN; each must be
-at least 16 bytes. Without one, serve refuses to start unless
---insecure-no-auth is given. HTTP clients may submit jobs only of the kinds
+user, mode 0600 or 0400, or with --group-access also readable by one of this
+user's groups, as a Kubernetes Secret with an fsGroup is; and at most 64 KiB)
+or $JOBDIR_TOKEN; each must be at least 16 bytes. Without one, serve refuses
+to start unless --insecure-no-auth is given. HTTP clients may submit jobs only of the kinds
 --allow-kind lists; "exec" jobs run programs, so they are refused unless
 --allow-kind exec is given: whoever holds a token can then run any program as
 this user. Without authentication, exec is refused except on a Unix socket,
@@ -105,7 +106,7 @@ process handed to it.`,
 			if maxRequests < 0 || maxWaits < 0 {
 				return usagef("--max-requests and --max-waits must not be negative")
 			}
-			tokens, err := loadTokens(tokenFile)
+			tokens, err := loadTokens(tokenFile, a.groupAccess)
 			if err != nil {
 				return err
 			}
@@ -289,9 +290,10 @@ const maxTokenFile = 64 << 10
 
 // loadTokens reads the bearer tokens from file, one a line (blank lines and
 // lines starting with # are skipped), or else from $JOBDIR_TOKEN. The file
-// must be a private regular file of this user (or root) of at most 64 KiB,
+// must be a private regular file of this user (or root) of at most 64 KiB
+// (with groupAccess it may be readable by one of this process's groups),
 // and every token at least httpapi.MinTokenLen bytes of printable ASCII.
-func loadTokens(file string) ([]string, error) {
+func loadTokens(file string, groupAccess bool) ([]string, error) {
 	if file == "" {
 		t := strings.TrimSpace(os.Getenv("JOBDIR_TOKEN"))
 		if t == "" {
@@ -302,7 +304,7 @@ func loadTokens(file string) ([]string, error) {
 		}
 		return []string{t}, nil
 	}
-	data, err := readPrivateFile(file, maxTokenFile)
+	data, err := readPrivateFile(file, maxTokenFile, groupAccess)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
@@ -323,6 +325,16 @@ func loadTokens(file string) ([]string, error) {
 	return tokens, nil
 }
 
+// inGroup reports whether gid is one of this process's groups, effective
+// or supplementary.
+func inGroup(gid int) bool {
+	if gid == os.Getegid() {
+		return true
+	}
+	groups, _ := os.Getgroups()
+	return slices.Contains(groups, gid)
+}
+
 // checkToken says what is wrong with a bearer token, in the words of a
 // person who has to make a better one.
 func checkToken(t string) error {
@@ -341,7 +353,14 @@ func checkToken(t string) error {
 // readPrivateFile reads a secret file of at most limit bytes, refusing one
 // that is not a regular file (a device such as /dev/zero, a pipe), that
 // another user owns, or that its group or others may read or write.
-func readPrivateFile(path string, limit int64) ([]byte, error) {
+//
+// With groupAccess its group may read it if the group is one of this
+// process's groups: a Kubernetes Secret volume of a pod with an fsGroup
+// makes its files root's, in the fsGroup, and readable by it (0440
+// whatever the Secret's defaultMode), and with group access the members
+// of that group are trusted with the store, so with running programs as
+// this user, who can read the file.
+func readPrivateFile(path string, limit int64, groupAccess bool) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -351,10 +370,14 @@ func readPrivateFile(path string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	others := fi.Mode().Perm() & 0o077
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && groupAccess && others&0o040 != 0 && inGroup(int(st.Gid)) {
+		others &^= 0o040
+	}
 	switch {
 	case !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("%s is not a regular file (%s); put the tokens in a plain file", path, fi.Mode().Type())
-	case fi.Mode().Perm()&0o077 != 0:
+	case others != 0:
 		return nil, fmt.Errorf("%s may be read or written by other users (mode %s); make it private: chmod 600 %s", path, fi.Mode().Perm(), path)
 	case fi.Size() > limit:
 		return nil, fmt.Errorf("%s is %d bytes, more than the %d KiB a token file may hold", path, fi.Size(), limit>>10)

@@ -185,8 +185,11 @@ refuses a store that is not private to this user, like ssh's StrictModes: the
 store directory, each directory in it and each directory above it must be
 owned by this user or root and writable by no one else (a directory above it
 may be writable by all if it has the sticky bit, as /tmp has). With
---group-access, the store's group may write it too, if this user is a member:
-then every member of the group can run programs as every worker's user. A
+--group-access, the store's group may write it too, if the group is one of
+this process's groups (a supplementary group counts, as a Kubernetes fsGroup
+is one; no /etc/group entry is needed), and another user may own it, unless
+it sits in a directory every user can write: then every member of the group
+can run programs as every worker's user. A
 store in PostgreSQL is trusted as the database's permissions say: whoever
 may write its schema chooses the programs its workers run.`,
 		Example: `  jobdir work
