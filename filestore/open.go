@@ -318,9 +318,11 @@ func (s *Store) makeStateDirs() (bool, error) {
 	made := false
 	for _, d := range []string{dirTmp, dirQueued, dirClaimed, dirDone, dirKeys, dirLocks} {
 		p := filepath.Join(s.dir, d)
-		if _, err := os.Lstat(p); err == nil {
-			continue // Mkdir checks that it is a directory
+		fi, err := os.Lstat(p)
+		if err == nil && fi.IsDir() {
+			continue
 		}
+		// Mkdir refuses what is there and is not a directory (a link).
 		if err := s.fs.Mkdir(p, s.dirPerm); err != nil {
 			return made, err
 		}
