@@ -251,13 +251,16 @@ const createLockFile = "." + formatFile + ".lock"
 // by a process that died in it, is one IsStore accepts; the next Open
 // finishes the creation.
 //
-// Creation is durable: the store's directory and each one above it is
-// fsynced (the entry of each new directory is then on disk), then the
-// state directories are made and the store's directory fsynced, then
-// FORMAT is written and the directory fsynced again, all before Open
-// returns and so before any operation is acknowledged
-// (TestCreateIsDurable). An Open of an existing store makes none of
-// these fsyncs.
+// Creation is durable: each directory above the store's is fsynced (the
+// entry of each new directory is then on disk), then the state
+// directories are made and the store's directory fsynced, then FORMAT is
+// written and the directory fsynced again, all before Open returns and so
+// before any operation is acknowledged (TestCreateIsDurable). An Open of
+// an existing store takes no lock and makes none of these fsyncs. A
+// creator that dies between FORMAT's rename and its fsync leaves a
+// FORMAT that others trust and a power cut may still take; the lock file,
+// durable by then, keeps the directory a store, and the next Open writes
+// FORMAT again.
 func (s *Store) create(ctx context.Context) (bool, error) {
 	unlock, err := lockRecord(ctx, filepath.Join(s.dir, createLockFile), true, true, s.filePerm)
 	if err != nil {
