@@ -171,6 +171,16 @@ func TestE2EProcessesCreateOneStore(t *testing.T) {
 	t.Logf("%d of %d processes failed in %d rounds (list found no store yet %d times)", len(failed), procs, rounds, noStore)
 	require.Empty(t, failed)
 
+	// The root of a new volume, which holds lost+found, becomes a store,
+	// and each command then accepts it.
+	volume := filepath.Join(t.TempDir(), "volume")
+	require.NoError(t, os.MkdirAll(filepath.Join(volume, "lost+found"), 0o700))
+	r := jd(t, volume, "list")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "no store in "+volume+": the directory is empty")
+	submit(t, volume, "--", "true")
+	jdOK(t, volume, "list")
+
 	// A directory of other files is refused by each, all at once.
 	other := filepath.Join(t.TempDir(), "other")
 	require.NoError(t, os.Mkdir(other, 0o755))
