@@ -26,6 +26,12 @@
 //     one gets each attempt of each job.
 //   - Of any number of processes submitting one key at once, exactly one
 //     creates the job; the others get it with created=false.
+//   - Any number of processes may Open a directory with no store at once
+//     (missing, or an empty one such as a volume's mount point): one
+//     creates the store, atomically (FORMAT last, under a creation lock)
+//     and durably (the parent of every new directory fsynced) before Open
+//     returns, and the others open it (docs/format.md, "Creating a
+//     store").
 //   - A worker's claim is a lease that dies with its process: the claimant
 //     holds the job's lease lock (flock) for the whole attempt, the kernel
 //     releases it when the process dies, and any live Store then queues the
@@ -88,7 +94,7 @@ package filestore
 // keeps it whole):
 //
 //	store.go        the Store type, writing a record (store), record-lock helpers
-//	open.go         Open and its steps (layout, FORMAT, sweep of tmp/), Close
+//	open.go         Open and its steps (creation, layout, FORMAT, sweep of tmp/), Close
 //	options.go      Options, FormatVersion, Open's errors
 //	submit.go       Submit and idempotency keys
 //	batch.go        SubmitBatch

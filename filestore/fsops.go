@@ -25,10 +25,10 @@ import (
 //
 // Three kinds of change bypass it, because no failure or crash there can
 // lose or corrupt anything the store holds:
-//   - lock files (locks/, the lease files, tmp/<id>.lock): each is created
-//     (and its mode set) by the code that locks it (locks.go,
-//     leasefile.go, open.go) and holds no data; a missing one is created
-//     again by the next lock;
+//   - lock files (locks/, the lease files, tmp/<id>.lock, .FORMAT.lock):
+//     each is created (and its mode set) by the code that locks it
+//     (locks.go, leasefile.go, open.go) and holds no data; a missing one
+//     is created again by the next lock;
 //   - the barrier file of List and Stats (moves.go), an empty marker
 //     created and removed at once, never read;
 //   - the directories above the store that Open creates when they are

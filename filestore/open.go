@@ -194,13 +194,17 @@ func (s *Store) pinRoot() error {
 	return nil
 }
 
-// checkFormat reads FORMAT, refusing a newer or foreign one, and writes it
-// for a new store.
-func (s *Store) checkFormat(context.Context) error {
+// checkFormat reads FORMAT, refusing a newer or foreign one, and makes a
+// directory without one a new store (create).
+func (s *Store) checkFormat(ctx context.Context) error {
 	p := filepath.Join(s.dir, formatFile)
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return s.writeFormat(p)
+		var created bool
+		if created, err = s.create(ctx); err != nil || created {
+			return err
+		}
+		data, err = os.ReadFile(p) // another process created the store first
 	}
 	if err != nil {
 		return err
@@ -227,6 +231,81 @@ func (s *Store) checkFormat(context.Context) error {
 	return nil
 }
 
+// createLockFile, in the store's directory, is held (flock) by the
+// process that creates the store, from before the first entry of the
+// layout until FORMAT is durable. Its name begins with ".FORMAT", which
+// older programs already pass over as the temp file of a FORMAT being
+// written.
+const createLockFile = "." + formatFile + ".lock"
+
+// create makes the directory, which has no FORMAT, a store: it reports
+// false if another process made it one first.
+//
+// Creation is atomic: FORMAT, the only file that says "a store", is
+// written last, once the whole layout is in place and durable, so a
+// process that finds FORMAT finds a complete store and needs no fsync of
+// its own. The processes that find none wait for one another on the
+// creation lock, and the first makes the store. A lock rather than a
+// layout built aside and renamed into place: the store's directory may
+// be a volume's mount point, which cannot be renamed over or removed, and
+// must stay usable as it is. The lock file is made before every other
+// entry and never removed, so a directory whose creation has begun, even
+// by a process that died in it, is one IsStore accepts; the next Open
+// finishes the creation.
+//
+// Creation is durable: each directory above the store's is fsynced (the
+// entry of each new directory is then on disk), then the state
+// directories are made and the store's directory fsynced, then FORMAT is
+// written and the directory fsynced again, all before Open returns and so
+// before any operation is acknowledged (TestCreateIsDurable). An Open of
+// an existing store takes no lock and makes none of these fsyncs. A
+// creator that dies between FORMAT's rename and its fsync leaves a
+// FORMAT that others trust and a power cut may still take; the lock file,
+// durable by then, keeps the directory a store, and the next Open writes
+// FORMAT again.
+func (s *Store) create(ctx context.Context) (bool, error) {
+	unlock, err := lockRecord(ctx, filepath.Join(s.dir, createLockFile), true, true, s.filePerm)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if _, err := os.Lstat(filepath.Join(s.dir, formatFile)); !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if err := s.syncParents(); err != nil {
+		return false, err
+	}
+	if _, err := s.makeStateDirs(); err != nil {
+		return false, err
+	}
+	// Even where the directories were there (a creator died after making
+	// them), their entries and the lock file's may not be durable yet.
+	if err := s.durable.dir("."); err != nil {
+		return false, err
+	}
+	return true, s.writeFormat(filepath.Join(s.dir, formatFile))
+}
+
+// syncParents fsyncs each directory above the store's, so that the
+// store's directory, and any directory above it that Open or another
+// process made a moment ago, stays after a power cut. Only the store's
+// parent must be readable: a directory higher up that this user may not
+// open is not one it made.
+func (s *Store) syncParents() error {
+	if s.opts.NoSync {
+		return nil
+	}
+	for d := filepath.Dir(s.dir); ; d = filepath.Dir(d) {
+		err := s.fs.SyncDir(d)
+		if err != nil && (d == filepath.Dir(s.dir) || !errors.Is(err, fs.ErrPermission)) {
+			return fmt.Errorf("fsync %s: %w", d, err)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
 // writeFormat writes the FORMAT file at p with this format, atomically.
 func (s *Store) writeFormat(p string) error {
 	doc, _ := json.Marshal(formatDoc{Store: storeName, Format: FormatVersion})
@@ -238,11 +317,33 @@ func (s *Store) writeFormat(p string) error {
 	return s.durable.dir(".")
 }
 
-// createLayout creates the state directories and this Store's staging
-// directory, tmp/<id>/, guarded by the lock file tmp/<id>.lock.
-func (s *Store) createLayout(context.Context) error {
+// makeStateDirs makes the state directories that are missing and reports
+// whether it made any.
+func (s *Store) makeStateDirs() (bool, error) {
+	made := false
 	for _, d := range []string{dirTmp, dirQueued, dirClaimed, dirDone, dirKeys, dirLocks} {
-		if err := s.fs.Mkdir(filepath.Join(s.dir, d), s.dirPerm); err != nil {
+		p := filepath.Join(s.dir, d)
+		fi, err := os.Lstat(p)
+		if err == nil && fi.IsDir() {
+			continue
+		}
+		// Mkdir refuses what is there and is not a directory (a link).
+		if err := s.fs.Mkdir(p, s.dirPerm); err != nil {
+			return made, err
+		}
+		made = true
+	}
+	return made, nil
+}
+
+// createLayout makes the state directories an existing store lacks (a
+// new store has them: create) and this Store's staging directory,
+// tmp/<id>/, guarded by the lock file tmp/<id>.lock.
+func (s *Store) createLayout(context.Context) error {
+	if made, err := s.makeStateDirs(); err != nil {
+		return err
+	} else if made {
+		if err := s.durable.dir("."); err != nil {
 			return err
 		}
 	}

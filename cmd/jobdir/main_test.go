@@ -25,7 +25,7 @@ import (
 var jobdirBin string
 
 func TestMain(m *testing.M) {
-	testproc.Main(map[string]testproc.Func{"dial": dialChild})
+	testproc.Main(map[string]testproc.Func{"dial": dialChild, "open-store": openStoreChild})
 	os.Exit(testMain(m))
 }
 

@@ -95,6 +95,10 @@ func (a *app) checkStoreDir(dir, source string) error {
 	if err != nil || isStore {
 		return nil // Open says what is wrong in full
 	}
+	// Another process may be creating a store there at this moment:
+	// OtherFiles tells its half-made layout from other files, by the
+	// creation lock Open makes first, so this check and that creation
+	// need no lock between them.
 	names, err := filestore.OtherFiles(dir, 4)
 	if err != nil {
 		return nil // Open says what is wrong in full
