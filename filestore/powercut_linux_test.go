@@ -104,11 +104,6 @@ var knownPowerCutBugs = []struct {
 			"acknowledged jobs are lost, records are left empty, and an empty record blocks its key",
 	},
 	{
-		scenarios: []string{"prune"},
-		bug: "Prune deletes a job's record in done/ while an older copy may still be durable in queued/ or claimed/ " +
-			"(the renames out of them fsync only their destination): after a power cut the pruned job is back, queued, to run again",
-	},
-	{
 		scenarios: []string{"claim", "complete", "complete-retry", "cancel-running"},
 		violation: "an attempt is not counted",
 		bug:       "a claim (the rename into claimed/ and the claim note) is never fsynced: after a power cut the attempt is not counted",
