@@ -44,7 +44,7 @@ import (
 const powercutEnv = "JOBDIR_POWERCUT"
 
 // powercutSample is how many cut points a scenario gets by default.
-const powercutSample = 12
+const powercutSample = 10
 
 // pcAck is how a child acknowledges what the store told it: name, then
 // the value as JSON.
@@ -59,10 +59,12 @@ type pcScenario struct {
 	openInStep bool
 	// create: the file system holds no store at the start.
 	create bool
-	// from names the scenario whose uncut run leaves the store this one
-	// starts from (everything it held made durable, its child dead); its
+	// from names the scenario whose run leaves the store this one starts
+	// from, its child dead: uncut, with everything it held made durable,
+	// or with fromCut > 0 cut after that many operations of its step. Its
 	// acknowledgements count as this one's.
-	from string
+	from    string
+	fromCut int
 	// syncFS opens the store with Options.SyncFS.
 	syncFS bool
 	// pre runs before the step, uncut (though what it acknowledged must
@@ -104,7 +106,7 @@ var knownPowerCutBugs = []struct {
 			"acknowledged jobs are lost, records are left empty, and an empty record blocks its key",
 	},
 	{
-		scenarios: []string{"claim", "complete", "complete-retry", "cancel-running"},
+		scenarios: []string{"claim", "complete", "complete-retry", "cancel-running", "release"},
 		violation: "an attempt is not counted",
 		bug:       "a claim (the rename into claimed/ and the claim note) is never fsynced: after a power cut the attempt is not counted",
 	},
@@ -335,6 +337,28 @@ var powercutScenarios = []pcScenario{
 		},
 	},
 	{
+		name: "release",
+		pre: func(ctx context.Context, s *Store, ack pcAck) error {
+			if _, err := pcSubmit(ctx, s, ack, "submitted", jobstore.Spec{Kind: pcKind, MaxAttempts: 3}); err != nil {
+				return err
+			}
+			_, err := pcClaim(ctx, s, ack, "claimed")
+			return err
+		},
+		step: func(ctx context.Context, s *Store, ack pcAck) error {
+			if err := s.Release(ctx, pcLease(s)); err != nil {
+				return err
+			}
+			ack("released", pcLast)
+			return nil
+		},
+		check: func(c *pcCheck) {
+			// Released or not, the attempt was claimed and counts.
+			j, _ := c.acked("claimed")
+			c.has(j, "claimed job given back (or whose worker died in the cut)", jobstore.StateQueued)
+		},
+	},
+	{
 		name: "cancel-queued",
 		pre: func(ctx context.Context, s *Store, ack pcAck) error {
 			_, err := pcSubmit(ctx, s, ack, "submitted", jobstore.Spec{Kind: pcKind})
@@ -479,6 +503,29 @@ var powercutScenarios = []pcScenario{
 			}
 			j, _ := c.acked("claimed")
 			c.has(j, "claimed job of a worker that died", jobstore.StateQueued)
+		},
+	},
+	{
+		// Open repairs what a power cut in the middle of a batch left (a
+		// key file of a job never published, temporary files), and the
+		// key is submitted again.
+		name:       "repair",
+		from:       "batch-4",
+		fromCut:    22, // after the fsync of keys/, before the renames into queued/
+		openInStep: true,
+		step: func(ctx context.Context, s *Store, ack pcAck) error {
+			_, err := pcSubmit(ctx, s, ack, "submitted", jobstore.Spec{Kind: pcKind, Key: "b0"})
+			return err
+		},
+		keys: []string{"b0"},
+		check: func(c *pcCheck) {
+			if _, ok := c.acked("batch-0"); ok {
+				c.violate("the batch the repair starts from was acknowledged: fromCut is too late")
+			}
+			if j, ok := c.acked("submitted"); ok {
+				c.has(j, "job submitted after the repair", jobstore.StateQueued)
+				c.keyNames("b0", j.ID)
+			}
 		},
 	},
 }
@@ -813,8 +860,13 @@ func TestPowerCut(t *testing.T) {
 			case sc.from != "":
 				from, ok := powercutScenario(sc.from)
 				require.True(t, ok, sc.from)
-				r := runPowercut(t, from, base, -1)
-				img, setup = r.current, r.acks
+				if sc.fromCut > 0 {
+					r := runPowercut(t, from, base, sc.fromCut)
+					img, setup = r.img, r.acks
+				} else {
+					r := runPowercut(t, from, base, -1)
+					img, setup = r.current, r.acks
+				}
 			}
 			run := func(cut int) pcRun {
 				r := runPowercut(t, sc, img, cut)
@@ -824,7 +876,7 @@ func TestPowerCut(t *testing.T) {
 				return r
 			}
 			whole := run(-1)
-			require.Contains(t, whole.acks, pcLastAck(whole), "the step ran to its end uncut:\n%s", whole.output)
+			require.Contains(t, strings.Split(whole.output, "\n"), "done", "the step runs to its end uncut:\n%s", whole.output)
 			n := whole.ops
 			found := map[string][]string{} // violation -> cut points
 			var order []string
@@ -907,15 +959,4 @@ func pcSummarize(vs []string) []string {
 		}
 	}
 	return order
-}
-
-// pcLastAck returns the name of the last acknowledgement of a run.
-func pcLastAck(r pcRun) string {
-	last := ""
-	for _, l := range strings.Split(r.output, "\n") {
-		if f := strings.SplitN(l, " ", 3); len(f) == 3 && f[0] == "ack" {
-			last = f[1]
-		}
-	}
-	return last
 }
