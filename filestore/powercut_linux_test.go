@@ -550,10 +550,11 @@ func powercutScenario(name string) (pcScenario, bool) {
 
 // powercutChild plays role powercut-<scenario> (or powercut-init, which
 // makes a store and closes it) in the store directory childDir names: it
-// runs the scenario's pre, says "ready", waits for a line on stdin, runs
-// the step, says "done" and waits for stdin to close. It prints each
-// acknowledgement as "ack <name> <json>". It never closes the store: the
-// machine is cut under it.
+// opens the store and runs the scenario's pre (unless the step opens it),
+// says "ready", waits for a line on stdin, runs the step, says "done" and
+// exits. It prints each acknowledgement as "ack <name> <json>", and an
+// error of the step, which the cut makes, as "error <message>". It never
+// closes the store: the machine is cut under it.
 func powercutChild(role string) int {
 	ctx := context.Background()
 	dir := os.Getenv(childDir)
@@ -685,7 +686,7 @@ wait:
 		case <-exited:
 			break wait
 		case <-limit:
-			t.Logf("%s: child neither done nor dead 30s after the cut; killed", sc.name)
+			t.Logf("%s: child neither done nor dead 30s after the cut; killing it", sc.name)
 			break wait
 		case <-tick.C:
 		}
