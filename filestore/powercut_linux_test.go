@@ -4,6 +4,7 @@ package filestore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -762,6 +763,12 @@ func (c *pcCheck) has(want jobstore.Job, what string, states ...jobstore.State) 
 	}
 	if !slices.Contains(states, got.State) {
 		c.violate("%s (%s, attempt %d, acknowledged) is %s after the cut, want %v", what, want.State, want.Attempt, got.State, states)
+	}
+	if got.Kind != want.Kind || got.Key != want.Key || !bytes.Equal(got.Payload, want.Payload) || got.MaxAttempts != want.MaxAttempts {
+		c.violate("%s (acknowledged) comes back with another kind, key, payload or attempt limit", what)
+	}
+	if got.State == want.State && want.State.Terminal() && (!bytes.Equal(got.Result, want.Result) || got.LastError != want.LastError) {
+		c.violate("%s (%s, acknowledged) comes back with another result or error", what, want.State)
 	}
 	if got.Attempt < want.Attempt {
 		c.violate("%s (%s, attempt %d, acknowledged) shows attempt %d after the cut: an attempt is not counted", what, want.State, want.Attempt, got.Attempt)
