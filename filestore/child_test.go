@@ -34,6 +34,9 @@ const (
 )
 
 func runChild(role string) int {
+	if strings.HasPrefix(role, "powercut-") {
+		return powercutChild(role)
+	}
 	if role == "hold-locks" {
 		// Hold the record lock files named in childKey (comma-separated;
 		// "all": every stripe) exclusively, as a process stopped in the

@@ -10,8 +10,9 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// Prune deletes terminal jobs that finished more than olderThan ago. For
-// each it removes, under the exclusive record lock, the record (and fsyncs
+// Prune deletes terminal jobs that finished more than olderThan ago. It
+// first fsyncs queued/ and claimed/, so that no older copy of a job a power
+// cut could bring back there outlives its record. For each job it removes, under the exclusive record lock, the record (and fsyncs
 // done/), then the key file, then the lock files: the record is the truth
 // of a job's existence, so a crash part way leaves at worst a key file or
 // lock file without a record, which is rolled back. It lists done/, whose
@@ -37,6 +38,21 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	ids, _, err := s.listDir(dirDone)
 	if err != nil {
 		return 0, fmt.Errorf("filestore: prune: %w", err)
+	}
+	if len(ids) > 0 {
+		// Every job in done/ got there by a rename out of queued/ or
+		// claimed/ that made only done/ durable: after a power cut its
+		// older record may be back in the directory it left. That copy is
+		// harmless while the newer record exists (Open removes it as
+		// stale), but once prune deletes the record it would bring the
+		// job back, to run again. So make those directories' removals
+		// durable before deleting anything: one fsync of each per pass
+		// (TestPowerCut/prune).
+		for _, d := range []string{dirQueued, dirClaimed} {
+			if err := s.durable.dir(d); err != nil {
+				return 0, fmt.Errorf("filestore: prune: %w", err)
+			}
+		}
 	}
 	n := 0
 	for _, id := range ids {
