@@ -93,11 +93,6 @@ var knownPowerCutBugs = []struct {
 	bug       string
 }{
 	{
-		scenarios: []string{"create"},
-		bug: "a new store's directory is created after the last fsync of its parent, and tmp/ queued/ claimed/ done/ keys/ locks/ " +
-			"after the last fsync of the store's directory (open.go): the store, or a directory its first job is in, is lost",
-	},
-	{
 		scenarios: []string{"submit-syncfs"},
 		bug:       "Options.SyncFS makes changes durable with syncfs(2), which never reaches a FUSE daemon: acknowledged jobs are lost",
 	},
