@@ -181,7 +181,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", logText,
 		"how work and serve write their lines and warnings on stderr: text, for people, or json, one object a line")
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
-		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
+		"open a store on NFS, SMB, FUSE or Ceph: safe for one jobdir process on one machine only, and a change survives a power cut only if that filesystem makes an fsync reach its disk")
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
 		"create the store's directories 0770 and files 0660, for users of one group (default 0700 and 0600)")
 	root.PersistentFlags().BoolVar(&a.syncFS, "syncfs", false,

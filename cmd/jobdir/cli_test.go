@@ -515,7 +515,8 @@ func TestStoreDiscovery(t *testing.T) {
 	t.Chdir(deep)
 	require.Equal(t, id, getJob(t, "", id).ID, "found in a parent directory")
 	r := jdOK(t, "", "-v", "list")
-	require.Equal(t, "jobdir: store "+store+"\n", r.stderr)
+	require.Regexp(t, `^jobdir: store `+regexp.QuoteMeta(store)+`\njobdir: durability: fsync: each new file and each changed directory[^\n]*\n$`, r.stderr,
+		"-v says which store and how its changes are made durable")
 	require.Contains(t, r.stdout, id)
 	require.Regexp(t, `(?m)^store\s+`+regexp.QuoteMeta(store)+`$`, jdOK(t, "", "stats").stdout)
 	submit(t, "", "--", "true")
@@ -662,7 +663,7 @@ func TestExplainOpen(t *testing.T) {
 		err  error
 		hint string
 	}{
-		{fmt.Errorf("statfs: %w", filestore.ErrUnsupportedFilesystem), "pass --allow-unsafe-filesystem"},
+		{fmt.Errorf("statfs: %w", filestore.ErrUnsupportedFilesystem), "pass --allow-unsafe-filesystem if only one jobdir process on one machine will use it.\nEven then a power cut may lose changes"},
 		{fmt.Errorf("FORMAT: %w", filestore.ErrFormatTooNew), "written by a newer jobdir"},
 		{fmt.Errorf("FORMAT: %w", filestore.ErrNotStore), "Choose another directory"},
 		{&fs.PathError{Op: "mkdir", Path: "/x", Err: fs.ErrPermission}, "Check that this user may read and write"},
