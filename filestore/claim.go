@@ -282,13 +282,15 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 			s.log.Warn("filestore: claim interrupted by "+why+"; the job is left to recovery", "id", id, "err", err)
 		}
 	}
-	if s.isClosed() {
-		unclaim("Close")
-		return jobstore.Job{}, false, fmt.Errorf("filestore: claim: %w", jobstore.ErrClosed)
-	}
 	if err := s.durable.dir(dirClaimed); err != nil {
 		unclaim("a failed fsync")
 		return jobstore.Job{}, false, fmt.Errorf("make the claim durable: %w", err)
+	}
+	// Last, right before the lease is set: a Close that began before this
+	// check releases only leases set before it.
+	if s.isClosed() {
+		unclaim("Close")
+		return jobstore.Job{}, false, fmt.Errorf("filestore: claim: %w", jobstore.ErrClosed)
 	}
 	s.dropCand(id)
 	setLease(h, j.Lease())

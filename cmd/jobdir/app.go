@@ -185,7 +185,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
 		"create the store's directories 0770 and files 0660, for users of one group (default 0700 and 0600)")
 	root.PersistentFlags().BoolVar(&a.syncFS, "syncfs", false,
-		"make changes durable with one syncfs(2) shared by concurrent operations: faster with many workers, but it also flushes every other program's writes on the file system; for a store on a volume of its own")
+		"make changes durable with one syncfs(2) shared by concurrent operations: faster with many workers, but it also flushes every other program's writes on the file system; for a store on a volume of its own (ignored where a syncfs does not reach the disk, as on FUSE)")
 	root.SuggestionsMinimumDistance = 2
 	root.SetVersionTemplate("jobdir {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
