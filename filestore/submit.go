@@ -259,6 +259,19 @@ func (s *Store) resolveKey(ctx context.Context, hash, key string) (jobstore.Job,
 		s.cacheKey(hash, id)
 		return rec.Job, false, false, nil
 	}
+	if isTorn(err) {
+		// Every copy of the record is torn: a crash took the job's last
+		// change (see ProblemTornRecord), and the job must not hold its
+		// key forever. Set aside, it has no record: the key file goes.
+		gone, serr := s.setAsideTornRecord(id)
+		if serr != nil {
+			return jobstore.Job{}, false, false, fmt.Errorf("key %q: %w", key, serr)
+		}
+		if gone {
+			s.log.Warn("filestore: set aside the record of a keyed job that a crash left torn", "id", id, "err", err)
+			err = jobstore.ErrNotFound
+		}
+	}
 	if !errors.Is(err, jobstore.ErrNotFound) {
 		return jobstore.Job{}, false, false, err
 	}
@@ -320,6 +333,31 @@ func (s *Store) readKeyFileIno(p string) (envelope, uint64, error) {
 	}
 	env, err := decodeRecord(p, "", data, s.maxRecord())
 	return env, inode(fi), err
+}
+
+// setAsideTornRecord moves every copy of job id's record into quarantine/
+// if each one is torn (see ProblemTornRecord), and reports whether it did.
+// A job with a valid copy, or one corrupt otherwise, is left alone. The
+// caller holds id's record lock exclusively.
+func (s *Store) setAsideTornRecord(id string) (bool, error) {
+	f, err := s.locate(id)
+	if err != nil || f.ok || len(f.corrupt) == 0 {
+		return false, err
+	}
+	var paths []string
+	for _, e := range f.corrupt {
+		var ce *CorruptError
+		if !errors.As(e, &ce) || !ce.torn {
+			return false, nil
+		}
+		paths = append(paths, ce.Path)
+	}
+	for _, p := range paths {
+		if _, err := s.quarantine(p, filepath.Base(filepath.Dir(p))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("set aside torn record: %w", err)
+		}
+	}
+	return true, nil
 }
 
 // setAsideTornKey moves the torn key file kp, whose inode was ino when it

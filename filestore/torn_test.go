@@ -123,6 +123,32 @@ func TestTornKeyFreedBySubmit(t *testing.T) {
 	require.Empty(t, r.Problems)
 }
 
+// TestTornRewriteFreesKey: a keyed job whose later record a crash left
+// torn (its key file, the first record, is whole: a rewrite is a new
+// file) does not hold its key forever either: the next submit of the key
+// sets the record aside, removes the key file and creates a new job.
+func TestTornRewriteFreesKey(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, &Options{RecoverInterval: time.Hour})
+	old, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "a"})
+	require.NoError(t, err)
+	s.mu.Lock()
+	clear(s.keys)
+	s.mu.Unlock()
+	p := s.recordPath(dirQueued, old.ID)
+	require.NoError(t, os.Remove(p))
+	require.NoError(t, os.WriteFile(p, nil, 0o600))
+
+	j, created, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "a"})
+	require.NoError(t, err)
+	require.True(t, created)
+	require.NotEqual(t, old.ID, j.ID)
+	require.FileExists(t, filepath.Join(s.Dir(), dirQuarantine, dirQueued, old.ID+recordExt))
+	r, err := s.Fsck(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, r.Problems)
+}
+
 // TestTornRecordFsck: Fsck reports every torn record and key file, empty,
 // zero bytes or cut short, in every state directory, as torn-record, and
 // with repair sets each aside in quarantine/; a valid record, a corrupt
