@@ -438,10 +438,14 @@ func TestFsck(t *testing.T) {
 	require.Equal(t, "checked 1 records: 0 problems\n", r.stdout)
 
 	bad := jobstore.NewID(time.Now())
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "queued", bad+".json"), []byte(`{"trunc`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "queued", bad+".json"), []byte(`not a record`), 0o600))
+	// What a power cut leaves of a record whose data never reached the disk.
+	torn := jobstore.NewID(time.Now())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "done", torn+".json"), []byte(`{"trunc`), 0o600))
 	r = jd(t, dir, "fsck")
 	require.Equal(t, exitError, r.code, "%s", r)
 	require.Contains(t, r.stdout, "corrupt: "+filepath.Join(dir, "queued", bad+".json"))
+	require.Contains(t, r.stdout, "torn-record: "+filepath.Join(dir, "done", torn+".json"))
 	require.Contains(t, r.stderr, "run jobdir fsck --repair")
 
 	r = jdOK(t, dir, "list")
@@ -451,7 +455,10 @@ func TestFsck(t *testing.T) {
 	r = jd(t, dir, "fsck", "--repair")
 	require.Equal(t, exitError, r.code, "%s", r)
 	require.Contains(t, r.stderr, "never removed automatically")
+	require.Contains(t, r.stdout, "2 problems, 1 repaired")
 	require.FileExists(t, filepath.Join(dir, "queued", bad+".json"))
+	require.NoFileExists(t, filepath.Join(dir, "done", torn+".json"))
+	require.FileExists(t, filepath.Join(dir, "quarantine", "done", torn+".json"), "set aside, not deleted")
 }
 
 func TestStoreThatCannotOpen(t *testing.T) {
