@@ -221,11 +221,14 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 	for _, k := range torn {
 		p := Problem{Kind: ProblemTornRecord, Path: k.path, Detail: k.reason + ": left by a crash before its submit was acknowledged; it refuses its key"}
 		if repair {
+			// One that cannot be moved (a read-only or full disk) is
+			// reported, and the check goes on.
 			if err := s.setAsideTornKey(k.path, k.ino); err != nil {
-				return r, err
+				p.Detail += "; cannot set it aside: " + err.Error()
+			} else {
+				p.Repaired = true
+				p.Detail += "; set aside in " + dirQuarantine + "/" + dirKeys + "/"
 			}
-			p.Repaired = true
-			p.Detail += "; set aside in " + dirQuarantine + "/" + dirKeys + "/"
 		}
 		r.Problems = append(r.Problems, p)
 	}
@@ -349,10 +352,11 @@ func (s *Store) checkRecord(ctx context.Context, id string, repair bool, pat *pa
 			// writer of this job is at work.
 			dir := filepath.Base(filepath.Dir(ce.Path))
 			if _, err := s.quarantine(ce.Path, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
+				p.Detail += "; cannot set it aside: " + err.Error()
+			} else {
+				p.Repaired = true
+				p.Detail += "; set aside in " + dirQuarantine + "/" + dir + "/"
 			}
-			p.Repaired = true
-			p.Detail += "; set aside in " + dirQuarantine + "/" + dir + "/"
 		}
 		r.Problems = append(r.Problems, p)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -249,4 +250,43 @@ func TestTornReason(t *testing.T) {
 	}
 	_, err = decodeRecord("p", "", rec, 1<<20)
 	require.NoError(t, err)
+}
+
+// noQuarantine is the real file operations on a disk where quarantine/
+// cannot be made (read-only, or full).
+type noQuarantine struct{ fileOps }
+
+func (f noQuarantine) Mkdir(d string, perm os.FileMode) error {
+	if strings.Contains(d, dirQuarantine) {
+		return &os.PathError{Op: "mkdir", Path: d, Err: syscall.EROFS}
+	}
+	return f.fileOps.Mkdir(d, perm)
+}
+
+// TestTornKeyCannotBeSetAside: a torn key file that cannot be set aside
+// does not make Open fail: it stays, reported by Fsck, until a repair can
+// move it.
+func TestTornKeyCannotBeSetAside(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir, &Options{RecoverInterval: time.Hour})
+	require.NoError(t, err)
+	old, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "a"})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	tearRecord(t, s, old.ID)
+
+	s, err = open(ctx, dir, &Options{RecoverInterval: time.Hour}, noQuarantine{osFS{}})
+	require.NoError(t, err)
+	r, err := s.Fsck(ctx, true)
+	require.NoError(t, err)
+	tp := problemsOf(r, ProblemTornRecord)
+	require.Len(t, tp, 2, "%v", r.Problems)
+	for _, p := range tp {
+		require.False(t, p.Repaired)
+		require.Contains(t, p.Detail, "cannot set it aside")
+	}
+	require.FileExists(t, s.keyPath(keyName("a")))
+	require.NoError(t, s.Close())
+	requireConsistent(t, dir) // a store that can set it aside does
 }
