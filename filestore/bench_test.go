@@ -1,7 +1,9 @@
 package filestore
 
 import (
+	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -90,6 +92,37 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claim+complete/s")
 		})
 	}
+}
+
+// BenchmarkClaimParallel measures durable claims alone from 8 goroutines
+// of one process over a backlog: concurrent claims share their fsync of
+// claimed/ (group commit).
+func BenchmarkClaimParallel(b *testing.B) {
+	dir := b.TempDir()
+	s, err := Open(b.Context(), dir, &Options{NoSync: true})
+	require.NoError(b, err)
+	for range b.N {
+		if _, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	require.NoError(b, s.Close())
+	claimer, err := Open(b.Context(), dir, nil)
+	require.NoError(b, err)
+	defer claimer.Close()
+	var worker atomic.Int64
+	b.SetParallelism(4) // 8 goroutines on 2 CPUs
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := jobstore.ClaimRequest{Worker: fmt.Sprintf("w%d", worker.Add(1))}
+		for pb.Next() {
+			if _, err := claimer.Claim(b.Context(), req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 }
 
 // BenchmarkSubmitParallel measures durable submits from 16 goroutines (8

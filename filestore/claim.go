@@ -253,14 +253,16 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	if err != nil {
 		return jobstore.Job{}, false, err
 	}
-	// The claim is a note in the lease file, then the rename: the record
-	// itself is not rewritten, so a claim creates no file and makes no
-	// fsync. Readers (all under the record lock) see a record in claimed/
-	// that still says queued as running, as the note says. Nothing here is
-	// fsynced: a claim lost in a power cut only lets the job run again, and
-	// its worker did not survive the power cut either; a note lost without
-	// its rename makes the record an interrupted claim, which recovery
-	// moves back unchanged.
+	// The claim is a note in the lease file, then the rename, then an fsync
+	// of claimed/: the record itself is not rewritten, so a claim creates
+	// no file. Readers (all under the record lock) see a record in claimed/
+	// that still says queued as running, as the note says. The note is not
+	// fsynced; the rename is, before the job runs, so that a power cut
+	// during the attempt leaves the record in claimed/ and recovery counts
+	// the attempt from that alone if the note is lost (recoverOne): a job
+	// whose attempts bring the machine down ends failed after MaxAttempts
+	// (TestPowerCutCountsAttempt). The fsync is shared by concurrent
+	// claims (group commit).
 	note, err := json.Marshal(claimNote{Rev: rec.Rev, Worker: req.Worker, ClaimedAt: now.UTC()})
 	if err != nil {
 		return jobstore.Job{}, false, err
@@ -271,14 +273,23 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	if err := s.fs.Rename(s.recordPath(dirQueued, id), s.recordPath(dirClaimed, id)); err != nil {
 		return jobstore.Job{}, false, fmt.Errorf("move to claimed/: %w", err)
 	}
-	if s.isClosed() {
-		// Close began during the claim: its caller will not run the job,
-		// so put it back unchanged (the note only counts in claimed/).
+	// unclaim puts the job back unchanged (the note only counts in
+	// claimed/) when its caller will not run it.
+	unclaim := func(why string) {
 		if err := s.fs.Rename(s.recordPath(dirClaimed, id), s.recordPath(dirQueued, id)); err != nil {
-			// Left in claimed/ with the lease released by Close: recovered
-			// like a dead worker's job.
-			s.log.Warn("filestore: claim interrupted by Close; the job is left to recovery", "id", id, "err", err)
+			// Left in claimed/ with the lease released: recovered like a
+			// dead worker's job.
+			s.log.Warn("filestore: claim interrupted by "+why+"; the job is left to recovery", "id", id, "err", err)
 		}
+	}
+	if err := s.durable.dir(dirClaimed); err != nil {
+		unclaim("a failed fsync")
+		return jobstore.Job{}, false, fmt.Errorf("make the claim durable: %w", err)
+	}
+	// Last, right before the lease is set: a Close that began before this
+	// check releases only leases set before it.
+	if s.isClosed() {
+		unclaim("Close")
 		return jobstore.Job{}, false, fmt.Errorf("filestore: claim: %w", jobstore.ErrClosed)
 	}
 	s.dropCand(id)

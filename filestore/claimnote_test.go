@@ -2,7 +2,11 @@ package filestore
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,30 +60,30 @@ func TestClaimWritesNoRecord(t *testing.T) {
 	require.Equal(t, jobstore.StateSucceeded, done.State)
 }
 
-// TestClaimNoteLost: a power cut can keep a claim's rename and lose its
-// note (neither is fsynced). The record in claimed/ then still says queued
-// and no note names it: an interrupted claim, moved back unchanged (no
-// attempt counted) once the lease is free. A note that survived makes it a
-// dead worker's job, queued again with the attempt counted.
+// TestClaimNoteLost: a power cut can keep a claim's rename (fsynced before
+// the job runs) and lose its note (never fsynced). The record in claimed/
+// then still says queued and no note names it: a claim whose worker is not
+// known, queued again once the lease is free with the attempt counted, as
+// a note that survived counts it (a dead worker's job).
 func TestClaimNoteLost(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		note        func(t *testing.T, s *Store, id string)
-		wantAttempt int
+		name       string
+		note       func(t *testing.T, s *Store, id string)
+		wantWorker string
 	}{
-		{"NoteKept", func(*testing.T, *Store, string) {}, 1},
+		{"NoteKept", func(*testing.T, *Store, string) {}, "w"},
 		{"NoteEmpty", func(t *testing.T, s *Store, id string) {
 			require.NoError(t, os.WriteFile(s.leasePath(id), nil, 0o600))
-		}, 0},
+		}, lostWorker},
 		{"NoteOfAnotherRevision", func(t *testing.T, s *Store, id string) {
 			n, ok := s.readClaimNote(id)
 			require.True(t, ok)
 			n.Rev++
 			require.NoError(t, osFS{}.Overwrite(s.leasePath(id), mustJSON(t, n))) // s is closed
-		}, 0},
+		}, lostWorker},
 		{"NoteGarbage", func(t *testing.T, s *Store, id string) {
 			require.NoError(t, os.WriteFile(s.leasePath(id), []byte("\x00\x00\x00"), 0o600))
-		}, 0},
+		}, lostWorker},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -98,7 +102,10 @@ func TestClaimNoteLost(t *testing.T) {
 			j, err := s.Get(t.Context(), sub.ID)
 			require.NoError(t, err)
 			require.Equal(t, jobstore.StateQueued, j.State)
-			require.Equal(t, tc.wantAttempt, j.Attempt)
+			require.Equal(t, 1, j.Attempt, "the attempt counts")
+			require.Len(t, j.History, 1)
+			require.Equal(t, tc.wantWorker, j.History[0].Worker)
+			require.Equal(t, jobstore.EndWorkerLost, j.History[0].End)
 			_, err = os.Stat(s.recordPath(dirQueued, sub.ID))
 			require.NoError(t, err)
 			r, err := s.Fsck(t.Context(), false)
@@ -107,7 +114,7 @@ func TestClaimNoteLost(t *testing.T) {
 			c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w2"})
 			require.NoError(t, err)
 			require.Equal(t, sub.ID, c.ID)
-			require.Equal(t, tc.wantAttempt+1, c.Attempt)
+			require.Equal(t, 2, c.Attempt)
 		})
 	}
 }
@@ -144,4 +151,135 @@ func TestReadNeedsNoLockFile(t *testing.T) {
 func (s *Store) lockExists(id string) bool {
 	_, err := os.Lstat(s.lockPath(id))
 	return err == nil
+}
+
+// powerCutFS is the real file operations, remembering what a power cut
+// would take back: the renames whose target directory no fsync (nor
+// syncfs) has covered since, and the claim notes written in place, which
+// nothing fsyncs. cut takes them back, as the disk would have them after
+// the power came back.
+type powerCutFS struct {
+	fileOps
+	mu         sync.Mutex
+	renames    [][2]string
+	overwrites []string
+}
+
+func (f *powerCutFS) Rename(o, n string) error {
+	if err := f.fileOps.Rename(o, n); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.renames = append(f.renames, [2]string{o, n})
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *powerCutFS) Overwrite(p string, data []byte) error {
+	f.mu.Lock()
+	f.overwrites = append(f.overwrites, p)
+	f.mu.Unlock()
+	return f.fileOps.Overwrite(p, data)
+}
+
+func (f *powerCutFS) SyncDir(d string) error {
+	if err := f.fileOps.SyncDir(d); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.renames = slices.DeleteFunc(f.renames, func(r [2]string) bool { return filepath.Dir(r[1]) == d })
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *powerCutFS) SyncFS(d string) (syncer, error) {
+	sy, err := f.fileOps.SyncFS(d)
+	if err != nil {
+		return nil, err
+	}
+	return cutSyncer{sy, f}, nil
+}
+
+type cutSyncer struct {
+	syncer
+	f *powerCutFS
+}
+
+func (s cutSyncer) Sync() error {
+	if err := s.syncer.Sync(); err != nil {
+		return err
+	}
+	s.f.mu.Lock()
+	s.f.renames = nil
+	s.f.mu.Unlock()
+	return nil
+}
+
+// reset forgets what was done so far, as if it had been made durable.
+func (f *powerCutFS) reset() {
+	f.mu.Lock()
+	f.renames, f.overwrites = nil, nil
+	f.mu.Unlock()
+}
+
+// cut takes back what was not made durable.
+func (f *powerCutFS) cut(t *testing.T) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range slices.Backward(f.renames) {
+		require.NoError(t, os.Rename(r[1], r[0]))
+	}
+	for _, p := range f.overwrites {
+		require.NoError(t, os.Truncate(p, 0))
+	}
+	f.renames, f.overwrites = nil, nil
+}
+
+// TestPowerCutCountsAttempt: a claim is durable before its job runs, so a
+// power cut during the attempt leaves the job claimed, and recovery after
+// it counts the attempt although the claim note is lost: a job whose
+// every attempt brings the machine down ends failed after MaxAttempts
+// instead of running forever.
+func TestPowerCutCountsAttempt(t *testing.T) {
+	for _, syncFS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("SyncFS=%v", syncFS), func(t *testing.T) {
+			ctx := t.Context()
+			dir := t.TempDir()
+			fsys := &powerCutFS{fileOps: &syncLog{fileOps: osFS{}, info: &ext4Disk}}
+			opts := &Options{SyncFS: syncFS, RecoverInterval: time.Hour}
+			s, err := open(ctx, dir, opts, fsys)
+			require.NoError(t, err)
+			sub, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", MaxAttempts: 2})
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			for attempt := 1; attempt <= 2; attempt++ {
+				s, err := open(ctx, dir, opts, fsys)
+				require.NoError(t, err)
+				fsys.reset()
+				c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+				require.NoError(t, err, "attempt %d", attempt)
+				require.Equal(t, sub.ID, c.ID)
+				require.Equal(t, attempt, c.Attempt)
+				// The machine goes down while the job runs.
+				require.NoError(t, s.Close())
+				fsys.cut(t)
+				_, err = os.Stat(s.recordPath(dirClaimed, sub.ID))
+				require.NoError(t, err, "the claim did not survive the power cut")
+			}
+			s, err = open(ctx, dir, opts, fsys)
+			require.NoError(t, err)
+			defer s.Close()
+			j, err := s.Get(ctx, sub.ID)
+			require.NoError(t, err)
+			require.Equal(t, jobstore.StateFailed, j.State)
+			require.Equal(t, 2, j.Attempt)
+			require.Len(t, j.History, 2)
+			for _, h := range j.History {
+				require.Equal(t, jobstore.EndWorkerLost, h.End)
+				require.Equal(t, lostWorker, h.Worker)
+			}
+			_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+			require.ErrorIs(t, err, jobstore.ErrNoJob)
+		})
+	}
 }

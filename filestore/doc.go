@@ -50,13 +50,19 @@
 //     (Release); its lease is let go even if that cannot be written
 //     either, so the job never stays running while the worker lives.
 //   - Submit, SubmitBatch, Complete, Cancel, Retry and Prune are durable when they
-//     return (files and directories fsynced) unless Options.NoSync.
+//     return (files and directories fsynced) unless Options.NoSync; a
+//     syncfs(2) stands in for fsyncs only where it reaches the disk
+//     (Store.Durability). A claim is durable before its job runs, so an
+//     attempt cut short by a power cut counts against MaxAttempts.
 //   - A process killed at any instant leaves a store that opens cleanly,
 //     has lost no job whose Submit returned, holds at most one job per key
 //     and has no job stuck running.
 //   - Corrupt, truncated or foreign files are reported with their path
 //     (wrapping jobstore.ErrCorrupt), skipped by List (Page.Errors), and
-//     never crash the process; symbolic links are never followed.
+//     never crash the process; symbolic links are never followed. Records
+//     a power cut left empty or cut short never hold a key: Open, Submit
+//     and Fsck's repair set them aside in quarantine/
+//     (ProblemTornRecord).
 //   - No hot path (Submit, Claim, Get, Complete, Cancel) lists a directory
 //     whose size grows with history, and memory never holds payloads or
 //     results.
@@ -122,7 +128,7 @@ package filestore
 //	migrate.go      upgrading the old single-process store (legacy.go: its records)
 //	ping.go         Ping
 //	probe.go        IsStore and OtherFiles
-//	sys_linux.go    Linux: filesystem check, syncfs(2)
+//	sys_linux.go    Linux: filesystem check, where syncfs(2) reaches the disk, syncfs
 //	sys_unix.go     every Unix system: open flags, inode numbers
 //	sys_other.go    Unix systems other than Linux (macOS)
 //	build_unsupported.go  the build error on systems that are not Unix

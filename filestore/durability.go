@@ -17,19 +17,27 @@ import (
 //     each directory whose entries changed is fsynced after (dir);
 //     concurrent callers that changed one directory share one fsync of it
 //     (group commit, see groupSync). A large SubmitBatch writes its files
-//     unsynced and makes them durable with one syncfs(2) instead (batch).
-//   - shared syncfs (Options.SyncFS, Linux): new files are not fsynced one
-//     by one; dir is one syncfs(2) of the store's file system, shared by
-//     every caller waiting at that moment, which makes their files and
-//     their directory entries durable at once.
+//     unsynced and makes them durable with one syncfs(2) instead (batch),
+//     where a syncfs reaches the disk.
+//   - shared syncfs (Options.SyncFS, Linux, where a syncfs reaches the
+//     disk): new files are not fsynced one by one; dir is one syncfs(2) of
+//     the store's file system, shared by every caller waiting at that
+//     moment, which makes their files and their directory entries durable
+//     at once.
 //   - none (Options.NoSync): file reports false and dir and batch flush
 //     nothing.
+//
+// Whether a syncfs reaches the disk is decided once at Open from the kind
+// of file system (choose, syncFSReaches): a syncfs of a FUSE file system
+// never reaches its daemon, so there durability rests on fsyncs alone.
 //
 // Every other part of the store calls file, dir and batch, never fsync or
 // syncfs itself. It is safe for concurrent use. TestDurabilityModes shows
 // the three modes in the file operations of a Submit and a large
-// SubmitBatch; TestGroupSync the shared fsyncs; TestFaults every step of
-// every operation failed or crashed, with and without Options.SyncFS.
+// SubmitBatch; TestNoSyncFSOnUnknownFS the fsyncs that replace every
+// syncfs on a file system where it is not known to reach the disk;
+// TestGroupSync the shared fsyncs; TestFaults every step of every
+// operation failed or crashed, with and without Options.SyncFS.
 type durability struct {
 	// none is Options.NoSync.
 	none bool
@@ -41,6 +49,11 @@ type durability struct {
 	// batchMin is the smallest batch that batch makes durable with one
 	// syncfs rather than an fsync each (syncFSBatch).
 	batchMin int
+	// syncFSOK says that a syncfs(2) of the store's file system is known
+	// to make its files durable (syncFSReaches), and fsName names that
+	// file system; both are set by choose.
+	syncFSOK bool
+	fsName   string
 
 	// dirs share the fsyncs of each directory between concurrent callers.
 	dirsMu sync.Mutex
@@ -60,11 +73,28 @@ func newDurability(root string, fs *fileOps, noSync bool) *durability {
 	return &durability{none: noSync, root: root, fs: fs, batchMin: syncFSBatch, dirs: make(map[string]*groupSync)}
 }
 
+// choose decides, at Open, whether syncfs(2) may make changes durable on
+// the store's file system. A file system that cannot be told is taken for
+// one where it may not.
+func (d *durability) choose() {
+	fi, err := (*d.fs).FSInfo(d.root)
+	if err != nil {
+		d.syncFSOK, d.fsName = false, "a file system of unknown type"
+		return
+	}
+	d.syncFSOK, d.fsName = syncFSReaches(fi)
+}
+
 // open opens the store's file system for the shared syncfs of
 // Options.SyncFS, before anything is written that a syncfs must cover.
-// Where there is no syncfs(2) it logs so and stays in fsync mode.
+// Where there is no syncfs(2), or it is not known to reach the disk, it
+// logs so and stays in fsync mode.
 func (d *durability) open(log *slog.Logger) error {
 	if d.none {
+		return nil
+	}
+	if !d.syncFSOK {
+		log.Warn("filestore: Options.SyncFS is not used: on " + d.fsName + " a syncfs(2) is not known to reach the disk; fsyncing each file and directory instead")
 		return nil
 	}
 	sy, err := (*d.fs).SyncFS(d.root)
@@ -77,6 +107,19 @@ func (d *durability) open(log *slog.Logger) error {
 	}
 	d.shared, d.sharedGroup = sy, newGroupSync()
 	return nil
+}
+
+// mode describes, for people, how changes are made durable (Store.Durability).
+func (d *durability) mode() string {
+	switch {
+	case d.none:
+		return "none (NoSync): nothing is flushed, so a power cut may lose acknowledged changes or bring back undone ones"
+	case d.shared != nil:
+		return fmt.Sprintf("syncfs: one syncfs(2) of the store's file system (%s), shared by the operations waiting at that moment", d.fsName)
+	case d.syncFSOK:
+		return fmt.Sprintf("fsync: each new file and each changed directory, and a batch of %d jobs or more with one syncfs(2) of the store's file system (%s)", d.batchMin, d.fsName)
+	}
+	return fmt.Sprintf("fsync: each new file and each changed directory; never syncfs(2), which is not known to reach the disk on %s", d.fsName)
 }
 
 // close closes the shared syncfs; dir calls after it return
@@ -136,11 +179,11 @@ func (d *durability) dir(name string) error {
 // batch has write write n new files in directory at, fsyncing each if
 // write is told to, and makes them durable: in fsync mode a batch of
 // batchMin files or more is written unsynced and made durable with one
-// syncfs of at's file system (one fsync each where there is no syncfs);
-// in the other modes write does as file says, and the caller's dir after
-// the renames does the rest.
+// syncfs of at's file system, where a syncfs reaches the disk (one fsync
+// each elsewhere, and where there is no syncfs); in the other modes write
+// does as file says, and the caller's dir after the renames does the rest.
 func (d *durability) batch(at string, n int, write func(fsync bool) error) error {
-	if !d.file() || n < d.batchMin {
+	if !d.file() || n < d.batchMin || !d.syncFSOK {
 		return write(d.file())
 	}
 	sy, err := (*d.fs).SyncFS(at)

@@ -3,6 +3,7 @@ package filestore
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -65,12 +66,25 @@ func TestGroupSync(t *testing.T) {
 }
 
 // syncLog is the real file operations, recording which new files are
-// fsynced, which directories fsynced and which syncfs(2) made.
+// fsynced, which directories fsynced and which syncfs(2) made. With info
+// set, FSInfo tells that file system instead of the real one.
 type syncLog struct {
 	fileOps
-	mu  sync.Mutex
-	log []string
+	info *fsInfo
+	mu   sync.Mutex
+	log  []string
 }
+
+func (l *syncLog) FSInfo(dir string) (fsInfo, error) {
+	if l.info != nil {
+		return *l.info, nil
+	}
+	return l.fileOps.FSInfo(dir)
+}
+
+// ext4Disk is what FSInfo tells of ext4 on a block device, where a syncfs
+// reaches the disk.
+var ext4Disk = fsInfo{Type: 0xef53, BlockDev: true}
 
 func (l *syncLog) add(s string) {
 	l.mu.Lock()
@@ -139,7 +153,7 @@ func TestDurabilityModes(t *testing.T) {
 			if tc.opts.SyncFS && runtime.GOOS != "linux" {
 				t.Skip("syncfs(2) is Linux only")
 			}
-			l := &syncLog{fileOps: osFS{}}
+			l := &syncLog{fileOps: osFS{}, info: &ext4Disk}
 			opts := tc.opts
 			opts.RecoverInterval = time.Hour
 			s := openAtFS(t, t.TempDir(), &opts, l)
@@ -166,5 +180,78 @@ func TestDurabilityModes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNoSyncFSOnUnknownFS: on a file system where a syncfs(2) is not known
+// to reach the disk (FUSE, whose daemon never sees a syncfs; a file system
+// of unknown type; ext4 not on a block device) no durability rests on a
+// syncfs: a Submit and a large SubmitBatch fsync every new file and each
+// directory, also under Options.SyncFS, which says why in the log, and
+// Durability says so.
+func TestNoSyncFSOnUnknownFS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the file system is told only on Linux")
+	}
+	batch := make([]jobstore.Spec, syncFSBatch)
+	for i := range batch {
+		batch[i] = jobstore.Spec{Kind: "k"}
+	}
+	for _, fi := range []fsInfo{
+		{Type: 0x65735546},                 // FUSE
+		{Type: 0x12345678, BlockDev: true}, // unknown
+		{Type: 0xef53},                     // ext4 on no block device
+	} {
+		for _, syncFS := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%#x/SyncFS=%v", fi.Type, syncFS), func(t *testing.T) {
+				l := &syncLog{fileOps: osFS{}, info: &fi}
+				logs := &logBuffer{}
+				s := openAtFS(t, t.TempDir(), &Options{SyncFS: syncFS, RecoverInterval: time.Hour,
+					Logger: slog.New(slog.NewTextHandler(logs, nil))}, l)
+				if syncFS {
+					require.Contains(t, logs.String(), "Options.SyncFS is not used")
+					require.Contains(t, logs.String(), "not known to reach the disk")
+				}
+				require.Contains(t, s.Durability(), "never syncfs(2)")
+				l.take()
+				_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "a"})
+				require.NoError(t, err)
+				require.Equal(t, []string{"file sync=true", "fsync keys/", "fsync queued/"}, l.take())
+
+				_, err = s.SubmitBatch(t.Context(), batch)
+				require.NoError(t, err)
+				got := l.take()
+				require.NotContains(t, got, "syncfs")
+				require.Contains(t, got, "fsync queued/")
+				files := 0
+				for _, op := range got {
+					if strings.HasPrefix(op, "file ") {
+						require.Equal(t, "file sync=true", op)
+						files++
+					}
+				}
+				require.Equal(t, len(batch), files)
+			})
+		}
+	}
+}
+
+// TestDurabilityReported: Durability names the mode Open chose.
+func TestDurabilityReported(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("syncfs(2) is Linux only")
+	}
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{}, "fsync: each new file and each changed directory, and a batch of 32 jobs or more with one syncfs(2) of the store's file system (ext4)"},
+		{Options{SyncFS: true}, "syncfs: one syncfs(2) of the store's file system (ext4)"},
+		{Options{NoSync: true}, "none (NoSync)"},
+	} {
+		opts := tc.opts
+		opts.RecoverInterval = time.Hour
+		s := openAtFS(t, t.TempDir(), &opts, &syncLog{fileOps: osFS{}, info: &ext4Disk})
+		require.Contains(t, s.Durability(), tc.want)
 	}
 }

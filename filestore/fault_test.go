@@ -138,6 +138,8 @@ func (f *faultFS) SyncDir(d string) error {
 	return f.inner.SyncDir(d)
 }
 
+func (f *faultFS) FSInfo(d string) (fsInfo, error) { return f.inner.FSInfo(d) }
+
 func (f *faultFS) Mkdir(d string, perm os.FileMode) error {
 	if err := f.step("mkdir " + d); err != nil {
 		return err

@@ -89,6 +89,9 @@ func (f faultOps) SyncDir(dir string) error {
 	return f.inner.SyncDir(dir)
 }
 
+// FSInfo is a read, which no fault injected here fails.
+func (f faultOps) FSInfo(dir string) (fsInfo, error) { return f.inner.FSInfo(dir) }
+
 func (f faultOps) Mkdir(dir string, perm os.FileMode) error {
 	if err := f.check(fsfault.Mkdir, dir); err != nil {
 		return err

@@ -19,11 +19,25 @@ type ProblemKind string
 
 // The kinds of problem Fsck reports. All but ProblemCorrupt,
 // ProblemUnexpected and ProblemDuplicateKey are what a crash leaves behind
-// and what Open repairs.
+// and what Open repairs (ProblemTornRecord only where it holds a key).
 const (
-	// ProblemCorrupt is a record or key file that cannot be read: truncated,
-	// not JSON, a symbolic link or a directory. Never removed automatically.
+	// ProblemCorrupt is a record or key file that cannot be read: not
+	// JSON, not a record, a symbolic link or a directory. Never removed
+	// automatically.
 	ProblemCorrupt ProblemKind = "corrupt"
+	// ProblemTornRecord is a record or key file that a crash of the
+	// machine left empty, zero bytes, or cut short: its data never reached
+	// the disk. Where changes are durable (not Options.NoSync), a record
+	// is on the disk before it is published (fsynced, or covered by a
+	// syncfs, before the link into keys/ or the rename that publishes it),
+	// so the change that wrote it was never acknowledged; and a live
+	// writer publishes only whole records. Repair sets the file aside in
+	// quarantine/<its directory>/, never deleting it: a key file so left
+	// then no longer refuses its key, and a job whose only record is torn
+	// is gone, as its unacknowledged submit is. Open repairs the key files
+	// and the records that are the same file (a key file is a hard link of
+	// its job's first record); Fsck with repair, every one.
+	ProblemTornRecord ProblemKind = "torn-record"
 	// ProblemUnexpected is a file in a state directory whose name is not
 	// <job id>.json. Left alone.
 	ProblemUnexpected ProblemKind = "unexpected-file"
@@ -160,7 +174,8 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 			add(Problem{Kind: ProblemTempFile, Path: p, Detail: "left by a writer that is gone", Repaired: repair})
 		}
 	}
-	if err := s.checkKeys(ctx, repair, pat, &r); err != nil {
+	torn, err := s.checkKeys(ctx, repair, pat, &r)
+	if err != nil {
 		return r, err
 	}
 	where := make(map[string][]string)
@@ -184,16 +199,38 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 		}
 	}
 	slices.Sort(ids)
+	// At Open only the records in two directories are read, and those
+	// that are the same file as a torn key file, which are torn too.
+	var sameAsTorn map[string]bool
+	if !full {
+		sameAsTorn = s.sameFiles(torn, where)
+	}
 	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
 			return r, err
 		}
-		if !full && len(where[id]) < 2 {
+		if !full && len(where[id]) < 2 && !sameAsTorn[id] {
 			continue
 		}
 		if err := s.checkRecord(ctx, id, repair, pat, &r); err != nil {
 			return r, err
 		}
+	}
+	// A torn key file goes after its record, as a key file always does
+	// (see Prune).
+	for _, k := range torn {
+		p := Problem{Kind: ProblemTornRecord, Path: k.path, Detail: k.reason + ": left by a crash before its submit was acknowledged; it refuses its key"}
+		if repair {
+			// One that cannot be moved (a read-only or full disk) is
+			// reported, and the check goes on.
+			if err := s.setAsideTornKey(k.path, k.ino); err != nil {
+				p.Detail += "; cannot set it aside: " + err.Error()
+			} else {
+				p.Repaired = true
+				p.Detail += "; set aside in " + dirQuarantine + "/" + dirKeys + "/"
+			}
+		}
+		r.Problems = append(r.Problems, p)
 	}
 	if err := s.checkLockFiles(ctx, repair, where, &r); err != nil {
 		return r, err
@@ -297,9 +334,31 @@ func (s *Store) checkRecord(ctx context.Context, id string, repair bool, pat *pa
 	}
 	for _, e := range f.corrupt {
 		var ce *CorruptError
-		if errors.As(e, &ce) {
-			r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: ce.Path, ID: id, Detail: ce.Reason})
+		if !errors.As(e, &ce) {
+			continue
 		}
+		if !ce.torn {
+			r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: ce.Path, ID: id, Detail: ce.Reason})
+			continue
+		}
+		p := Problem{Kind: ProblemTornRecord, Path: ce.Path, ID: id, Detail: ce.Reason + ": left by a crash before its change was acknowledged"}
+		if f.ok {
+			p.Detail += fmt.Sprintf("; the job's record in %s/ stands", f.rec.dir)
+		} else {
+			p.Detail += "; the job has no other record"
+		}
+		if repair {
+			// Under the exclusive record lock (lockFor with repair): no
+			// writer of this job is at work.
+			dir := filepath.Base(filepath.Dir(ce.Path))
+			if _, err := s.quarantine(ce.Path, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				p.Detail += "; cannot set it aside: " + err.Error()
+			} else {
+				p.Repaired = true
+				p.Detail += "; set aside in " + dirQuarantine + "/" + dir + "/"
+			}
+		}
+		r.Problems = append(r.Problems, p)
 	}
 	if !f.ok {
 		return nil
@@ -372,16 +431,27 @@ func (s *Store) relinkKey(rec record, kp string) error {
 	return s.durable.dir(dirKeys)
 }
 
-// checkKeys rolls back key files whose job has no record, and reports
-// corrupt ones.
-func (s *Store) checkKeys(ctx context.Context, repair bool, pat *patience, r *Report) error {
+// tornKey is a key file that a crash left torn (ProblemTornRecord).
+type tornKey struct {
+	path, reason string
+	// ino is its inode number; links counts its names, more than one if a
+	// record in a state directory is the same file.
+	ino   uint64
+	links uint64
+}
+
+// checkKeys rolls back key files whose job has no record, reports corrupt
+// ones and returns the torn ones, for the caller to set aside after their
+// records.
+func (s *Store) checkKeys(ctx context.Context, repair bool, pat *patience, r *Report) ([]tornKey, error) {
 	ents, err := os.ReadDir(filepath.Join(s.dir, dirKeys))
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var torn []tornKey
 	for _, e := range ents {
 		if err := ctx.Err(); err != nil {
-			return err
+			return torn, err
 		}
 		name := e.Name()
 		kp := filepath.Join(s.dir, dirKeys, name)
@@ -392,17 +462,25 @@ func (s *Store) checkKeys(ctx context.Context, repair bool, pat *patience, r *Re
 			}
 			continue
 		}
-		env, err := s.readKeyFile(kp)
+		env, ino, err := s.readKeyFileIno(kp)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		var ce *CorruptError
+		if errors.As(err, &ce) && ce.torn {
+			k := tornKey{path: kp, reason: ce.Reason, ino: ino}
+			if fi, err := os.Lstat(kp); err == nil {
+				k.links = links(fi)
+			}
+			torn = append(torn, k)
+			continue
+		}
 		if errors.As(err, &ce) {
 			r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: kp, Detail: ce.Reason})
 			continue
 		}
 		if err != nil {
-			return err
+			return torn, err
 		}
 		id := env.Job.ID
 		if keyName(env.Job.Key) != hash {
@@ -422,10 +500,59 @@ func (s *Store) checkKeys(ctx context.Context, repair bool, pat *patience, r *Re
 			continue
 		}
 		if err := s.checkDangling(ctx, hash, id, repair, pat, r); err != nil {
-			return err
+			return torn, err
 		}
 	}
-	return nil
+	return torn, nil
+}
+
+// sameFiles returns the IDs of the records, among those where lists, that
+// are the same file as one of the torn key files: a key file is a hard
+// link of its job's first record. It looks only if a torn key file has
+// another name.
+func (s *Store) sameFiles(torn []tornKey, where map[string][]string) map[string]bool {
+	inos := make(map[uint64]bool)
+	for _, k := range torn {
+		if k.links > 1 && k.ino != 0 {
+			inos[k.ino] = true
+		}
+	}
+	same := make(map[string]bool)
+	if len(inos) == 0 {
+		return same
+	}
+	for id, dirs := range where {
+		for _, d := range dirs {
+			if fi, err := os.Lstat(s.recordPath(d, id)); err == nil && inos[inode(fi)] {
+				same[id] = true
+			}
+		}
+	}
+	return same
+}
+
+// dirQuarantine holds, under the name of the directory each came from,
+// the files repair set aside rather than delete (ProblemTornRecord).
+const dirQuarantine = "quarantine"
+
+// quarantine moves the file at p into quarantine/<dir>/, creating that if
+// need be, and returns its new path. A file of that name already there is
+// replaced. The move is not fsynced: lost in a power cut, it is made
+// again by the next repair.
+func (s *Store) quarantine(p, dir string) (string, error) {
+	q := filepath.Join(s.dir, dirQuarantine)
+	if err := s.fs.Mkdir(q, s.dirPerm); err != nil {
+		return "", err
+	}
+	q = filepath.Join(q, dir)
+	if err := s.fs.Mkdir(q, s.dirPerm); err != nil {
+		return "", err
+	}
+	to := filepath.Join(q, filepath.Base(p))
+	if err := s.fs.Rename(p, to); err != nil {
+		return "", err
+	}
+	return to, nil
 }
 
 func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool, pat *patience, r *Report) error {

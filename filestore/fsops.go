@@ -21,7 +21,9 @@ import (
 // that step as a crash would, then reopen the store and check what a crash
 // there leaves behind (Open's layout and sweep and Close's cleanup too:
 // TestCloseCleansUpThroughSeam). Reads do not go through it: a read
-// changes nothing.
+// changes nothing. The one exception is FSInfo, the look at the file system
+// from which Open decides how changes are made durable, so that tests can
+// show that decision on any kind of file system.
 //
 // Three kinds of change bypass it, because no failure or crash there can
 // lose or corrupt anything the store holds:
@@ -62,10 +64,27 @@ type fileOps interface {
 	SyncFS(dir string) (syncer, error)
 	// SyncDir fsyncs the directory dir so that its entries are durable.
 	SyncDir(dir string) error
+	// FSInfo says what kind of file system holds dir. Returns an error
+	// matching errors.ErrUnsupported where the system cannot tell.
+	FSInfo(dir string) (fsInfo, error)
 	// Mkdir creates dir with perm, which the umask does not limit, keeping
 	// the setgid bit dir inherits from its parent; an existing directory
 	// is not an error.
 	Mkdir(dir string, perm os.FileMode) error
+}
+
+// fsInfo is what statfs(2) and stat(2) tell of the file system that holds
+// a directory: enough to decide whether a syncfs(2) there reaches the disk
+// (syncFSReaches).
+type fsInfo struct {
+	// Type is statfs(2)'s f_type, the file system's magic number.
+	Type int64
+	// BlockDev is set when the directory's device (st_dev) has a major
+	// number other than 0, as every file system on a block device has
+	// (a loop device too), except btrfs, which reports an anonymous
+	// device (major 0) for each subvolume. tmpfs, FUSE and overlayfs have
+	// major 0.
+	BlockDev bool
 }
 
 // syncer is a pending syncfs(2), see fileOps.SyncFS.
@@ -157,6 +176,8 @@ func (f osFS) abs(err error) error {
 }
 
 func (osFS) SyncFS(dir string) (syncer, error) { return openSyncFS(dir) }
+
+func (osFS) FSInfo(dir string) (fsInfo, error) { return fsInfoOf(dir) }
 
 // WriteFile writes a temp file in tmpDir (fsynced when sync is set) and
 // renames it over path; it does not fsync the directory, which the caller

@@ -69,6 +69,7 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 	}{
 		{"create directory", s.createRoot},
 		{"check filesystem", s.checkFilesystem},
+		{"choose durability", func(context.Context) error { s.durable.choose(); return nil }},
 		{"check format", s.checkFormat},
 		{"create layout", s.createLayout},
 		{"check trust", func(context.Context) error { return s.checkTrust() }},

@@ -23,8 +23,11 @@ type Options struct {
 	// same. But a syncfs writes back every dirty file of the whole file
 	// system, other programs' too: use it when the store has its file
 	// system (its volume) to itself, never beside a program that writes a
-	// lot. Linux only; elsewhere Open logs a warning and fsyncs as usual.
-	// Ignored with NoSync. Zero: fsync each file and directory.
+	// lot. Linux only, and only on a file system where a syncfs reaches
+	// the disk (ext4 and xfs on a block device, btrfs, tmpfs: see
+	// Store.Durability); elsewhere, as on FUSE, Open logs a warning that
+	// says why and fsyncs as usual. Ignored with NoSync. Zero: fsync each
+	// file and directory.
 	SyncFS bool
 	// MaxPayload limits the size in bytes of a payload and of a result.
 	// Zero means jobstore.DefaultMaxPayload.
@@ -37,8 +40,12 @@ type Options struct {
 	GroupAccess bool
 	// AllowUnsafeFilesystem opens the store on NFS, SMB/CIFS, FUSE or Ceph,
 	// where flock, rename and inotify do not give the guarantees the store
-	// relies on. Zero: Open refuses such filesystems with
-	// ErrUnsupportedFilesystem.
+	// relies on across machines. It is safe for one process on one machine
+	// only, and there a change survives a power cut (or a crash of the
+	// file server or FUSE daemon) only if the file system makes an fsync
+	// reach its disk: the store fsyncs each file and directory, never
+	// relying on syncfs(2), but cannot tell. Zero: Open refuses such
+	// filesystems with ErrUnsupportedFilesystem.
 	AllowUnsafeFilesystem bool
 	// RecoverInterval is how often the store looks for jobs whose worker
 	// died. Zero means 250ms, so a dead worker's job is queued again within

@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +77,16 @@ type CorruptError struct {
 	// Err is the underlying error, if one caused the problem (such as
 	// fs.ErrPermission for a file this process may not read).
 	Err error
+	// torn says the file is what a crash of the machine leaves of a write
+	// that never reached the disk: empty, zero bytes, or a record cut
+	// short (see ProblemTornRecord).
+	torn bool
+}
+
+// isTorn reports whether err is a *CorruptError for a torn file.
+func isTorn(err error) bool {
+	var ce *CorruptError
+	return errors.As(err, &ce) && ce.torn
 }
 
 // Error names the file and says what is wrong with it.
@@ -162,9 +173,12 @@ func decodeRecord(path, id string, data []byte, limit int64) (envelope, error) {
 		return corrupt("larger than %d bytes", limit)
 	}
 	if len(data) == 0 {
-		return corrupt("empty file")
+		return envelope{}, &CorruptError{Path: path, Reason: "empty file", torn: true}
 	}
 	if err := json.Unmarshal(data, &env); err != nil {
+		if why := tornReason(data); why != "" {
+			return envelope{}, &CorruptError{Path: path, Reason: why, torn: true}
+		}
 		return corrupt("not a record: %v", err)
 	}
 	switch {
@@ -182,6 +196,22 @@ func decodeRecord(path, id string, data []byte, limit int64) (envelope, error) {
 		return corrupt("unknown state %q", env.Job.State)
 	}
 	return env, nil
+}
+
+// tornReason says how data, which is not a record, is what a crash of the
+// machine leaves of one whose write did not reach the disk: only zero bytes
+// (blocks allocated but never written), or a record cut short, perhaps
+// followed by zero bytes. It returns "" for anything else.
+func tornReason(data []byte) string {
+	rest := bytes.TrimRight(data, "\x00")
+	if len(rest) == 0 {
+		return "only zero bytes"
+	}
+	var v json.RawMessage
+	if err := json.NewDecoder(bytes.NewReader(rest)).Decode(&v); errors.Is(err, io.ErrUnexpectedEOF) && rest[0] == '{' {
+		return fmt.Sprintf("cut short after %d bytes", len(rest))
+	}
+	return ""
 }
 
 // encodeRecord returns the file contents of env.

@@ -95,10 +95,34 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 		}
 		s.log.Warn("filestore: recovered the job of a dead worker", "id", id, "worker", rec.Job.Worker, "attempt", rec.Job.Attempt, "state", j.State)
 		s.setCand(j)
+	case rec.Job.State == jobstore.StateQueued:
+		// Claimed, but the claim note that says by whom is lost: the note
+		// is never fsynced, the rename into claimed/ is (before the job
+		// runs), so this is what a power cut during an attempt leaves. The
+		// attempt counts, as a dead worker's does: a job whose attempts
+		// bring the machine down ends failed after MaxAttempts. (A format
+		// 2 claimant, which renamed and then rewrote the record, leaves
+		// this too if it died between the two; its attempt counts as well.)
+		prob.Detail = fmt.Sprintf("claimed for attempt %d, whose worker is not known (its claim note was lost in a crash)", rec.Job.Attempt+1)
+		if !repair {
+			return prob, nil
+		}
+		now := time.Now()
+		// It was due when it was claimed, whatever the clock says now.
+		j, err := jobstore.ApplyClaim(rec.Job, lostWorker, maxTime(now, rec.Job.RunAt))
+		if err == nil {
+			j, err = jobstore.ApplyRecover(j, now)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.store(rec, j, true); err != nil {
+			return nil, err
+		}
+		s.log.Warn("filestore: recovered a job whose claim note was lost in a crash; its attempt counts", "id", id, "attempt", j.Attempt, "state", j.State)
+		s.setCand(j)
 	default:
-		// The claimant died between the rename into claimed/ and the rewrite
-		// (the record still says queued), or a move out of claimed/ was
-		// interrupted: finish it, unchanged.
+		// A move out of claimed/ was interrupted: finish it, unchanged.
 		prob.Detail = fmt.Sprintf("record in claimed/ says %s", rec.Job.State)
 		if !repair {
 			return prob, nil
@@ -114,6 +138,17 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 	}
 	prob.Repaired = true
 	return prob, nil
+}
+
+// lostWorker is the worker recorded for an attempt whose claim note was
+// lost, so that its claimant is not known.
+const lostWorker = "(unknown)"
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (r record) recordPathIn(s *Store) string { return s.recordPath(r.dir, r.Job.ID) }

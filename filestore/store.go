@@ -115,6 +115,14 @@ var (
 // Dir returns the store's directory as an absolute path.
 func (s *Store) Dir() string { return s.dir }
 
+// Durability says, for people, how this Store makes its changes durable,
+// as Open chose from Options and from the kind of file system the store is
+// on: an fsync of each new file and changed directory, or one syncfs(2)
+// where that is known to reach the disk (ext4 and xfs on a block device,
+// btrfs, tmpfs), or nothing with Options.NoSync. It is safe for concurrent
+// use.
+func (s *Store) Durability() string { return s.durable.mode() }
+
 func (s *Store) isClosed() bool {
 	select {
 	case <-s.closed:

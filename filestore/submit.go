@@ -219,9 +219,18 @@ func (s *Store) cacheKey(hash, id string) {
 // prune was interrupted) it removes the key file and asks for a retry.
 func (s *Store) resolveKey(ctx context.Context, hash, key string) (jobstore.Job, bool, bool, error) {
 	kp := s.keyPath(hash)
-	env, err := s.readKeyFile(kp)
+	env, ino, err := s.readKeyFileIno(kp)
 	if errors.Is(err, fs.ErrNotExist) {
 		return jobstore.Job{}, false, true, nil // pruned meanwhile
+	}
+	if isTorn(err) {
+		// A crash left it before its submit was acknowledged: it holds
+		// the key for nobody.
+		if err := s.setAsideTornKey(kp, ino); err != nil {
+			return jobstore.Job{}, false, false, fmt.Errorf("key %q: %w", key, err)
+		}
+		s.log.Warn("filestore: set aside a key file that a crash left torn; its submit was never acknowledged", "path", kp, "err", err)
+		return jobstore.Job{}, false, true, nil
 	}
 	if err != nil {
 		return jobstore.Job{}, false, false, fmt.Errorf("key %q: %w (run fsck)", key, err)
@@ -249,6 +258,19 @@ func (s *Store) resolveKey(ctx context.Context, hash, key string) (jobstore.Job,
 	if err == nil {
 		s.cacheKey(hash, id)
 		return rec.Job, false, false, nil
+	}
+	if isTorn(err) {
+		// Every copy of the record is torn: a crash took the job's last
+		// change (see ProblemTornRecord), and the job must not hold its
+		// key forever. Set aside, it has no record: the key file goes.
+		gone, serr := s.setAsideTornRecord(id)
+		if serr != nil {
+			return jobstore.Job{}, false, false, fmt.Errorf("key %q: %w", key, serr)
+		}
+		if gone {
+			s.log.Warn("filestore: set aside the record of a keyed job that a crash left torn", "id", id, "err", err)
+			err = jobstore.ErrNotFound
+		}
 	}
 	if !errors.Is(err, jobstore.ErrNotFound) {
 		return jobstore.Job{}, false, false, err
@@ -282,27 +304,85 @@ func (s *Store) removeKeyFile(hash, id string) error {
 // readKeyFile reads a key file: the first record of the job that owns the
 // key (a hard link made at submit).
 func (s *Store) readKeyFile(p string) (envelope, error) {
+	env, _, err := s.readKeyFileIno(p)
+	return env, err
+}
+
+// readKeyFileIno is readKeyFile that also returns the inode number of the
+// file it read, 0 if it opened none.
+func (s *Store) readKeyFileIno(p string) (envelope, uint64, error) {
 	// O_NONBLOCK: a FIFO planted here must not block the open.
 	f, err := os.OpenFile(p, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return envelope{}, err
+			return envelope{}, 0, err
 		}
-		return envelope{}, &CorruptError{Path: p, Reason: err.Error(), Err: err}
+		return envelope{}, 0, &CorruptError{Path: p, Reason: err.Error(), Err: err}
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return envelope{}, err
+		return envelope{}, 0, err
 	}
 	if !fi.Mode().IsRegular() {
-		return envelope{}, &CorruptError{Path: p, Reason: fmt.Sprintf("is not a regular file (%s)", fi.Mode().Type())}
+		return envelope{}, inode(fi), &CorruptError{Path: p, Reason: fmt.Sprintf("is not a regular file (%s)", fi.Mode().Type())}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, s.maxRecord()+1))
 	if err != nil {
-		return envelope{}, err
+		return envelope{}, inode(fi), err
 	}
-	return decodeRecord(p, "", data, s.maxRecord())
+	env, err := decodeRecord(p, "", data, s.maxRecord())
+	return env, inode(fi), err
+}
+
+// setAsideTornRecord moves every copy of job id's record into quarantine/
+// if each one is torn (see ProblemTornRecord), and reports whether it did.
+// A job with a valid copy, or one corrupt otherwise, is left alone. The
+// caller holds id's record lock exclusively.
+func (s *Store) setAsideTornRecord(id string) (bool, error) {
+	f, err := s.locate(id)
+	if err != nil || f.ok || len(f.corrupt) == 0 {
+		return false, err
+	}
+	var paths []string
+	for _, e := range f.corrupt {
+		var ce *CorruptError
+		if !errors.As(e, &ce) || !ce.torn {
+			return false, nil
+		}
+		paths = append(paths, ce.Path)
+	}
+	for _, p := range paths {
+		if _, err := s.quarantine(p, filepath.Base(filepath.Dir(p))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("set aside torn record: %w", err)
+		}
+	}
+	return true, nil
+}
+
+// setAsideTornKey moves the torn key file kp, whose inode was ino when it
+// was read, into quarantine/keys/ (see ProblemTornRecord), so that its key
+// can be submitted again. Its job was never acknowledged: where changes
+// are durable, a key file's data is on the disk before the file is linked
+// into keys/. The move is what takes the file: a key file another process
+// published meanwhile in its place (once a third one had set the torn one
+// aside) is linked back.
+func (s *Store) setAsideTornKey(kp string, ino uint64) error {
+	moved, err := s.quarantine(kp, dirKeys)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // set aside meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("set aside torn key file: %w", err)
+	}
+	if fi, err := os.Lstat(moved); err != nil || inode(fi) == ino {
+		return nil
+	}
+	if err := s.fs.Link(moved, kp); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("put back key file %s: %w", kp, err)
+	}
+	_ = s.fs.Remove(moved)
+	return nil
 }
 
 // jobWithKey returns job id if it exists and has key.

@@ -1,8 +1,8 @@
 //go:build linux
 
 // Platform code for Linux, where the store is supported and tested: the
-// statfs(2) check that refuses network and userspace filesystems, and
-// syncfs(2) for Options.SyncFS.
+// statfs(2) check that refuses network and userspace filesystems, the
+// file systems where syncfs(2) reaches the disk, and syncfs(2) itself.
 
 package filestore
 
@@ -22,7 +22,52 @@ const (
 	magicFUSE    = 0x65735546
 	magicCeph    = 0x00c36400
 	magicOverlay = 0x794c7630
+	magicExt4    = 0xef53 // ext2, ext3 and ext4 share it
+	magicXFS     = 0x58465342
+	magicBtrfs   = 0x9123683e
+	magicTmpfs   = 0x01021994
 )
+
+// fsInfoOf is fileOps.FSInfo: statfs(2) and stat(2) of dir.
+func fsInfoOf(dir string) (fsInfo, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fsInfo{}, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	var fi unix.Stat_t
+	if err := unix.Stat(dir, &fi); err != nil {
+		return fsInfo{}, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	return fsInfo{Type: int64(st.Type), BlockDev: unix.Major(uint64(fi.Dev)) != 0}, nil
+}
+
+// syncFSReaches says whether one syncfs(2) of the file system fi
+// describes is known to make every file and directory entry written on it
+// durable, and names the file system for messages. Only file systems whose
+// syncfs is the kernel's own writeback of a block device qualify: ext4 and
+// xfs on a block device (a loop device is one), and btrfs, which lives
+// only on block devices but reports an anonymous device. tmpfs qualifies
+// too, trivially: nothing on it survives a power cut, and a syncfs there
+// costs nothing. Everything else fsyncs each file: a FUSE daemon never
+// sees a syncfs (the kernel does not pass it on), and network and stacked
+// file systems (NFS, overlayfs) give no such promise either.
+// TestSyncFSReaches is the table.
+func syncFSReaches(fi fsInfo) (bool, string) {
+	switch uint32(fi.Type) {
+	case magicExt4:
+		return fi.BlockDev, "ext4"
+	case magicXFS:
+		return fi.BlockDev, "xfs"
+	case magicBtrfs:
+		return true, "btrfs"
+	case magicTmpfs:
+		return true, "tmpfs"
+	}
+	if name, _ := fsKind(fi.Type); name != "" {
+		return false, name
+	}
+	return false, fmt.Sprintf("a file system of type %#x", uint32(fi.Type))
+}
 
 // fsKind names the filesystem of a statfs f_type and says whether the
 // store refuses it by default.
@@ -59,11 +104,12 @@ func (s *Store) checkFilesystem(context.Context) error {
 		return nil
 	}
 	if s.opts.AllowUnsafeFilesystem {
-		s.log.Warn("filestore: opening on an unsafe filesystem as Options.AllowUnsafeFilesystem asks", "dir", s.dir, "fs", name)
+		s.log.Warn("filestore: opening on an unsafe filesystem as Options.AllowUnsafeFilesystem asks: safe for one process on one machine only, and a change survives a power cut only if the filesystem makes each fsync reach the disk", "dir", s.dir, "fs", name)
 		return nil
 	}
-	return fmt.Errorf("%w: %s is on %s, where file locks, atomic renames and change notifications do not hold across clients, so two processes could run one job; use a local filesystem, or set Options.AllowUnsafeFilesystem if only one process on one machine will ever use it",
-		ErrUnsupportedFilesystem, s.dir, name)
+	return fmt.Errorf("%w: %s is on %s, where file locks, atomic renames and change notifications do not hold across clients, so two processes could run one job; use a local filesystem, or set Options.AllowUnsafeFilesystem if only one process on one machine will ever use it. "+
+		"Even then, whether a change survives a power cut is up to %s: the store fsyncs each file and directory there, never syncfs(2), but cannot tell whether an fsync reaches the disk",
+		ErrUnsupportedFilesystem, s.dir, name, name)
 }
 
 // fsSync is one syncfs(2) of the file system that holds a directory.

@@ -30,3 +30,38 @@ func TestFilesystemKinds(t *testing.T) {
 		require.Equal(t, tc.unsafe, unsafe, tc.name)
 	}
 }
+
+// TestSyncFSReaches: syncfs(2) carries durability only on the file systems
+// known to honour it: ext4 and xfs on a block device, btrfs (whose device
+// is anonymous even on a disk) and tmpfs (nothing to reach); FUSE,
+// overlayfs, NFS, ext4 without a block device and every unknown type fsync
+// each file.
+func TestSyncFSReaches(t *testing.T) {
+	for _, tc := range []struct {
+		fi   fsInfo
+		ok   bool
+		name string
+	}{
+		{fsInfo{Type: 0xef53, BlockDev: true}, true, "ext4"},
+		{fsInfo{Type: 0xef53}, false, "ext4"},
+		{fsInfo{Type: 0x58465342, BlockDev: true}, true, "xfs"},
+		{fsInfo{Type: 0x58465342}, false, "xfs"},
+		{fsInfo{Type: 0x9123683e}, true, "btrfs"},
+		{fsInfo{Type: 0x9123683e, BlockDev: true}, true, "btrfs"},
+		{fsInfo{Type: 0x01021994}, true, "tmpfs"},
+		{fsInfo{Type: 0x65735546}, false, "FUSE"},
+		{fsInfo{Type: 0x65735546, BlockDev: true}, false, "FUSE"},
+		{fsInfo{Type: 0x794c7630}, false, "overlayfs"},
+		{fsInfo{Type: 0x6969}, false, "NFS"},
+		{fsInfo{Type: 0x2fc12fc1, BlockDev: true}, false, "a file system of type 0x2fc12fc1"},
+	} {
+		ok, name := syncFSReaches(tc.fi)
+		require.Equal(t, tc.ok, ok, "%+v", tc.fi)
+		require.Equal(t, tc.name, name)
+	}
+	// The store's own directory here: the real statfs and stat.
+	fi, err := fsInfoOf(t.TempDir())
+	require.NoError(t, err)
+	ok, name := syncFSReaches(fi)
+	t.Logf("t.TempDir() is on %s (block device %v): syncfs used: %v", name, fi.BlockDev, ok)
+}

@@ -14,6 +14,13 @@ import (
 // it.
 func (s *Store) checkFilesystem(context.Context) error { return nil }
 
+// fsInfoOf reports that the file system cannot be told: no syncfs(2) is
+// relied on.
+func fsInfoOf(string) (fsInfo, error) { return fsInfo{}, errors.ErrUnsupported }
+
+// syncFSReaches is never asked outside Linux (fsInfoOf fails).
+func syncFSReaches(fsInfo) (bool, string) { return false, "" }
+
 // openSyncFS reports that there is no syncfs(2): SubmitBatch then fsyncs
 // each record.
 func openSyncFS(string) (syncer, error) { return nil, errors.ErrUnsupported }

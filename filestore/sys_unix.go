@@ -26,3 +26,11 @@ func inode(fi fs.FileInfo) uint64 {
 	}
 	return 0
 }
+
+// links returns the number of names of fi's file, or 0 if unknown.
+func links(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 0
+}

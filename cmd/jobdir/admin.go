@@ -199,10 +199,12 @@ func (a *app) fsckCommand() *cobra.Command {
 		Short: "Check the store, and repair it with --repair",
 		Long: `Check every record, key file and temporary file of the store and list the
 problems found: what a crash leaves behind (temporary files, stale copies,
-dangling keys, jobs of dead workers), misplaced records and missing key
-files, which --repair fixes as opening the store does; and corrupt records
-and unexpected files, which are only reported, with their paths, for a person
-to look at. It is safe to run while other processes use the store.
+dangling keys, jobs of dead workers, and records a power cut left empty or
+cut short, which --repair moves into the store's quarantine/ directory),
+misplaced records and missing key files, which --repair fixes as opening the
+store does; and corrupt records and unexpected files, which are only
+reported, with their paths, for a person to look at. It is safe to run while
+other processes use the store.
 
 Exits 0 when nothing is wrong or everything found was repaired, and 1
 otherwise.

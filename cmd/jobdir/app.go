@@ -181,11 +181,11 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", logText,
 		"how work and serve write their lines and warnings on stderr: text, for people, or json, one object a line")
 	root.PersistentFlags().BoolVar(&a.allowUnsafeFS, "allow-unsafe-filesystem", false,
-		"open a store on NFS, SMB, FUSE or Ceph, where locking is not reliable")
+		"open a store on NFS, SMB, FUSE or Ceph: safe for one jobdir process on one machine only, and a change survives a power cut only if that filesystem makes an fsync reach its disk")
 	root.PersistentFlags().BoolVar(&a.groupAccess, "group-access", false,
 		"share the store with one group: create its directories 0770 and files 0660 (default 0700 and 0600), and let workers trust what the group may write")
 	root.PersistentFlags().BoolVar(&a.syncFS, "syncfs", false,
-		"make changes durable with one syncfs(2) shared by concurrent operations: faster with many workers, but it also flushes every other program's writes on the file system; for a store on a volume of its own")
+		"make changes durable with one syncfs(2) shared by concurrent operations: faster with many workers, but it also flushes every other program's writes on the file system; for a store on a volume of its own (ignored where a syncfs does not reach the disk, as on FUSE)")
 	root.SuggestionsMinimumDistance = 2
 	root.SetVersionTemplate("jobdir {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {

@@ -439,10 +439,14 @@ func TestFsck(t *testing.T) {
 	require.Equal(t, "checked 1 records: 0 problems\n", r.stdout)
 
 	bad := jobstore.NewID(time.Now())
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "queued", bad+".json"), []byte(`{"trunc`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "queued", bad+".json"), []byte(`not a record`), 0o600))
+	// What a power cut leaves of a record whose data never reached the disk.
+	torn := jobstore.NewID(time.Now())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "done", torn+".json"), []byte(`{"trunc`), 0o600))
 	r = jd(t, dir, "fsck")
 	require.Equal(t, exitError, r.code, "%s", r)
 	require.Contains(t, r.stdout, "corrupt: "+filepath.Join(dir, "queued", bad+".json"))
+	require.Contains(t, r.stdout, "torn-record: "+filepath.Join(dir, "done", torn+".json"))
 	require.Contains(t, r.stderr, "run jobdir fsck --repair")
 
 	r = jdOK(t, dir, "list")
@@ -452,7 +456,10 @@ func TestFsck(t *testing.T) {
 	r = jd(t, dir, "fsck", "--repair")
 	require.Equal(t, exitError, r.code, "%s", r)
 	require.Contains(t, r.stderr, "never removed automatically")
+	require.Contains(t, r.stdout, "2 problems, 1 repaired")
 	require.FileExists(t, filepath.Join(dir, "queued", bad+".json"))
+	require.NoFileExists(t, filepath.Join(dir, "done", torn+".json"))
+	require.FileExists(t, filepath.Join(dir, "quarantine", "done", torn+".json"), "set aside, not deleted")
 }
 
 func TestStoreThatCannotOpen(t *testing.T) {
@@ -516,7 +523,8 @@ func TestStoreDiscovery(t *testing.T) {
 	t.Chdir(deep)
 	require.Equal(t, id, getJob(t, "", id).ID, "found in a parent directory")
 	r := jdOK(t, "", "-v", "list")
-	require.Equal(t, "jobdir: store "+store+"\n", r.stderr)
+	require.Regexp(t, `^jobdir: store `+regexp.QuoteMeta(store)+`\njobdir: durability: fsync: each new file and each changed directory[^\n]*\n$`, r.stderr,
+		"-v says which store and how its changes are made durable")
 	require.Contains(t, r.stdout, id)
 	require.Regexp(t, `(?m)^store\s+`+regexp.QuoteMeta(store)+`$`, jdOK(t, "", "stats").stdout)
 	submit(t, "", "--", "true")
@@ -682,7 +690,7 @@ func TestExplainOpen(t *testing.T) {
 		err  error
 		hint string
 	}{
-		{fmt.Errorf("statfs: %w", filestore.ErrUnsupportedFilesystem), "pass --allow-unsafe-filesystem"},
+		{fmt.Errorf("statfs: %w", filestore.ErrUnsupportedFilesystem), "pass --allow-unsafe-filesystem if only one jobdir process on one machine will use it.\nEven then a power cut may lose changes"},
 		{fmt.Errorf("FORMAT: %w", filestore.ErrFormatTooNew), "written by a newer jobdir"},
 		{fmt.Errorf("FORMAT: %w", filestore.ErrNotStore), "Choose another directory"},
 		{&fs.PathError{Op: "mkdir", Path: "/x", Err: fs.ErrPermission}, "Check that this user may read and write"},

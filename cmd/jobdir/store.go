@@ -138,7 +138,7 @@ func (a *app) openStore(ctx context.Context) (*filestore.Store, error) {
 	}
 	a.storeName = st.Dir()
 	if a.verbose {
-		fmt.Fprintf(a.stderr, "jobdir: store %s\n", a.storeName)
+		fmt.Fprintf(a.stderr, "jobdir: store %s\njobdir: durability: %s\n", a.storeName, st.Durability())
 	}
 	return st, nil
 }
@@ -148,7 +148,8 @@ func explainOpen(dir string, err error) error {
 	switch {
 	case errors.Is(err, filestore.ErrUnsupportedFilesystem):
 		return withHint(wrapped, "jobdir relies on flock, rename and inotify behaving as on a local disk, which this filesystem does not guarantee.\n"+
-			"Put the store on a local filesystem, or pass --allow-unsafe-filesystem if you accept the risk (for example, one machine only).")
+			"Put the store on a local filesystem, or pass --allow-unsafe-filesystem if only one jobdir process on one machine will use it.\n"+
+			"Even then a power cut may lose changes jobdir acknowledged: it fsyncs each file and directory there (never syncfs), but only the filesystem can make an fsync reach the disk.")
 	case errors.Is(err, filestore.ErrFormatTooNew):
 		return withHint(wrapped, "It was written by a newer jobdir; use that version, or upgrade this one.")
 	case errors.Is(err, filestore.ErrNotStore):
