@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -232,13 +233,20 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 		}
 		r.Problems = append(r.Problems, p)
 	}
-	if err := s.checkLockFiles(ctx, repair, where, &r); err != nil {
+	if err := s.checkLockFiles(ctx, repair, !full, where, &r); err != nil {
 		return r, err
 	}
 	dead, err := s.recoverDead(ctx, repair)
 	r.Problems = append(r.Problems, dead...)
 	return r, err
 }
+
+// orphanLockAge is how old a record lock file without a record must be
+// before Open takes it for a dead submitter's: a submit makes the file a
+// moment before it locks it, and processes starting together on one
+// store would otherwise remove one another's (the submit starts over, see
+// Deleted lock files in docs/format.md) and warn of it. Fsck takes any age.
+const orphanLockAge = time.Minute
 
 // checkLockFiles reports, and with repair removes, the record lock files
 // in locks/ of jobs that have no record in any state directory (listed
@@ -248,8 +256,9 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 // a submit under way is never disturbed. Removing the file under the lock
 // is what a change of a job that is gone does (see dropLockIfGone): whoever
 // opened it before finds, once it has the lock, that the path names no
-// file any more, and starts over with a new one.
-func (s *Store) checkLockFiles(ctx context.Context, repair bool, listed map[string][]string, r *Report) error {
+// file any more, and starts over with a new one. At Open (atOpen) a file
+// younger than orphanLockAge is left alone.
+func (s *Store) checkLockFiles(ctx context.Context, repair, atOpen bool, listed map[string][]string, r *Report) error {
 	names, err := readNames(filepath.Join(s.dir, dirLocks))
 	if err != nil {
 		return err
@@ -266,6 +275,11 @@ func (s *Store) checkLockFiles(ctx context.Context, repair bool, listed map[stri
 			continue // a format 2 lock file, left alone (see docs/format.md)
 		}
 		p := s.lockPath(id)
+		if atOpen {
+			if fi, err := os.Lstat(p); err != nil || time.Since(fi.ModTime()) < orphanLockAge {
+				continue
+			}
+		}
 		unlock, ok, err := tryLockRecord(p, true, false, s.filePerm)
 		if errors.Is(err, fs.ErrNotExist) || err == nil && !ok {
 			continue // gone meanwhile, or in use
