@@ -69,3 +69,65 @@ func TestPoolerRenewalSeesMovedSession(t *testing.T) {
 	require.ErrorIs(t, sess.lostError(), ErrSessionNotKept)
 	require.ErrorContains(t, sess.lostError(), "renewal ran on server process")
 }
+
+// TestPoolerCheckSeesCheckedServerBusy: behind PgBouncer in transaction
+// mode, another client takes the checked connection's server connection
+// right after the check's first statement and keeps it busy past
+// probeWait, so that no probe gets it, as under session pooling. The check
+// fails with ErrSessionNotKept all the same, since it sees from another
+// server connection that the checked one runs the other client's
+// statement. With room for three more server connections the probes get
+// three new ones, and the checked connection gets its own back once the
+// other client lets it go, so that without the look the check passed;
+// with room for none a probe waits, and the look goes through the store's
+// pool.
+func TestPoolerCheckSeesCheckedServerBusy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		servers int
+	}{
+		{"look from a probe", 1 + probeFresh},
+		{"look from the pool", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			dsn := pgtest.Bouncer(t, pgtest.BouncerOptions{PoolMode: "transaction", PoolSize: tc.servers}) +
+				" default_query_exec_mode=exec"
+			cfg, err := pgxpool.ParseConfig(dsn)
+			require.NoError(t, err)
+			cfg.MaxConns = 1
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			require.NoError(t, err)
+			defer pool.Close()
+			// All the check needs of a store is its pool; one not opened
+			// sends nothing of its own, so that PgBouncer has one server
+			// connection, the checked one, when the probes begin.
+			s := &Store{pool: pool}
+			conn, err := pgx.ConnectConfig(ctx, s.ownConnConfig())
+			require.NoError(t, err)
+			defer conn.Close(context.Background())
+			other, err := pgx.ConnectConfig(ctx, s.ownConnConfig())
+			require.NoError(t, err)
+			defer other.Close(context.Background())
+
+			m, err := markSession(ctx, conn)
+			require.NoError(t, err)
+			// PgBouncer hands out the server connection released last first.
+			tx, err := other.Begin(ctx)
+			require.NoError(t, err)
+			var pid uint32
+			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+			require.Equal(t, m.pid, pid, "the other client got the checked server connection")
+			let := make(chan error, 1)
+			go func() {
+				time.Sleep(probeWait + probeWait/4)
+				let <- tx.Rollback(context.Background())
+			}()
+
+			_, err = s.confirmSession(ctx, conn, "lease", m)
+			require.ErrorIs(t, err, ErrSessionNotKept)
+			require.ErrorContains(t, err, "went to another client while it was idle")
+			require.NoError(t, <-let)
+		})
+	}
+}

@@ -80,6 +80,21 @@ func advisoryLocks(t *testing.T, schema string) int {
 	return n
 }
 
+// waitMarked waits until a Wait of job id has marked the job as waited
+// for. The mark is an UPDATE of the job's row, and a claim that meets the
+// row while that is in flight skips it (FOR UPDATE SKIP LOCKED) and finds
+// no job, as a claim should; so a test that wants one claim to get the job
+// claims only after the mark.
+func waitMarked(t *testing.T, schema, id string) {
+	t.Helper()
+	pool := pgtest.Pool(t, 1)
+	q := `SELECT waited FROM ` + pgx.Identifier{schema, "jobs"}.Sanitize() + ` WHERE id = $1`
+	require.Eventually(t, func() bool {
+		var marked bool
+		return pool.QueryRow(t.Context(), q, id).Scan(&marked) == nil && marked
+	}, 10*time.Second, 5*time.Millisecond, "Wait did not mark job %s", id)
+}
+
 // TestPoolerTransactionModeRefusesCachedStatements: pgx prepares and
 // caches statements under names by default, which PgBouncer 1.18 in
 // transaction mode breaks (the second client on a server connection finds
@@ -162,6 +177,8 @@ func TestPoolerTransactionModeClaimFails(t *testing.T) {
 				waited <- err
 			}()
 			w := directStore(t, schema)
+			// The direct claim must not meet Wait's mark of the row.
+			waitMarked(t, schema, j.ID)
 			c, err := w.Claim(t.Context(), jobstore.ClaimRequest{Worker: "direct"})
 			require.NoError(t, err)
 			require.Equal(t, j.ID, c.ID)
@@ -298,7 +315,9 @@ func testSessionMode(t *testing.T, dsn string, maxConns int32) {
 		}
 		waited <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let Wait mark the job as waited for
+	// The completion notifies only once Wait has marked the job, and the
+	// claim must not meet that mark of the row.
+	waitMarked(t, schema, j.ID)
 	dc, err := d.Claim(ctx, jobstore.ClaimRequest{Worker: "direct", Kinds: []string{"other"}})
 	require.NoError(t, err)
 	_, err = d.Complete(ctx, dc.Lease(), jobstore.Succeeded(nil))
