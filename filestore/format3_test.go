@@ -142,8 +142,8 @@ func TestPruneWhileAnotherProcessCompletes(t *testing.T) {
 // killed after it created and locked the file but before it wrote the
 // job's record is reported by Fsck, and removed by Fsck with repair, once
 // that process is gone; while the process holds the lock (a submit under
-// way), Fsck leaves the file alone. Open removes such a file too once it
-// is older than orphanLockAge. The lock files of jobs that exist stay.
+// way), or it is younger than orphanLockAge, Fsck leaves the file alone.
+// Open removes such a file too. The lock files of jobs that exist stay.
 func TestFsckRemovesOrphanLockFile(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
@@ -172,6 +172,14 @@ func TestFsckRemovesOrphanLockFile(t *testing.T) {
 	require.NoError(t, holder.Signal(syscall.SIGKILL))
 	_ = holder.Wait(t.Context())
 	require.FileExists(t, orphanLock, "the killed process left its lock file")
+	r, err = s.Fsck(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, orphans(r), "a lock file made a moment ago was taken for a dead submitter's")
+	aged := func(p string) {
+		old := time.Now().Add(-2 * orphanLockAge)
+		require.NoError(t, os.Chtimes(p, old, old))
+	}
+	aged(orphanLock)
 	r, err = s.Fsck(ctx, false)
 	require.NoError(t, err)
 	require.Equal(t, []Problem{{Kind: ProblemOrphanLock, Path: orphanLock, ID: orphan.ID,
@@ -209,8 +217,7 @@ func TestFsckRemovesOrphanLockFile(t *testing.T) {
 	openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.FileExists(t, s.lockPath(again.ID), "Open took a lock file made a moment ago for a dead submitter's")
 	require.NotContains(t, logs.String(), string(ProblemOrphanLock))
-	old := time.Now().Add(-2 * orphanLockAge)
-	require.NoError(t, os.Chtimes(s.lockPath(again.ID), old, old))
+	aged(s.lockPath(again.ID))
 	openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
 	require.NoFileExists(t, s.lockPath(again.ID), "Open left the old lock file of a job that has no record")
 	require.FileExists(t, s.lockPath(kept.ID))

@@ -233,7 +233,7 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 		}
 		r.Problems = append(r.Problems, p)
 	}
-	if err := s.checkLockFiles(ctx, repair, !full, where, &r); err != nil {
+	if err := s.checkLockFiles(ctx, repair, where, &r); err != nil {
 		return r, err
 	}
 	dead, err := s.recoverDead(ctx, repair)
@@ -242,10 +242,11 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 }
 
 // orphanLockAge is how old a record lock file without a record must be
-// before Open takes it for a dead submitter's: a submit makes the file a
-// moment before it locks it, and processes starting together on one
-// store would otherwise remove one another's (the submit starts over, see
-// Deleted lock files in docs/format.md) and warn of it. Fsck takes any age.
+// before Open or Fsck takes it for a dead submitter's: a submit makes the
+// file a moment before it locks it, and processes starting together on
+// one store would otherwise remove one another's (the submit starts over,
+// see Deleted lock files in docs/format.md) and warn of it. A younger one
+// is an empty file left for a later check.
 const orphanLockAge = time.Minute
 
 // checkLockFiles reports, and with repair removes, the record lock files
@@ -256,9 +257,9 @@ const orphanLockAge = time.Minute
 // a submit under way is never disturbed. Removing the file under the lock
 // is what a change of a job that is gone does (see dropLockIfGone): whoever
 // opened it before finds, once it has the lock, that the path names no
-// file any more, and starts over with a new one. At Open (atOpen) a file
-// younger than orphanLockAge is left alone.
-func (s *Store) checkLockFiles(ctx context.Context, repair, atOpen bool, listed map[string][]string, r *Report) error {
+// file any more, and starts over with a new one. A file younger than
+// orphanLockAge is left alone.
+func (s *Store) checkLockFiles(ctx context.Context, repair bool, listed map[string][]string, r *Report) error {
 	names, err := readNames(filepath.Join(s.dir, dirLocks))
 	if err != nil {
 		return err
@@ -275,10 +276,8 @@ func (s *Store) checkLockFiles(ctx context.Context, repair, atOpen bool, listed 
 			continue // a format 2 lock file, left alone (see docs/format.md)
 		}
 		p := s.lockPath(id)
-		if atOpen {
-			if fi, err := os.Lstat(p); err != nil || time.Since(fi.ModTime()) < orphanLockAge {
-				continue
-			}
+		if fi, err := os.Lstat(p); err != nil || time.Since(fi.ModTime()) < orphanLockAge {
+			continue
 		}
 		unlock, ok, err := tryLockRecord(p, true, false, s.filePerm)
 		if errors.Is(err, fs.ErrNotExist) || err == nil && !ok {
