@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,6 +78,15 @@ func bootUnits(t *testing.T) *nspawnBoot {
 	install(filepath.Join(unitsDir, "jobdir.conf"), "/etc/sysusers.d/jobdir.conf", 0o644)
 	install(jobdirBin, unitBinary, 0o755)
 	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/systemd/system/jobdir-e2e.target"), []byte(e2eTarget), 0o644))
+	if runtime.NumCPU() < 2 {
+		// The stop runs three jobs at once on two workers, each of which
+		// runs as many as there are CPUs by default: a drop-in, as the
+		// README shows, gives a machine of one CPU two slots per worker.
+		dropIn := "[Service]\nExecStart=\nExecStart=" + unitBinary + " work --concurrency 2\n"
+		install := filepath.Join(root, "etc/systemd/system/jobdir-work@.service.d")
+		require.NoError(t, os.MkdirAll(install, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(install, "concurrency.conf"), []byte(dropIn), 0o644))
+	}
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc/jobdir"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/jobdir/token"), []byte(e2eToken+"\n"), 0o600))
 	// A container of the host's root would share its machine ID.
@@ -91,6 +101,7 @@ func bootUnits(t *testing.T) *nspawnBoot {
 		"--bind="+state+":/var/lib/jobdir",
 		"--boot", "--", "systemd.unit=jobdir-e2e.target")
 	cmd.Stdout, cmd.Stderr = console, console
+	started := time.Now()
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -139,6 +150,7 @@ func bootUnits(t *testing.T) *nspawnBoot {
 	for {
 		if out, err := b.try("curl", "-sf", "http://127.0.0.1:8080/healthz"); err == nil {
 			require.Contains(t, out, `"ok"`)
+			t.Logf("the workers and the server run, /healthz answers: %s after systemd-nspawn started", time.Since(started).Round(100*time.Millisecond))
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the server does not answer /healthz")
