@@ -11,7 +11,7 @@ SHELL := bash
 .PHONY: help demo build test race vet fmt fmt-check tidy-check cross lint staticcheck cover bench bench-peers bench-build torture clean
 
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 demo: ## The main job: build jobdir, submit jobs to the default store (./.jobdir), run a worker until idle, list them.
 	$(GO) build -o bin/jobdir ./cmd/jobdir
@@ -90,6 +90,10 @@ PG_RESTART ?= pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) mai
 torture: ## The long multi-process torture runs (kills, SIGSTOPs, restarts) on a filestore, then on pgstore with connection cuts and server restarts, and their checks.
 	$(GO) run ./cmd/jobdir-torture -long -duration $(TORTURE_DURATION) $(if $(TORTURE_MAX_STALL),-max-stall $(TORTURE_MAX_STALL))
 	$(GO) run ./cmd/jobdir-torture -long -duration $(TORTURE_DURATION) -postgres '$(PG_DSN)' -pg-restart '$(PG_RESTART)' -restart-every 2m
+
+.PHONY: e2e-systemd
+e2e-systemd: ## Boot systemd in a container (systemd-nspawn, as root) with the units of deploy/systemd, run jobs and stop workers mid-job (about 40 s).
+	JOBDIR_E2E_SYSTEMD=1 $(GO) test -count=1 -run '^TestE2ESystemdUnits$$' -v ./cmd/jobdir
 
 clean: ## Remove build output.
 	rm -rf bin

@@ -62,7 +62,8 @@ root) can connect, and prints "listening on unix:PATH".
 Every request except GET /healthz needs "Authorization: Bearer TOKEN". The
 tokens come from --token-file (one a line; the file must be private to this
 user, mode 0600 or 0400, or with --group-access also readable by one of this
-user's groups, as a Kubernetes Secret with an fsGroup is; and at most 64 KiB)
+user's groups, as a Kubernetes Secret with an fsGroup is; an ACL may let this
+user read it, as systemd's LoadCredential= does; and at most 64 KiB)
 or $JOBDIR_TOKEN; each must be at least 16 bytes. Without one, serve refuses
 to start unless --insecure-no-auth is given. HTTP clients may submit jobs only of the kinds
 --allow-kind lists; "exec" jobs run programs, so they are refused unless
@@ -360,6 +361,9 @@ func checkToken(t string) error {
 // whatever the Secret's defaultMode), and with group access the members
 // of that group are trusted with the store, so with running programs as
 // this user, who can read the file.
+//
+// A POSIX access ACL counts as its entries say (on Linux): one that lets
+// only this user read it, as a systemd credential's does, keeps it private.
 func readPrivateFile(path string, limit int64, groupAccess bool) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -370,19 +374,34 @@ func readPrivateFile(path string, limit int64, groupAccess bool) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
 	others := fi.Mode().Perm() & 0o077
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && groupAccess && others&0o040 != 0 && inGroup(int(st.Gid)) {
+	acl := false
+	if st != nil && fi.Mode().IsRegular() {
+		group, ok, err := aclGroupClass(f, st.Gid, groupAccess)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			// The group bits are the ACL's mask: what its entries
+			// grant is what counts.
+			others, acl = others&0o007|group, true
+		}
+	}
+	if st != nil && !acl && groupAccess && others&0o040 != 0 && inGroup(int(st.Gid)) {
 		others &^= 0o040
 	}
 	switch {
 	case !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("%s is not a regular file (%s); put the tokens in a plain file", path, fi.Mode().Type())
+	case others != 0 && acl:
+		return nil, fmt.Errorf("%s may be read or written by other users (mode %s and an ACL: getfacl %s); make it private: chmod 600 %s", path, fi.Mode().Perm(), path, path)
 	case others != 0:
 		return nil, fmt.Errorf("%s may be read or written by other users (mode %s); make it private: chmod 600 %s", path, fi.Mode().Perm(), path)
 	case fi.Size() > limit:
 		return nil, fmt.Errorf("%s is %d bytes, more than the %d KiB a token file may hold", path, fi.Size(), limit>>10)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() && st.Uid != 0 {
+	if st != nil && int(st.Uid) != os.Geteuid() && st.Uid != 0 {
 		return nil, fmt.Errorf("%s belongs to another user (uid %d), who could change the tokens; it must be yours or root's", path, st.Uid)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
