@@ -12,8 +12,8 @@ if command -v ldd >/dev/null && ldd "$busybox" >/dev/null 2>&1; then
 	echo "rootfs.sh: $busybox is dynamically linked; install Debian's busybox-static" >&2
 	exit 1
 fi
-mkdir -p "$dir/bin" "$dir/etc" "$dir/tmp" "$dir/data"
-chmod 0755 "$dir" "$dir/bin" "$dir/etc" "$dir/data"
+mkdir -p "$dir/bin" "$dir/etc" "$dir/tmp"
+chmod 0755 "$dir" "$dir/bin" "$dir/etc"
 chmod 1777 "$dir/tmp"
 cp "$busybox" "$dir/bin/busybox"
 chmod 0755 "$dir/bin/busybox"
