@@ -107,7 +107,9 @@ image-rootfs: ## Lay out the image's root file system in bin/image/rootfs: the s
 	sh deploy/image/rootfs.sh $(BUSYBOX) bin/image/rootfs
 
 image: image-rootfs ## Build the container image $(IMAGE) (localhost/jobdir:dev) with podman, from FROM scratch: no registry needed.
-	$(CONTAINER_ENGINE) build --no-cache --layers=false -f Containerfile --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)' -t $(IMAGE) .
+	@old=$$($(CONTAINER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE) 2>/dev/null); \
+	$(CONTAINER_ENGINE) build --no-cache --layers=false -f Containerfile --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)' -t $(IMAGE) . && \
+	if [ -n "$$old" ] && [ "$$old" != "$$($(CONTAINER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE))" ]; then $(CONTAINER_ENGINE) rmi "$$old" >/dev/null 2>&1 || true; fi
 	@$(CONTAINER_ENGINE) image inspect --format '{{.Size}}' $(IMAGE) | awk '{printf "image: $(IMAGE), %.1f MB\n", $$1/1e6}'
 
 E2E_TIMEOUT ?= 10m
