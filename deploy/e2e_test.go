@@ -362,6 +362,13 @@ func TestDeployKubePlay(t *testing.T) {
 	}, 60*time.Second, 200*time.Millisecond, "serve's /healthz never answered")
 	t.Logf("serve answers /healthz %v after kube play", time.Since(played).Round(time.Millisecond))
 
+	// jobdir is PID 1 of each container, as the image's user.
+	for _, p := range append(append([]string{}, v.workers...), v.serve) {
+		out, err := podman(ctx, "exec", p+"-"+containerOf(p), "sh", "-c", `tr '\0' ' ' </proc/1/cmdline; echo; id -u`)
+		require.NoError(t, err, out)
+		require.Regexp(t, `^/jobdir --group-access --dir /data/jobdir (work|serve) .*\n`+strconv.Itoa(v.uid)+`\n$`, out, p)
+	}
+
 	// Jobs that sleep, then append their ID to a file on the volume: a job
 	// whose attempt is killed before its end appends nothing, so each ID
 	// must be there exactly once.
