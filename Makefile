@@ -11,7 +11,7 @@ SHELL := bash
 .PHONY: help demo build test race vet fmt fmt-check tidy-check cross lint staticcheck cover bench bench-peers bench-build torture image image-rootfs e2e-deploy clean
 
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 demo: ## The main job: build jobdir, submit jobs to the default store (./.jobdir), run a worker until idle, list them.
 	$(GO) build -o bin/jobdir ./cmd/jobdir
@@ -106,14 +106,14 @@ image-rootfs: ## Lay out the image's root file system in bin/image/rootfs: the s
 	@test -x $(BUSYBOX) || { echo "image-rootfs: no $(BUSYBOX): apt-get install busybox-static (or make image BUSYBOX=/path/to/a/static/busybox)"; exit 1; }
 	sh deploy/image/rootfs.sh $(BUSYBOX) bin/image/rootfs
 
-image: image-rootfs ## Build the container image $(IMAGE) (localhost/jobdir:dev) with podman, from FROM scratch: no registry needed.
+image: image-rootfs ## Build the container image localhost/jobdir:dev (IMAGE=) with podman (CONTAINER_ENGINE=docker for docker) on FROM scratch: no registry needed.
 	@old=$$($(CONTAINER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE) 2>/dev/null); \
 	$(CONTAINER_ENGINE) build --no-cache --layers=false -f Containerfile --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)' -t $(IMAGE) . && \
 	if [ -n "$$old" ] && [ "$$old" != "$$($(CONTAINER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE))" ]; then $(CONTAINER_ENGINE) rmi "$$old" >/dev/null 2>&1 || true; fi
 	@$(CONTAINER_ENGINE) image inspect --format '{{.Size}}' $(IMAGE) | awk '{printf "image: $(IMAGE), %.1f MB\n", $$1/1e6}'
 
 E2E_TIMEOUT ?= 10m
-e2e-deploy: image ## Run deploy/kubernetes with podman kube play (two workers, a server, one volume), kill a worker mid-job, check every job ran once and the store is consistent (a few minutes; not in make test).
+e2e-deploy: image ## Run deploy/kubernetes with podman kube play (two workers, a server, one volume), kill a worker mid-job, check every job ran once and the store is consistent (about a minute; not in make test).
 	JOBDIR_E2E_DEPLOY=1 JOBDIR_E2E_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v -run TestDeploy ./deploy
 
 clean: ## Remove build output.
