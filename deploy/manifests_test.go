@@ -1,8 +1,7 @@
-// Package deploy holds the deployment examples of jobdir (the container
-// image's build, Kubernetes manifests, systemd units) and their tests:
-// TestManifests checks the Kubernetes manifests' settings on every run, and
-// TestDeployKubePlay (make e2e-deploy) runs them with a real container
-// runtime.
+// Package deploy holds the tests of the container image and of the
+// Kubernetes example in deploy/kubernetes: TestManifests checks the
+// manifests' settings on every run, and TestDeployKubePlay (make
+// e2e-deploy) runs them, with the image, under a real container runtime.
 package deploy
 
 import (
