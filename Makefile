@@ -8,7 +8,7 @@ TESTFLAGS ?=
 # The test recipe pipes go test into a filter; pipefail keeps go test's status.
 SHELL := bash
 
-.PHONY: help demo build test race vet fmt fmt-check tidy-check cross lint staticcheck cover bench bench-peers bench-build torture clean
+.PHONY: help demo build test race vet fmt fmt-check tidy-check cross lint staticcheck cover bench bench-peers bench-build torture image image-rootfs e2e-deploy clean
 
 help: ## List the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -94,6 +94,31 @@ torture: ## The long multi-process torture runs (kills, SIGSTOPs, restarts) on a
 .PHONY: e2e-systemd
 e2e-systemd: ## Boot systemd in a container (systemd-nspawn, as root) with the units of deploy/systemd, run jobs and stop workers mid-job (about 40 s).
 	JOBDIR_E2E_SYSTEMD=1 $(GO) test -count=1 -run '^TestE2ESystemdUnits$$' -v ./cmd/jobdir
+
+# The container image (Containerfile). podman needs no registry and no
+# change to /etc: CONTAINERS_CONF points it at deploy/podman/containers.conf.
+CONTAINER_ENGINE ?= podman
+IMAGE ?= localhost/jobdir:dev
+BUSYBOX ?= /bin/busybox
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+export CONTAINERS_CONF ?= $(CURDIR)/deploy/podman/containers.conf
+
+image-rootfs: ## Lay out the image's root file system in bin/image/rootfs: the static jobdir binary and Debian's static busybox (apt-get install busybox-static).
+	rm -rf bin/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X main.buildVersion=$(VERSION)' -o bin/image/rootfs/jobdir ./cmd/jobdir
+	@test -x $(BUSYBOX) || { echo "image-rootfs: no $(BUSYBOX): apt-get install busybox-static (or make image BUSYBOX=/path/to/a/static/busybox)"; exit 1; }
+	sh deploy/image/rootfs.sh $(BUSYBOX) bin/image/rootfs
+
+image: image-rootfs ## Build the container image localhost/jobdir:dev (IMAGE=) with podman (CONTAINER_ENGINE=docker for docker) on FROM scratch: no registry needed.
+	@old=$$($(CONTAINER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE) 2>/dev/null); \
+	$(CONTAINER_ENGINE) build --no-cache --layers=false -f Containerfile --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)' -t $(IMAGE) . && \
+	if [ -n "$$old" ] && [ "$$old" != "$$($(CONTAINER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE))" ]; then $(CONTAINER_ENGINE) rmi "$$old" >/dev/null 2>&1 || true; fi
+	@$(CONTAINER_ENGINE) image inspect --format '{{.Size}}' $(IMAGE) | awk '{printf "image: $(IMAGE), %.1f MB\n", $$1/1e6}'
+
+E2E_TIMEOUT ?= 10m
+e2e-deploy: image ## Run deploy/kubernetes with podman kube play (two workers, a server, one volume), kill a worker mid-job, check every job ran once and the store is consistent (about a minute; not in make test).
+	JOBDIR_E2E_DEPLOY=1 JOBDIR_E2E_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v -run TestDeploy ./deploy
 
 clean: ## Remove build output.
 	rm -rf bin

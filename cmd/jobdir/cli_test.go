@@ -59,9 +59,12 @@ func TestVersion(t *testing.T) {
 		{Key: "vcs.time", Value: "2026-11-30T10:00:00Z"},
 		{Key: "vcs.modified", Value: "true"},
 	}}
-	require.Equal(t, "devel 5858f55a0b1c (modified) 2026-11-30T10:00:00Z go1.26.0", versionOf(info))
+	require.Equal(t, "devel 5858f55a0b1c (modified) 2026-11-30T10:00:00Z go1.26.0", versionOf(info, ""))
 	info.Main.Version = "v1.2.3"
-	require.Equal(t, "v1.2.3 go1.26.0", versionOf(info))
+	require.Equal(t, "v1.2.3 go1.26.0", versionOf(info, ""))
+	// A version set at link time (make image) wins over what the go
+	// command recorded.
+	require.Equal(t, "v1.2.4-3-g5858f55 go1.26.0", versionOf(info, "v1.2.4-3-g5858f55"))
 }
 
 func TestCompletion(t *testing.T) {

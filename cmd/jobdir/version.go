@@ -7,20 +7,33 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version describes this build from the information the go command
-// recorded in the binary: the module version (a tag when installed with go
-// install ...@version), else the commit it was built from, whether the tree
-// had changes, and the Go release.
+// buildVersion is the version a release build or an image build sets with
+// -ldflags "-X main.buildVersion=VERSION" (make image does); empty in a
+// plain go build, where version reads what the go command recorded.
+var buildVersion string
+
+// version describes this build: the version set at link time if one was,
+// else from the information the go command recorded in the binary: the
+// module version (a tag when installed with go install ...@version), else
+// the commit it was built from, whether the tree had changes, and the Go
+// release.
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
+		if buildVersion != "" {
+			return buildVersion
+		}
 		return "unknown (built without module information)"
 	}
-	return versionOf(info)
+	return versionOf(info, buildVersion)
 }
 
-// versionOf is version for the given build information.
-func versionOf(info *debug.BuildInfo) string {
+// versionOf is version for the given build information and link-time
+// version.
+func versionOf(info *debug.BuildInfo, linked string) string {
+	if linked != "" {
+		return linked + " " + info.GoVersion
+	}
 	v := info.Main.Version
 	var rev, at, modified string
 	for _, s := range info.Settings {
