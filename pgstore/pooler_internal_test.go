@@ -27,7 +27,10 @@ func TestPoolerRenewalSeesMovedSession(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	defer pool.Close()
-	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t), LeaseTTL: time.Second, RecoverInterval: time.Hour})
+	// The session's TTL outlasts the set-up below on a loaded machine (with
+	// one second it expired before the first renewal ran, once in a CI
+	// run), so that the renewal fails for the server it runs on alone.
+	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t), LeaseTTL: 8 * time.Second, RecoverInterval: time.Hour})
 	require.NoError(t, err)
 	defer s.Close()
 
@@ -63,7 +66,7 @@ func TestPoolerRenewalSeesMovedSession(t *testing.T) {
 	go s.keep(sess)
 	select {
 	case <-sess.lost:
-	case <-time.After(10 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("the session was not ended")
 	}
 	require.ErrorIs(t, sess.lostError(), ErrSessionNotKept)
