@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -224,7 +225,7 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 		if repair {
 			// One that cannot be moved (a read-only or full disk) is
 			// reported, and the check goes on.
-			if err := s.setAsideTornKey(k.path, k.ino); err != nil {
+			if err := s.setAsideTornKey(ctx, k.path, k.ino); err != nil {
 				p.Detail += "; cannot set it aside: " + err.Error()
 			} else {
 				p.Repaired = true
@@ -550,9 +551,36 @@ const dirQuarantine = "quarantine"
 
 // quarantine moves the file at p into quarantine/<dir>/, creating that if
 // need be, and returns its new path. A file of that name already there is
-// replaced. The move is not fsynced: lost in a power cut, it is made
+// kept, and this one gets a numbered name (<name>.1, ...). The move is not
+// fsynced: lost in a power cut, it is made
 // again by the next repair.
 func (s *Store) quarantine(p, dir string) (string, error) {
+	q, err := s.quarantineDir(dir)
+	if err != nil {
+		return "", err
+	}
+	// Linked, not renamed over: a file set aside before under the same
+	// name (a torn key file of the same key, after another cut) stays.
+	base := filepath.Join(q, filepath.Base(p))
+	to := base
+	for n := 1; ; n++ {
+		err := s.fs.Link(p, to)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || n > 100 {
+			return "", err
+		}
+		to = base + "." + strconv.Itoa(n)
+	}
+	if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	return to, nil
+}
+
+// quarantineDir makes quarantine/<dir> if it is missing and returns it.
+func (s *Store) quarantineDir(dir string) (string, error) {
 	q := filepath.Join(s.dir, dirQuarantine)
 	if err := s.fs.Mkdir(q, s.dirPerm); err != nil {
 		return "", err
@@ -561,11 +589,7 @@ func (s *Store) quarantine(p, dir string) (string, error) {
 	if err := s.fs.Mkdir(q, s.dirPerm); err != nil {
 		return "", err
 	}
-	to := filepath.Join(q, filepath.Base(p))
-	if err := s.fs.Rename(p, to); err != nil {
-		return "", err
-	}
-	return to, nil
+	return q, nil
 }
 
 func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool, pat *patience, r *Report) error {

@@ -226,7 +226,7 @@ func (s *Store) resolveKey(ctx context.Context, hash, key string) (jobstore.Job,
 	if isTorn(err) {
 		// A crash left it before its submit was acknowledged: it holds
 		// the key for nobody.
-		if err := s.setAsideTornKey(kp, ino); err != nil {
+		if err := s.setAsideTornKey(ctx, kp, ino); err != nil {
 			return jobstore.Job{}, false, false, fmt.Errorf("key %q: %w", key, err)
 		}
 		s.log.Warn("filestore: set aside a key file that a crash left torn; its submit was never acknowledged", "path", kp, "err", err)
@@ -364,24 +364,31 @@ func (s *Store) setAsideTornRecord(id string) (bool, error) {
 // was read, into quarantine/keys/ (see ProblemTornRecord), so that its key
 // can be submitted again. Its job was never acknowledged: where changes
 // are durable, a key file's data is on the disk before the file is linked
-// into keys/. The move is what takes the file: a key file another process
-// published meanwhile in its place (once a third one had set the torn one
-// aside) is linked back.
-func (s *Store) setAsideTornKey(kp string, ino uint64) error {
-	moved, err := s.quarantine(kp, dirKeys)
-	if errors.Is(err, fs.ErrNotExist) {
+// into keys/. Only this removes a torn key file, and it does so holding
+// the key's set-aside lock, quarantine/keys/<name>.lock: under it, kp still
+// naming inode ino means that it is still the torn file, which no one else
+// can take away before the move. Anything else at kp (a key file published
+// once another process had set the torn one aside) is never touched.
+func (s *Store) setAsideTornKey(ctx context.Context, kp string, ino uint64) error {
+	q, err := s.quarantineDir(dirKeys)
+	if err != nil {
+		return fmt.Errorf("set aside torn key file: %w", err)
+	}
+	unlock, err := lockRecord(ctx, filepath.Join(q, filepath.Base(kp)+recordLock), true, true, s.filePerm)
+	if err != nil {
+		return fmt.Errorf("set aside torn key file: %w", err)
+	}
+	defer unlock()
+	fi, err := os.Lstat(kp)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && inode(fi) != ino {
 		return nil // set aside meanwhile
 	}
 	if err != nil {
 		return fmt.Errorf("set aside torn key file: %w", err)
 	}
-	if fi, err := os.Lstat(moved); err != nil || inode(fi) == ino {
-		return nil
+	if _, err := s.quarantine(kp, dirKeys); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("set aside torn key file: %w", err)
 	}
-	if err := s.fs.Link(moved, kp); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("put back key file %s: %w", kp, err)
-	}
-	_ = s.fs.Remove(moved)
 	return nil
 }
 

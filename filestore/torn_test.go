@@ -124,6 +124,98 @@ func TestTornKeyFreedBySubmit(t *testing.T) {
 	require.Empty(t, r.Problems)
 }
 
+// tornKeyRaceFS is the real file operations with a hook that runs when
+// the store first makes quarantine/keys/ (about to set a torn key file
+// aside) and one after it first moves a file out of keys/ into it.
+type tornKeyRaceFS struct {
+	osFS
+	beforeMkdir, afterMove func()
+}
+
+func (f *tornKeyRaceFS) Mkdir(dir string, perm os.FileMode) error {
+	if f.beforeMkdir != nil && strings.HasSuffix(dir, filepath.Join(dirQuarantine, dirKeys)) {
+		hook := f.beforeMkdir
+		f.beforeMkdir = nil
+		hook()
+	}
+	return f.osFS.Mkdir(dir, perm)
+}
+
+func (f *tornKeyRaceFS) moved(oldname, newname string) {
+	if f.afterMove != nil && filepath.Base(filepath.Dir(oldname)) == dirKeys && strings.Contains(newname, dirQuarantine) {
+		hook := f.afterMove
+		f.afterMove = nil
+		hook()
+	}
+}
+
+func (f *tornKeyRaceFS) Rename(oldname, newname string) error {
+	err := f.osFS.Rename(oldname, newname)
+	f.moved(oldname, newname)
+	return err
+}
+
+func (f *tornKeyRaceFS) Link(oldname, newname string) error {
+	err := f.osFS.Link(oldname, newname)
+	f.moved(oldname, newname)
+	return err
+}
+
+// TestTornKeySetAsideRace: process A has read a torn key file and is
+// about to set it aside when process C sets it aside itself and submits
+// the key, so a new key file stands in its place; then, right after A's
+// move, process D submits the key too. A must move nothing but the torn
+// file: C's key file stays, and A's and D's submits find C's job, the
+// only one with the key. (A set-aside that moved whatever stood at the
+// key file's path and linked back a file it had not meant to take left a
+// moment with no key file, in which D made a second job with the key.)
+func TestTornKeySetAsideRace(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	opts := &Options{RecoverInterval: time.Hour}
+	torn, _, err := openAt(t, dir, opts).Submit(ctx, jobstore.Spec{Kind: "k", Key: "k"})
+	require.NoError(t, err)
+	fsys := &tornKeyRaceFS{}
+	a := openAtFS(t, dir, opts, fsys)
+	other := openAt(t, dir, opts)
+	tearRecord(t, a, torn.ID)
+
+	var c, d jobstore.Job
+	fsys.beforeMkdir = func() {
+		var err error
+		c, _, err = other.Submit(ctx, jobstore.Spec{Kind: "k", Key: "k"})
+		require.NoError(t, err)
+	}
+	fsys.afterMove = func() {
+		var err error
+		d, _, err = other.Submit(ctx, jobstore.Spec{Kind: "k", Key: "k"})
+		require.NoError(t, err)
+	}
+	got, _, err := a.Submit(ctx, jobstore.Spec{Kind: "k", Key: "k"})
+	require.NoError(t, err)
+	require.NotEmpty(t, c.ID, "C did not submit in the race")
+	require.NotEqual(t, torn.ID, c.ID)
+	if d.ID == "" {
+		d, _, err = other.Submit(ctx, jobstore.Spec{Kind: "k", Key: "k"})
+		require.NoError(t, err)
+	}
+	require.Equal(t, c.ID, got.ID, "A's submit made a job of its own")
+	require.Equal(t, c.ID, d.ID, "two jobs hold key k")
+	page, err := a.List(ctx, jobstore.ListOptions{})
+	require.NoError(t, err)
+	var withKey []string
+	for _, j := range page.Jobs {
+		if j.Key == "k" {
+			withKey = append(withKey, j.ID)
+		}
+	}
+	require.Equal(t, []string{c.ID}, withKey)
+	// The torn record itself, which held no key, is left to fsck.
+	r, err := a.Fsck(ctx, true)
+	require.NoError(t, err)
+	require.True(t, r.OK(), "%v", r.Problems)
+}
+
 // TestTornRewriteFreesKey: a keyed job whose later record a crash left
 // torn (its key file, the first record, is whole: a rewrite is a new
 // file) does not hold its key forever either: the next submit of the key
