@@ -275,8 +275,17 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	}
 	// unclaim puts the job back unchanged (the note only counts in
 	// claimed/) when its caller will not run it.
+	// The move back is made durable as the claim was: left in claimed/
+	// after a power cut, the job would have an attempt counted that never
+	// ran (TestUnclaimThenPowerCut).
 	unclaim := func(why string) {
-		if err := s.fs.Rename(s.recordPath(dirClaimed, id), s.recordPath(dirQueued, id)); err != nil {
+		err := s.fs.Rename(s.recordPath(dirClaimed, id), s.recordPath(dirQueued, id))
+		if err == nil {
+			if err = s.durable.dir(dirQueued); err == nil {
+				err = s.durable.dir(dirClaimed)
+			}
+		}
+		if err != nil {
 			// Left in claimed/ with the lease released: recovered like a
 			// dead worker's job.
 			s.log.Warn("filestore: claim interrupted by "+why+"; the job is left to recovery", "id", id, "err", err)

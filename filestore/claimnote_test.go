@@ -283,3 +283,52 @@ func TestPowerCutCountsAttempt(t *testing.T) {
 		})
 	}
 }
+
+// closeOnClaimFS is powerCutFS that closes s right after the claim's fsync
+// of claimed/, before the claim's last check for Close.
+type closeOnClaimFS struct {
+	*powerCutFS
+	s      *Store
+	closed chan struct{}
+}
+
+func (f *closeOnClaimFS) SyncDir(d string) error {
+	err := f.powerCutFS.SyncDir(d)
+	if f.s != nil && filepath.Base(d) == dirClaimed {
+		s := f.s
+		f.s = nil
+		f.closed = make(chan struct{})
+		go func() { s.Close(); close(f.closed) }()
+		for !s.isClosed() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return err
+}
+
+// TestUnclaimThenPowerCut: a Close during a claim takes the claim back
+// (the job goes back to queued/), then the power goes. The job, which
+// never ran, is queued with no attempt counted: the move back was made
+// durable as the claim was.
+func TestUnclaimThenPowerCut(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	pc := &powerCutFS{fileOps: &syncLog{fileOps: osFS{}, info: &ext4Disk}}
+	fsys := &closeOnClaimFS{powerCutFS: pc}
+	opts := &Options{RecoverInterval: time.Hour}
+	s, err := open(ctx, dir, opts, fsys)
+	require.NoError(t, err)
+	sub, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", MaxAttempts: 1})
+	require.NoError(t, err)
+	pc.reset()
+	fsys.s = s
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrClosed)
+	<-fsys.closed
+	pc.cut(t)
+	again := openAt(t, dir, opts)
+	j, err := again.Get(ctx, sub.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, j.State)
+	require.Equal(t, 0, j.Attempt, "an attempt that never ran was counted")
+}

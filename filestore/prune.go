@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -39,19 +40,20 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	if err != nil {
 		return 0, fmt.Errorf("filestore: prune: %w", err)
 	}
+	// Every job in done/ got there by a new record in done/ and the
+	// removal of its older one from queued/ or claimed/, which made only
+	// done/ durable: after a power cut the older record may be back in the
+	// directory it left. That copy is harmless while the newer record
+	// exists (Open removes it as stale), but once prune deletes the record
+	// it would bring the job back, to run again. So the removals of those
+	// directories must be durable before a record goes: one fsync of each
+	// per pass covers every removal made before it, and pruneOne fsyncs
+	// them again for a job whose older copy may have gone after it
+	// (TestPowerCut/prune, TestPruneAfterLateRemoval).
+	synced := time.Now()
 	if len(ids) > 0 {
-		// Every job in done/ got there by a rename out of queued/ or
-		// claimed/ that made only done/ durable: after a power cut its
-		// older record may be back in the directory it left. That copy is
-		// harmless while the newer record exists (Open removes it as
-		// stale), but once prune deletes the record it would bring the
-		// job back, to run again. So make those directories' removals
-		// durable before deleting anything: one fsync of each per pass
-		// (TestPowerCut/prune).
-		for _, d := range []string{dirQueued, dirClaimed} {
-			if err := s.durable.dir(d); err != nil {
-				return 0, fmt.Errorf("filestore: prune: %w", err)
-			}
+		if err := s.syncLeft(); err != nil {
+			return 0, fmt.Errorf("filestore: prune: %w", err)
 		}
 	}
 	n := 0
@@ -59,7 +61,7 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		ok, err := s.pruneOne(ctx, id, cutoff, inStates)
+		ok, err := s.pruneOne(ctx, id, cutoff, inStates, synced)
 		if err != nil {
 			return n, fmt.Errorf("filestore: prune %s: %w", id, err)
 		}
@@ -70,8 +72,30 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	return n, nil
 }
 
-func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inStates func(jobstore.State) bool) (bool, error) {
-	unlock, err := s.lockJob(ctx, id)
+// syncLeft makes durable the removals from the directories a job leaves
+// for done/.
+func (s *Store) syncLeft() error {
+	for _, d := range []string{dirQueued, dirClaimed} {
+		if err := s.durable.dir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lateRemoval is how long before a pass's fsync a job's record in done/
+// may have been written and its older copy removed after that fsync: the
+// writer removes the copy right after it made the record durable.
+const lateRemoval = time.Minute
+
+// pruneOne prunes job id if it is in done/ and matches. synced is when
+// the pass's fsync of queued/ and claimed/ began.
+func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inStates func(jobstore.State) bool, synced time.Time) (bool, error) {
+	unlock, ok, err := s.tryLockJob(id)
+	waited := err == nil && !ok
+	if waited {
+		unlock, err = s.lockJob(ctx, id)
+	}
 	if errors.Is(err, jobstore.ErrNotFound) {
 		return false, nil
 	}
@@ -79,7 +103,14 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 		return false, err
 	}
 	defer unlock()
-	rec, err := s.readJob(id, true)
+	f, err := s.locate(id)
+	if err != nil {
+		return false, err
+	}
+	if f.ok {
+		s.removeStale(f)
+	}
+	rec, err := f.current(id)
 	if errors.Is(err, jobstore.ErrNotFound) || errors.Is(err, jobstore.ErrCorrupt) {
 		return false, nil // gone, or for Fsck to report
 	}
@@ -88,6 +119,18 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	}
 	if rec.dir != dirDone || !rec.Job.Prunable(cutoff) || !inStates(rec.Job.State) {
 		return false, nil
+	}
+	// The older copy may have gone after the pass's fsync: removed just
+	// now (above), by a writer this waited for, or by one that finished
+	// about when the pass began.
+	late := waited || len(f.stale) > 0
+	if fi, err := os.Lstat(s.recordPath(dirDone, id)); err != nil || fi.ModTime().After(synced.Add(-lateRemoval)) {
+		late = true
+	}
+	if late {
+		if err := s.syncLeft(); err != nil {
+			return false, err
+		}
 	}
 	if err := s.fs.Remove(s.recordPath(dirDone, id)); err != nil {
 		return false, err
