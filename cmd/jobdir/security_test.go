@@ -356,3 +356,38 @@ func TestServeUnixSocket(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "keep me", string(data))
 }
+
+// TestServeTokenFileOfOwnGroup: with --group-access, serve takes a token
+// file that one of its groups may read only if the file is root's, as a
+// Kubernetes Secret volume's is: its own file readable by one of its
+// groups (a group shared by every user of the machine, say) is refused,
+// for it could make that one private.
+func TestServeTokenFileOfOwnGroup(t *testing.T) {
+	const uid, shared = 47121, 47122
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		t.Skipf("uid %d is user %s here; the test needs an ID no user database names", uid, u.Username)
+	}
+	base, bin, _ := foreignBase(t)
+	wd := filepath.Join(base, "wd")
+	require.NoError(t, os.Mkdir(wd, 0o700))
+	require.NoError(t, os.Chown(wd, uid, uid))
+	token := func(owner int) string {
+		p := filepath.Join(wd, "token-"+strconv.Itoa(owner))
+		require.NoError(t, os.WriteFile(p, []byte("a-good-token-0123456789\n"), 0o440))
+		require.NoError(t, os.Chown(p, owner, shared))
+		require.NoError(t, os.Chmod(p, 0o440))
+		return p
+	}
+	serve := func(p string) result {
+		t.Helper()
+		cred := &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{shared}}
+		return runAsCred(t, cred, wd, bin, nil, "--dir", filepath.Join(wd, "store"), "--group-access",
+			"serve", "--addr", "unix:", "--token-file", p)
+	}
+	r := serve(token(0))
+	require.Equal(t, exitUsage, r.code, "root's file in one of its groups: past the token check, to the address check\n%s", r)
+	require.Contains(t, r.stderr, "--addr unix:PATH needs a PATH")
+	r = serve(token(uid))
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "may be read or written by other users (mode -r--r-----)")
+}

@@ -355,12 +355,15 @@ func checkToken(t string) error {
 // that is not a regular file (a device such as /dev/zero, a pipe), that
 // another user owns, or that its group or others may read or write.
 //
-// With groupAccess its group may read it if the group is one of this
-// process's groups: a Kubernetes Secret volume of a pod with an fsGroup
-// makes its files root's, in the fsGroup, and readable by it (0440
-// whatever the Secret's defaultMode), and with group access the members
-// of that group are trusted with the store, so with running programs as
-// this user, who can read the file.
+// With groupAccess its group may read it if the file is root's and the
+// group is one of this process's groups: a Kubernetes Secret volume of a
+// pod with an fsGroup makes its files root's, in the fsGroup, and readable
+// by it (0440 whatever the Secret's defaultMode), and with group access
+// the members of that group are trusted with the store, so with running
+// programs as this user, who can read the file. A file of this user's own
+// that a group may read is refused all the same: that group (a primary
+// group every user of the machine shares, say) is not one the system gave
+// the file to, and the user can make the file private.
 //
 // A POSIX access ACL counts as its entries say (on Linux): one that lets
 // only this user read it, as a systemd credential's does, keeps it private.
@@ -377,8 +380,9 @@ func readPrivateFile(path string, limit int64, groupAccess bool) ([]byte, error)
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	others := fi.Mode().Perm() & 0o077
 	acl := false
+	groupRead := groupAccess && st != nil && st.Uid == 0
 	if st != nil && fi.Mode().IsRegular() {
-		group, ok, err := aclGroupClass(f, st.Gid, groupAccess)
+		group, ok, err := aclGroupClass(f, st.Gid, groupRead)
 		if err != nil {
 			return nil, err
 		}
@@ -388,7 +392,7 @@ func readPrivateFile(path string, limit int64, groupAccess bool) ([]byte, error)
 			others, acl = others&0o007|group, true
 		}
 	}
-	if st != nil && !acl && groupAccess && others&0o040 != 0 && inGroup(int(st.Gid)) {
+	if !acl && groupRead && others&0o040 != 0 && inGroup(int(st.Gid)) {
 		others &^= 0o040
 	}
 	switch {
