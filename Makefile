@@ -112,7 +112,7 @@ image-rootfs: ## Lay out the image's root file system in bin/image/rootfs: the s
 
 image: image-rootfs ## Build the container image localhost/jobdir:dev (IMAGE=) with podman (CONTAINER_ENGINE=docker for docker) on FROM scratch: no registry needed.
 	@old=$$($(CONTAINER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE) 2>/dev/null); \
-	$(CONTAINER_ENGINE) build --no-cache --layers=false -f Containerfile --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)' -t $(IMAGE) . && \
+	$(CONTAINER_ENGINE) build --no-cache $(if $(filter podman,$(notdir $(CONTAINER_ENGINE))),--layers=false) -f Containerfile --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)' -t $(IMAGE) . && \
 	if [ -n "$$old" ] && [ "$$old" != "$$($(CONTAINER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE))" ]; then $(CONTAINER_ENGINE) rmi "$$old" >/dev/null 2>&1 || true; fi
 	@$(CONTAINER_ENGINE) image inspect --format '{{.Size}}' $(IMAGE) | awk '{printf "image: $(IMAGE), %.1f MB\n", $$1/1e6}'
 
