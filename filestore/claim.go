@@ -253,16 +253,16 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	if err != nil {
 		return jobstore.Job{}, false, err
 	}
-	// The claim is a note in the lease file, then the rename, then an fsync
-	// of claimed/: the record itself is not rewritten, so a claim creates
-	// no file. Readers (all under the record lock) see a record in claimed/
-	// that still says queued as running, as the note says. The note is not
-	// fsynced; the rename is, before the job runs, so that a power cut
-	// during the attempt leaves the record in claimed/ and recovery counts
-	// the attempt from that alone if the note is lost (recoverOne): a job
-	// whose attempts bring the machine down ends failed after MaxAttempts
-	// (TestPowerCutCountsAttempt). The fsync is shared by concurrent
-	// claims (group commit).
+	// The claim is a note in the lease file, then the rename: the record
+	// itself is not rewritten, so a claim creates no file and makes no
+	// fsync. Readers (all under the record lock) see a record in claimed/
+	// that still says queued as running, as the note says. The note is
+	// never fsynced; the rename is made durable by this Store's claim
+	// flusher a moment later (claimflush.go), so that a power cut during
+	// the attempt leaves the record in claimed/ and recovery counts the
+	// attempt from that alone if the note is lost (recoverOne): a job whose
+	// attempts bring the machine down ends failed after MaxAttempts
+	// (TestPowerCutCountsAttempt).
 	note, err := json.Marshal(claimNote{Rev: rec.Rev, Worker: req.Worker, ClaimedAt: now.UTC()})
 	if err != nil {
 		return jobstore.Job{}, false, err
@@ -291,10 +291,6 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 			s.log.Warn("filestore: claim interrupted by "+why+"; the job is left to recovery", "id", id, "err", err)
 		}
 	}
-	if err := s.durable.dir(dirClaimed); err != nil {
-		unclaim("a failed fsync")
-		return jobstore.Job{}, false, fmt.Errorf("make the claim durable: %w", err)
-	}
 	// Last, right before the lease is set: a Close that began before this
 	// check releases only leases set before it.
 	if s.isClosed() {
@@ -304,6 +300,7 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	s.dropCand(id)
 	setLease(h, j.Lease())
 	claimed = true
+	s.noteClaim()
 	return j, true, nil
 }
 

@@ -235,8 +235,9 @@ func (f *powerCutFS) cut(t *testing.T) {
 	f.renames, f.overwrites = nil, nil
 }
 
-// TestPowerCutCountsAttempt: a claim is durable before its job runs, so a
-// power cut during the attempt leaves the job claimed, and recovery after
+// TestPowerCutCountsAttempt: a claim is made durable a moment after it
+// returns (by the Store's claim flusher), so a power cut during the
+// attempt leaves the job claimed, and recovery after
 // it counts the attempt although the claim note is lost: a job whose
 // every attempt brings the machine down ends failed after MaxAttempts
 // instead of running forever.
@@ -260,7 +261,9 @@ func TestPowerCutCountsAttempt(t *testing.T) {
 				require.NoError(t, err, "attempt %d", attempt)
 				require.Equal(t, sub.ID, c.ID)
 				require.Equal(t, attempt, c.Attempt)
-				// The machine goes down while the job runs.
+				// The claim flusher has made it durable (a moment after the
+				// claim), and the machine goes down while the job runs.
+				require.NoError(t, s.waitClaimsDurable(ctx))
 				require.NoError(t, s.Close())
 				fsys.cut(t)
 				_, err = os.Stat(s.recordPath(dirClaimed, sub.ID))
@@ -284,17 +287,23 @@ func TestPowerCutCountsAttempt(t *testing.T) {
 	}
 }
 
-// closeOnClaimFS is powerCutFS that closes s right after the claim's fsync
-// of claimed/, before the claim's last check for Close.
+// closeOnClaimFS is powerCutFS that, right after the claim's rename into
+// claimed/, makes that rename durable (as another claim's flush may) and
+// closes s, before the claim's last check for Close.
 type closeOnClaimFS struct {
 	*powerCutFS
 	s      *Store
 	closed chan struct{}
 }
 
-func (f *closeOnClaimFS) SyncDir(d string) error {
-	err := f.powerCutFS.SyncDir(d)
-	if f.s != nil && filepath.Base(d) == dirClaimed {
+func (f *closeOnClaimFS) Rename(o, n string) error {
+	err := f.powerCutFS.Rename(o, n)
+	if f.s != nil && filepath.Base(filepath.Dir(n)) == dirClaimed {
+		// Another claim's flush makes this rename durable, as it may
+		// while the claim runs.
+		if err := f.powerCutFS.SyncDir(filepath.Dir(n)); err != nil {
+			return err
+		}
 		s := f.s
 		f.s = nil
 		f.closed = make(chan struct{})

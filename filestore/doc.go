@@ -52,8 +52,9 @@
 //   - Submit, SubmitBatch, Complete, Cancel, Retry and Prune are durable when they
 //     return (files and directories fsynced) unless Options.NoSync; a
 //     syncfs(2) stands in for fsyncs only where it reaches the disk
-//     (Store.Durability). A claim is durable before its job runs, so an
-//     attempt cut short by a power cut counts against MaxAttempts.
+//     (Store.Durability). A claim is made durable in the background a
+//     moment after it returns (about one directory fsync), so an attempt
+//     cut short by a power cut counts against MaxAttempts.
 //   - A process killed at any instant leaves a store that opens cleanly,
 //     has lost no job whose Submit returned, holds at most one job per key
 //     and has no job stuck running.
@@ -104,7 +105,8 @@ package filestore
 //	options.go      Options, FormatVersion, Open's errors
 //	submit.go       Submit and idempotency keys
 //	batch.go        SubmitBatch
-//	claim.go        Claim (cands.go: the claim candidate set)
+//	claim.go        Claim (cands.go: the claim candidate set; claimflush.go: making
+//	                claims durable in the background)
 //	complete.go     Complete
 //	release.go      Release
 //	update.go       Cancel and Retry

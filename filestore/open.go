@@ -56,6 +56,7 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		readers:   make(map[string]*jobReader),
 		keys:      make(map[string]string),
 		recorders: make(map[*moveRecorder]struct{}),
+		claims:    newClaimFlush(),
 
 		barrierNonce: newNonce(),
 	}
@@ -98,8 +99,9 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 			return nil, fmt.Errorf("filestore: open %s: %s: %w", abs, st.name, err)
 		}
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.maintain()
+	go s.flushClaims()
 	return s, nil
 }
 

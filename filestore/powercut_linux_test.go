@@ -89,8 +89,14 @@ func pcSubmit(ctx context.Context, s *Store, ack pcAck, name string, spec jobsto
 	return j, err
 }
 
+// pcClaim claims a job and acknowledges it once the claim is durable (a
+// moment after Claim returns, see claimFlush): from then on a power cut
+// counts its attempt.
 func pcClaim(ctx context.Context, s *Store, ack pcAck, name string) (jobstore.Job, error) {
 	j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "powercut", Kinds: []string{pcKind}})
+	if err == nil {
+		err = s.waitClaimsDurable(ctx)
+	}
 	if err == nil {
 		pcLast = j
 		ack(name, j)

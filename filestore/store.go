@@ -93,6 +93,8 @@ type Store struct {
 	// recorders are the List and Stats calls collecting the IDs that
 	// events name (see moveRecorder).
 	recorders map[*moveRecorder]struct{}
+	// claims makes claims durable in the background (claimflush.go).
+	claims *claimFlush
 	// barrierNonce and barrierSeq name this Store's barriers (see
 	// nextBarrier).
 	barrierNonce string
