@@ -215,6 +215,7 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	}
 	// A job that moves between directories during the call is caught by
 	// the recorder (see moveRecorder).
+	s.primeIndex()
 	rec := s.recordMoves()
 	moved, complete, err := s.finishMoves(ctx, rec)
 	if err != nil {
@@ -222,7 +223,7 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	}
 	var snap *indexSnap
 	if complete {
-		snap = s.snapshot()
+		snap = s.readySnapshot()
 	}
 	var skipped []error
 	var ids iter.Seq[listed]

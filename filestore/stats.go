@@ -105,6 +105,7 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	}
 	// The recorder first: an event after it is recorded for this call, one
 	// before it is among the dirty IDs (or both).
+	s.primeIndex()
 	rec := s.recordMoves()
 	dirty, lost := s.takeStatsDirty()
 	for id := range dirty {
@@ -122,7 +123,7 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	now := time.Now()
 	var snap *indexSnap
 	if complete {
-		snap = s.snapshot()
+		snap = s.readySnapshot()
 	}
 	if snap != nil {
 		// Every change made before the barrier is in the index; the
