@@ -273,12 +273,13 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	if err := s.fs.Rename(s.recordPath(dirQueued, id), s.recordPath(dirClaimed, id)); err != nil {
 		return jobstore.Job{}, false, fmt.Errorf("move to claimed/: %w", err)
 	}
-	// unclaim puts the job back unchanged (the note only counts in
-	// claimed/) when its caller will not run it.
-	// The move back is made durable as the claim was: left in claimed/
-	// after a power cut, the job would have an attempt counted that never
-	// ran (TestUnclaimThenPowerCut).
-	unclaim := func(why string) {
+	// Last, right before the lease is set: a Close that began before this
+	// check releases only leases set before it. Its caller will not run the
+	// job, so put it back unchanged (the note only counts in claimed/), and
+	// durably, as the claim may have been made durable already by another
+	// claim's flush: left in claimed/ after a power cut, the job would have
+	// an attempt counted that never ran (TestUnclaimThenPowerCut).
+	if s.isClosed() {
 		err := s.fs.Rename(s.recordPath(dirClaimed, id), s.recordPath(dirQueued, id))
 		if err == nil {
 			if err = s.durable.dir(dirQueued); err == nil {
@@ -288,13 +289,8 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 		if err != nil {
 			// Left in claimed/ with the lease released: recovered like a
 			// dead worker's job.
-			s.log.Warn("filestore: claim interrupted by "+why+"; the job is left to recovery", "id", id, "err", err)
+			s.log.Warn("filestore: claim interrupted by Close; the job is left to recovery", "id", id, "err", err)
 		}
-	}
-	// Last, right before the lease is set: a Close that began before this
-	// check releases only leases set before it.
-	if s.isClosed() {
-		unclaim("Close")
 		return jobstore.Job{}, false, fmt.Errorf("filestore: claim: %w", jobstore.ErrClosed)
 	}
 	s.dropCand(id)

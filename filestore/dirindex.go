@@ -193,8 +193,20 @@ func (s *Store) snapshot() *indexSnap { return s.snapshotOf(true) }
 // the barrier only if it is still there (TestListStatsSeeMovingJobOnce).
 func (s *Store) readySnapshot() *indexSnap { return s.snapshotOf(false) }
 
-// primeIndex builds the index if it is not ready.
-func (s *Store) primeIndex() { s.snapshot() }
+// primeIndex builds the index if it is not ready. A ready one is left as
+// it is: the snapshot after the barrier applies what changed meanwhile,
+// once.
+func (s *Store) primeIndex() {
+	x := &s.index
+	x.snapMu.Lock()
+	defer x.snapMu.Unlock()
+	s.mu.Lock()
+	ready := x.state == indexReady
+	s.mu.Unlock()
+	if !ready {
+		s.buildIndex()
+	}
+}
 
 func (s *Store) snapshotOf(build bool) *indexSnap {
 	x := &s.index

@@ -365,7 +365,7 @@ func (s *Store) checkRecord(ctx context.Context, id string, repair bool, pat *pa
 			// Under the exclusive record lock (lockFor with repair): no
 			// writer of this job is at work.
 			dir := filepath.Base(filepath.Dir(ce.Path))
-			if _, err := s.quarantine(ce.Path, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if _, err := s.quarantine(ce.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				p.Detail += "; cannot set it aside: " + err.Error()
 			} else {
 				p.Repaired = true
@@ -549,13 +549,13 @@ func (s *Store) sameFiles(torn []tornKey, where map[string][]string) map[string]
 // the files repair set aside rather than delete (ProblemTornRecord).
 const dirQuarantine = "quarantine"
 
-// quarantine moves the file at p into quarantine/<dir>/, creating that if
-// need be, and returns its new path. A file of that name already there is
-// kept, and this one gets a numbered name (<name>.1, ...). The move is not
-// fsynced: lost in a power cut, it is made
-// again by the next repair.
-func (s *Store) quarantine(p, dir string) (string, error) {
-	q, err := s.quarantineDir(dir)
+// quarantine moves the file at p into quarantine/<the directory it is
+// in>/, creating that if need be, and returns its new path. A file of that
+// name already there is kept, and this one gets a numbered name (<name>.1,
+// ...). The move is not fsynced: lost in a power cut, it is made again by
+// the next repair.
+func (s *Store) quarantine(p string) (string, error) {
+	q, err := s.quarantineDir(filepath.Base(filepath.Dir(p)))
 	if err != nil {
 		return "", err
 	}

@@ -353,7 +353,7 @@ func (s *Store) setAsideTornRecord(id string) (bool, error) {
 		paths = append(paths, ce.Path)
 	}
 	for _, p := range paths {
-		if _, err := s.quarantine(p, filepath.Base(filepath.Dir(p))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if _, err := s.quarantine(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return false, fmt.Errorf("set aside torn record: %w", err)
 		}
 	}
@@ -386,7 +386,7 @@ func (s *Store) setAsideTornKey(ctx context.Context, kp string, ino uint64) erro
 	if err != nil {
 		return fmt.Errorf("set aside torn key file: %w", err)
 	}
-	if _, err := s.quarantine(kp, dirKeys); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if _, err := s.quarantine(kp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("set aside torn key file: %w", err)
 	}
 	return nil
