@@ -124,7 +124,8 @@ package filestore
 //	locks.go        record locks and leases (turn.go: their in-process queue)
 //	record.go       the record file: paths, encoding, finding the current copy
 //	durability.go   fsync, shared syncfs or none: every flush goes through it
-//	fsops.go        the seam every change of the directory goes through
+//	fsops.go        the seam every change of the directory goes through (dirpins.go:
+//	                the store's directories held open, from which it makes them)
 //	faults.go       Options.Faults on that seam
 //	trust.go        CheckTrust (trust_unix.go: the permission checks)
 //	migrate.go      upgrading the old single-process store (legacy.go: its records)

@@ -139,6 +139,27 @@ func (d *durability) close() {
 // the file's data too.
 func (d *durability) file() bool { return !d.none && d.shared == nil }
 
+// placed makes durable the data of the new file at path, written
+// unsynced and then renamed or linked into place (see fileOps.SyncFile):
+// in fsync mode an fsync of the file; in the other modes nothing, since
+// the shared syncfs of the caller's dir covers it, or nothing is flushed.
+// An fsync of a file in place commits its new name with its data, so the
+// directory's fsync after it has nothing left to commit: one journal
+// commit for the two, where a file fsynced before its rename costs one
+// of its own. Only a file whose name replaced nothing may be placed so: a
+// power cut before the fsync may leave the name on an empty or cut-short
+// file, which Open sets aside (ProblemTornRecord), and that must not be
+// the only copy of an acknowledged record.
+func (d *durability) placed(path string) error {
+	if !d.file() {
+		return nil
+	}
+	if err := (*d.fs).SyncFile(path); err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	return nil
+}
+
 // dir makes the entries of the store's directory name durable (a state
 // directory, or "." for the store's own), and with the shared syncfs
 // every file written before the call too. Concurrent callers share the

@@ -105,6 +105,11 @@ func (l *syncLog) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync b
 	return l.fileOps.WriteTemp(tmpDir, data, perm, sync)
 }
 
+func (l *syncLog) SyncFile(path string) error {
+	l.add("fsync file")
+	return l.fileOps.SyncFile(path)
+}
+
 func (l *syncLog) SyncDir(dir string) error {
 	l.add("fsync " + filepath.Base(dir) + "/")
 	return l.fileOps.SyncDir(dir)
@@ -130,7 +135,9 @@ func (s loggedSyncer) Sync() error {
 
 // TestDurabilityModes: the three modes of durability, seen in the file
 // operations of a Submit and of a large SubmitBatch. fsync (the default)
-// fsyncs the new file and its directory, or one syncfs for a large batch;
+// renames the new file into place, then fsyncs it and its directory (one
+// journal commit for both, see durability.placed), or makes one syncfs
+// for a large batch;
 // shared syncfs (Options.SyncFS) fsyncs no file and makes one syncfs
 // instead of the directory's fsync; NoSync flushes nothing.
 func TestDurabilityModes(t *testing.T) {
@@ -145,7 +152,7 @@ func TestDurabilityModes(t *testing.T) {
 		batchSyncFS bool
 		batchFile   string
 	}{
-		{"Fsync", Options{}, []string{"file sync=true", "fsync queued/"}, true, "file sync=false"},
+		{"Fsync", Options{}, []string{"file sync=false", "fsync file", "fsync queued/"}, true, "file sync=false"},
 		{"SyncFS", Options{SyncFS: true}, []string{"file sync=false", "syncfs"}, true, "file sync=false"},
 		{"NoSync", Options{NoSync: true}, []string{"file sync=false"}, false, "file sync=false"},
 	} {
@@ -216,7 +223,7 @@ func TestNoSyncFSOnUnknownFS(t *testing.T) {
 				l.take()
 				_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "a"})
 				require.NoError(t, err)
-				require.Equal(t, []string{"file sync=true", "fsync keys/", "fsync queued/"}, l.take())
+				require.Equal(t, []string{"file sync=false", "fsync file", "fsync keys/", "fsync queued/"}, l.take())
 
 				_, err = s.SubmitBatch(t.Context(), batch)
 				require.NoError(t, err)

@@ -138,6 +138,13 @@ func (f *faultFS) SyncDir(d string) error {
 	return f.inner.SyncDir(d)
 }
 
+func (f *faultFS) SyncFile(p string) error {
+	if err := f.step("fsync " + p); err != nil {
+		return err
+	}
+	return f.inner.SyncFile(p)
+}
+
 func (f *faultFS) FSInfo(d string) (fsInfo, error) { return f.inner.FSInfo(d) }
 
 func (f *faultFS) Mkdir(d string, perm os.FileMode) error {

@@ -82,6 +82,13 @@ func (f faultOps) SyncFS(dir string) (syncer, error) {
 	return faultSyncOps{f: f, inner: s, dir: dir}, nil
 }
 
+func (f faultOps) SyncFile(path string) error {
+	if err := f.check(fsfault.SyncFile, path); err != nil {
+		return err
+	}
+	return f.inner.SyncFile(path)
+}
+
 func (f faultOps) SyncDir(dir string) error {
 	if err := f.check(fsfault.SyncDir, dir); err != nil {
 		return err

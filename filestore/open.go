@@ -134,6 +134,9 @@ func (s *Store) Close() error {
 		if s.tmpLock != nil {
 			_ = s.tmpLock.Unlock()
 		}
+		if s.pins != nil {
+			s.pins.close()
+		}
 		if s.root != nil {
 			_ = s.root.Close()
 		}
@@ -192,7 +195,8 @@ func (s *Store) pinRoot() error {
 	}
 	s.root = root
 	if f, ok := s.fs.(osFS); ok && f.root == nil {
-		s.fs = osFS{root: root, dir: s.dir}
+		s.pins = newDirPins(root, s.dir)
+		s.fs = osFS{root: root, dir: s.dir, pins: s.pins}
 	}
 	return nil
 }

@@ -25,7 +25,10 @@ import (
 type Store struct {
 	dir string
 	// root is dir, opened once at Open; writes resolve from it (osFS).
-	root     *os.Root
+	root *os.Root
+	// pins holds the store's own directories open, for the changes osFS
+	// makes in them (dirpins.go); nil with another fileOps.
+	pins     *dirPins
 	opts     Options
 	fs       fileOps // the seam every change of the directory goes through (fsops.go)
 	dirPerm  os.FileMode
@@ -142,14 +145,15 @@ func (s *Store) enter(ctx context.Context, op string) error {
 	return ctx.Err()
 }
 
-// writeRecord writes env as job env.Job.ID's record in dir, atomically.
-func (s *Store) writeRecord(dir string, env envelope) error {
+// writeRecord writes env as job env.Job.ID's record in dir, atomically,
+// fsynced before its rename when sync is set and the store fsyncs files.
+func (s *Store) writeRecord(dir string, env envelope, sync bool) error {
 	data, err := encodeRecord(env)
 	if err != nil {
 		return err
 	}
 	p := s.recordPath(dir, env.Job.ID)
-	if err := s.fs.WriteFile(p, s.tmpDir, data, s.filePerm, s.durable.file()); err != nil {
+	if err := s.fs.WriteFile(p, s.tmpDir, data, s.filePerm, sync && s.durable.file()); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
@@ -161,6 +165,12 @@ func (s *Store) writeRecord(dir string, env envelope) error {
 // the record lock exclusively. A crash between the two steps leaves two
 // copies, of which the new one has the higher revision and wins.
 //
+// A record that moves to another directory is renamed into place before
+// its fsync (durability.placed), which then commits the rename with it:
+// until the fsync, rec's file is the copy a power cut leaves. A record
+// rewritten in its own directory replaces rec's file, so it is fsynced
+// before its rename.
+//
 // If the write fails, nothing changed and rec is returned with the error.
 // If the fsync fails, the new record is in place (every reader sees it)
 // and rec's file is kept, so that a power cut that loses the new record
@@ -168,11 +178,19 @@ func (s *Store) writeRecord(dir string, env envelope) error {
 // jobstore.ErrNotDurable.
 func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) {
 	next := record{envelope: envelope{Format: FormatVersion, Rev: rec.Rev + 1, Job: j}, dir: dirOf(j.State)}
-	if err := s.writeRecord(next.dir, next.envelope); err != nil {
+	placeFirst := durable && rec.dir != next.dir
+	if err := s.writeRecord(next.dir, next.envelope, !placeFirst); err != nil {
 		return rec, err
 	}
 	if durable {
-		if err := s.durable.dir(next.dir); err != nil {
+		var err error
+		if placeFirst {
+			err = s.durable.placed(s.recordPath(next.dir, j.ID))
+		}
+		if err == nil {
+			err = s.durable.dir(next.dir)
+		}
+		if err != nil {
 			s.touched(j.ID)
 			return next, fmt.Errorf("job %s is now %s, but %w: %w", j.ID, j.State, jobstore.ErrNotDurable, err)
 		}

@@ -93,7 +93,10 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	if err != nil {
 		return j, false, false, err
 	}
-	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.durable.file())
+	// Written unsynced and fsynced once linked or renamed into place
+	// (durability.placed): the fsync commits the link or rename with the
+	// data.
+	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, false)
 	if err != nil {
 		return j, false, false, fmt.Errorf("write job %s: %w", j.ID, err)
 	}
@@ -113,7 +116,11 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 		}
 		// The key file must be durable before the record: a record
 		// without its key file would let a second job take the key.
-		if err := s.durable.dir(dirKeys); err != nil {
+		err = s.durable.placed(tmp)
+		if err == nil {
+			err = s.durable.dir(dirKeys)
+		}
+		if err != nil {
 			_ = s.fs.Remove(s.keyPath(hash))
 			_ = s.fs.Remove(tmp)
 			return j, false, false, err
@@ -122,7 +129,14 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	if err := s.publish(j, tmp, hash); err != nil {
 		return j, false, false, err
 	}
-	if err := s.durable.dir(dirQueued); err != nil {
+	if hash == "" {
+		// A keyed record's data was made durable with its key file.
+		err = s.durable.placed(s.recordPath(dirQueued, j.ID))
+	}
+	if err == nil {
+		err = s.durable.dir(dirQueued)
+	}
+	if err != nil {
 		s.unpublish(j, hash)
 		return j, false, false, err
 	}

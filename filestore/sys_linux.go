@@ -132,3 +132,6 @@ func openSyncFS(dir string) (syncer, error) {
 func (s fsSync) Sync() error { return unix.Syncfs(int(s.f.Fd())) }
 
 func (s fsSync) Close() error { return s.f.Close() }
+
+// fsyncFD flushes the file fd to the disk, as (*os.File).Sync does.
+func fsyncFD(fd int) error { return unix.Fsync(fd) }

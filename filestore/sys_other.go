@@ -8,6 +8,8 @@ package filestore
 import (
 	"context"
 	"errors"
+
+	"golang.org/x/sys/unix"
 )
 
 // checkFilesystem cannot tell the filesystem type outside Linux and allows
@@ -24,3 +26,11 @@ func syncFSReaches(fsInfo) (bool, string) { return false, "" }
 // openSyncFS reports that there is no syncfs(2): SubmitBatch then fsyncs
 // each record.
 func openSyncFS(string) (syncer, error) { return nil, errors.ErrUnsupported }
+
+// fsyncFD flushes the file fd to the disk, as (*os.File).Sync does: on
+// macOS an fsync(2) leaves the data in the drive's cache, F_FULLFSYNC
+// does not.
+func fsyncFD(fd int) error {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_FULLFSYNC, 0)
+	return err
+}

@@ -33,6 +33,10 @@ const (
 	// SyncDir fsyncs a directory after its entries changed: a failure
 	// there reports an error for a change that was made.
 	SyncDir Op = "sync-dir"
+	// SyncFile fsyncs a file already in place (renamed or linked before
+	// its data was flushed): like SyncDir, a failure there reports an
+	// error for a change that was made.
+	SyncFile Op = "sync-file"
 	// SyncFS opens a file system for syncfs(2), and SyncFSFlush is the
 	// syncfs itself.
 	SyncFS      Op = "syncfs"
@@ -46,7 +50,8 @@ const (
 type Injector struct {
 	// Fail is asked before each operation op on path; a non-nil error
 	// makes the operation fail with it, without being done (except
-	// SyncDir, whose change was made before). Nil fails nothing.
+	// SyncDir and SyncFile, whose change was made before). Nil fails
+	// nothing.
 	Fail func(op Op, path string) error
 }
 
