@@ -60,7 +60,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		outDir  = fs.String("out", "bench-results", "directory for results.md, results.json and workoff.svg")
 		only    = fs.String("only", "", "comma-separated workloads to run (default all): "+strings.Join(workloadNames, ","))
 		systems = fs.String("systems", "", "comma-separated systems to run (default all): "+systemNames())
-		quick   = fs.Bool("quick", false, "a smoke run of a minute or two: 1 round, 1,000 jobs, 10 workers, fewer samples, small stores")
+		quick   = fs.Bool("quick", false, "a smoke run of a minute or two: 1 round, 1,000 jobs, 100 workers (× 1 and × 2 processes), fewer samples, small stores")
 		dir     = fs.String("dir", os.TempDir(), "directory for the stores under test (every system on the same disk)")
 		limit   = fs.Duration("workoff-limit", 15*time.Second, "longest a work-off may run; a slower system reports its rate so far")
 		scale   = fs.String("scale", "1000,10000,100000", "comma-separated store sizes for the scaling figures")
@@ -117,8 +117,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !set["jobs"] {
 			c.Jobs = 1000
 		}
+		// The work-off targets are about 100 workers per process.
 		if !set["workers"] {
-			c.Workers = []int{10}
+			c.Workers = []int{targetWorkers}
 		}
 		if !set["workoff-limit"] {
 			c.WorkoffLimit = 5 * time.Second
