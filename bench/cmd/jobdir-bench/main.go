@@ -270,6 +270,12 @@ func metricByID(id string) (metric, bool) {
 			return m, true
 		}
 	}
+	if rest, ok := strings.CutPrefix(id, "cpu-"); ok {
+		if m, ok := metricByID(rest); ok && m.Group == "throughput" {
+			return cpuMetric(m), true
+		}
+		return metric{}, false
+	}
 	var procs, workers int
 	if _, err := fmt.Sscanf(id, "workoff-%dp-%dw", &procs, &workers); err == nil {
 		return workoffMetric(procs, workers), true
@@ -419,7 +425,7 @@ func (rp *report) json() ([]byte, error) {
 	for _, s := range rp.systems {
 		o.Systems = append(o.Systems, s.name)
 	}
-	for _, g := range []string{"throughput", "latency", "scale", "floor"} {
+	for _, g := range []string{"throughput", "cpu", "latency", "scale", "floor"} {
 		for _, m := range rp.r.sortedMetrics(g) {
 			o.Metrics = append(o.Metrics, m)
 			for _, s := range append(rp.systems, &system{name: "floor"}) {

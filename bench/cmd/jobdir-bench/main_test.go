@@ -57,6 +57,7 @@ func TestPercentile(t *testing.T) {
 func TestFmtNum(t *testing.T) {
 	for in, want := range map[float64]string{
 		1234567: "1,234,567", 999.6: "1,000", 123.4: "123", 12.34: "12.3", 1.234: "1.23", 0.1234: "0.123",
+		0.01234: "0.0123", 0.003339: "0.00334", 0.0001234: "0.000123", 0.00000012: "0.000000", 0: "0.000",
 	} {
 		require.Equal(t, want, fmtNum(in), "fmtNum(%v)", in)
 	}
@@ -156,7 +157,7 @@ func TestRunSmoke(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(out, "results.md"))
 	require.NoError(t, err)
 	require.Equal(t, stdout.String(), string(md))
-	for _, want := range []string{"insert, 1 client", "work off, 100 worker(s) × 2 process(es)", "durable file creates, 4 writers", "jobdir memstore", "goqite SQLite NORMAL"} {
+	for _, want := range []string{"insert, 1 client", "work off, 100 worker(s) × 2 process(es)", "durable file creates, 4 writers", "jobdir memstore", "goqite SQLite NORMAL", "### CPU per 1,000 jobs (lower is better)"} {
 		require.Contains(t, string(md), want)
 	}
 	require.NotContains(t, string(md), "failed for", "a workload failed:\n%s", md)
@@ -178,6 +179,12 @@ func TestRunSmoke(t *testing.T) {
 	require.True(t, found["workoff-2p-100w/goqite-normal"], "two-process work-off missing: %v", found)
 	require.True(t, found["workoff-1p-100w/memstore"])
 	require.False(t, found["workoff-2p-100w/memstore"], "memstore cannot be shared by processes")
+	// Every throughput figure has its CPU figure, the two-process work-off's
+	// from the child processes.
+	for _, id := range []string{"insert-1", "insert-16", "batch", "workoff-1p-100w", "workoff-2p-100w"} {
+		require.True(t, found["cpu-"+id+"/goqite-normal"], "no CPU figure of %s: %v", id, found)
+	}
+	require.True(t, found["cpu-insert-1/memstore"])
 
 	svg, err := os.ReadFile(filepath.Join(out, "workoff.svg"))
 	require.NoError(t, err)
@@ -193,13 +200,15 @@ func TestRunSmoke(t *testing.T) {
 
 func TestMetricByID(t *testing.T) {
 	get, _, _, _, rss := scaleMetrics(1500)
-	for _, m := range []metric{mInsert1, mKill, workoffMetric(2, 100), latencyMetric(true, 99), get, rss} {
+	for _, m := range []metric{mInsert1, mKill, workoffMetric(2, 100), latencyMetric(true, 99), get, rss, cpuMetric(mBatch), cpuMetric(workoffMetric(2, 100))} {
 		got, ok := metricByID(m.ID)
 		require.True(t, ok, m.ID)
 		require.Equal(t, m, got)
 	}
-	_, ok := metricByID("nonsense")
-	require.False(t, ok)
+	for _, id := range []string{"nonsense", "cpu-kill", "cpu-cpu-batch", "cpu-"} {
+		_, ok := metricByID(id)
+		require.False(t, ok, id)
+	}
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {

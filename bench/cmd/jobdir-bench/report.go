@@ -29,8 +29,13 @@ func fmtNum(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	case a >= 1:
 		return fmt.Sprintf("%.2f", v)
-	default:
+	case a >= 0.1 || a == 0:
 		return fmt.Sprintf("%.3f", v)
+	default:
+		// Three significant digits, down to a millionth: the CPU per
+		// 1,000 jobs of the in-memory store is a few thousandths of a
+		// second, which "%.3f" would leave one digit of.
+		return fmt.Sprintf("%.*f", min(6, 2-int(math.Floor(math.Log10(a)))), v)
 	}
 }
 
@@ -76,11 +81,21 @@ func (rp *report) median(id, system string) (float64, bool) {
 }
 
 // bestPeer returns the best peer median of metric m among peers whose
-// durability matches durable (any peer when durable is false).
+// durability matches durable (any peer when durable is false), and the
+// peer's label.
 func (rp *report) bestPeer(m metric, durable bool) (float64, string, bool) {
+	p, v, ok := rp.bestPeerSystem(m, durable)
+	if !ok {
+		return 0, "", false
+	}
+	return v, p.label, true
+}
+
+// bestPeerSystem is bestPeer returning the peer itself.
+func (rp *report) bestPeerSystem(m metric, durable bool) (*system, float64, bool) {
 	var (
 		best  float64
-		name  string
+		peer  *system
 		found bool
 	)
 	for _, s := range rp.systems {
@@ -92,10 +107,10 @@ func (rp *report) bestPeer(m metric, durable bool) (float64, string, bool) {
 			continue
 		}
 		if !found || (m.Higher && v > best) || (!m.Higher && v < best) {
-			best, name, found = v, s.label, true
+			best, peer, found = v, s, true
 		}
 	}
-	return best, name, found
+	return peer, best, found
 }
 
 // floorFor returns the floor a figure is compared with: one writer's
@@ -117,11 +132,21 @@ func (rp *report) floorFor(m metric) (float64, string, bool) {
 }
 
 func (rp *report) writeGroup(w io.Writer, group, heading string, systems []*system) {
+	rp.writeGroupIntro(w, group, heading, "", systems)
+}
+
+// writeGroupIntro is writeGroup with a paragraph between the heading and
+// the table (none if intro is empty).
+func (rp *report) writeGroupIntro(w io.Writer, group, heading, intro string, systems []*system) {
 	ms := rp.r.sortedMetrics(group)
 	if len(ms) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n### %s\n\n| figure | unit |", heading)
+	fmt.Fprintf(w, "\n### %s\n\n", heading)
+	if intro != "" {
+		fmt.Fprintf(w, "%s\n\n", intro)
+	}
+	fmt.Fprint(w, "| figure | unit |")
 	for _, s := range systems {
 		fmt.Fprintf(w, " %s |", s.label)
 	}
@@ -155,6 +180,7 @@ func (rp *report) writeMarkdown(w io.Writer) {
 		}
 	}
 	rp.writeGroup(w, "throughput", "Throughput (higher is better)", sys)
+	rp.writeGroupIntro(w, "cpu", "CPU per 1,000 jobs (lower is better)", cpuIntro, sys)
 	rp.writeGroup(w, "latency", "Latency (lower is better)", sys)
 	var jd []*system
 	for _, s := range sys {
@@ -169,6 +195,9 @@ func (rp *report) writeMarkdown(w io.Writer) {
 	rp.writeTargets(w)
 }
 
+// cpuIntro says what the CPU table counts.
+const cpuIntro = "User plus system CPU seconds per 1,000 jobs, of the processes that do the work, over the interval the throughput figure of the same name measures (getrusage): the benchmark's process for the inserts and the 1-process work-offs (including its poll for the end of the work-off, every 10 ms), the two child processes together for the 2-process work-offs (without the benchmark's poll). SQLite runs inside those processes, so its CPU is counted; a PostgreSQL server's CPU, in processes of its own, is not, nor that of the kernel's own threads (journal commits, writeback)."
+
 func (rp *report) writeRatios(w io.Writer, sys []*system) {
 	var ms []metric
 	for _, g := range []string{"throughput", "latency"} {
@@ -178,8 +207,8 @@ func (rp *report) writeRatios(w io.Writer, sys []*system) {
 		return
 	}
 	fmt.Fprint(w, "\n### jobdir against the best peer and the floor\n\n")
-	fmt.Fprint(w, "The durable file store is compared with the durable peers (synchronous=FULL); the no-fsync file store and memstore with the best peer in either mode. A throughput ratio above 1 and a latency ratio below 1 favour jobdir. The floor is the same run's durable file creates: one writer for single-client figures, four writers otherwise; for latencies, the time of one durable create.\n\n")
-	fmt.Fprint(w, "| figure | jobdir store | jobdir | best peer | peer | × best peer | floor | × floor |\n|---|---|---:|---|---:|---:|---|---:|\n")
+	fmt.Fprint(w, "The durable file store is compared with the durable peers (synchronous=FULL); the no-fsync file store and memstore with the best peer in either mode. A throughput ratio above 1 and a latency ratio below 1 favour jobdir. The floor is the same run's durable file creates: one writer for single-client figures, four writers otherwise; for latencies, the time of one durable create. The last three columns are the CPU seconds per 1,000 jobs of jobdir and of the same best peer (see the CPU table): a CPU ratio below 1 means jobdir spent less CPU per job.\n\n")
+	fmt.Fprint(w, "| figure | jobdir store | jobdir | best peer | peer | × best peer | floor | × floor | CPU/1k jobs | peer CPU/1k jobs | × peer CPU |\n|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|\n")
 	for _, m := range ms {
 		for _, s := range sys {
 			if !s.jobdir {
@@ -190,8 +219,9 @@ func (rp *report) writeRatios(w io.Writer, sys []*system) {
 				continue
 			}
 			peerCell, peerName, ratio := "—", "—", "—"
-			if p, name, ok := rp.bestPeer(m, s.durable); ok {
-				peerCell, peerName = fmtNum(p), name
+			peer, p, havePeer := rp.bestPeerSystem(m, s.durable)
+			if havePeer {
+				peerCell, peerName = fmtNum(p), peer.label
 				if p != 0 {
 					ratio = fmt.Sprintf("%.2f", v/p)
 				}
@@ -201,8 +231,24 @@ func (rp *report) writeRatios(w io.Writer, sys []*system) {
 				floorName = fmt.Sprintf("%s (%s)", name, fmtNum(f))
 				floorRatio = fmt.Sprintf("%.2f", v/f)
 			}
-			fmt.Fprintf(w, "| %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n",
-				m.Title, m.Unit, s.label, fmtNum(v), peerName, peerCell, ratio, floorName, floorRatio)
+			cpu, peerCPU, cpuRatio := "—", "—", "—"
+			if m.Group == "throughput" {
+				cm := cpuMetric(m)
+				jc, jok := rp.median(cm.ID, s.name)
+				if jok {
+					cpu = fmtNum(jc)
+				}
+				if havePeer {
+					if pc, ok := rp.median(cm.ID, peer.name); ok {
+						peerCPU = fmtNum(pc)
+						if jok && pc != 0 {
+							cpuRatio = fmt.Sprintf("%.2f", jc/pc)
+						}
+					}
+				}
+			}
+			fmt.Fprintf(w, "| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				m.Title, m.Unit, s.label, fmtNum(v), peerName, peerCell, ratio, floorName, floorRatio, cpu, peerCPU, cpuRatio)
 		}
 	}
 }
@@ -369,12 +415,16 @@ func (rp *report) pgTargets() []target {
 
 func (rp *report) writeNotes(w io.Writer, sys []*system) {
 	var lines []string
-	for _, g := range []string{"throughput", "latency", "scale"} {
+	for _, g := range []string{"throughput", "cpu", "latency", "scale"} {
 		for _, m := range rp.r.sortedMetrics(g) {
+			title := m.Title
+			if g == "cpu" {
+				title = "CPU of " + title
+			}
 			for _, s := range sys {
 				if se := rp.r.get(m.ID, s.name); se != nil {
 					for _, n := range se.Notes {
-						lines = append(lines, fmt.Sprintf("- † %s, %s: %s", m.Title, s.label, n))
+						lines = append(lines, fmt.Sprintf("- † %s, %s: %s", title, s.label, n))
 					}
 				}
 			}
