@@ -87,3 +87,18 @@ func TestRatiosShowCPU(t *testing.T) {
 	rp.writeGroupIntro(&md, "cpu", "CPU per 1,000 jobs (lower is better)", cpuIntro, rp.systems)
 	require.Contains(t, md.String(), "| insert, 16 concurrent clients | CPU s per 1,000 jobs | 0.900 |")
 }
+
+// TestCPURowsOrder checks that the CPU table follows the throughput table's
+// order, with the benchmark process's row right after its work-off's.
+func TestCPURowsOrder(t *testing.T) {
+	r := newResults()
+	w1, w2, w2big := workoffMetric(1, 100), workoffMetric(2, 100), workoffMetric(2, 101)
+	for _, m := range []metric{cpuParentMetric(w2), cpuMetric(w2big), cpuMetric(w2), cpuMetric(w1), cpuMetric(mBatch), cpuMetric(mInsert1)} {
+		r.add(m, "jobdir-file", 1)
+	}
+	var ids []string
+	for _, m := range r.sortedMetrics("cpu") {
+		ids = append(ids, m.ID)
+	}
+	require.Equal(t, []string{"cpu-insert-1", "cpu-batch", "cpu-workoff-1p-100w", "cpu-workoff-2p-100w", "cpu-parent-workoff-2p-100w", "cpu-workoff-2p-101w"}, ids)
+}

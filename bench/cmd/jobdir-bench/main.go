@@ -270,6 +270,12 @@ func metricByID(id string) (metric, bool) {
 			return m, true
 		}
 	}
+	if rest, ok := strings.CutPrefix(id, "cpu-parent-"); ok {
+		if m, ok := metricByID(rest); ok && strings.HasPrefix(m.ID, "workoff-") {
+			return cpuParentMetric(m), true
+		}
+		return metric{}, false
+	}
 	if rest, ok := strings.CutPrefix(id, "cpu-"); ok {
 		if m, ok := metricByID(rest); ok && m.Group == "throughput" {
 			return cpuMetric(m), true

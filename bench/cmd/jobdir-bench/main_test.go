@@ -185,6 +185,10 @@ func TestRunSmoke(t *testing.T) {
 		require.True(t, found["cpu-"+id+"/goqite-normal"], "no CPU figure of %s: %v", id, found)
 	}
 	require.True(t, found["cpu-insert-1/memstore"])
+	// The benchmark's own process, which only polls in a 2-process
+	// work-off, is recorded apart.
+	require.True(t, found["cpu-parent-workoff-2p-100w/goqite-normal"])
+	require.False(t, found["cpu-parent-workoff-1p-100w/goqite-normal"])
 
 	svg, err := os.ReadFile(filepath.Join(out, "workoff.svg"))
 	require.NoError(t, err)
@@ -200,12 +204,12 @@ func TestRunSmoke(t *testing.T) {
 
 func TestMetricByID(t *testing.T) {
 	get, _, _, _, rss := scaleMetrics(1500)
-	for _, m := range []metric{mInsert1, mKill, workoffMetric(2, 100), latencyMetric(true, 99), get, rss, cpuMetric(mBatch), cpuMetric(workoffMetric(2, 100))} {
+	for _, m := range []metric{mInsert1, mKill, workoffMetric(2, 100), latencyMetric(true, 99), get, rss, cpuMetric(mBatch), cpuMetric(workoffMetric(2, 100)), cpuParentMetric(workoffMetric(2, 100))} {
 		got, ok := metricByID(m.ID)
 		require.True(t, ok, m.ID)
 		require.Equal(t, m, got)
 	}
-	for _, id := range []string{"nonsense", "cpu-kill", "cpu-cpu-batch", "cpu-"} {
+	for _, id := range []string{"nonsense", "cpu-kill", "cpu-cpu-batch", "cpu-", "cpu-parent-batch", "cpu-parent-cpu-workoff-2p-10w"} {
 		_, ok := metricByID(id)
 		require.False(t, ok, id)
 	}

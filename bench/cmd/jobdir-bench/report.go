@@ -196,7 +196,7 @@ func (rp *report) writeMarkdown(w io.Writer) {
 }
 
 // cpuIntro says what the CPU table counts.
-const cpuIntro = "User plus system CPU seconds per 1,000 jobs, of the processes that do the work, over the interval the throughput figure of the same name measures (getrusage): the benchmark's process for the inserts and the 1-process work-offs (including its poll for the end of the work-off, every 10 ms), the two child processes together for the 2-process work-offs (without the benchmark's poll). SQLite runs inside those processes, so its CPU is counted; a PostgreSQL server's CPU, in processes of its own, is not, nor that of the kernel's own threads (journal commits, writeback)."
+const cpuIntro = "User plus system CPU seconds per 1,000 jobs, of the processes that do the work, over the interval the throughput figure of the same name measures (getrusage): the benchmark's process for the inserts and the 1-process work-offs (including its poll for the end of the work-off, every 10 ms), the two child processes together for the 2-process work-offs, without the benchmark's process, whose CPU over the same interval (its poll and, for jobdir's file store, the open store handling the file events of the children's work) is the row after, not counted in the comparisons. SQLite runs inside those processes, so its CPU is counted; a PostgreSQL server's CPU, in processes of its own, is not, nor that of the kernel's own threads (journal commits, writeback)."
 
 func (rp *report) writeRatios(w io.Writer, sys []*system) {
 	var ms []metric

@@ -198,7 +198,7 @@ func (h hammered) record(c *config, r *results, m metric, system string) {
 	rate := float64(h.n) / h.elapsed.Seconds()
 	r.add(m, system, rate)
 	c.logf("%-20s %-34s %10.0f %s", system, m.Title, rate, m.Unit)
-	recordCPU(c, r, m, system, h.cpu, float64(h.n))
+	recordCPU(c, r, cpuMetric(m), system, h.cpu, float64(h.n))
 }
 
 // hammer calls op from clients goroutines for d and returns the items they
@@ -337,7 +337,8 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 		}
 		// Each child counts its CPU time from its "go" and reports it
 		// when asked: the children's CPU time is the workers'. This
-		// process only polls for the end.
+		// process only polls for the end; its CPU time is recorded
+		// apart (cpuParentMetric).
 		workCPU = func() (cpuUsage, int64, error) {
 			for _, k := range kids {
 				if err := k.send("cpu"); err != nil {
@@ -392,8 +393,8 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 		end = time.Now()
 	}
 	cpu, cpuJobs, cpuErr := workCPU()
-	pollCPU, _ := selfCPU()
-	pollCPU = pollCPU.sub(selfCPU0)
+	parentCPU, _ := selfCPU() // getrusage(RUSAGE_SELF) does not fail
+	parentCPU = parentCPU.sub(selfCPU0)
 	if err := errors.Join(stopWork(), cpuErr); err != nil {
 		return err
 	}
@@ -405,14 +406,17 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 	rate := done / elapsed
 	if timedOut {
 		r.note(m, s.name, fmt.Sprintf("stopped at the %s limit", c.WorkoffLimit))
-		r.note(cpuMetric(m), s.name, fmt.Sprintf("stopped at the %s limit: per job handled by then", c.WorkoffLimit))
+		cpuNote := fmt.Sprintf("stopped at the %s limit: per job handled by then", c.WorkoffLimit)
+		r.note(cpuMetric(m), s.name, cpuNote)
+		if procs > 1 {
+			r.note(cpuParentMetric(m), s.name, cpuNote)
+		}
 	}
 	r.add(m, s.name, rate)
 	c.logf("%-20s %-34s %10.0f %s%s", s.name, m.Title, rate, m.Unit, map[bool]string{true: " (time limit)"}[timedOut])
-	recordCPU(c, r, m, s.name, cpu, float64(cpuJobs))
+	recordCPU(c, r, cpuMetric(m), s.name, cpu, float64(cpuJobs))
 	if procs > 1 {
-		c.logf("%-20s %-34s %10s CPU s of this process polling for the end, not counted", s.name, m.Title,
-			fmtNum(pollCPU.total().Seconds()))
+		recordCPU(c, r, cpuParentMetric(m), s.name, parentCPU, float64(cpuJobs))
 	}
 	return nil
 }
