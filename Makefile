@@ -8,7 +8,7 @@ TESTFLAGS ?=
 # The test recipe pipes go test into a filter; pipefail keeps go test's status.
 SHELL := bash
 
-.PHONY: help demo build test race vet fmt fmt-check tidy-check cross lint staticcheck cover bench bench-peers bench-build torture image image-rootfs e2e-deploy clean
+.PHONY: help demo build test race vet fmt fmt-check tidy-check cross lint staticcheck cover bench bench-peers bench-quick bench-build torture image image-rootfs e2e-deploy clean
 
 help: ## List the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -78,6 +78,16 @@ bench-build: ## Build and vet the side-by-side benchmark module (bench/, its own
 BENCHFLAGS ?=
 bench-peers: ## Side-by-side benchmark against River and goqite on SQLite (about 25 minutes); writes docs/benchmarks/.
 	cd bench && $(GO) run ./cmd/jobdir-bench -out ../docs/benchmarks $(BENCHFLAGS)
+
+# The ratio run of the targets: the durable file store against River and
+# goqite with synchronous=FULL, and the floor, 3 rounds of -quick at 100
+# workers. BENCH_DIR is where the stores go: a fresh journaled ext4 loop
+# mount, e.g. make bench-quick BENCH_DIR=/mnt/bench (docs/benchmarks.md).
+BENCH_DIR ?= /tmp
+BENCH_OUT ?= $(CURDIR)/bin/bench-quick
+bench-quick: ## The targets' ratio run (about a minute): durable file store vs River and goqite FULL and the floor, with CPU per job, in BENCH_DIR (/tmp).
+	cd bench && $(GO) run ./cmd/jobdir-bench -quick -rounds 3 -jobs 2000 -only insert,batch,workoff,floor \
+		-systems jobdir-file,river-full,goqite-full -dir $(abspath $(BENCH_DIR)) -out $(BENCH_OUT) $(BENCHFLAGS)
 
 TORTURE_DURATION ?= 20m
 # An operation of a process that is not stopped, slower than TORTURE_MAX_STALL

@@ -184,13 +184,29 @@ func runChild(spec childSpec, stdin io.Reader, stdout io.Writer) error {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	o := &out{w: stdout}
-	// Lines from the parent: "go" starts a work-off; EOF stops the child.
+	// Lines from the parent: "go" starts a work-off; "cpu" asks for the
+	// CPU time spent since "go" and the jobs handled (a cpuLine); EOF
+	// stops the child.
 	goCh := make(chan struct{})
+	var handled atomicCounter // jobs the work role's handlers started
 	go func() {
+		var cpu0 cpuUsage
+		started := false
 		sc := bufio.NewScanner(stdin)
 		for sc.Scan() {
-			if sc.Text() == "go" {
-				close(goCh)
+			switch sc.Text() {
+			case "go":
+				if !started {
+					// Taken before the workers start: the child was
+					// idle since it printed "open".
+					cpu0, _ = selfCPU() // getrusage(RUSAGE_SELF) does not fail
+					started = true
+					close(goCh)
+				}
+			case "cpu":
+				n := handled.load()
+				u, _ := selfCPU()
+				o.println(cpuLine(u.sub(cpu0), n))
 			}
 		}
 		stop()
@@ -216,7 +232,6 @@ func runChild(spec childSpec, stdin io.Reader, stdout io.Writer) error {
 		case <-ctx.Done():
 			return nil
 		}
-		var handled atomicCounter
 		err := q.Work(ctx, spec.Workers, func(context.Context, int64) error {
 			handled.add()
 			return nil

@@ -60,7 +60,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		outDir  = fs.String("out", "bench-results", "directory for results.md, results.json and workoff.svg")
 		only    = fs.String("only", "", "comma-separated workloads to run (default all): "+strings.Join(workloadNames, ","))
 		systems = fs.String("systems", "", "comma-separated systems to run (default all): "+systemNames())
-		quick   = fs.Bool("quick", false, "a smoke run of a minute or two: 1 round, 1,000 jobs, 10 workers, fewer samples, small stores")
+		quick   = fs.Bool("quick", false, "a smoke run of a minute or two: 1 round, 1,000 jobs, 100 workers (× 1 and × 2 processes), fewer samples, small stores")
 		dir     = fs.String("dir", os.TempDir(), "directory for the stores under test (every system on the same disk)")
 		limit   = fs.Duration("workoff-limit", 15*time.Second, "longest a work-off may run; a slower system reports its rate so far")
 		scale   = fs.String("scale", "1000,10000,100000", "comma-separated store sizes for the scaling figures")
@@ -117,8 +117,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !set["jobs"] {
 			c.Jobs = 1000
 		}
+		// The work-off targets are about 100 workers per process.
 		if !set["workers"] {
-			c.Workers = []int{10}
+			c.Workers = []int{targetWorkers}
 		}
 		if !set["workoff-limit"] {
 			c.WorkoffLimit = 5 * time.Second
@@ -269,6 +270,18 @@ func metricByID(id string) (metric, bool) {
 			return m, true
 		}
 	}
+	if rest, ok := strings.CutPrefix(id, "cpu-parent-"); ok {
+		if m, ok := metricByID(rest); ok && strings.HasPrefix(m.ID, "workoff-") {
+			return cpuParentMetric(m), true
+		}
+		return metric{}, false
+	}
+	if rest, ok := strings.CutPrefix(id, "cpu-"); ok {
+		if m, ok := metricByID(rest); ok && m.Group == "throughput" {
+			return cpuMetric(m), true
+		}
+		return metric{}, false
+	}
 	var procs, workers int
 	if _, err := fmt.Sscanf(id, "workoff-%dp-%dw", &procs, &workers); err == nil {
 		return workoffMetric(procs, workers), true
@@ -418,7 +431,7 @@ func (rp *report) json() ([]byte, error) {
 	for _, s := range rp.systems {
 		o.Systems = append(o.Systems, s.name)
 	}
-	for _, g := range []string{"throughput", "latency", "scale", "floor"} {
+	for _, g := range []string{"throughput", "cpu", "latency", "scale", "floor"} {
 		for _, m := range rp.r.sortedMetrics(g) {
 			o.Metrics = append(o.Metrics, m)
 			for _, s := range append(rp.systems, &system{name: "floor"}) {

@@ -57,28 +57,62 @@ func TestPercentile(t *testing.T) {
 func TestFmtNum(t *testing.T) {
 	for in, want := range map[float64]string{
 		1234567: "1,234,567", 999.6: "1,000", 123.4: "123", 12.34: "12.3", 1.234: "1.23", 0.1234: "0.123",
+		0.01234: "0.0123", 0.003339: "0.00334", 0.0001234: "0.000123", 0.00000012: "0.000000", 0: "0.000",
 	} {
 		require.Equal(t, want, fmtNum(in), "fmtNum(%v)", in)
 	}
 }
 
-// TestTargets checks the verdicts against synthetic medians: one target
-// met, one missed, one not measured.
+// TestTargets checks the verdicts against synthetic medians: each
+// throughput target met or missed against the best durable peer (not the
+// faster no-fsync one) or the floor, one not measured, and the latency
+// targets listed only when measured.
 func TestTargets(t *testing.T) {
 	r := newResults()
-	cfg := &config{Rounds: 1, Workers: []int{10}, ScaleSizes: []int{1000, 100000}}
-	r.add(mInsert16, "jobdir-file", 900)
-	r.add(mInsert16, "goqite-full", 500)
-	r.add(mInsert1, "jobdir-file", 100)
-	r.add(mFloor1, "floor", 1000)
+	// The work-off target is at 100 workers, not the largest count run.
+	cfg := &config{Rounds: 1, Workers: []int{100, 200}, ScaleSizes: []int{1000, 100000}}
+	wo := workoffMetric(2, 100)
+	r.add(wo, "jobdir-file", 2100)
+	r.add(wo, "river-full", 1000)
+	r.add(wo, "goqite-full", 900)
+	r.add(wo, "goqite-normal", 5000) // not durable: not a peer of the durable store
+	r.add(workoffMetric(2, 200), "jobdir-file", 1)
+	r.add(workoffMetric(2, 200), "river-full", 1000)
+	r.add(mInsert1, "jobdir-file", 1000)
+	r.add(mInsert1, "goqite-full", 1000)
+	r.add(mFloor1, "floor", 1200)
+	r.add(mInsert16, "jobdir-file", 2900)
+	r.add(mInsert16, "goqite-full", 2000)
+	r.add(mInsert16, "river-full", 1000)
+	r.add(latencyMetric(false, 50), "jobdir-file", 0.9)
 	rp := &report{r: r, systems: allSystems(), cfg: cfg}
-	got := map[string]string{}
+	got := map[string]target{}
+	var names []string
 	for _, tg := range rp.targets(defaultFileSystem) {
-		got[tg.Name] = tg.Met
+		got[tg.Name] = tg
+		names = append(names, tg.Name)
 	}
-	require.Equal(t, "**met**", got["durable inserts, 16 clients ≥ 1.5× goqite FULL"])
-	require.Equal(t, "missed", got["durable inserts, 1 client ≥ 90% of the floor (1 writer)"])
-	require.Equal(t, "n/a (not measured)", got["batch insert ≥ best durable peer's batch"])
+	require.Equal(t, []string{
+		"durable work-off, 100 workers × 2 processes ≥ 2× the best durable peer",
+		"batch insert, 1,000 per call ≥ 1× the best durable peer",
+		"durable inserts, 1 client ≥ 1× the best durable peer",
+		"durable inserts, 1 client ≥ 0.9× the floor (durable creates, 1 writer)",
+		"durable inserts, 16 clients ≥ 1.5× the best durable peer",
+		"submit to handler start, other process, idle, p50 < 1 ms",
+	}, names)
+	require.Equal(t, target{names[0], "2,100 vs River SQLite FULL 1,000 = 2.10×", "**met**"}, got[names[0]])
+	require.Equal(t, target{names[1], "—", "n/a (not measured)"}, got[names[1]])
+	require.Equal(t, "**met**", got[names[2]].Met, "1× the peer is met")
+	require.Equal(t, target{names[3], "1,000 vs floor 1,200 = 0.83×", "missed"}, got[names[3]])
+	require.Equal(t, target{names[4], "2,900 vs goqite SQLite FULL 2,000 = 1.45×", "missed"}, got[names[4]])
+	require.Equal(t, "**met**", got[names[5]].Met)
+
+	// The SyncFS store has its targets only when it was measured.
+	require.Empty(t, rp.targets(syncFSSystem))
+	var md strings.Builder
+	rp.writeTargets(&md)
+	require.Contains(t, md.String(), "### Targets (jobdir file store, durable)")
+	require.NotContains(t, md.String(), "SyncFS")
 }
 
 // TestBestPeer checks that the durable store is compared with durable peers
@@ -123,7 +157,7 @@ func TestRunSmoke(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(out, "results.md"))
 	require.NoError(t, err)
 	require.Equal(t, stdout.String(), string(md))
-	for _, want := range []string{"insert, 1 client", "work off, 10 worker(s) × 2 process(es)", "durable file creates, 4 writers", "jobdir memstore", "goqite SQLite NORMAL"} {
+	for _, want := range []string{"insert, 1 client", "work off, 100 worker(s) × 2 process(es)", "durable file creates, 4 writers", "jobdir memstore", "goqite SQLite NORMAL", "### CPU per 1,000 jobs (lower is better)"} {
 		require.Contains(t, string(md), want)
 	}
 	require.NotContains(t, string(md), "failed for", "a workload failed:\n%s", md)
@@ -142,9 +176,19 @@ func TestRunSmoke(t *testing.T) {
 		}
 		found[s.Metric+"/"+s.System] = true
 	}
-	require.True(t, found["workoff-2p-10w/goqite-normal"], "two-process work-off missing: %v", found)
-	require.True(t, found["workoff-1p-10w/memstore"])
-	require.False(t, found["workoff-2p-10w/memstore"], "memstore cannot be shared by processes")
+	require.True(t, found["workoff-2p-100w/goqite-normal"], "two-process work-off missing: %v", found)
+	require.True(t, found["workoff-1p-100w/memstore"])
+	require.False(t, found["workoff-2p-100w/memstore"], "memstore cannot be shared by processes")
+	// Every throughput figure has its CPU figure, the two-process work-off's
+	// from the child processes.
+	for _, id := range []string{"insert-1", "insert-16", "batch", "workoff-1p-100w", "workoff-2p-100w"} {
+		require.True(t, found["cpu-"+id+"/goqite-normal"], "no CPU figure of %s: %v", id, found)
+	}
+	require.True(t, found["cpu-insert-1/memstore"])
+	// The benchmark's own process, which only polls in a 2-process
+	// work-off, is recorded apart.
+	require.True(t, found["cpu-parent-workoff-2p-100w/goqite-normal"])
+	require.False(t, found["cpu-parent-workoff-1p-100w/goqite-normal"])
 
 	svg, err := os.ReadFile(filepath.Join(out, "workoff.svg"))
 	require.NoError(t, err)
@@ -160,13 +204,15 @@ func TestRunSmoke(t *testing.T) {
 
 func TestMetricByID(t *testing.T) {
 	get, _, _, _, rss := scaleMetrics(1500)
-	for _, m := range []metric{mInsert1, mKill, workoffMetric(2, 100), latencyMetric(true, 99), get, rss} {
+	for _, m := range []metric{mInsert1, mKill, workoffMetric(2, 100), latencyMetric(true, 99), get, rss, cpuMetric(mBatch), cpuMetric(workoffMetric(2, 100)), cpuParentMetric(workoffMetric(2, 100))} {
 		got, ok := metricByID(m.ID)
 		require.True(t, ok, m.ID)
 		require.Equal(t, m, got)
 	}
-	_, ok := metricByID("nonsense")
-	require.False(t, ok)
+	for _, id := range []string{"nonsense", "cpu-kill", "cpu-cpu-batch", "cpu-", "cpu-parent-batch", "cpu-parent-cpu-workoff-2p-10w"} {
+		_, ok := metricByID(id)
+		require.False(t, ok, id)
+	}
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {

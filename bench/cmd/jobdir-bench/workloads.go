@@ -147,54 +147,75 @@ func runInsert(ctx context.Context, c *config, r *results, s *system) error {
 		if clients == 16 {
 			m = mInsert16
 		}
-		rate, err := withQueue(ctx, c, s, func(q queue) (float64, error) {
+		res, err := withQueue(ctx, c, s, func(q queue) (hammered, error) {
 			return hammer(ctx, clients, c.InsertFor, func() (int, error) { return 1, q.Insert(ctx, 0) })
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.ID, err)
 		}
-		r.add(m, s.name, rate)
-		c.logf("%-20s %-34s %10.0f %s", s.name, m.Title, rate, m.Unit)
+		res.record(c, r, m, s.name)
 	}
 	return nil
 }
 
 func runBatch(ctx context.Context, c *config, r *results, s *system) error {
-	rate, err := withQueue(ctx, c, s, func(q queue) (float64, error) {
+	res, err := withQueue(ctx, c, s, func(q queue) (hammered, error) {
 		return hammer(ctx, 1, c.InsertFor, func() (int, error) { return 1000, q.InsertBatch(ctx, 1000) })
 	})
 	if err != nil {
 		return fmt.Errorf("batch: %w", err)
 	}
-	r.add(mBatch, s.name, rate)
-	c.logf("%-20s %-34s %10.0f %s", s.name, mBatch.Title, rate, mBatch.Unit)
+	res.record(c, r, mBatch, s.name)
 	return nil
 }
 
 // withQueue runs f on a queue open on a fresh store of s.
-func withQueue(ctx context.Context, c *config, s *system, f func(queue) (float64, error)) (float64, error) {
+func withQueue(ctx context.Context, c *config, s *system, f func(queue) (hammered, error)) (hammered, error) {
+	var zero hammered
 	dir, cleanup, err := c.freshDir(ctx, s)
 	if err != nil {
-		return 0, err
+		return zero, err
 	}
 	defer cleanup()
 	q, err := s.open(ctx, dir)
 	if err != nil {
-		return 0, err
+		return zero, err
 	}
 	v, err := f(q)
 	return v, errors.Join(err, q.Close())
 }
 
-// hammer calls op from clients goroutines for d and returns the items per
-// second they did. Each call reports how many items it did.
-func hammer(ctx context.Context, clients int, d time.Duration, op func() (int, error)) (float64, error) {
+// hammered is what a hammer did: items, in how long, at what CPU cost to
+// this process.
+type hammered struct {
+	n       int64
+	elapsed time.Duration
+	cpu     cpuUsage
+}
+
+// record adds the rate and the CPU per 1,000 items of h as figure m.
+func (h hammered) record(c *config, r *results, m metric, system string) {
+	rate := float64(h.n) / h.elapsed.Seconds()
+	r.add(m, system, rate)
+	c.logf("%-20s %-34s %10.0f %s", system, m.Title, rate, m.Unit)
+	recordCPU(c, r, cpuMetric(m), system, h.cpu, float64(h.n))
+}
+
+// hammer calls op from clients goroutines for d and returns the items they
+// did, the time they took and the CPU time this process spent meanwhile
+// (every system under test does its inserts in the calling process). Each
+// call reports how many items it did.
+func hammer(ctx context.Context, clients int, d time.Duration, op func() (int, error)) (hammered, error) {
 	var (
 		n        atomic.Int64
 		wg       sync.WaitGroup
 		firstErr error
 		once     sync.Once
 	)
+	cpu0, err := selfCPU()
+	if err != nil {
+		return hammered{}, err
+	}
 	start := time.Now()
 	deadline := start.Add(d)
 	for range clients {
@@ -210,10 +231,15 @@ func hammer(ctx context.Context, clients int, d time.Duration, op func() (int, e
 		})
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
+	elapsed := time.Since(start)
+	cpu1, err := selfCPU()
+	if err != nil {
+		return hammered{}, err
 	}
-	return float64(n.Load()) / time.Since(start).Seconds(), ctx.Err()
+	if firstErr != nil {
+		return hammered{}, firstErr
+	}
+	return hammered{n: n.Load(), elapsed: elapsed, cpu: cpu1.sub(cpu0)}, ctx.Err()
 }
 
 // seed submits n jobs to q in batches of up to 1,000.
@@ -229,7 +255,8 @@ func seed(ctx context.Context, q queue, n int) error {
 }
 
 // runWorkoff seeds c.Jobs no-op jobs and measures how fast workers in 1
-// process (this one) and in 2 child processes (workers each) work them off.
+// process (this one) and in 2 child processes (workers each) work them off,
+// and the CPU time the processes that work spend on it.
 func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, procs int) error {
 	m := workoffMetric(procs, workers)
 	dir, cleanup, err := c.freshDir(ctx, s)
@@ -249,6 +276,8 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 	var (
 		handled   atomic.Int64
 		start     time.Time
+		selfCPU0  cpuUsage
+		workCPU   func() (cpuUsage, int64, error) // the workers' CPU time and jobs so far
 		stopWork  func() error
 		timedOut  bool
 		workCtx   context.Context
@@ -258,6 +287,9 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 	if procs == 1 {
 		workCtx, cancel = context.WithCancel(ctx)
 		defer cancel()
+		if selfCPU0, err = selfCPU(); err != nil {
+			return err
+		}
 		start = time.Now()
 		go func() {
 			workErrCh <- q.Work(workCtx, workers, func(context.Context, int64) error {
@@ -265,6 +297,12 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 				return nil
 			}, func() {})
 		}()
+		// The workers run in this process, beside the poll for the
+		// end: this process's CPU time is theirs and the poll's.
+		workCPU = func() (cpuUsage, int64, error) {
+			u, err := selfCPU()
+			return u.sub(selfCPU0), handled.Load(), err
+		}
 		stopWork = func() error {
 			cancel()
 			return <-workErrCh
@@ -288,11 +326,41 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 				return err
 			}
 		}
+		if selfCPU0, err = selfCPU(); err != nil {
+			return err
+		}
 		start = time.Now()
 		for _, k := range kids {
 			if err := k.send("go"); err != nil {
 				return err
 			}
+		}
+		// Each child counts its CPU time from its "go" and reports it
+		// when asked: the children's CPU time is the workers'. This
+		// process only polls for the end; its CPU time is recorded
+		// apart (cpuParentMetric).
+		workCPU = func() (cpuUsage, int64, error) {
+			for _, k := range kids {
+				if err := k.send("cpu"); err != nil {
+					return cpuUsage{}, 0, err
+				}
+			}
+			var (
+				sum cpuUsage
+				n   int64
+			)
+			for _, k := range kids {
+				f, err := k.expect(ctx, "cpu", time.Minute)
+				if err != nil {
+					return cpuUsage{}, 0, err
+				}
+				u, h, err := parseCPULine(f)
+				if err != nil {
+					return cpuUsage{}, 0, err
+				}
+				sum, n = sum.add(u), n+h
+			}
+			return sum, n, nil
 		}
 		stopWork = func() error {
 			var errs []error
@@ -324,20 +392,32 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 		timedOut = true
 		end = time.Now()
 	}
-	if err := stopWork(); err != nil {
+	cpu, cpuJobs, cpuErr := workCPU()
+	parentCPU, _ := selfCPU() // getrusage(RUSAGE_SELF) does not fail
+	parentCPU = parentCPU.sub(selfCPU0)
+	if err := errors.Join(stopWork(), cpuErr); err != nil {
 		return err
 	}
 	elapsed := end.Sub(start).Seconds()
 	done := float64(handled.Load())
 	if !timedOut {
-		done = float64(c.Jobs)
+		done, cpuJobs = float64(c.Jobs), int64(c.Jobs)
 	}
 	rate := done / elapsed
 	if timedOut {
 		r.note(m, s.name, fmt.Sprintf("stopped at the %s limit", c.WorkoffLimit))
+		cpuNote := fmt.Sprintf("stopped at the %s limit: per job handled by then", c.WorkoffLimit)
+		r.note(cpuMetric(m), s.name, cpuNote)
+		if procs > 1 {
+			r.note(cpuParentMetric(m), s.name, cpuNote)
+		}
 	}
 	r.add(m, s.name, rate)
 	c.logf("%-20s %-34s %10.0f %s%s", s.name, m.Title, rate, m.Unit, map[bool]string{true: " (time limit)"}[timedOut])
+	recordCPU(c, r, cpuMetric(m), s.name, cpu, float64(cpuJobs))
+	if procs > 1 {
+		recordCPU(c, r, cpuParentMetric(m), s.name, parentCPU, float64(cpuJobs))
+	}
 	return nil
 }
 
