@@ -37,6 +37,9 @@ func runChild(role string) int {
 	if strings.HasPrefix(role, "powercut-") {
 		return powercutChild(role)
 	}
+	if role == "stop-inside" {
+		return stopInsideChild()
+	}
 	if role == "hold-locks" {
 		// Hold the record lock files named in childKey (comma-separated;
 		// "all": every stripe) exclusively, as a process stopped in the

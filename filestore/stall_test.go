@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/internal/fsfault"
 	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -298,4 +301,113 @@ func TestOpenSkipsLockedRepairs(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created, "the key of a job never published was not freed")
 	require.NotEqual(t, orphan.ID, j.ID)
+}
+
+// stopInsideChild is the child of TestProcessStoppedInsideAChange: on
+// the store in childDir it submits a job of kind "x" (childKey "submit"),
+// or submits, claims and completes one (childKey "complete"), and stops
+// itself (SIGSTOP) at the worst moment of that Submit or Complete: at the
+// fsync of the directory the record went to, with the job's record lock
+// held, its record in place (for a Complete, its old copy in claimed/ not
+// yet removed) and, for a Complete, its lease held. It prints "stopping
+// ID" first.
+func stopInsideChild() int {
+	ctx := context.Background()
+	mode := os.Getenv(childKey)
+	var armed atomic.Bool
+	var id atomic.Value
+	id.Store("a new job") // a Submit's ID is known only inside it
+	want := dirQueued
+	if mode == "complete" {
+		want = dirDone
+	}
+	inj := &fsfault.Injector{Fail: func(op fsfault.Op, path string) error {
+		if op == fsfault.SyncDir && filepath.Base(path) == want && armed.CompareAndSwap(true, false) {
+			fmt.Printf("stopping %s\n", id.Load())
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		}
+		return nil
+	}}
+	s, err := Open(ctx, os.Getenv(childDir), &Options{Faults: inj, RecoverInterval: time.Hour})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 1
+	}
+	defer s.Close()
+	if mode == "submit" {
+		armed.Store(true)
+		_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "x"})
+	} else {
+		var j jobstore.Job
+		if j, _, err = s.Submit(ctx, jobstore.Spec{Kind: "x"}); err == nil {
+			if j, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "stopped", Kinds: []string{"x"}}); err == nil {
+				id.Store(j.ID)
+				armed.Store(true)
+				_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "stop-inside:", err)
+		return 1
+	}
+	select {} // until killed
+}
+
+// TestProcessStoppedInsideAChange: a process stopped inside a Submit or a
+// Complete, at the moment it holds the most (the job's record lock, its
+// lease, the record written and the fsync of its directory under way),
+// delays no operation on any other job: Get, Cancel, Claim, Complete and
+// List of other jobs return without waiting for it (a wait would last
+// until the process is killed). How long each took is logged; the
+// benchmarks and the torture run hold the figures.
+func TestProcessStoppedInsideAChange(t *testing.T) {
+	for _, mode := range []string{"submit", "complete"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openAt(t, dir, nil)
+			ctx := t.Context()
+			y1, _, err := s.Submit(ctx, jobstore.Spec{Kind: "y"})
+			require.NoError(t, err)
+			y2, _, err := s.Submit(ctx, jobstore.Spec{Kind: "y"})
+			require.NoError(t, err)
+
+			c := startChild(t, dir, "stop-inside", childKey+"="+mode)
+			line := c.Next(t)
+			require.True(t, strings.HasPrefix(line, "stopping "), "child said %q", line)
+			stopCtx, cancel := context.WithTimeout(ctx, stallBound)
+			defer cancel()
+			require.NoError(t, c.Stop(stopCtx))
+			defer func() { _ = c.Signal(syscall.SIGCONT) }()
+
+			timed := func(what string, f func() error) {
+				t.Helper()
+				start := time.Now()
+				_, err := returnsPromptly(t, what, func() (struct{}, error) { return struct{}{}, f() })
+				require.NoError(t, err, what)
+				t.Logf("%s (other jobs) while a process is stopped inside a %s: %s", what, mode, time.Since(start).Round(10*time.Microsecond))
+			}
+			timed("Get", func() error { _, err := s.Get(ctx, y1.ID); return err })
+			var claimed jobstore.Job
+			timed("Claim", func() error {
+				var err error
+				claimed, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"y"}})
+				return err
+			})
+			timed("Complete", func() error { _, err := s.Complete(ctx, claimed.Lease(), jobstore.Succeeded(nil)); return err })
+			other := y2
+			if claimed.ID == y2.ID {
+				other = y1
+			}
+			timed("Cancel", func() error { _, err := s.Cancel(ctx, other.ID); return err })
+			timed("List", func() error {
+				page, err := s.List(ctx, jobstore.ListOptions{})
+				if err == nil && len(page.Jobs) != 3 {
+					err = fmt.Errorf("List shows %d jobs, want 3 (two of this test's, one of the stopped process's): %v", len(page.Jobs), page.Jobs)
+				}
+				return err
+			})
+			timed("Stats", func() error { _, err := s.Stats(ctx); return err })
+		})
+	}
 }
