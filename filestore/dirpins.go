@@ -18,7 +18,7 @@ import (
 // one openat(2), renameat(2), linkat(2) or unlinkat(2), where a path
 // resolved component by component through the root costs an open and a
 // close of every directory on the way (two to four more system calls per
-// path, five per rename; see docs/format.md, "Where changes are made").
+// path, five per rename; see docs/format.md, "Resolving paths").
 //
 // Before each change, the name of every pinned directory on the way is
 // checked to still name the directory pinned (one fstatat(2) per level),

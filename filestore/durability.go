@@ -12,9 +12,10 @@ import (
 
 // durability makes the store's changes durable. Its mode is fixed at Open:
 //
-//   - fsync per file and directory (the default): each new file is fsynced
-//     before it is renamed or linked into place (file reports true), and
-//     each directory whose entries changed is fsynced after (dir);
+//   - fsync per file and directory (the default): each new file is fsynced,
+//     before it is renamed or linked into place (file reports true) or,
+//     where its name replaces nothing, once in place (placed), and each
+//     directory whose entries changed is fsynced after (dir);
 //     concurrent callers that changed one directory share one fsync of it
 //     (group commit, see groupSync). A large SubmitBatch writes its files
 //     unsynced and makes them durable with one syncfs(2) instead (batch),

@@ -71,7 +71,7 @@ type fileOps interface {
 	// new file into place before its fsync, and then fsyncing it and its
 	// directory, costs one journal commit where the fsync before the
 	// rename costs two: the file's fsync commits the rename with it (see
-	// docs/format.md, "Flushes").
+	// docs/format.md, "Durability").
 	SyncFile(path string) error
 	// FSInfo says what kind of file system holds dir. Returns an error
 	// matching errors.ErrUnsupported where the system cannot tell.
