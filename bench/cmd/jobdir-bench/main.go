@@ -85,6 +85,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// A -dir that does not exist yet (a subdirectory of a fresh mount) is
+	// made, rather than failing every figure of the run one by one.
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return fmt.Errorf("-dir: %w", err)
+	}
 
 	c := &config{
 		Rounds:        *rounds,
