@@ -365,11 +365,7 @@ func (f osFS) Remove(path string) error {
 		if err != nil {
 			return err
 		}
-		err = d.use(func(fd int) error { return removeAt(fd, b) })
-		if err != nil && !errors.Is(err, os.ErrClosed) {
-			err = &os.PathError{Op: "remove", Path: path, Err: err}
-		}
-		return f.abs(err)
+		return f.abs(pathError("remove", path, d.use(func(fd int) error { return removeAt(fd, b) })))
 	}
 	ops, rel := f.at(path)
 	return f.abs(ops.Remove(rel[0]))
@@ -406,15 +402,17 @@ func (f osFS) Mkdir(dir string, perm os.FileMode) error {
 func (f osFS) SyncFile(path string) error {
 	if d, b, ok, err := f.pinned(path); ok {
 		if err == nil {
-			err = d.use(func(dfd int) error { return syncAt(dfd, b) })
-			if err != nil && !errors.Is(err, os.ErrClosed) {
-				err = &os.PathError{Op: "sync", Path: path, Err: err}
-			}
+			err = pathError("sync", path, d.use(func(dfd int) error { return syncAt(dfd, b) }))
 		}
 		return f.abs(err)
 	}
+	return f.syncThroughRoot(path, noFollow)
+}
+
+// syncThroughRoot opens path through the root with flag and fsyncs it.
+func (f osFS) syncThroughRoot(path string, flag int) error {
 	ops, rel := f.at(path)
-	file, err := ops.OpenFile(rel[0], os.O_RDONLY|noFollow, 0)
+	file, err := ops.OpenFile(rel[0], os.O_RDONLY|flag, 0)
 	if err != nil {
 		return f.abs(err)
 	}
@@ -425,27 +423,25 @@ func (f osFS) SyncFile(path string) error {
 	return f.abs(err)
 }
 
+// pathError wraps an error of a change made at a pinned directory as the
+// os package would, leaving os.ErrClosed (the store was closed meanwhile)
+// for abs to tell.
+func pathError(op, path string, err error) error {
+	if err == nil || errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return &os.PathError{Op: op, Path: path, Err: err}
+}
+
 func (f osFS) SyncDir(dir string) error {
 	if f.pins != nil {
 		if r, ok := strings.CutPrefix(dir, f.dir+string(filepath.Separator)); ok && pinnable(filepath.Clean(r)) {
 			d, err := f.pins.verified(filepath.Clean(r))
 			if err == nil {
-				err = d.use(func(fd int) error { return ignoringEINTR(func() error { return fsyncFD(fd) }) })
-				if err != nil && !errors.Is(err, os.ErrClosed) {
-					err = &os.PathError{Op: "sync", Path: dir, Err: err}
-				}
+				err = pathError("sync", dir, d.use(func(fd int) error { return ignoringEINTR(func() error { return fsyncFD(fd) }) }))
 			}
 			return f.abs(err)
 		}
 	}
-	ops, rel := f.at(dir)
-	file, err := ops.OpenFile(rel[0], os.O_RDONLY|syscall.O_DIRECTORY, 0)
-	if err != nil {
-		return f.abs(err)
-	}
-	err = file.Sync()
-	if cerr := file.Close(); err == nil {
-		err = cerr
-	}
-	return f.abs(err)
+	return f.syncThroughRoot(dir, syscall.O_DIRECTORY)
 }
