@@ -121,19 +121,10 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 	if err := s.writeDurably(ctx, news); err != nil {
 		return fail(err)
 	}
-	// The record locks of the keyed jobs are held from before their key
-	// files are linked until their records are durable, as in Submit, so
-	// that a submit of the same key waits for the record rather than take
-	// the key file for an abandoned one. Each is a new job's own lock
-	// file, which nobody else knows yet: no wait. A job without a key
-	// gets no lock file here (its first change makes it): its data is
-	// durable before its record is renamed into queued/, so a claim of it
-	// before queued/ is fsynced claims a whole job, and if that fsync
-	// fails, takeBack locks it to take it back.
+	// The record locks of the jobs are held from before their key files
+	// are linked until their records are durable, as in Submit. Each is a
+	// new job's own lock file, which nobody else knows yet: no wait.
 	for _, b := range news {
-		if b.hash == "" {
-			continue
-		}
 		unlock, err := s.lockJob(ctx, b.job.ID)
 		if err != nil {
 			return fail(err)
@@ -238,19 +229,13 @@ feed:
 
 // takeBack removes whatever a failed batch made: temp files, records in
 // queued/ and key files. A record goes before its key file, as in Prune.
-// The caller holds the record locks of the keyed jobs it published or
-// linked, since before it did, so nobody else can have changed them; a
-// job without a key is locked here, and stays if another process has
-// its lock (a claim of it is under way) or has changed it. Each record
+// The caller holds the record locks of the jobs it published or linked,
+// since before it did, so nobody else can have changed them; each record
 // and key file is still checked before it goes (see unpublish).
 func (s *Store) takeBack(news []*batchJob) {
 	for _, b := range news {
 		if b.tmp != "" {
 			_ = s.fs.Remove(b.tmp)
-		}
-		if b.queued && b.hash == "" {
-			s.takeBackUnkeyed(b.job.ID)
-			continue
 		}
 		if b.queued && !s.takeBackRecord(b.job.ID) {
 			continue // the job stays, with its key
@@ -261,17 +246,4 @@ func (s *Store) takeBack(news []*batchJob) {
 			}
 		}
 	}
-}
-
-// takeBackUnkeyed takes back the record of a failed batch's job without a
-// key, under its record lock, unless another holder has that lock: then a
-// claim or change of the job is under way, and the job stays.
-func (s *Store) takeBackUnkeyed(id string) {
-	unlock, ok, err := s.tryLockJob(id)
-	if err != nil || !ok {
-		s.log.Warn("filestore: submit batch failed; a job of it that another process is changing stays", "id", id, "err", err)
-		return
-	}
-	defer unlock()
-	s.takeBackRecord(id)
 }
