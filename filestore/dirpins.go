@@ -272,8 +272,15 @@ func (d *pinnedDir) overwrite(name, path string, data []byte) error {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return fmt.Errorf("%s: not a regular file", path)
 		}
-		if _, err := unix.Pwrite(fd, data, 0); err != nil {
-			return &os.PathError{Op: "write", Path: path, Err: err}
+		for off := 0; off < len(data); {
+			var n int
+			if err := ignoringEINTR(func() (err error) { n, err = unix.Pwrite(fd, data[off:], int64(off)); return err }); err != nil {
+				return &os.PathError{Op: "write", Path: path, Err: err}
+			}
+			if n == 0 {
+				return &os.PathError{Op: "write", Path: path, Err: unix.EIO}
+			}
+			off += n
 		}
 		if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
 			return &os.PathError{Op: "truncate", Path: path, Err: err}

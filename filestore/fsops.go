@@ -354,7 +354,7 @@ func (f osFS) between(op, oldname, newname string, fn func(ofd int, ob string, n
 	err = useBoth(od, nd, func(ofd, nfd int) error {
 		return ignoringEINTR(func() error { return fn(ofd, ob, nfd, nb) })
 	})
-	if err != nil && !errors.Is(err, os.ErrClosed) {
+	if err != nil && !errors.Is(err, os.ErrClosed) { // as in pathError
 		err = &os.LinkError{Op: op, Old: oldname, New: newname, Err: err}
 	}
 	return true, f.abs(err)

@@ -1077,4 +1077,13 @@ func TestWriteAfterCloseIsErrClosed(t *testing.T) {
 	err = fsys.Mkdir(filepath.Join(dir, "late"), 0o700)
 	require.ErrorIs(t, err, jobstore.ErrClosed)
 	require.NoDirExists(t, filepath.Join(dir, "late"))
+	// A change made relative to a state directory's descriptor (dirpins.go)
+	// too: the descriptors were closed with the store.
+	late := filepath.Join(dir, dirQueued, "late.json")
+	early := filepath.Join(dir, dirDone, "early.json")
+	require.NoError(t, os.WriteFile(early, nil, 0o600))
+	require.ErrorIs(t, fsys.Rename(early, late), jobstore.ErrClosed)
+	require.ErrorIs(t, fsys.Remove(filepath.Join(dir, dirDone, "x.json")), jobstore.ErrClosed)
+	require.ErrorIs(t, fsys.SyncDir(filepath.Join(dir, dirQueued)), jobstore.ErrClosed)
+	require.NoFileExists(t, late)
 }
