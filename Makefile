@@ -72,8 +72,8 @@ COUNT ?= 6
 bench: ## Go benchmarks of the hot paths (benchstat-friendly output).
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) ./filestore ./memstore ./runner ./httpapi ./execjob
 
-bench-build: ## Build and vet the side-by-side benchmark module (bench/, its own go.mod).
-	cd bench && $(GO) vet ./... && $(GO) build -o /dev/null ./cmd/jobdir-bench
+bench-build: ## Build and vet the side-by-side benchmark module (bench/, its own go.mod), and run its short tests (the report and its targets).
+	cd bench && $(GO) vet ./... && $(GO) build -o /dev/null ./cmd/jobdir-bench && $(GO) test -short ./...
 
 BENCHFLAGS ?=
 bench-peers: ## Side-by-side benchmark against River and goqite on SQLite (about 25 minutes); writes docs/benchmarks/.

@@ -29,6 +29,7 @@ func (s *Store) awaitWork(ctx context.Context, nj *jobstore.NoJobError) error {
 	if err := s.enter(ctx, "await work"); err != nil {
 		return err
 	}
+	s.watch()
 	s.mu.Lock()
 	if s.signals.Arrived(nj) {
 		s.mu.Unlock()

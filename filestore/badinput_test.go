@@ -306,6 +306,11 @@ func TestStaleCopyHighestRevWins(t *testing.T) {
 	require.NoError(t, os.WriteFile(s.recordPath(dirQueued, j.ID), old, 0o600))
 	require.NoError(t, s.Close())
 	s2 := openAt(t, dir, &Options{NoSync: true})
+	got, err = s2.Get(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateCanceled, got.State)
+	_, err = s2.Repair(t.Context())
+	require.NoError(t, err)
 	_, err = os.Lstat(s2.recordPath(dirQueued, j.ID))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
@@ -335,6 +340,7 @@ func TestLostEventsClaimFindsJob(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true, PollInterval: 100 * time.Millisecond})
 	// Stop this Store's watcher and keep it stopped: every event is lost.
+	s.watch()
 	s.watchMu.Lock()
 	require.NoError(t, s.watcher.Close())
 	s.watcher = nil

@@ -26,8 +26,10 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	if err := req.Validate(); err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", err)
 	}
+	s.watch()
 	s.mu.Lock()
 	seq := s.signals.Seq()
+	s.claimer = true
 	s.mu.Unlock()
 	if _, err := s.refreshCands(); err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: claim: scan queue: %w", err)

@@ -42,13 +42,15 @@ func openAtFS(t *testing.T, dir string, opts *Options, fsys fileOps) *Store {
 	return s
 }
 
-// requireConsistent reopens the store in dir (which repairs what a crash
-// leaves) and requires Fsck to find nothing else wrong.
+// requireConsistent reopens the store in dir, makes the repairs of what a
+// crash leaves (Repair) and requires Fsck to find nothing else wrong.
 func requireConsistent(t *testing.T, dir string) {
 	t.Helper()
 	s, err := Open(context.Background(), dir, &Options{NoSync: true})
 	require.NoError(t, err)
 	defer s.Close()
+	_, err = s.Repair(context.Background())
+	require.NoError(t, err)
 	r, err := s.Fsck(context.Background(), false)
 	require.NoError(t, err)
 	require.True(t, r.OK(), "fsck: %v", r.Problems)

@@ -118,7 +118,7 @@ package filestore
 //	watch.go        inotify, the candidate set's refresh, the maintenance loop
 //	prune.go        Prune
 //	recover.go      queuing again the jobs of dead workers
-//	fsck.go         Fsck and the repair at Open
+//	fsck.go         Fsck, Repair and the recovery at Open
 //	import.go       Import
 //	leasefile.go    LeaseFile
 //	locks.go        record locks and leases (turn.go: their in-process queue)

@@ -203,7 +203,7 @@ func TestFsckRemovesOrphanLockFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, j.State)
 
-	// Open removes one too.
+	// Repair removes one too.
 	again := jobstore.NewJob(jobstore.Spec{Kind: "k"}, time.Now())
 	holder = startChild(t, dir, "hold-locks", childKey+"="+lockName(s, again.ID))
 	require.Equal(t, "locked", holder.Next(t))
@@ -211,14 +211,17 @@ func TestFsckRemovesOrphanLockFile(t *testing.T) {
 	_ = holder.Wait(t.Context())
 	require.FileExists(t, s.lockPath(again.ID))
 	// One made a moment ago may be a submit's that has not locked it yet,
-	// as when processes start together: Open leaves it, and warns of
-	// nothing.
+	// as when processes start together: the background Repair of a
+	// Store opened now leaves it, and warns of nothing.
 	logs := &logBuffer{}
-	openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	require.FileExists(t, s.lockPath(again.ID), "Open took a lock file made a moment ago for a dead submitter's")
+	s3 := openAt(t, dir, &Options{NoSync: true, RecoverInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.Eventually(t, s3.repairedInBackground.Load, 10*time.Second, 10*time.Millisecond)
+	require.FileExists(t, s.lockPath(again.ID), "Repair took a lock file made a moment ago for a dead submitter's")
 	require.NotContains(t, logs.String(), string(ProblemOrphanLock))
 	aged(s.lockPath(again.ID))
-	openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
-	require.NoFileExists(t, s.lockPath(again.ID), "Open left the old lock file of a job that has no record")
+	r, err = openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour}).Repair(ctx)
+	require.NoError(t, err)
+	require.Len(t, problemsOf(r, ProblemOrphanLock), 1, "%v", r.Problems)
+	require.NoFileExists(t, s.lockPath(again.ID), "Repair left the old lock file of a job that has no record")
 	require.FileExists(t, s.lockPath(kept.ID))
 }

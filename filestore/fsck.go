@@ -137,22 +137,65 @@ func (s *Store) Fsck(ctx context.Context, repair bool) (Report, error) {
 	return r, nil
 }
 
-// repairAtOpen is the Open step that repairs what crashes left: temp files
-// are already swept; it removes stale copies, rolls back dangling key files,
-// removes the lock files of jobs that have no record and recovers dead
-// workers' jobs. It reads every key file but only the
-// records that appear in two directories.
-func (s *Store) repairAtOpen(ctx context.Context) error {
+// Repair makes the repairs of what crashes leave behind: it removes the
+// stale copies an interrupted move left, rolls back dangling key files,
+// sets aside torn key files (and the records that are the same file),
+// removes the lock files of jobs that have no record, and recovers dead
+// workers' jobs. It reads every key file and lists every state directory,
+// so its cost grows with the store; it reads only the records found in two
+// directories (Fsck reads every one).
+//
+// Open does none of this but the recovery of dead workers' jobs, so that
+// opening costs nothing that grows with the store. Nothing needs it
+// first: a read takes the newest of two copies, and a Submit sets aside a
+// torn or dangling key file it meets. Each Store makes these repairs once
+// in the background, at its first recovery pass a second or more after
+// Open (see Options.RecoverInterval), and logs each one; Repair is for a
+// program that wants them made, and reported, now. It is safe to run
+// while other processes use the store.
+func (s *Store) Repair(ctx context.Context) (Report, error) {
+	if err := s.enter(ctx, "repair"); err != nil {
+		return Report{}, err
+	}
+	r, err := s.check(ctx, true, false)
+	if err != nil {
+		return r, fmt.Errorf("filestore: repair: %w", err)
+	}
+	return r, nil
+}
+
+// repairDelay is how long after Open a Store first makes the repairs of
+// Repair in the background: a command that opens the store for one
+// operation is done by then, and never pays for them.
+const repairDelay = time.Second
+
+// repairInBackground is the background pass of Repair: its findings are
+// logged, a full disk postpones it (what is there stays readable, and a
+// dead worker's job is still recovered every RecoverInterval), and it
+// reports whether it is done.
+func (s *Store) repairInBackground(ctx context.Context) bool {
 	r, err := s.check(ctx, true, false)
 	for _, p := range r.Problems {
-		s.log.Warn("filestore: open: "+p.String(), "id", p.ID)
+		s.log.Warn("filestore: repair: "+p.String(), "id", p.ID)
 	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		// A full disk must not keep the store from opening: what is there
-		// stays readable, and the repairs left (a dead worker's job to
-		// queue again) are retried by recovery every RecoverInterval.
-		s.log.Warn("filestore: open: repair postponed, the disk is full", "err", err)
-		return nil
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() != nil:
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		s.log.Warn("filestore: repair postponed, the disk is full", "err", err)
+	default:
+		s.log.Warn("filestore: repair", "err", err)
+	}
+	return false
+}
+
+// recoverAtOpen is the Open step that recovers the jobs of dead workers:
+// its cost grows with the jobs running, not with the store.
+func (s *Store) recoverAtOpen(ctx context.Context) error {
+	probs, err := s.recoverDead(ctx, true)
+	for _, p := range probs {
+		s.log.Warn("filestore: open: "+p.String(), "id", p.ID)
 	}
 	return err
 }

@@ -52,6 +52,7 @@ const barrierWait = 2 * time.Second
 // the store has no watcher (events are not coming); the caller then reads
 // twice.
 func (s *Store) recordMoves() *moveRecorder {
+	s.watch()
 	r := &moveRecorder{
 		ids:     make(map[string]struct{}),
 		barrier: s.nextBarrier(),

@@ -49,6 +49,7 @@ func (s *Store) notifyAll() {
 // watchJob returns a channel closed on the next event about job id, and a
 // function that stops watching.
 func (s *Store) watchJob(id string) (<-chan struct{}, func()) {
+	s.watch()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.changed[id]

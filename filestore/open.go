@@ -16,11 +16,13 @@ import (
 )
 
 // Open opens the store in dir, creating dir and the store's layout if they
-// are missing, and returns it once the store is consistent: it checks the
-// filesystem, checks (or records) the format version, migrates a directory
-// written by the old single-process store, sweeps temporary files left by
-// dead processes, repairs what a crash left half done and queues again the
-// jobs of dead workers. opts may be nil.
+// are missing: it checks the filesystem, checks (or records) the format
+// version, migrates a directory written by the old single-process store,
+// sweeps temporary files left by dead processes and queues again the jobs
+// of dead workers. Its cost does not grow with the store: the repair of
+// what crashes leave (see Repair) is made in the background a second
+// after Open, the queue is read by the first Claim, and the directories are
+// watched from the first call that needs events. opts may be nil.
 //
 // Open returns ErrUnsupportedFilesystem on a network or userspace
 // filesystem (unless opts.AllowUnsafeFilesystem), ErrFormatTooNew for a
@@ -82,9 +84,10 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		}},
 		{"migrate legacy records", s.migrateLegacy},
 		{"sweep temporary files", s.sweepTmp},
-		{"start watcher", s.startWatcher},
-		{"repair", s.repairAtOpen},
-		{"scan queue", s.scanQueue},
+		{"recover dead workers' jobs", s.recoverAtOpen},
+		// The candidate set is filled by the first Claim (refreshCands):
+		// a Store that never claims never reads queued/.
+		{"scan queue", func(context.Context) error { s.markRescan(); return nil }},
 	}
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil {

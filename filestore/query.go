@@ -215,6 +215,7 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	}
 	// A job that moves between directories during the call is caught by
 	// the recorder (see moveRecorder).
+	s.watch()
 	s.primeIndex()
 	rec := s.recordMoves()
 	moved, complete, err := s.finishMoves(ctx, rec)

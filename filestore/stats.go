@@ -105,6 +105,7 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	}
 	// The recorder first: an event after it is recorded for this call, one
 	// before it is among the dirty IDs (or both).
+	s.watch()
 	s.primeIndex()
 	rec := s.recordMoves()
 	dirty, lost := s.takeStatsDirty()

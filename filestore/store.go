@@ -63,7 +63,9 @@ type Store struct {
 	claiming sync.RWMutex
 
 	watchMu sync.Mutex
-	watcher *fsnotify.Watcher
+	// watching is set by the first watch (guarded by watchMu).
+	watching bool
+	watcher  *fsnotify.Watcher
 
 	mu sync.Mutex
 	// cands is the claim candidate set: every job believed to be in
@@ -74,6 +76,13 @@ type Store struct {
 	// them; rescan asks for a full rescan of queued/.
 	pending map[string]struct{}
 	rescan  bool
+	// repairedInBackground is set once maintain has made the repairs of
+	// Repair.
+	repairedInBackground atomic.Bool
+	// claimer is set by the first Claim: until then the Store keeps no
+	// candidate set (no pending IDs, no polls of queued/), so that one
+	// that never claims never reads the queue.
+	claimer bool
 	// work is closed and replaced whenever a job may have become
 	// claimable; signals counts that, and what the latest Claim that
 	// found nothing saw (see AwaitWork).

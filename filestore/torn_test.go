@@ -36,7 +36,8 @@ func problemsOf(r Report, kind ProblemKind) []Problem {
 
 // TestTornRecordMendedAtOpen: a power cut left a keyed job's record empty
 // (its submit, whose data never reached the disk, was never acknowledged).
-// Open sets the record and its key file aside in quarantine/, so that the
+// Repair (which every Store makes in the background a second after Open)
+// sets the record and its key file aside in quarantine/, so that the
 // key is free again: a submit of it creates a new job, and the store is
 // clean. Before, every submit of the key failed with "corrupt job record:
 // empty file (run fsck)".
@@ -61,6 +62,9 @@ func TestTornRecordMendedAtOpen(t *testing.T) {
 	}
 
 	s = openAt(t, dir, &Options{RecoverInterval: time.Hour})
+	rep, err := s.Repair(ctx)
+	require.NoError(t, err)
+	require.Len(t, problemsOf(rep, ProblemTornRecord), 2*(1+syncFSBatch), "every record and key file: %v", rep.Problems)
 	r, err := s.Fsck(ctx, false)
 	require.NoError(t, err)
 	require.True(t, r.OK(), "%v", r.Problems)

@@ -156,6 +156,19 @@ func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
 	if err := jobstore.ValidateID(id); err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: wait: %w", err)
 	}
+	if !s.watchStarted() {
+		// The first Wait of a Store that has not watched yet: a job
+		// already finished is returned without starting the watcher.
+		j, err := s.get(ctx, id)
+		switch {
+		case ctx.Err() != nil:
+			return jobstore.Job{}, ctx.Err()
+		case err != nil:
+			return jobstore.Job{}, fmt.Errorf("filestore: wait: %w", err)
+		case j.State.Terminal():
+			return j, nil
+		}
+	}
 	r, need, leave, err := s.joinReader(id)
 	if err != nil {
 		return jobstore.Job{}, err

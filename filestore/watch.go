@@ -19,22 +19,39 @@ import (
 // overflow, or never sent on some filesystems), so no result depends on an
 // event arriving.
 
-// startWatcher watches the state directories and the key directory. It is
-// an Open step: the watch is set up before the queue is scanned, so no
-// submit falls between the scan and the first event. Without inotify (for
-// example when the per-user instance limit is reached) the store works by
-// polling alone, and says so in the log.
-func (s *Store) startWatcher(context.Context) error {
+// watch starts, once, the watcher of the state directories and the key
+// directory. Open does not: the first call that needs events does (Claim,
+// AwaitWork, Wait, WatchCancel, List, Stats), before it reads anything,
+// so that no change falls between its read and the first event. A command
+// that opens the store for a Get, a Cancel or a Submit never watches:
+// inotify_add_watch walks the kernel's cache of a directory's entries when
+// no other process watches it, which costs about 10 ms per directory at
+// 100,000 jobs. Without inotify (for example when the per-user instance
+// limit is reached) the store works by polling alone, and says so in the
+// log.
+func (s *Store) watch() {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	// Under watchMu, which Close takes after closing s.closed: a loop
+	// started here is counted in s.wg before Close waits for it.
+	if s.watching || s.isClosed() {
+		return
+	}
+	s.watching = true
 	w, err := s.newWatcher()
 	if err != nil {
 		s.log.Warn("filestore: no filesystem events; falling back to polling every PollInterval", "err", err)
 	}
-	s.watchMu.Lock()
 	s.watcher = w
-	s.watchMu.Unlock()
 	s.wg.Add(1)
 	go s.watchLoop()
-	return nil
+}
+
+// watchStarted reports whether watch has been called.
+func (s *Store) watchStarted() bool {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	return s.watching
 }
 
 func (s *Store) newWatcher() (*fsnotify.Watcher, error) {
@@ -139,20 +156,22 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 	s.noteStatsDirty(id)
 	s.notify(id)
 	if dir == dirQueued {
-		s.pending[id] = struct{}{}
+		if s.claimer {
+			// A Store that has not claimed keeps no candidate set: its
+			// first Claim looks at all of queued/.
+			s.pending[id] = struct{}{}
+		}
 		if ev.Op&(fsnotify.Create|fsnotify.Write) != 0 {
 			s.signalWork()
 		}
 	}
 }
 
-// scanQueue fills the candidate set from queued/. It is an Open step.
-func (s *Store) scanQueue(context.Context) error {
+// markRescan asks the next refreshCands to look at all of queued/.
+func (s *Store) markRescan() {
 	s.mu.Lock()
 	s.rescan = true
 	s.mu.Unlock()
-	_, err := s.refreshCands()
-	return err
 }
 
 // refreshCands brings the candidate set up to date: the IDs events marked,
@@ -267,6 +286,11 @@ func (s *Store) maintain() {
 	}()
 	rec := time.NewTicker(s.opts.RecoverInterval)
 	defer rec.Stop()
+	// The repairs of Repair are made at the first recovery pass
+	// repairDelay or more after Open, and again at the next one if they
+	// could not all be made.
+	repairAfter := time.Now().Add(repairDelay)
+	repaired := false
 	poll := time.NewTicker(s.opts.PollInterval)
 	defer poll.Stop()
 	for {
@@ -274,13 +298,25 @@ func (s *Store) maintain() {
 		case <-s.closed:
 			return
 		case <-rec.C:
+			if !repaired && !time.Now().Before(repairAfter) {
+				// Repair recovers dead workers' jobs too. One that could
+				// not finish (a full disk) is tried again a minute on.
+				repaired = s.repairInBackground(ctx)
+				repairAfter = time.Now().Add(time.Minute)
+				s.repairedInBackground.Store(repaired)
+				continue
+			}
 			if _, err := s.recoverDead(ctx, true); err != nil && ctx.Err() == nil {
 				s.log.Warn("filestore: recovery", "err", err)
 			}
 		case <-poll.C:
 			s.mu.Lock()
+			claimer := s.claimer
 			s.rescan = true
 			s.mu.Unlock()
+			if !claimer {
+				continue
+			}
 			if n, err := s.refreshCands(); err == nil && n > 0 {
 				s.mu.Lock()
 				s.signalWork()

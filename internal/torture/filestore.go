@@ -43,8 +43,10 @@ func fileOptions(logger *slog.Logger) *filestore.Options {
 	}
 }
 
-// fileFsck opens the store (which repairs what crashes left, and says so
-// in its log), then runs a read-only Fsck, which must find nothing.
+// fileFsck opens the store (which recovers dead workers' jobs, and says so
+// in its log) and makes the repairs of what crashes left (Repair, which a
+// Store makes in the background soon after Open), then runs a read-only
+// Fsck, which must find nothing.
 func fileFsck(ctx context.Context, dir string) (FsckResult, error) {
 	var res FsckResult
 	h := &collector{}
@@ -53,7 +55,15 @@ func fileFsck(ctx context.Context, dir string) (FsckResult, error) {
 		return res, err
 	}
 	res.RepairedAtOpen = h.messages("filestore: open: ")
-	rep, err := st.Fsck(ctx, false)
+	rep, err := st.Repair(ctx)
+	if err != nil {
+		_ = st.Close()
+		return res, err
+	}
+	for _, p := range rep.Problems {
+		res.RepairedAtOpen = append(res.RepairedAtOpen, p.String())
+	}
+	rep, err = st.Fsck(ctx, false)
 	if cerr := st.Close(); err == nil {
 		err = cerr
 	}

@@ -10,7 +10,9 @@
 // processes, submit-to-handler latency across processes (idle and under a
 // steady load), cross-process cancel and SIGKILL recovery (jobdir only),
 // the scaling of get, claim+complete, list, open time and peak RSS with the
-// number of jobs in the store, and the file system's own floor: durable
+// number of jobs in the store, jobdir's own commands (get, cancel, wait,
+// logs, submit), each a whole process, on stores of 1,000 and 100,000
+// jobs (file store and pgstore), and the file system's own floor: durable
 // file creates per second from 1 and 4 writers. Beside each throughput
 // figure it reports the CPU time (user+sys, getrusage) that the processes
 // doing the work spent per 1,000 jobs over the same interval.
@@ -18,7 +20,7 @@
 // Usage:
 //
 //	jobdir-bench [-quick] [-rounds 3] [-jobs 2000] [-workers 1,10,100] [-workoff-limit 15s]
-//	             [-only insert,batch,workoff,latency,cancel,kill,scale,floor]
+//	             [-only insert,batch,workoff,latency,cancel,kill,scale,cli,floor]
 //	             [-systems jobdir-file,river-full,...] [-dir /tmp] [-out bench-results]
 //
 // Workloads that need several processes re-execute this binary as child

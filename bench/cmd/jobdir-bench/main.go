@@ -66,6 +66,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		scale   = fs.String("scale", "1000,10000,100000", "comma-separated store sizes for the scaling figures")
 		load    = fs.Int("load-rate", 50, "background jobs/s submitted during the loaded latency figures")
 		from    = fs.String("from", "", "write the report of an earlier run again from its results.json, without running anything")
+		cliSize = fs.String("cli-scale", "1000,100000", "comma-separated store sizes for the cli figures (jobdir's commands, each a whole process)")
+		bin     = fs.String("jobdir", "", "the jobdir command for the cli figures (default: built from the module the bench uses)")
 		keep    = fs.Bool("keep-scale", false, "keep the seeded scaling stores under -dir and reuse them in later runs")
 		pgDSNf  = fs.String("postgres", pgDSN(), "the PostgreSQL server of the pgstore and River PG systems (a DSN); each store gets a schema of its own, dropped after")
 	)
@@ -100,6 +102,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		LatencyN:      100,
 		LoadRate:      *load,
 		KeepScale:     *keep,
+		JobdirBin:     *bin,
 		CancelN:       30,
 		KillN:         5,
 		FloorFor:      2 * time.Second,
@@ -112,6 +115,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if c.ScaleSizes, err = parseInts(*scale); err != nil {
 		return fmt.Errorf("-scale: %w", err)
+	}
+	if c.CLISizes, err = parseInts(*cliSize); err != nil {
+		return fmt.Errorf("-cli-scale: %w", err)
 	}
 	if *quick {
 		c.InsertFor, c.FloorFor = 500*time.Millisecond, 500*time.Millisecond
@@ -131,6 +137,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if !set["scale"] {
 			c.ScaleSizes = []int{300, 1500}
+		}
+		if !set["cli-scale"] {
+			c.CLISizes = []int{300, 3000}
 		}
 	}
 	if c.Rounds < 1 || c.Jobs < 1 || len(c.Workers) == 0 || c.LoadRate < 1 {
@@ -163,7 +172,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	r.remark(fmt.Sprintf("total run time %s", time.Since(started).Round(time.Second)))
 
 	rp := &report{r: r, systems: c.Systems, cfg: c, Machine: describeMachine(c.Dir), Command: "jobdir-bench " + strings.Join(args, " ")}
-	return rp.render(*outDir, stdout)
+	if err := rp.render(*outDir, stdout); err != nil {
+		return err
+	}
+	if r.empty() && ctx.Err() == nil {
+		// A run that measured nothing (no PostgreSQL, a -dir that cannot
+		// be written) must not look like a success to a script or CI.
+		return errors.New("every figure failed; see the notes above")
+	}
+	return nil
 }
 
 // render writes the table to stdout and -out/results.md, the chart to
@@ -298,6 +315,13 @@ func metricByID(id string) (metric, bool) {
 			}
 		}
 	}
+	if rest, ok := strings.CutPrefix(id, "cli-"); ok {
+		if cmd, size, ok := strings.Cut(rest, "-"); ok && contains(cliCommands, cmd) {
+			if n, ok := parseSize(size); ok {
+				return cliMetric(cmd, n), true
+			}
+		}
+	}
 	if rest, ok := strings.CutPrefix(id, "scale-"); ok {
 		if _, size, ok := strings.Cut(rest, "-"); ok {
 			if n, ok := parseSize(size); ok {
@@ -336,6 +360,28 @@ func runAll(ctx context.Context, c *config, r *results) {
 				continue
 			}
 			seeded = append(seeded, st)
+		}
+	}
+	var cli []*cliStore
+	defer func() {
+		for _, st := range cli {
+			teardownCLI(context.WithoutCancel(ctx), c, st)
+		}
+	}()
+	if c.want("cli") {
+		for _, s := range c.Systems {
+			if !cliSystem(s) {
+				continue
+			}
+			for _, n := range c.CLISizes {
+				c.logf("seeding a store of %d jobs for %s's cli figures", n, s.name)
+				st, err := seedCLI(ctx, c, s, n)
+				if err != nil {
+					fail(fmt.Sprintf("seeding %d jobs for the cli figures", n), s, err)
+					continue
+				}
+				cli = append(cli, st)
+			}
 		}
 	}
 	for round := 1; round <= c.Rounds && ctx.Err() == nil; round++ {
@@ -385,6 +431,16 @@ func runAll(ctx context.Context, c *config, r *results) {
 			if c.want("kill") && fileStore {
 				if err := runKill(ctx, c, r, s); err != nil {
 					fail("kill", s, err)
+				}
+			}
+			if c.want("cli") && cliSystem(s) {
+				for _, st := range cli {
+					if st.system != s.name {
+						continue
+					}
+					if err := runCLI(ctx, c, r, st); err != nil {
+						fail(fmt.Sprintf("cli (%d jobs)", st.n), s, err)
+					}
 				}
 			}
 			// The scaling figures read and claim; SyncFS changes only how

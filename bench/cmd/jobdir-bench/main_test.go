@@ -204,14 +204,45 @@ func TestRunSmoke(t *testing.T) {
 
 func TestMetricByID(t *testing.T) {
 	get, _, _, _, rss := scaleMetrics(1500)
-	for _, m := range []metric{mInsert1, mKill, workoffMetric(2, 100), latencyMetric(true, 99), get, rss, cpuMetric(mBatch), cpuMetric(workoffMetric(2, 100)), cpuParentMetric(workoffMetric(2, 100))} {
+	for _, m := range []metric{cliMetric("get", 100_000), cliMetric("submit", 1500), mInsert1, mKill, workoffMetric(2, 100), latencyMetric(true, 99), get, rss, cpuMetric(mBatch), cpuMetric(workoffMetric(2, 100)), cpuParentMetric(workoffMetric(2, 100))} {
 		got, ok := metricByID(m.ID)
 		require.True(t, ok, m.ID)
 		require.Equal(t, m, got)
 	}
-	for _, id := range []string{"nonsense", "cpu-kill", "cpu-cpu-batch", "cpu-", "cpu-parent-batch", "cpu-parent-cpu-workoff-2p-10w"} {
+	for _, id := range []string{"nonsense", "cli-nonsense-1k", "cli-get-", "cpu-kill", "cpu-cpu-batch", "cpu-", "cpu-parent-batch", "cpu-parent-cpu-workoff-2p-10w"} {
 		_, ok := metricByID(id)
 		require.False(t, ok, id)
+	}
+}
+
+// TestRunFailsWhenNothingMeasured: a run whose every figure failed (here:
+// no PostgreSQL where -postgres points) exits with an error, so that a
+// script or CI does not take it for a result.
+func TestRunFailsWhenNothingMeasured(t *testing.T) {
+	var stderr bytes.Buffer
+	err := Run(t.Context(), []string{"-only", "batch", "-systems", "jobdir-pg", "-rounds", "1",
+		"-postgres", "host=" + t.TempDir() + " dbname=none connect_timeout=2", "-dir", t.TempDir(), "-out", t.TempDir()}, &bytes.Buffer{}, &stderr)
+	require.ErrorContains(t, err, "every figure failed")
+}
+
+// TestCLIFigures runs the cli figures on small file stores: each command,
+// a whole process of the jobdir binary built from this module, gets a
+// positive figure at each size, and the targets compare the sizes.
+func TestCLIFigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds jobdir and runs it 25 times per store")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, Run(t.Context(), []string{"-only", "cli", "-systems", "jobdir-file", "-rounds", "1",
+		"-cli-scale", "20,200", "-dir", t.TempDir(), "-out", out}, &stdout, &stderr), stderr.String())
+	md := stdout.String()
+	require.NotContains(t, md, "failed for", md)
+	for _, cmd := range cliCommands {
+		for _, n := range []int{20, 200} {
+			require.Contains(t, md, cliMetric(cmd, n).Title)
+		}
+		require.Contains(t, md, "jobdir "+cmd+" (whole process) at 200 jobs within 1.5× of 20")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -347,6 +348,45 @@ func (rp *report) targets(fs string) []target {
 		below(fmt.Sprintf("open at %s jobs < 1 s", sizeLabel(hi)), oh, defaultFileSystem, 1000, "ms")
 		below(fmt.Sprintf("peak RSS at %s jobs < 100 MiB", sizeLabel(hi)), rh, defaultFileSystem, 100, "MiB")
 	}
+	if fs == defaultFileSystem {
+		ts = append(ts, rp.cliTargets(fs)...)
+	}
+	return ts
+}
+
+// cliTargets checks that each of jobdir's commands, a whole process, costs
+// at most 1.5× at the largest cli store size what it costs at the
+// smallest, on system.
+func (rp *report) cliTargets(system string) []target {
+	var sizes []int
+	for _, m := range rp.r.sortedMetrics("scale") {
+		if rest, ok := strings.CutPrefix(m.ID, "cli-get-"); ok {
+			if n, ok := parseSize(rest); ok {
+				sizes = append(sizes, n)
+			}
+		}
+	}
+	if len(sizes) < 2 {
+		return nil
+	}
+	slices.Sort(sizes)
+	lo, hi := sizes[0], sizes[len(sizes)-1]
+	var ts []target
+	measured := false
+	for _, cmd := range cliCommands {
+		a, okA := rp.median(cliMetric(cmd, lo).ID, system)
+		b, okB := rp.median(cliMetric(cmd, hi).ID, system)
+		name := fmt.Sprintf("jobdir %s (whole process) at %s jobs within 1.5× of %s", cmd, sizeLabel(hi), sizeLabel(lo))
+		if !okA || !okB || a == 0 {
+			ts = append(ts, target{name, "—", verdict(false, false)})
+			continue
+		}
+		measured = true
+		ts = append(ts, target{name, fmt.Sprintf("%s → %s ms = %.2f×", fmtNum(a), fmtNum(b), b/a), verdict(b/a <= 1.5, true)})
+	}
+	if !measured {
+		return nil // system had no cli figures in this run
+	}
 	return ts
 }
 
@@ -365,7 +405,7 @@ func (rp *report) writeTargets(w io.Writer) {
 		}
 	}
 	if ts := rp.pgTargets(); len(ts) > 0 {
-		fmt.Fprint(w, "\n### Targets of issue 13 (jobdir pgstore against River PG with its defaults, same server, same run)\n\n| target | measured (medians) | |\n|---|---|---|\n")
+		fmt.Fprint(w, "\n### Targets (jobdir pgstore: against River PG with its defaults, same server, same run; commands at scale)\n\n| target | measured (medians) | |\n|---|---|---|\n")
 		for _, t := range ts {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", t.Name, t.Measured, t.Met)
 		}
@@ -375,8 +415,9 @@ func (rp *report) writeTargets(w io.Writer) {
 // pgTargets checks issue 13's targets for pgstore, against River PG with
 // its defaults, measured in the same run.
 func (rp *report) pgTargets() []target {
+	cli := rp.cliTargets(pgstoreSystemName)
 	if _, ok := rp.median(mInsert1.ID, pgstoreSystemName); !ok {
-		return nil
+		return cli
 	}
 	var ts []target
 	add := func(name, measured string, ok, known bool) {
@@ -410,7 +451,7 @@ func (rp *report) pgTargets() []target {
 	below("submit to handler start, other process, idle, p50 < 5 ms", latencyMetric(false, 50), 5)
 	below("cross-process cancel reaching the handler, p50 < 50 ms", mCancel50, 50)
 	below("SIGKILLed worker's job starting elsewhere < 2 s", mKill, 2000)
-	return ts
+	return append(ts, cli...)
 }
 
 func (rp *report) writeNotes(w io.Writer, sys []*system) {

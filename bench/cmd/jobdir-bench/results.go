@@ -45,6 +45,13 @@ func newResults() *results {
 	return &results{metrics: map[string]metric{}, series: map[[2]string]*series{}}
 }
 
+// empty reports whether no figure was recorded.
+func (r *results) empty() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.series) == 0
+}
+
 // add records one value of m for system.
 func (r *results) add(m metric, system string, v float64) {
 	r.mu.Lock()

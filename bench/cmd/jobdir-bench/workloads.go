@@ -34,6 +34,10 @@ type config struct {
 	Log           io.Writer     // progress, one line per step
 	LatencyWorker int           // handlers in the latency child
 	KeepScale     bool          // keep and reuse the seeded scaling stores
+	CLISizes      []int         // store sizes for the cli figures
+	JobdirBin     string        // the jobdir command of the cli figures ("": build it)
+
+	jobdir jobdirBinary
 
 	trashMu sync.Mutex
 	trash   string // where discard moves finished stores; emptied at the end
@@ -72,7 +76,7 @@ func (c *config) emptyTrash() {
 }
 
 // workload groups, as -only names them.
-var workloadNames = []string{"insert", "batch", "workoff", "latency", "cancel", "kill", "scale", "floor"}
+var workloadNames = []string{"insert", "batch", "workoff", "latency", "cancel", "kill", "scale", "cli", "floor"}
 
 func (c *config) want(w string) bool { return len(c.Only) == 0 || c.Only[w] }
 
