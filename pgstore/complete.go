@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -98,6 +100,22 @@ type completion struct {
 	// done receives the row as written, or errConflict if the row changed
 	// since the claim, or the error of the batch.
 	done chan completed
+}
+
+// written is the row that c's write left, which its statement wrote at
+// version, with the waited flag and the payload it found: the job c wrote
+// over the rest of the row it read (key and kind do not change), with no
+// lease session, as the job is no longer running.
+func (c *completion) written(version int64, waited bool, payload []byte) row {
+	r := c.r
+	r.job = c.j
+	r.job.Payload, r.job.Key, r.job.Kind = nilIfEmpty(payload), c.r.job.Key, c.r.job.Kind
+	r.job.Result = nilIfEmpty(c.j.Result)
+	r.version, r.waited = version, waited
+	if r.job.State != jobstore.StateRunning {
+		r.session = 0
+	}
+	return r
 }
 
 type completed struct {
@@ -196,7 +214,7 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 		versions             = make([]int64, n)
 		prios, attempts      = make([]int32, n), make([]int32, n)
 		runAts, updated      = make([]time.Time, n), make([]time.Time, n)
-		started, finished    = make([]*time.Time, n), make([]*time.Time, n)
+		started, finished    = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 		cancels              = make([]bool, n)
 		results, docs        = make([][]byte, n), make([][]byte, n)
 		encodeErrs           = make([]error, n)
@@ -212,13 +230,9 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 		}
 		ids[k], versions[k], states[k] = j.ID, c.r.version, string(j.State)
 		prios[k], runAts[k], attempts[k], workers[k] = int32(j.Priority), j.RunAt, int32(j.Attempt), j.Worker
-		if !j.StartedAt.IsZero() {
-			started[k] = &live[k].j.StartedAt
-		}
+		started[k] = pgtype.Timestamptz{Time: j.StartedAt, Valid: !j.StartedAt.IsZero()}
 		updated[k] = j.UpdatedAt
-		if !j.FinishedAt.IsZero() {
-			finished[k] = &live[k].j.FinishedAt
-		}
+		finished[k] = pgtype.Timestamptz{Time: j.FinishedAt, Valid: !j.FinishedAt.IsZero()}
 		cancels[k] = j.CancelRequested
 		if len(j.Result) > 0 {
 			results[k] = j.Result
@@ -230,14 +244,28 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 	rs, err := s.pool.Query(ctx, s.q.completeMany, ids, versions, states, prios, runAts, attempts, workers,
 		started, updated, finished, cancels, results, docs, s.q.chanWork, s.q.chanJob)
 	if err == nil {
+		byID := make(map[string]*completion, len(live))
+		for _, c := range live {
+			byID[c.j.ID] = c
+		}
 		for rs.Next() {
-			var nw, nj int64
-			r, err := scanRow(rs, &nw, &nj)
-			if err != nil {
+			var (
+				id      string
+				version int64
+				waited  bool
+				payload []byte
+				nw, nj  int64
+			)
+			if err := rs.Scan(&id, &version, &waited, &payload, &nw, &nj); err != nil {
 				writeErr = err
 				break
 			}
-			written[r.job.ID] = r
+			c := byID[id]
+			if c == nil {
+				writeErr = fmt.Errorf("a batch of completions wrote job %s, which it did not hold", id)
+				break
+			}
+			written[id] = c.written(version, waited, payload)
 		}
 		rs.Close()
 		if err := rs.Err(); err != nil && writeErr == nil {
