@@ -20,4 +20,11 @@
 // which its worker observes through WatchCancel. Retry puts a failed or
 // canceled job back in the queue. The file docs/state-machine.md in the
 // jobdir repository draws the diagram.
+//
+// # Typed payloads
+//
+// A job's payload is JSON. A Go type that names its kind (Args) is the
+// typed form of it: SubmitArgs submits a value as a job's payload, NewSpec
+// makes the Spec (for SubmitBatch), DecodeArgs decodes a payload back, and
+// runner.Register runs the jobs of the kind with their payload decoded.
 package jobstore

@@ -1,11 +1,13 @@
 package jobstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
 )
 
 func ExampleCheckTransition() {
@@ -101,4 +103,43 @@ func ExampleBackoff() {
 	// attempt 2: 16s ± 10%: true
 	// attempt 3: 1m21s ± 10%: true
 	// attempt 10: 1h0m0s ± 10%: true
+}
+
+// resizeImage is the payload of the jobs of kind "image.resize".
+type resizeImage struct {
+	Path  string `json:"path"`
+	Width int    `json:"width"`
+}
+
+func (resizeImage) Kind() string { return "image.resize" }
+
+// Typed specs go in a batch like any others: NewSpec takes the kind and
+// the payload from the args, the rest from the spec.
+func ExampleNewSpec() {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	defer store.Close()
+
+	var specs []jobstore.Spec
+	for _, w := range []int{320, 640} {
+		sp, err := jobstore.NewSpec(resizeImage{Path: "cat.png", Width: w}, jobstore.Spec{Key: fmt.Sprintf("cat-%d", w)})
+		if err != nil {
+			panic(err)
+		}
+		specs = append(specs, sp)
+	}
+	results, err := store.SubmitBatch(ctx, specs)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range results {
+		args, err := jobstore.DecodeArgs[resizeImage](r.Job)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(r.Job.Kind, r.Job.Key, args.Width)
+	}
+	// Output:
+	// image.resize cat-320 320
+	// image.resize cat-640 640
 }

@@ -7,6 +7,20 @@
 //	r.Handle("email", runner.HandlerFunc(sendEmail))
 //	err := r.Run(ctx) // until ctx ends; then a graceful shutdown
 //
+// Typed handlers take the payload decoded: Register runs the jobs of the
+// kind a jobstore.Args type names with a value of that type (a payload
+// that does not decode fails the job at once), and jobstore.SubmitArgs
+// submits one:
+//
+//	type Welcome struct{ To string }
+//	func (Welcome) Kind() string { return "email.welcome" }
+//
+//	runner.Register(r, func(ctx context.Context, job jobstore.Job, w Welcome) error { return send(ctx, w.To) })
+//	jobstore.SubmitArgs(ctx, store, Welcome{To: "ada@example.com"}, jobstore.Spec{Key: "welcome-ada"})
+//
+// Options.Middleware wraps every attempt's handler, whatever its kind, for
+// logging, metrics, tracing or checks (see Middleware).
+//
 // The runner claims as soon as a job is due: it calls Claim until the store
 // has nothing for it, then blocks in Worker.AwaitWork, which a store returns
 // from when work arrives. It never waits longer than Options.PollInterval or
@@ -32,6 +46,11 @@
 //     with backoff while attempts remain. Permanent and RetryAfter change
 //     that. A panic fails the attempt with the panic value and the stack in
 //     the job's LastError, and the runner goes on.
+//   - A typed handler (Register) is called only with a payload that decoded
+//     into its type: one that does not fails the job at once (Permanent),
+//     with a LastError that names the type (TestRegister).
+//   - Every attempt goes through Options.Middleware, the first outermost,
+//     and what the outermost returns is the outcome (TestMiddlewareOrder).
 //   - The outcome is recorded even if the handler returns during shutdown:
 //     Complete runs under its own context bounded by Options.CompleteTimeout,
 //     not under Run's. If the lease was lost in the meantime (another attempt

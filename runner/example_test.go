@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/memstore"
@@ -111,4 +112,82 @@ func ExampleErrCanceled() {
 	// Output:
 	// handler stopped, canceled: true
 	// canceled
+}
+
+// greeting is the payload of the jobs of kind "greeting".
+type greeting struct {
+	Name string `json:"name"`
+}
+
+func (greeting) Kind() string { return "greeting" }
+
+// A typed handler gets its job's payload decoded into the type that names
+// the job's kind; jobstore.SubmitArgs submits a value of it.
+func ExampleRegisterResult() {
+	ctx, stop := context.WithCancel(context.Background())
+	store := memstore.New(nil)
+	defer store.Close()
+
+	r := runner.New(store, nil)
+	runner.RegisterResult(r, func(ctx context.Context, job jobstore.Job, g greeting) (string, error) {
+		return "hello, " + g.Name, nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	job, _, err := jobstore.SubmitArgs(ctx, store, greeting{Name: "world"}, jobstore.Spec{Key: "greet-world"})
+	if err != nil {
+		panic(err)
+	}
+	if job, err = store.Wait(ctx, job.ID); err != nil {
+		panic(err)
+	}
+	fmt.Println(job.Kind, job.State, string(job.Result))
+	stop()
+	<-done
+	// Output:
+	// greeting succeeded "hello, world"
+}
+
+// A middleware wraps every attempt, of every kind: here it logs each
+// attempt's start and outcome.
+func ExampleMiddleware() {
+	ctx, stop := context.WithCancel(context.Background())
+	store := memstore.New(nil)
+	defer store.Close()
+
+	logAttempts := func(next runner.Handler) runner.Handler {
+		return runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			fmt.Printf("%s attempt %d: start\n", job.Kind, job.Attempt)
+			res, err := next.Work(ctx, job)
+			fmt.Printf("%s attempt %d: error %v\n", job.Kind, job.Attempt, err)
+			return res, err
+		})
+	}
+	r := runner.New(store, &runner.Options{Middleware: []runner.Middleware{logAttempts}})
+	runner.Register(r, func(ctx context.Context, job jobstore.Job, g greeting) error {
+		if job.Attempt == 1 {
+			return runner.RetryAfter(errors.New("not yet"), time.Millisecond)
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	job, _, err := jobstore.SubmitArgs(ctx, store, greeting{Name: "world"}, jobstore.Spec{})
+	if err != nil {
+		panic(err)
+	}
+	if job, err = store.Wait(ctx, job.ID); err != nil {
+		panic(err)
+	}
+	fmt.Println(job.State)
+	stop()
+	<-done
+	// Output:
+	// greeting attempt 1: start
+	// greeting attempt 1: error not yet
+	// greeting attempt 2: start
+	// greeting attempt 2: error <nil>
+	// succeeded
 }

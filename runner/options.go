@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -54,6 +55,10 @@ type Options struct {
 	// safe for concurrent use and must not block: the runner waits for it.
 	// Nil means no events.
 	OnEvent func(Event)
+	// Middleware wraps the handler of every attempt, the first outermost:
+	// Middleware[0] is called first and returns last. A panic in a
+	// middleware is the attempt's, as one in the handler is (PanicError).
+	Middleware []Middleware
 }
 
 // DefaultWorkerName returns a new worker name: the host name, the process
@@ -96,6 +101,7 @@ type settings struct {
 	completeTimeout time.Duration
 	log             *slog.Logger
 	onEvent         func(Event)
+	middleware      []Middleware
 }
 
 func (o *Options) settings() settings {
@@ -111,6 +117,7 @@ func (o *Options) settings() settings {
 		completeTimeout: o.CompleteTimeout,
 		log:             o.Logger,
 		onEvent:         o.OnEvent,
+		middleware:      slices.Clone(o.Middleware),
 	}
 	if s.concurrency <= 0 {
 		s.concurrency = runtime.GOMAXPROCS(0)

@@ -149,8 +149,16 @@ func (r *Runner) start() (map[string]Handler, error) {
 	if len(r.handlers) == 0 {
 		return nil, ErrNoHandlers
 	}
+	handlers := make(map[string]Handler, len(r.handlers))
+	for kind, h := range r.handlers {
+		w, err := wrap(kind, h, r.s.middleware)
+		if err != nil {
+			return nil, err
+		}
+		handlers[kind] = w
+	}
 	r.running = true
-	return maps.Clone(r.handlers), nil
+	return handlers, nil
 }
 
 func (r *Runner) stop() {
