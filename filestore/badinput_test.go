@@ -428,3 +428,35 @@ func TestStatsRereadsOnlyChanges(t *testing.T) {
 	require.Empty(t, s.stats.m, "the cache forgets pruned records")
 	s.stats.mu.Unlock()
 }
+
+// TestGetByKeyOfLeftovers: GetByKey reads the key's file and the job it
+// names; a key file whose job has no record (its submit never finished)
+// or that a power cut left empty names no job, and one that names a job
+// with another key is reported as corrupt, with its path.
+func TestGetByKeyOfLeftovers(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, &Options{NoSync: true, RecoverInterval: time.Hour})
+	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "dangling"})
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(s.recordPath(dirQueued, j.ID)))
+	_, err = s.GetByKey(ctx, "dangling")
+	require.ErrorIs(t, err, jobstore.ErrNotFound)
+
+	require.NoError(t, os.WriteFile(s.keyPath(keyName("torn")), nil, 0o600))
+	_, err = s.GetByKey(ctx, "torn")
+	require.ErrorIs(t, err, jobstore.ErrNotFound)
+
+	other, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Key: "other"})
+	require.NoError(t, err)
+	require.NoError(t, os.Link(s.recordPath(dirQueued, other.ID), s.keyPath(keyName("swapped"))))
+	_, err = s.GetByKey(ctx, "swapped")
+	var ce *CorruptError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, s.keyPath(keyName("swapped")), ce.Path)
+	require.NoError(t, os.Remove(s.keyPath(keyName("swapped"))))
+	require.NoError(t, os.Remove(s.keyPath(keyName("torn"))))
+
+	got, err := s.GetByKey(ctx, "other")
+	require.NoError(t, err)
+	require.Equal(t, other.ID, got.ID)
+}

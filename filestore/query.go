@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"math/bits"
 	"os"
@@ -27,6 +28,39 @@ func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
 	j, err := s.get(ctx, id)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: get: %w", err)
+	}
+	return j, nil
+}
+
+// GetByKey returns the job whose Key is key, or an error wrapping
+// jobstore.ErrNotFound if none: it reads the key's file in keys/ (a hard
+// link of the job's first record, which names the job) and then the job's
+// current record, as Get does. A key file whose job has no record (its
+// submit never finished) or that a crash left torn names no job. Returns
+// an error wrapping jobstore.ErrInvalidInput for an empty or invalid key.
+func (s *Store) GetByKey(ctx context.Context, key string) (jobstore.Job, error) {
+	if err := s.enter(ctx, "get by key"); err != nil {
+		return jobstore.Job{}, err
+	}
+	if err := jobstore.ValidateLookupKey(key); err != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: get by key: %w", err)
+	}
+	notFound := fmt.Errorf("filestore: get by key: no job with key %q: %w", key, jobstore.ErrNotFound)
+	env, err := s.readKeyFile(s.keyPath(keyName(key)))
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || isTorn(err):
+		return jobstore.Job{}, notFound
+	case err != nil:
+		return jobstore.Job{}, fmt.Errorf("filestore: get by key: %w", err)
+	case env.Job.Key != key:
+		return jobstore.Job{}, fmt.Errorf("filestore: get by key: %w", &CorruptError{Path: s.keyPath(keyName(key)), Reason: "names a job with another key"})
+	}
+	j, err := s.get(ctx, env.Job.ID)
+	switch {
+	case errors.Is(err, jobstore.ErrNotFound):
+		return jobstore.Job{}, notFound
+	case err != nil:
+		return jobstore.Job{}, fmt.Errorf("filestore: get by key: %w", err)
 	}
 	return j, nil
 }

@@ -182,6 +182,7 @@ const (
 	routeBatch   = "POST /v1/jobs/batch"
 	routeList    = "GET /v1/jobs"
 	routeGet     = "GET /v1/jobs/{id}"
+	routeByKey   = "GET /v1/keys/{key...}"
 	routeCancel  = "POST /v1/jobs/{id}/cancel"
 	routeRetry   = "POST /v1/jobs/{id}/retry"
 	routeWait    = "GET /v1/jobs/{id}/wait"
@@ -296,6 +297,7 @@ func New(store jobstore.Client, opts *Options) (*Server, error) {
 	s.mux.HandleFunc(routeBatch, s.handleBatch)
 	s.mux.HandleFunc(routeList, s.handleList)
 	s.mux.HandleFunc(routeGet, s.handleGet)
+	s.mux.HandleFunc(routeByKey, s.handleByKey)
 	s.mux.HandleFunc(routeCancel, s.handleCancel)
 	s.mux.HandleFunc(routeRetry, s.handleRetry)
 	s.mux.HandleFunc(routeWait, s.handleWait)
@@ -593,6 +595,17 @@ func (s *Server) writeBatch(w http.ResponseWriter, results []jobstore.Submitted)
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	job, err := s.store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, FromJob(job))
+}
+
+// handleByKey returns the job whose idempotency key is the rest of the
+// path (percent-encoded as a URL path: a key may hold "/" or "?").
+func (s *Server) handleByKey(w http.ResponseWriter, r *http.Request) {
+	job, err := s.store.GetByKey(r.Context(), r.PathValue("key"))
 	if err != nil {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return

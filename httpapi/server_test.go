@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -250,6 +251,26 @@ func TestGet(t *testing.T) {
 	require.Contains(t, ae.Message, missing)
 	e.do("GET", "/v1/jobs/not-an-id", "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
 	e.do("GET", "/v1/jobs/"+strings.ToLower(job.ID), "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+}
+
+// TestGetByKey: GET /v1/keys/{key} returns the job of the key, a key
+// with a slash, a space or a question mark included (percent-encoded);
+// an unknown key is 404 and an empty one 400.
+func TestGetByKey(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	for _, key := range []string{"nightly-2026-12-02", "reports/2026 q4?", "ünïcode ✓"} {
+		job := e.submit("k", key)
+		got := e.do("GET", "/v1/keys/"+url.PathEscape(key), "").job(t, http.StatusOK)
+		require.Equal(t, job.ID, got.ID, key)
+		require.Equal(t, key, got.Key)
+	}
+	got := e.do("GET", "/v1/keys/reports/2026%20q4%3F", "").job(t, http.StatusOK)
+	require.Equal(t, "reports/2026 q4?", got.Key, "a slash may stay as it is")
+	ae := e.do("GET", "/v1/keys/nosuch", "").apiError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	require.Contains(t, ae.Message, `no job with key "nosuch"`)
+	require.NotRegexp(t, `^[a-z]+store:`, ae.Message)
+	e.do("GET", "/v1/keys/", "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+	e.do("GET", "/v1/keys/a%01b", "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
 }
 
 // listBody is a page of GET /v1/jobs, its jobs as the jobstore.Jobs they

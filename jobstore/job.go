@@ -356,6 +356,15 @@ func ValidateKey(key string) error {
 	return nil
 }
 
+// ValidateLookupKey checks the key of a lookup by key (Client.GetByKey):
+// a valid key, and not empty.
+func ValidateLookupKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: key is empty", ErrInvalidInput)
+	}
+	return ValidateKey(key)
+}
+
 // ValidatePayload checks that p is empty or one JSON value of at most
 // maxPayload bytes (zero means DefaultMaxPayload).
 func ValidatePayload(p json.RawMessage, maxPayload int) error {

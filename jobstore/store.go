@@ -57,6 +57,12 @@ type Client interface {
 	// ErrInvalidID for a string that is not an ID.
 	Get(ctx context.Context, id string) (Job, error)
 
+	// GetByKey returns the job whose Key is key, as Get would return it,
+	// or ErrNotFound if there is none (it never existed, or was pruned).
+	// It reads that one job, whatever the size of the store. Returns an
+	// error wrapping ErrInvalidInput for an empty or invalid key.
+	GetByKey(ctx context.Context, key string) (Job, error)
+
 	// List returns one page of jobs matching opts, ordered by ID (that is,
 	// by creation time) as opts.Order says, and a cursor for the next page.
 	List(ctx context.Context, opts ListOptions) (Page, error)

@@ -226,6 +226,28 @@ func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
 	return clone(e.job), nil
 }
 
+// GetByKey returns the job whose Key is key, or an error wrapping
+// jobstore.ErrNotFound if none. Returns an error wrapping
+// jobstore.ErrInvalidInput for an empty or invalid key.
+func (s *Store) GetByKey(ctx context.Context, key string) (jobstore.Job, error) {
+	if err := jobstore.ValidateLookupKey(key); err != nil {
+		return jobstore.Job{}, fmt.Errorf("memstore: get by key: %w", err)
+	}
+	if err := s.lock(ctx, "get by key"); err != nil {
+		return jobstore.Job{}, err
+	}
+	defer s.mu.Unlock()
+	id, ok := s.keys[key]
+	if !ok {
+		return jobstore.Job{}, fmt.Errorf("memstore: get by key: no job with key %q: %w", key, jobstore.ErrNotFound)
+	}
+	e, err := s.get("get by key", id)
+	if err != nil {
+		return jobstore.Job{}, err
+	}
+	return clone(e.job), nil
+}
+
 // List returns one page of the jobs that match opts, in ID order as
 // opts.Order says, and the cursor of the next page. Returns an error wrapping
 // jobstore.ErrInvalidInput for invalid options.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -31,6 +33,28 @@ func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
 	}
 	if err != nil {
 		return jobstore.Job{}, s.fail(ctx, "get", err)
+	}
+	return r.job, nil
+}
+
+// GetByKey returns the job whose Key is key, through the unique index of
+// keys, or an error wrapping jobstore.ErrNotFound if none. Returns an
+// error wrapping jobstore.ErrInvalidInput for an empty or invalid key.
+func (s *Store) GetByKey(ctx context.Context, key string) (jobstore.Job, error) {
+	if err := jobstore.ValidateLookupKey(key); err != nil {
+		return jobstore.Job{}, fmt.Errorf("pgstore: get by key: %w", err)
+	}
+	if err := s.check(ctx, "get by key"); err != nil {
+		return jobstore.Job{}, err
+	}
+	r, err := scanRow(s.pool.QueryRow(ctx, s.q.byKey, key))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return jobstore.Job{}, fmt.Errorf("pgstore: get by key: no job with key %q: %w", key, jobstore.ErrNotFound)
+	case errors.Is(err, jobstore.ErrCorrupt):
+		return jobstore.Job{}, fmt.Errorf("pgstore: get by key: %w", err)
+	case err != nil:
+		return jobstore.Job{}, s.fail(ctx, "get by key", err)
 	}
 	return r.job, nil
 }

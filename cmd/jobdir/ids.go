@@ -135,22 +135,17 @@ func nextPrefix(p string) (string, bool) {
 
 // keyID returns the ID of the job with idempotency key key in st.
 func (a *app) keyID(ctx context.Context, st jobstore.Client, key string) (string, error) {
-	opts := jobstore.ListOptions{Limit: jobstore.MaxListLimit}
-	for {
-		page, err := st.List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
-		for _, j := range page.Jobs {
-			if j.Key == key {
-				return j.ID, nil
-			}
-		}
-		if page.Next == "" {
-			return "", &plainError{err: jobstore.ErrNotFound, msg: fmt.Sprintf("no job with key %q in the store %s (it never existed there, or was pruned)", key, a.storeName)}
-		}
-		opts.Cursor = page.Next
+	if err := jobstore.ValidateLookupKey(key); err != nil {
+		return "", usagef("--key: %v", err)
 	}
+	j, err := st.GetByKey(ctx, key)
+	switch {
+	case errors.Is(err, jobstore.ErrNotFound):
+		return "", &plainError{err: jobstore.ErrNotFound, msg: fmt.Sprintf("no job with key %q in the store %s (it never existed there, or was pruned)", key, a.storeName)}
+	case err != nil:
+		return "", err
+	}
+	return j.ID, nil
 }
 
 // jobArg is the job a command acts on: an ID argument, or --key.

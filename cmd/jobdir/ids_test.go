@@ -62,6 +62,9 @@ func TestJobIDsForPeople(t *testing.T) {
 	r = jd(t, dir, "get", "--key", "first", first)
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "get takes an ID or --key, not both")
+	r = jd(t, dir, "get", "--key", "bad\x01key")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "jobdir: --key: key contains control character U+0001\n")
 }
 
 func TestNextPrefix(t *testing.T) {

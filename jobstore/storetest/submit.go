@@ -291,6 +291,62 @@ func onlyJob(t *testing.T, s jobstore.Store) jobstore.Job {
 var getTests = []test{
 	{"NotFound", testGetNotFound},
 	{"ReturnsCurrentState", testGetCurrent},
+	{"ByKey", testGetByKey},
+	{"ByKeyNotFound", testGetByKeyNotFound},
+	{"ByKeyInvalid", testGetByKeyInvalid},
+}
+
+// testGetByKey: GetByKey returns the job of the key as Get returns it, in
+// its current state, and another key's job for another key.
+func testGetByKey(t *testing.T, s jobstore.Store) {
+	ctx := t.Context()
+	a := submit(t, s, jobstore.Spec{Kind: "k", Key: "order-1", Payload: json.RawMessage(`{"n":1}`)})
+	b := submit(t, s, jobstore.Spec{Kind: "k", Key: "order 2 ✓"})
+	submitKind(t, s, "k")
+	got, err := s.GetByKey(ctx, "order-1")
+	require.NoError(t, err)
+	requireSameJob(t, get(t, s, a.ID), got)
+	got, err = s.GetByKey(ctx, "order 2 ✓")
+	require.NoError(t, err)
+	require.Equal(t, b.ID, got.ID)
+
+	c := claimID(t, s, "w1", a.ID)
+	got, err = s.GetByKey(ctx, "order-1")
+	require.NoError(t, err)
+	requireSameJob(t, c, got)
+	done := complete(t, s, c, jobstore.Succeeded(json.RawMessage(`"ok"`)))
+	got, err = s.GetByKey(ctx, "order-1")
+	require.NoError(t, err)
+	requireSameJob(t, done, got)
+}
+
+// testGetByKeyNotFound: a key no job has, one only a pruned job had, and a
+// key that differs only in case name no job.
+func testGetByKeyNotFound(t *testing.T, s jobstore.Store) {
+	ctx := t.Context()
+	_, err := s.GetByKey(ctx, "nobody")
+	require.ErrorIs(t, err, jobstore.ErrNotFound)
+	require.False(t, errors.Is(err, jobstore.ErrInvalidInput))
+
+	j := submit(t, s, jobstore.Spec{Kind: "k", Key: "Gone"})
+	_, err = s.GetByKey(ctx, "gone")
+	require.ErrorIs(t, err, jobstore.ErrNotFound, "keys are compared exactly")
+	_, err = s.Cancel(ctx, j.ID)
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	n, err := s.Prune(ctx, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = s.GetByKey(ctx, "Gone")
+	require.ErrorIs(t, err, jobstore.ErrNotFound, "the key of a pruned job names no job")
+}
+
+// testGetByKeyInvalid: an empty or invalid key is invalid input.
+func testGetByKeyInvalid(t *testing.T, s jobstore.Store) {
+	for _, key := range []string{"", "a\x00b", strings.Repeat("k", jobstore.MaxKeyLen+1)} {
+		_, err := s.GetByKey(t.Context(), key)
+		require.ErrorIs(t, err, jobstore.ErrInvalidInput, "%q", key)
+	}
 }
 
 func testGetNotFound(t *testing.T, s jobstore.Store) {
