@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -166,8 +168,27 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 // OpenDSN connects to the database that dsn names (a URL such as
 // postgres://user@host/db or a key=value string, as pgxpool.ParseConfig
 // takes) with a pool of its own, and opens the store there as Open does.
-// Close closes the pool.
+// A URL's schema parameter (SchemaParam) names the schema, as
+// opts.Schema does; giving both, different, is an error. Close closes the
+// pool.
 func OpenDSN(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	if strings.Contains(dsn, "://") {
+		d, schema, err := SplitSchema(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: open: %w", err)
+		}
+		if schema != "" {
+			var o Options
+			if opts != nil {
+				o = *opts
+			}
+			if o.Schema != "" && o.Schema != schema {
+				return nil, fmt.Errorf("pgstore: open: %w: the URL says schema %q and the options %q", jobstore.ErrInvalidInput, schema, o.Schema)
+			}
+			o.Schema, opts = schema, &o
+		}
+		dsn = d
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w: %w", jobstore.ErrInvalidInput, err)
@@ -183,6 +204,33 @@ func OpenDSN(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	}
 	s.ownPool = true
 	return s, nil
+}
+
+// SchemaParam is the query parameter of a postgres:// URL that names the
+// store's schema (jobdir's, not PostgreSQL's).
+const SchemaParam = "schema"
+
+// SplitSchema takes the schema parameter (SchemaParam) out of the
+// postgres:// or postgresql:// URL dsn, and returns the URL without it and
+// the schema ("" if none). Its errors wrap jobstore.ErrInvalidInput and
+// never show a password.
+func SplitSchema(dsn string) (string, string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		// url.Parse quotes the URL, password included: say less.
+		return "", "", fmt.Errorf("%w: the PostgreSQL URL cannot be read; want postgres://USER@HOST:PORT/DATABASE", jobstore.ErrInvalidInput)
+	}
+	q := u.Query()
+	if len(q[SchemaParam]) > 1 {
+		return "", "", fmt.Errorf("%w: store %s: give the schema once", jobstore.ErrInvalidInput, u.Redacted())
+	}
+	schema := q.Get(SchemaParam)
+	if _, ok := q[SchemaParam]; !ok {
+		return dsn, "", nil
+	}
+	q.Del(SchemaParam)
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
 }
 
 // Schema returns the name of the schema the store lives in.

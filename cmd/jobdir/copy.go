@@ -64,20 +64,20 @@ After the copy, point every jobdir command, worker and server at --to
 			} else if same {
 				return usagef("--from and --to name the same store")
 			}
-			if src.kind == fileStore {
+			if src.Kind == fileStore {
 				// Opening would make an empty store there.
-				if ok, err := filestore.IsStore(src.dir); err == nil && !ok {
-					return fmt.Errorf("--from %s: there is no store there", src.dir)
+				if ok, err := filestore.IsStore(src.Dir); err == nil && !ok {
+					return fmt.Errorf("--from %s: there is no store there", src.Dir)
 				}
 			}
 			ctx := cmd.Context()
 			in, err := a.openAt(ctx, src, true)
 			switch {
 			case errors.Is(err, pgstore.ErrNoSchema):
-				return withHint(fmt.Errorf("--from %s: there is no store there", pgName(src.dsn, cmp.Or(src.schema, pgstore.DefaultSchema))),
+				return withHint(fmt.Errorf("--from %s: there is no store there", src.String()),
 					"Check the database and the schema parameter of the URL (schema=NAME).")
 			case errors.Is(err, pgstore.ErrSchemaTooOld):
-				return withHint(fmt.Errorf("--from %s: the store was written by an older jobdir, and copy does not upgrade the store it reads", pgName(src.dsn, cmp.Or(src.schema, pgstore.DefaultSchema))),
+				return withHint(fmt.Errorf("--from %s: the store was written by an older jobdir, and copy does not upgrade the store it reads", src.String()),
 					"Run another command on it first, such as jobdir stats, which upgrades it; then copy again.")
 			case err != nil:
 				return err
@@ -100,17 +100,17 @@ After the copy, point every jobdir command, worker and server at --to
 
 // sameStore reports whether two locations name one store.
 func sameStore(a, b location) (bool, error) {
-	if a.kind != b.kind {
+	if a.Kind != b.Kind {
 		return false, nil
 	}
-	if a.kind == postgresStore {
-		return a.dsn == b.dsn && cmp.Or(a.schema, pgstore.DefaultSchema) == cmp.Or(b.schema, pgstore.DefaultSchema), nil
+	if a.Kind == postgresStore {
+		return a.DSN == b.DSN && cmp.Or(a.Schema, pgstore.DefaultSchema) == cmp.Or(b.Schema, pgstore.DefaultSchema), nil
 	}
-	x, err := filepath.Abs(a.dir)
+	x, err := filepath.Abs(a.Dir)
 	if err != nil {
 		return false, err
 	}
-	y, err := filepath.Abs(b.dir)
+	y, err := filepath.Abs(b.Dir)
 	if err != nil {
 		return false, err
 	}
@@ -123,19 +123,19 @@ func sameStore(a, b location) (bool, error) {
 // pgstore.ErrNoSchema, one of an older version with pgstore.ErrSchemaTooOld. (A file store to read from is
 // checked with filestore.IsStore first, since Open would make one.)
 func (a *app) openAt(ctx context.Context, loc location, mustExist bool) (*cliStore, error) {
-	if loc.kind == postgresStore {
-		st, err := pgstore.OpenDSN(ctx, loc.dsn, &pgstore.Options{Schema: loc.schema, MustExist: mustExist, Logger: a.logger(slog.LevelWarn)})
+	if loc.Kind == postgresStore {
+		st, err := pgstore.OpenDSN(ctx, loc.DSN, &pgstore.Options{Schema: loc.Schema, MustExist: mustExist, Logger: a.logger(slog.LevelWarn)})
 		if errors.Is(err, pgstore.ErrNoSchema) || errors.Is(err, pgstore.ErrSchemaTooOld) {
 			return nil, err
 		}
 		if err != nil {
 			return nil, explainOpenPG(loc, err)
 		}
-		return &cliStore{Store: st, pg: st, name: pgName(loc.dsn, st.Schema())}, nil
+		return &cliStore{Store: st, pg: st, name: loc.String()}, nil
 	}
-	dir, err := filepath.Abs(loc.dir)
+	dir, err := filepath.Abs(loc.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("store directory %q: %w", loc.dir, err)
+		return nil, fmt.Errorf("store directory %q: %w", loc.Dir, err)
 	}
 	st, err := filestore.Open(ctx, dir, &filestore.Options{AllowUnsafeFilesystem: a.allowUnsafeFS, GroupAccess: a.groupAccess,
 		SyncFS: a.syncFS, Logger: a.logger(slog.LevelWarn)})

@@ -13,6 +13,7 @@ import (
 	"github.com/jobdir/jobdir/internal/pgtest"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/pgstore"
+	"github.com/jobdir/jobdir/storeurl"
 )
 
 // listAll returns every job of store as list --json prints them, oldest
@@ -171,7 +172,7 @@ func TestCopyRefusesMissingSource(t *testing.T) {
 		from, to := pgStore(t), filepath.Join(t.TempDir(), "target")
 		u, err := url.Parse(from)
 		require.NoError(t, err)
-		schema := u.Query().Get(schemaParam)
+		schema := u.Query().Get(storeurl.SchemaParam)
 		r := jd(t, "", "copy", "--from", from, "--to", to)
 		require.Equal(t, exitError, r.code, "%s", r)
 		require.Contains(t, r.stderr, "--from postgres://")
@@ -184,7 +185,7 @@ func TestCopyRefusesMissingSource(t *testing.T) {
 		from, to := pgStore(t), filepath.Join(t.TempDir(), "target")
 		u, err := url.Parse(from)
 		require.NoError(t, err)
-		schema := u.Query().Get(schemaParam)
+		schema := u.Query().Get(storeurl.SchemaParam)
 		jdOK(t, from, "stats")
 		pool := pgtest.Pool(t, 1)
 		old := pgstore.SchemaVersion() - 1

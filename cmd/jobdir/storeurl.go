@@ -1,12 +1,10 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,87 +16,30 @@ import (
 	"github.com/jobdir/jobdir/joblog"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/pgstore"
+	"github.com/jobdir/jobdir/storeurl"
 )
 
 // envStore names the environment variable that selects the store as
 // --store does.
 const envStore = "JOBDIR_STORE"
 
-// schemaParam is the query parameter of a postgres:// store URL that names
-// the schema; it is jobdir's, not PostgreSQL's, so it is taken out of the
-// URL before connecting.
-const schemaParam = "schema"
-
-// storeKind says which implementation a store location names.
-type storeKind int
+// location is a store as --store, --dir or the environment name it.
+type location = storeurl.Location
 
 const (
-	fileStore storeKind = iota
-	postgresStore
+	fileStore     = storeurl.File
+	postgresStore = storeurl.Postgres
 )
 
-// location is a store as --store, --dir or the environment name it.
-type location struct {
-	kind storeKind
-	// dir is the directory of a file store ("" for the default one).
-	dir string
-	// dsn is the connection URL of a PostgreSQL store, without the
-	// schema parameter.
-	dsn string
-	// schema is the PostgreSQL schema ("" for pgstore's default).
-	schema string
-}
-
-// parseStoreURL reads what --store or $JOBDIR_STORE says: a directory (a
-// path or a file:// URL) or a postgres:// (postgresql://) URL. A schema
-// query parameter of a PostgreSQL URL names the store's schema.
+// parseStoreURL reads what --store or $JOBDIR_STORE says (see
+// storeurl.Parse), in words for a person: without the library's
+// "invalid input".
 func parseStoreURL(s string) (location, error) {
-	scheme, _, hasScheme := strings.Cut(s, "://")
-	if !hasScheme {
-		if s == "" {
-			return location{}, errors.New("the store is empty: give a directory or a postgres:// URL")
-		}
-		return location{kind: fileStore, dir: s}, nil
-	}
-	switch strings.ToLower(scheme) {
-	case "file":
-		u, err := url.Parse(s)
-		if err != nil {
-			return location{}, fmt.Errorf("store %q: not a URL", redacted(s))
-		}
-		if u.Host != "" && u.Host != "localhost" {
-			return location{}, fmt.Errorf("store %q: a file:// URL names a directory on this machine: write file:///path (three slashes) or just the path", s)
-		}
-		if u.Path == "" || u.RawQuery != "" {
-			return location{}, fmt.Errorf("store %q: want file:///path/to/dir", s)
-		}
-		return location{kind: fileStore, dir: u.Path}, nil
-	case "postgres", "postgresql":
-		u, err := url.Parse(s)
-		if err != nil {
-			// url.Parse quotes the URL, password included: say less.
-			return location{}, fmt.Errorf("the PostgreSQL URL given as the store cannot be read; want postgres://USER@HOST:PORT/DATABASE")
-		}
-		q := u.Query()
-		schema := q.Get(schemaParam)
-		if len(q[schemaParam]) > 1 {
-			return location{}, fmt.Errorf("store %s: give the schema once", u.Redacted())
-		}
-		q.Del(schemaParam)
-		u.RawQuery = q.Encode()
-		return location{kind: postgresStore, dsn: u.String(), schema: schema}, nil
-	}
-	return location{}, fmt.Errorf("store %q: unknown kind of store %q: give a directory, a file:// URL or a postgres:// URL", redacted(s), scheme)
-}
-
-// redacted returns the URL s without its password, if it has one.
-func redacted(s string) string {
-	u, err := url.Parse(s)
+	loc, err := storeurl.Parse(s)
 	if err != nil {
-		scheme, _, _ := strings.Cut(s, "://")
-		return scheme + "://..."
+		return loc, errors.New(strings.TrimPrefix(err.Error(), jobstore.ErrInvalidInput.Error()+": "))
 	}
-	return u.Redacted()
+	return loc, nil
 }
 
 // registerStoreFlag adds --store to root.
@@ -120,7 +61,7 @@ func (a *app) location() (location, error) {
 		}
 		return loc, nil
 	case a.dir != "":
-		return location{kind: fileStore, dir: a.dir}, nil
+		return location{Kind: fileStore, Dir: a.dir}, nil
 	}
 	if env := os.Getenv(envStore); env != "" {
 		loc, err := parseStoreURL(env)
@@ -129,7 +70,7 @@ func (a *app) location() (location, error) {
 		}
 		return loc, nil
 	}
-	return location{kind: fileStore}, nil
+	return location{Kind: fileStore}, nil
 }
 
 // cliStore is the store a command works on: a file store or a PostgreSQL
@@ -151,9 +92,9 @@ func (a *app) openCLIStore(ctx context.Context) (*cliStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if loc.kind == fileStore {
-		if loc.dir != "" {
-			a.dir = loc.dir // openStore reads it, wherever it finds the store
+	if loc.Kind == fileStore {
+		if loc.Dir != "" {
+			a.dir = loc.Dir // openStore reads it, wherever it finds the store
 		}
 		st, err := a.openStore(ctx)
 		if err != nil {
@@ -161,30 +102,16 @@ func (a *app) openCLIStore(ctx context.Context) (*cliStore, error) {
 		}
 		return &cliStore{Store: st, file: st, name: st.Dir()}, nil
 	}
-	st, err := pgstore.OpenDSN(ctx, loc.dsn, &pgstore.Options{Schema: loc.schema, Logger: a.logger(slog.LevelWarn)})
+	st, err := pgstore.OpenDSN(ctx, loc.DSN, &pgstore.Options{Schema: loc.Schema, Logger: a.logger(slog.LevelWarn)})
 	if err != nil {
 		return nil, explainOpenPG(loc, err)
 	}
-	cs := &cliStore{Store: st, pg: st, name: pgName(loc.dsn, st.Schema())}
+	cs := &cliStore{Store: st, pg: st, name: loc.String()}
 	a.storeName = cs.name
 	if a.verbose {
 		fmt.Fprintf(a.stderr, "jobdir: store %s\n", a.storeName)
 	}
 	return cs, nil
-}
-
-// pgName names a PostgreSQL store for people: its URL without the password,
-// and its schema.
-func pgName(dsn, schema string) string {
-	shown := dsn
-	if u, err := url.Parse(dsn); err == nil {
-		shown = u.Redacted()
-		if q, err := url.QueryUnescape(u.RawQuery); err == nil && u.RawQuery != "" {
-			u.RawQuery = ""
-			shown = u.Redacted() + "?" + q
-		}
-	}
-	return shown + " (schema " + schema + ")"
 }
 
 // explainOpenPG rewrites the error of opening a PostgreSQL store for a
@@ -193,7 +120,7 @@ func explainOpenPG(loc location, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	where := pgName(loc.dsn, cmp.Or(loc.schema, pgstore.DefaultSchema))
+	where := loc.String()
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		// pgx's own words, without the chain of what was being done.

@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
@@ -27,15 +24,15 @@ func TestParseStoreURL(t *testing.T) {
 		want location
 		err  string
 	}{
-		{"relative path", "jobs", location{kind: fileStore, dir: "jobs"}, ""},
-		{"absolute path", "/var/lib/jobs", location{kind: fileStore, dir: "/var/lib/jobs"}, ""},
-		{"file URL", "file:///var/lib/jobs", location{kind: fileStore, dir: "/var/lib/jobs"}, ""},
-		{"file URL on localhost", "file://localhost/var/lib/jobs", location{kind: fileStore, dir: "/var/lib/jobs"}, ""},
+		{"relative path", "jobs", location{Kind: fileStore, Dir: "jobs"}, ""},
+		{"absolute path", "/var/lib/jobs", location{Kind: fileStore, Dir: "/var/lib/jobs"}, ""},
+		{"file URL", "file:///var/lib/jobs", location{Kind: fileStore, Dir: "/var/lib/jobs"}, ""},
+		{"file URL on localhost", "file://localhost/var/lib/jobs", location{Kind: fileStore, Dir: "/var/lib/jobs"}, ""},
 		{"file URL on another host", "file://db/var/lib/jobs", location{}, "three slashes"},
 		{"postgres", "postgres://app@db.internal:5433/app?sslmode=disable",
-			location{kind: postgresStore, dsn: "postgres://app@db.internal:5433/app?sslmode=disable"}, ""},
+			location{Kind: postgresStore, DSN: "postgres://app@db.internal:5433/app?sslmode=disable"}, ""},
 		{"postgresql with schema", "postgresql://app:secret@db/app?schema=jobs&sslmode=require",
-			location{kind: postgresStore, dsn: "postgresql://app:secret@db/app?sslmode=require", schema: "jobs"}, ""},
+			location{Kind: postgresStore, DSN: "postgresql://app:secret@db/app?sslmode=require", Schema: "jobs"}, ""},
 		{"schema twice", "postgres://db/app?schema=a&schema=b", location{}, "give the schema once"},
 		{"bad postgres URL, password not shown", "postgres://app:se%zzcret@db/app", location{}, "cannot be read"},
 		{"unknown scheme", "mysql://db/app", location{}, `unknown kind of store "mysql"`},
@@ -107,24 +104,7 @@ func TestStoreSelection(t *testing.T) {
 // without a PostgreSQL server.
 func pgStore(t *testing.T) string {
 	t.Helper()
-	dsn := pgtest.Require(t)
-	schema := pgtest.Schema(t)
-	cfg, err := pgx.ParseConfig(dsn)
-	require.NoError(t, err)
-	q := url.Values{}
-	u := url.URL{Scheme: "postgres", User: url.User(cfg.User), Path: "/" + cfg.Database}
-	if strings.HasPrefix(cfg.Host, "/") {
-		q.Set("host", cfg.Host)
-		q.Set("port", strconv.Itoa(int(cfg.Port)))
-	} else {
-		u.Host = cfg.Host + ":" + strconv.Itoa(int(cfg.Port))
-	}
-	if cfg.Password != "" {
-		u.User = url.UserPassword(cfg.User, cfg.Password)
-	}
-	q.Set(schemaParam, schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return pgtest.StoreURL(t, pgtest.Schema(t))
 }
 
 // TestPostgresStoreThroughTheCommand: every command works on a store in

@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -152,4 +153,30 @@ func NewPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
 	}
 	cfg.MaxConns = maxConns
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// StoreURL returns the postgres:// URL of the test server, with the
+// schema parameter that names schema, as jobdir's --store and the
+// storeurl package take it. It skips the test (fails it under CI=true)
+// without a server.
+func StoreURL(t testing.TB, schema string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(Require(t))
+	if err != nil {
+		t.Fatalf("parse the test server's DSN: %v", err)
+	}
+	q := url.Values{}
+	u := url.URL{Scheme: "postgres", User: url.User(cfg.User), Path: "/" + cfg.Database}
+	if strings.HasPrefix(cfg.Host, "/") {
+		q.Set("host", cfg.Host)
+		q.Set("port", strconv.Itoa(int(cfg.Port)))
+	} else {
+		u.Host = cfg.Host + ":" + strconv.Itoa(int(cfg.Port))
+	}
+	if cfg.Password != "" {
+		u.User = url.UserPassword(cfg.User, cfg.Password)
+	}
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
