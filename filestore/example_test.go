@@ -123,3 +123,58 @@ func ExampleStore_Fsck() {
 	// Output:
 	// records: 1 ok: true
 }
+
+// outboxRow is a row of a program's own outbox table, written in the same
+// database transaction as the change that needs a job.
+type outboxRow struct {
+	ID    int64
+	Order string
+}
+
+// A file store cannot take part in a database transaction, so a program
+// that must submit a job if and only if its transaction commits writes an
+// outbox row in that transaction, and a relay submits each row's job with
+// the row's ID as the key, then deletes the row. A relay that dies between
+// the two submits the row again at its next pass: the key makes that
+// second submit return the job the first one made.
+func ExampleStore_Submit_outbox() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "jobdir-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := filestore.Open(ctx, dir, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	// Committed by the program, with the order itself.
+	outbox := []outboxRow{{ID: 41, Order: "o-1"}, {ID: 42, Order: "o-2"}}
+
+	relay := func(deleteRows bool) {
+		for _, row := range outbox {
+			payload, _ := json.Marshal(map[string]string{"order": row.Order})
+			job, created, err := s.Submit(ctx, jobstore.Spec{
+				Kind:    "order.ship",
+				Key:     fmt.Sprintf("outbox-%d", row.ID),
+				Payload: payload,
+			})
+			if err != nil {
+				return // the rows stay; the next pass submits them
+			}
+			fmt.Println(job.Key, "created:", created)
+		}
+		if deleteRows {
+			outbox = nil // DELETE FROM outbox WHERE id IN (...)
+		}
+	}
+	relay(false) // dies before it deletes the rows
+	relay(true)  // the next pass
+	// Output:
+	// outbox-41 created: true
+	// outbox-42 created: true
+	// outbox-41 created: false
+	// outbox-42 created: false
+}

@@ -79,126 +79,31 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 // any spec is invalid; on any other error the transaction is rolled back
 // and nothing is submitted either.
 func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
-	if err := jobstore.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
-		return nil, fmt.Errorf("pgstore: submit batch: %w", err)
-	}
-	if err := validateSpecs(specs); err != nil {
-		return nil, fmt.Errorf("pgstore: submit batch: %w", err)
-	}
-	if err := s.check(ctx, "submit batch"); err != nil {
+	b, err := s.newBatch(ctx, "submit batch", specs)
+	if err != nil {
 		return nil, err
 	}
-	out := make([]jobstore.Submitted, len(specs))
 	if len(specs) == 0 {
-		return out, nil
+		return b.out, nil
 	}
-	now := time.Now()
-	first := map[string]int{} // key -> index of the first spec with it
-	var rows []int            // the specs that make a job, unless their key has one
-	for i, spec := range specs {
-		if spec.Key != "" {
-			if _, dup := first[spec.Key]; dup {
-				continue
-			}
-			first[spec.Key] = i
-		}
-		out[i].Job = trimTimes(jobstore.NewJob(spec, now))
-		rows = append(rows, i)
-	}
-	// Insert in key order, so that batches with common keys wait for each
-	// other's key locks in one order and cannot deadlock.
-	slices.SortStableFunc(rows, func(a, b int) int { return cmp.Compare(specs[a].Key, specs[b].Key) })
-	n := len(rows)
-	ids, kinds := make([]string, n), make([]string, n)
-	keys := make([]*string, n)
-	prios := make([]int32, n)
-	runAts, updated := make([]time.Time, n), make([]time.Time, n)
-	payloads, docs := make([][]byte, n), make([][]byte, n)
-	var keyed []string
-	for k, i := range rows {
-		j := out[i].Job
-		doc, err := encodeDoc(j)
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: submit batch: spec %d: %w", i, err)
-		}
-		ids[k], kinds[k], prios[k] = j.ID, j.Kind, int32(j.Priority)
-		runAts[k], updated[k], docs[k] = j.RunAt, j.UpdatedAt, doc
-		if len(j.Payload) > 0 {
-			payloads[k] = j.Payload
-		}
-		if j.Key != "" {
-			keys[k] = &j.Key
-			keyed = append(keyed, j.Key)
-		}
-	}
-
-	if len(keyed) == 0 {
+	if len(b.keyed) == 0 {
 		// No key can be taken: one statement inserts every job, one
 		// round trip and one commit.
-		tag, err := s.pool.Exec(ctx, s.q.insertManyNew, ids, kinds, prios, runAts, updated, payloads, docs)
-		if err == nil && tag.RowsAffected() != int64(n) {
-			err = fmt.Errorf("inserted %d jobs of %d", tag.RowsAffected(), n)
+		tag, err := s.pool.Exec(ctx, s.q.insertManyNew, b.ids, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs)
+		if err == nil && tag.RowsAffected() != int64(len(b.rows)) {
+			err = fmt.Errorf("inserted %d jobs of %d", tag.RowsAffected(), len(b.rows))
 		}
 		if err != nil {
 			return nil, s.fail(ctx, "submit batch", err)
 		}
-		for i := range out {
-			out[i].Created = true
+		for i := range b.out {
+			b.out[i].Created = true
 		}
 		s.announceWork()
-		return out, nil
+		return b.out, nil
 	}
-	var created map[string]bool
-	var existing map[string]jobstore.Job
 	for try := 0; ; try++ {
-		var gone bool
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			created, existing, gone = map[string]bool{}, map[string]jobstore.Job{}, false
-			rs, err := tx.Query(ctx, s.q.insertMany, ids, keys, kinds, prios, runAts, updated, payloads, docs)
-			if err != nil {
-				return err
-			}
-			for rs.Next() {
-				var id string
-				if err := rs.Scan(&id); err != nil {
-					rs.Close()
-					return err
-				}
-				created[id] = true
-			}
-			if err := rs.Err(); err != nil {
-				return err
-			}
-			if len(created) < n && len(keyed) > 0 {
-				rs, err := tx.Query(ctx, s.q.byKeys, keyed)
-				if err != nil {
-					return err
-				}
-				for rs.Next() {
-					r, err := scanRow(rs)
-					if err != nil {
-						rs.Close()
-						return err
-					}
-					existing[r.job.Key] = r.job
-				}
-				if err := rs.Err(); err != nil {
-					return err
-				}
-			}
-			for _, i := range rows {
-				j := out[i].Job
-				if !created[j.ID] && j.Key != "" {
-					if _, ok := existing[j.Key]; !ok {
-						gone = true // its job was pruned meanwhile: try again
-					}
-				}
-			}
-			if gone {
-				return errRetry
-			}
-			return nil
-		})
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.insertBatch(ctx, tx, b) })
 		if err == nil {
 			break
 		}
@@ -207,27 +112,149 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 		}
 		return nil, s.fail(ctx, "submit batch", err)
 	}
+	out := b.results(specs)
+	if len(b.created) > 0 {
+		s.announceWork()
+	}
+	return out, nil
+}
+
+// batch is a SubmitBatch being made: the jobs of its specs, the columns
+// of the rows it inserts, and what the insert found.
+type batch struct {
+	out             []jobstore.Submitted
+	first           map[string]int // key -> index of the first spec with it
+	rows            []int          // the specs that make a job, unless their key has one
+	ids, kinds      []string
+	keys            []*string
+	prios           []int32
+	runAts, updated []time.Time
+	payloads, docs  [][]byte
+	keyed           []string
+	created         map[string]bool
+	existing        map[string]jobstore.Job
+}
+
+// newBatch validates specs and makes their jobs and rows.
+func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) (*batch, error) {
+	b := &batch{out: make([]jobstore.Submitted, len(specs)), first: map[string]int{}}
+	if err := jobstore.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
+		return b, fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if err := validateSpecs(specs); err != nil {
+		return b, fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if err := s.check(ctx, op); err != nil {
+		return b, err
+	}
+	now := time.Now()
 	for i, spec := range specs {
-		if spec.Key != "" && first[spec.Key] != i {
+		if spec.Key != "" {
+			if _, dup := b.first[spec.Key]; dup {
+				continue
+			}
+			b.first[spec.Key] = i
+		}
+		b.out[i].Job = trimTimes(jobstore.NewJob(spec, now))
+		b.rows = append(b.rows, i)
+	}
+	// Insert in key order, so that batches with common keys wait for each
+	// other's key locks in one order and cannot deadlock.
+	slices.SortStableFunc(b.rows, func(x, y int) int { return cmp.Compare(specs[x].Key, specs[y].Key) })
+	n := len(b.rows)
+	b.ids, b.kinds = make([]string, n), make([]string, n)
+	b.keys = make([]*string, n)
+	b.prios = make([]int32, n)
+	b.runAts, b.updated = make([]time.Time, n), make([]time.Time, n)
+	b.payloads, b.docs = make([][]byte, n), make([][]byte, n)
+	for k, i := range b.rows {
+		j := b.out[i].Job
+		doc, err := encodeDoc(j)
+		if err != nil {
+			return b, fmt.Errorf("pgstore: %s: spec %d: %w", op, i, err)
+		}
+		b.ids[k], b.kinds[k], b.prios[k] = j.ID, j.Kind, int32(j.Priority)
+		b.runAts[k], b.updated[k], b.docs[k] = j.RunAt, j.UpdatedAt, doc
+		if len(j.Payload) > 0 {
+			b.payloads[k] = j.Payload
+		}
+		if j.Key != "" {
+			b.keys[k] = &b.out[i].Job.Key
+			b.keyed = append(b.keyed, j.Key)
+		}
+	}
+	return b, nil
+}
+
+// insertBatch inserts b's rows in tx and reads the jobs that hold the
+// keys of those it did not insert. It returns errRetry if such a job was
+// pruned meanwhile.
+func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b *batch) error {
+	b.created, b.existing = map[string]bool{}, map[string]jobstore.Job{}
+	rs, err := tx.Query(ctx, s.q.insertMany, b.ids, b.keys, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs)
+	if err != nil {
+		return err
+	}
+	for rs.Next() {
+		var id string
+		if err := rs.Scan(&id); err != nil {
+			rs.Close()
+			return err
+		}
+		b.created[id] = true
+	}
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	if len(b.created) < len(b.rows) && len(b.keyed) > 0 {
+		rs, err := tx.Query(ctx, s.q.byKeys, b.keyed)
+		if err != nil {
+			return err
+		}
+		for rs.Next() {
+			r, err := scanRow(rs)
+			if err != nil {
+				rs.Close()
+				return err
+			}
+			b.existing[r.job.Key] = r.job
+		}
+		if err := rs.Err(); err != nil {
+			return err
+		}
+	}
+	for _, i := range b.rows {
+		j := b.out[i].Job
+		if !b.created[j.ID] && j.Key != "" {
+			if _, ok := b.existing[j.Key]; !ok {
+				return errRetry // its job was pruned meanwhile: try again
+			}
+		}
+	}
+	return nil
+}
+
+// results is what SubmitBatch returns for specs once b is inserted.
+func (b *batch) results(specs []jobstore.Spec) []jobstore.Submitted {
+	out := b.out
+	for i, spec := range specs {
+		if spec.Key != "" && b.first[spec.Key] != i {
 			continue
 		}
-		if created[out[i].Job.ID] {
+		if b.created[out[i].Job.ID] {
 			out[i].Created = true
 			continue
 		}
-		out[i].Job = existing[spec.Key]
+		out[i].Job = b.existing[spec.Key]
 	}
 	// A spec whose key an earlier spec took shares that job (found above,
 	// or created by the earlier spec).
 	for i, spec := range specs {
-		if spec.Key != "" && first[spec.Key] != i {
-			out[i] = jobstore.Submitted{Job: out[first[spec.Key]].Job}
+		if spec.Key != "" && b.first[spec.Key] != i {
+			out[i] = jobstore.Submitted{Job: out[b.first[spec.Key]].Job}
 		}
 	}
-	if len(created) > 0 {
-		s.announceWork()
-	}
-	return out, nil
+	return out
 }
 
 // errRetry makes a transaction roll back and run again.
