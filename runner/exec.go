@@ -91,6 +91,23 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 	r.emit(Event{Type: EventFinished, Job: done, RunDuration: ran, Outcome: o, Err: herr})
 }
 
+// Attempt runs h on job as Run runs one attempt, without a store, and
+// returns the outcome Run would record: the result of a nil error; a
+// failure with the error's message, Permanent and RetryAfter as the error
+// says; a panic or runtime.Goexit in h as a failure with its value and
+// stack. If ctx had ended when h returned, the outcome says why as Run's
+// does (context.Cause: ErrTimeout marks it timed out, ErrShutdown
+// interrupted). Options.Middleware is not applied: wrap h first to test it
+// too. It is what package runnertest builds on.
+func Attempt(ctx context.Context, h Handler, job jobstore.Job) jobstore.Outcome {
+	result, herr := call(ctx, h, job)
+	var cause error
+	if ctx.Err() != nil {
+		cause = context.Cause(ctx)
+	}
+	return outcome(cause, result, herr)
+}
+
 // call runs h in its own goroutine so that a panic or runtime.Goexit in
 // the handler becomes an error instead of ending the runner's goroutine.
 func call(ctx context.Context, h Handler, job jobstore.Job) (result json.RawMessage, err error) {
