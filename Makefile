@@ -14,6 +14,7 @@ help: ## List the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 demo: ## The main job: build jobdir, submit jobs to the default store (./.jobdir), run a worker until idle, list them.
+	@echo "building jobdir (the first build downloads and compiles the dependencies: about a minute)"
 	$(GO) build -o bin/jobdir ./cmd/jobdir
 	./bin/jobdir submit -- sh -c 'echo hello from job $$JOBDIR_JOB_ID, attempt $$JOBDIR_ATTEMPT'
 	./bin/jobdir submit --key demo-report -- sh -c 'sleep 1; echo report written'

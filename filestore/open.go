@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -184,7 +185,7 @@ func (s *Store) createRoot(context.Context) error {
 		}
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory", s.dir)
+		return &fs.PathError{Op: "open store", Path: s.dir, Err: syscall.ENOTDIR}
 	}
 	return s.pinRoot()
 }

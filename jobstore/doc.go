@@ -3,7 +3,8 @@
 // test with errors.Is.
 //
 // The package does no I/O. Implementations live in sibling packages named
-// after what they depend on: memstore (process memory) and filestore (a
+// after what they depend on: memstore (process memory), pgstore (a
+// PostgreSQL schema, for many machines) and filestore (a
 // directory shared by several processes). Their common behaviour is specified
 // once, by the conformance suite in jobstore/storetest, and the runner package
 // executes jobs from any Store.

@@ -129,10 +129,10 @@ func TestStateInWords(t *testing.T) {
 	require.NoError(t, err)
 
 	r := e.do("GET", "/ui/jobs", nil)
-	require.Contains(t, r.body, "scheduled in 5m")
-	require.Contains(t, r.body, "retrying in 29m, attempt 2/3")
+	require.Regexp(t, `scheduled in 5m 2\ds`, r.body, "minutes and seconds, as the command line writes it")
+	require.Regexp(t, `retrying in 29m 5\ds, attempt 2/3`, r.body)
 	r = e.do("GET", "/ui/jobs/"+flaky.ID, nil)
-	require.Contains(t, r.body, "retrying in 29m, attempt 2/3")
+	require.Regexp(t, `retrying in 29m 5\ds, attempt 2/3`, r.body)
 	require.Contains(t, r.body, "boom")
 	require.Contains(t, r.body, "<td>w1</td>", "the attempt's worker")
 }

@@ -4,34 +4,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobdir/jobdir/internal/humantime"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// ago says how long d is, the way a person reads it at a glance: "0s",
-// "45s", "5m", "2h 5m", "3d 4h".
-func ago(d time.Duration) string {
-	if d < 0 {
-		d = -d
-	}
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
-	case d < 24*time.Hour:
-		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
-		if m == 0 {
-			return fmt.Sprintf("%dh", h)
-		}
-		return fmt.Sprintf("%dh %dm", h, m)
-	default:
-		days, h := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour)
-		if h == 0 {
-			return fmt.Sprintf("%dd", days)
-		}
-		return fmt.Sprintf("%dd %dh", days, h)
-	}
-}
+// ago says how long d is, the way a person reads it at a glance, as the
+// command line does (humantime.Duration): "45s", "5m 3s", "2h 5m".
+func ago(d time.Duration) string { return humantime.Duration(d) }
 
 // stateWords says where a job is, in words, at time now: "scheduled in
 // 5m", "retrying in 30s", "running for 12s", "succeeded 2m ago", with the

@@ -69,7 +69,10 @@ func printStats(w io.Writer, dir string, s jobstore.Stats, now time.Time) error 
 		oldest = "waiting " + roundDuration(now.Sub(s.OldestQueuedAt)).Truncate(time.Second).String() +
 			" (due since " + s.OldestQueuedAt.Local().Format("2006-01-02 15:04:05") + ")"
 	case queued > 0:
-		oldest = "none: the " + plural(int64(queued), "queued job") + " wait for their time or a retry"
+		oldest = "none: the queued job waits for its time or a retry"
+		if queued > 1 {
+			oldest = fmt.Sprintf("none: the %d queued jobs wait for their time or a retry", queued)
+		}
 	default:
 		oldest = "none: no job is queued"
 	}

@@ -149,7 +149,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
   jobdir logs 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
 
   # Serve the HTTP API to local clients, with two workers in the same process.
-  JOBDIR_TOKEN=secret jobdir serve --work 2 --allow-kind exec`,
+  JOBDIR_TOKEN=$(openssl rand -hex 32) jobdir serve --work 2 --allow-kind exec`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       version(),
@@ -176,7 +176,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "use the store in `DIR` (default $JOBDIR_DIR, else the nearest .jobdir in this directory or above)")
-	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "say which store is used")
+	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "say which store is used, and how a worker contains jobs")
 	a.registerStoreFlag(root)
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", logText,
 		"how work and serve write their lines and warnings on stderr: text, for people, or json, one object a line")

@@ -315,7 +315,7 @@ func e2eKilledWorkersJobRunsElsewhere(t *testing.T, dir string) {
 		pids = append(pids, pid)
 	}
 	require.Len(t, pids, 6)
-	require.Contains(t, first.errb.String(), "  containment: each job runs")
+	require.Contains(t, first.errb.String(), "running up to 1 job")
 
 	second := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1", "-q"))
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,10 @@ import (
 )
 
 // errDuration says what a duration flag accepts.
+// errNegativeDuration is the error of a duration that starts with "-":
+// every duration the command takes counts forward.
+var errNegativeDuration = errors.New("must not be negative: it counts forward from now")
+
 var errDuration = errors.New("want a duration such as 90s, 15m, 2h, 7d or 2w (d is 24h, w is 7d; units combine, as in 1d12h)")
 
 // durationUnits are the units parseDuration accepts, longest first where
@@ -31,6 +36,9 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, nil
 	case "":
 		return 0, errDuration
+	}
+	if strings.HasPrefix(s, "-") {
+		return 0, errNegativeDuration
 	}
 	rest := s
 	var total float64
@@ -140,4 +148,69 @@ func parseAt(s string, now time.Time) (time.Time, error) {
 		return at(now.AddDate(0, 0, 1)), nil
 	}
 	return time.Time{}, fmt.Errorf("%q is not a day: write today, tomorrow or a date such as 2026-11-29", day)
+}
+
+// byteSizeValue is a flag of a size in bytes: a whole number, with an
+// optional unit K, M or G (1024-based, with or without B or iB, in either
+// case), as in 10MiB, 10MB, 10M or 10485760.
+type byteSizeValue int64
+
+// byteUnits are the units byteSizeValue takes, longest first.
+var byteUnits = []struct {
+	name string
+	n    int64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30},
+	{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1},
+}
+
+// errByteSize is the error of a size that does not parse.
+var errByteSize = errors.New("want a size such as 10MiB, 512K or 1048576 (K, M and G are 1024-based)")
+
+func parseByteSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if rest, ok := strings.CutSuffix(t, u.name); ok {
+			t, mult = strings.TrimSpace(rest), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, errByteSize
+	}
+	return n * mult, nil
+}
+
+func (b *byteSizeValue) Set(s string) error {
+	n, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSizeValue(n)
+	return nil
+}
+
+// String writes the size in the largest unit that divides it.
+func (b *byteSizeValue) String() string {
+	n := int64(*b)
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.n == 0 {
+			return strconv.FormatInt(n/u.n, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func (b *byteSizeValue) Type() string { return "size" }
+
+// byteSizeVar defines a size flag on f (see byteSizeValue).
+func byteSizeVar(f *pflag.FlagSet, p *int64, name string, value int64, usage string) {
+	*p = value
+	f.Var((*byteSizeValue)(p), name, usage)
 }

@@ -293,7 +293,7 @@ func (a *app) retryCommand() *cobra.Command {
 		bf bulkFilter
 	)
 	cmd := &cobra.Command{
-		Use:   "retry ID | --state STATE --kind KIND",
+		Use:   "retry ID | --key KEY | --state STATE --kind KIND",
 		Short: "Queue a failed or canceled job again",
 		Long: `Queue a failed or canceled job again, due now. If its attempts are used up,
 it gets one more. To run a job that succeeded again, see jobdir rerun.
@@ -302,6 +302,7 @@ With --state or --kind instead of an ID, retry every failed or canceled job
 in those states and of that kind: jobdir says how many, asks before it goes
 on (--yes does not ask), then says how many it queued again.`,
 		Example: `  jobdir retry 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
+  jobdir retry --key nightly-report
   jobdir retry --state failed --kind exec
   jobdir retry --state failed,canceled --yes`,
 		Args: bulkArgs(&bf, &ja),
@@ -316,7 +317,7 @@ on (--yes does not ask), then says how many it queued again.`,
 				})
 			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
-				id, err := a.resolveID(cmd.Context(), st, args[0])
+				id, err := ja.resolve(cmd.Context(), a, st, args)
 				if err != nil {
 					return err
 				}
@@ -330,6 +331,7 @@ on (--yes does not ask), then says how many it queued again.`,
 		},
 	}
 	bf.register(cmd, "retry")
+	ja.register(cmd)
 	return cmd
 }
 

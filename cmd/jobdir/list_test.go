@@ -64,7 +64,7 @@ func TestStateAtSaysWhenAQueuedJobRuns(t *testing.T) {
 		want string
 	}{
 		{"due", jobstore.Job{State: jobstore.StateQueued, RunAt: now.Add(-time.Minute), MaxAttempts: 3}, "queued"},
-		{"delayed", jobstore.Job{State: jobstore.StateQueued, RunAt: now.Add(5 * time.Minute), MaxAttempts: 3}, "scheduled (in 5m0s)"},
+		{"delayed", jobstore.Job{State: jobstore.StateQueued, RunAt: now.Add(5 * time.Minute), MaxAttempts: 3}, "scheduled (in 5m)"}, // as the dashboard writes it (humantime)
 		{"retrying", jobstore.Job{State: jobstore.StateQueued, RunAt: now.Add(30 * time.Second), Attempt: 1, MaxAttempts: 3}, "retrying (in 30s, attempt 2/3)"},
 		{"retry due", jobstore.Job{State: jobstore.StateQueued, RunAt: now, Attempt: 1, MaxAttempts: 3}, "queued"},
 		{"canceling", jobstore.Job{State: jobstore.StateRunning, CancelRequested: true}, "running (cancel requested)"},

@@ -60,6 +60,11 @@ job has finished, through its retries, and then exits as "jobdir wait" does:
 				if out.n == 0 && j.Kind == execjob.Kind {
 					fmt.Fprintf(a.stderr, "jobdir: job %s has no output yet (%s)\n", j.ID, stateText(j))
 				}
+				if out.n == 0 && j.Kind != execjob.Kind {
+					// Only exec jobs have a log: saying nothing and
+					// exiting 0 read as "the program printed nothing".
+					return fmt.Errorf("job %s is of kind %q, whose handler keeps no log: only exec jobs (jobdir submit -- PROGRAM) have one", j.ID, j.Kind)
+				}
 				return nil
 			})
 		},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/internal/humantime"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -80,9 +81,9 @@ func agoCoarse(t, now time.Time) string {
 		return "just now"
 	}
 	if d < 0 {
-		return "in " + roundDuration(-d).Truncate(time.Second).String()
+		return "in " + humantime.Duration(d)
 	}
-	return roundDuration(d).Truncate(time.Second).String() + " ago"
+	return humantime.Duration(d) + " ago"
 }
 
 func roundDuration(d time.Duration) time.Duration {
@@ -116,7 +117,7 @@ func stateAt(j jobstore.Job, now time.Time) string {
 	if j.State != jobstore.StateQueued || !j.RunAt.After(now) {
 		return stateText(j)
 	}
-	in := "in " + roundDuration(j.RunAt.Sub(now)).Truncate(time.Second).String()
+	in := "in " + humantime.Duration(j.RunAt.Sub(now))
 	if j.RunAt.Sub(now) < time.Second {
 		in = "in <1s"
 	}

@@ -239,7 +239,7 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		}
 		log := a.logger(slog.LevelInfo)
 		if !cfg.wf.quiet {
-			log.Info("containment: " + contained)
+			a.sayContainment(log, contained)
 		}
 		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, runner.FeedMetrics(srv))
 		wg.Go(func() {

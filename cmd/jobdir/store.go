@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/jobstore"
@@ -156,6 +157,9 @@ func explainOpen(dir string, err error) error {
 		return withHint(wrapped, "Choose another directory with --dir or $JOBDIR_DIR.")
 	case errors.Is(err, fs.ErrPermission):
 		return withHint(wrapped, "Check that this user may read and write the directory and its files, or choose another with --dir or $JOBDIR_DIR.")
+	case errors.Is(err, syscall.ENOTDIR):
+		return withHint(fmt.Errorf("cannot open the store in %s: it is a file, not a directory", dir),
+			"Give the directory the store is in (or one to make it in) with --dir or $JOBDIR_DIR.")
 	case errors.Is(err, context.Canceled):
 		return err
 	}

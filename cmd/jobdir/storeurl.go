@@ -124,7 +124,7 @@ func explainOpenPG(loc location, err error) error {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		// pgx's own words, without the chain of what was being done.
-		return withHint(fmt.Errorf("cannot connect to PostgreSQL for the store at %s: %w", where, errors.Unwrap(ce)),
+		return withHint(fmt.Errorf("cannot connect to PostgreSQL for the store at %s: %s", where, uniqueLines(errors.Unwrap(ce).Error())),
 			"Check that the server runs and listens there, and that this user may connect to the database.")
 	}
 	wrapped := fmt.Errorf("cannot open the store in PostgreSQL at %s: %w", where, err)
@@ -153,4 +153,18 @@ func (s *cliStore) logs() joblog.Logs {
 		return s.pg.Logs()
 	}
 	return joblog.Dir{Path: s.logDir()}
+}
+
+// uniqueLines returns s without the lines that repeat an earlier one: pgx
+// says the same dial error once per attempt (with TLS, then without).
+func uniqueLines(s string) string {
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range strings.Split(s, "\n") {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

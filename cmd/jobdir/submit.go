@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/internal/humantime"
 )
 
 func (a *app) submitCommand() *cobra.Command {
@@ -78,9 +79,13 @@ says so on stderr, and the exit status is still 0.`,
 				spec.RunAt = time.Now().Add(delay)
 			}
 			if at != "" {
-				t, err := parseAt(at, time.Now())
+				now := time.Now()
+				t, err := parseAt(at, now)
 				if err != nil {
 					return usagef("--at %q: %v", at, err)
+				}
+				if t.Before(now) {
+					fmt.Fprintf(a.stderr, "jobdir: --at %s is %s in the past: the job is due at once\n", at, humantime.Duration(now.Sub(t)))
 				}
 				spec.RunAt = t
 			}
@@ -106,7 +111,7 @@ says so on stderr, and the exit status is still 0.`,
 	cmd.Flags().SetInterspersed(false)
 	f := cmd.Flags()
 	f.StringVar(&key, "key", "", "idempotency key: submit only if no job has this `KEY`")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "`N` attempts before the job fails for good (default 3)")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "`N` attempts before the job fails for good (default 3: an attempt also ends when its worker dies, and running the job again elsewhere is then the point; give 1 for a program that must never run twice)")
 	f.IntVar(&priority, "priority", 0, "priority `P`: higher runs first, from -1000 to 1000")
 	durationVar(f, &delay, "delay", 0, "run no sooner than this long from now, e.g. 90s, 2h or 1d")
 	f.StringVar(&at, "at", "", "run no sooner than `TIME`: 18:30 (the next one), tomorrow 09:00, 2026-11-29 18:30 (local time) or RFC 3339")

@@ -38,7 +38,7 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 		"on SIGINT or SIGTERM, how long running jobs may go on before they are stopped")
 	durationVar(f, &wf.killGrace, "kill-grace", execjob.DefaultKillGrace,
 		"how long a stopped program has between SIGTERM and SIGKILL")
-	f.Int64Var(&wf.maxLogBytes, "max-log-bytes", execjob.DefaultMaxLogBytes, "bound on each job's log file, in `BYTES`")
+	byteSizeVar(f, &wf.maxLogBytes, "max-log-bytes", execjob.DefaultMaxLogBytes, "bound on each job's log file, a `SIZE` such as 10MiB, 512K or 1048576")
 	durationVar(f, &wf.jobTimeout, "job-timeout", 0, "stop attempts of jobs without a --timeout of their own after this long (default: no limit)")
 	f.BoolVarP(&wf.quiet, "quiet", "q", false, "do not print a line per job started and finished")
 	f.BoolVar(&wf.cleanEnv, "clean-env", false, "give programs only PATH, HOME, LANG, TZ and USER of this process's environment (and their own env)")
@@ -47,12 +47,12 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 }
 
 // handler returns the exec job handler the flags configure for st, and
-// the sentence that says how it contains jobs. It fails, in plain words,
-// when the containment asked for is not available.
-func (wf *workerFlags) handler(st *cliStore) (execjob.Handler, string, error) {
+// how it contains jobs. It fails, in plain words, when the containment
+// asked for is not available.
+func (wf *workerFlags) handler(st *cliStore) (execjob.Handler, execjob.ContainmentInfo, error) {
 	contain, err := execjob.ParseContainment(wf.containment)
 	if err != nil {
-		return execjob.Handler{}, "", usagef("--containment: %v", err)
+		return execjob.Handler{}, execjob.ContainmentInfo{}, usagef("--containment: %v", err)
 	}
 	h := execjob.Handler{LogDir: st.logDir(), GroupAccess: wf.groupAccess, MaxLogBytes: wf.maxLogBytes,
 		KillGrace: wf.killGrace, CleanEnv: wf.cleanEnv, Contain: contain}
@@ -61,9 +61,18 @@ func (wf *workerFlags) handler(st *cliStore) (execjob.Handler, string, error) {
 	}
 	info, err := h.Containment()
 	if err != nil {
-		return execjob.Handler{}, "", fmt.Errorf("cannot run jobs: %w", err)
+		return execjob.Handler{}, execjob.ContainmentInfo{}, fmt.Errorf("cannot run jobs: %w", err)
 	}
-	return h, info.String(), nil
+	return h, info, nil
+}
+
+// sayContainment logs how jobs are contained when a person needs to know:
+// with -v, or when attempts get no cgroup of their own (a program that
+// leaves its process group and the supervisor's descendants then escapes).
+func (a *app) sayContainment(log *slog.Logger, info execjob.ContainmentInfo) {
+	if a.verbose || info.Cgroup == "" {
+		log.Info("containment: " + info.String())
+	}
 }
 
 // newRunner returns a runner of exec jobs run by h on st with concurrency
@@ -233,7 +242,7 @@ may write its schema chooses the programs its workers run.`,
 				}
 				if !wf.quiet {
 					log.Info(fmt.Sprintf("worker %s running up to %s from %s", r.Worker(), plural(int64(concurrency), "job"), st.name))
-					log.Info("containment: " + contained)
+					a.sayContainment(log, contained)
 				}
 				go func() {
 					<-runCtx.Done()

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/filestore"
+	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// The stumbles of a newcomer's first hour, each fixed with the test that
+// would have failed before.
+
+// TestHelpExampleTokenIsLongEnough: the token of "jobdir help"'s serve
+// example is one serve accepts (it was "secret", which serve refuses as
+// too short).
+func TestHelpExampleTokenIsLongEnough(t *testing.T) {
+	help := jdOK(t, "", "--help").stdout
+	m := regexp.MustCompile(`JOBDIR_TOKEN=(\S+)`).FindAllStringSubmatch(help, -1)
+	require.NotEmpty(t, m)
+	for _, tok := range m {
+		if strings.HasPrefix(tok[1], "$(") {
+			continue // made at run time, as long as asked
+		}
+		require.GreaterOrEqual(t, len(tok[1]), httpapi.MinTokenLen, "the example's token %q is too short for serve", tok[1])
+	}
+}
+
+// TestStoreThatIsAFile: --dir naming a file says so in plain words, not as
+// the library's chain of what it was doing.
+func TestStoreThatIsAFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "afile")
+	require.NoError(t, os.WriteFile(f, nil, 0o600))
+	r := jd(t, f, "list")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Equal(t, "jobdir: cannot open the store in "+f+": it is a file, not a directory\n"+
+		"Give the directory the store is in (or one to make it in) with --dir or $JOBDIR_DIR.\n", r.stderr)
+}
+
+// TestRefusedPostgresSaysItOnce: a refused connection's dial error is
+// printed once, not once per attempt.
+func TestRefusedPostgresSaysItOnce(t *testing.T) {
+	r := jd(t, "postgres://jobdir@127.0.0.1:1/none?connect_timeout=5", "list")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Equal(t, 1, strings.Count(r.stderr, "connection refused"), r.stderr)
+}
+
+// TestDelayAndAtInThePast: a negative --delay is refused saying that
+// negative is the problem; an --at in the past is taken, saying that the
+// job is due at once.
+func TestDelayAndAtInThePast(t *testing.T) {
+	dir := t.TempDir()
+	r := jd(t, dir, "submit", "--delay", "-5m", "--", "true")
+	require.Equal(t, exitUsage, r.code, "%s", r)
+	require.Contains(t, r.stderr, `--delay "-5m": must not be negative`)
+	r = jdOK(t, dir, "submit", "--at", "2020-01-01T00:00:00Z", "--", "true")
+	require.Regexp(t, `^jobdir: --at 2020-01-01T00:00:00Z is \d+d \d+h in the past: the job is due at once\n$`, r.stderr)
+	r = jdOK(t, dir, "submit", "--at", time.Now().Add(time.Hour).Format(time.RFC3339), "--", "true")
+	require.Empty(t, r.stderr, "a time to come says nothing")
+}
+
+// TestRetryByKey: retry takes --key, as get, logs, wait, cancel and rerun
+// do.
+func TestRetryByKey(t *testing.T) {
+	dir := t.TempDir()
+	id := submit(t, dir, "--key", "nightly", "--", "true")
+	jdOK(t, dir, "cancel", "--key", "nightly")
+	r := jdOK(t, dir, "retry", "--key", "nightly")
+	require.Equal(t, id+" queued (attempt 1 of 3 next)\n", r.stdout)
+	r = jd(t, dir, "retry", "--key", "nosuch")
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, `no job with key "nosuch"`)
+}
+
+// TestLogsOfAJobWithoutLog: logs of a job of a library kind says that such
+// jobs keep no log and fails, rather than printing nothing and exiting 0.
+func TestLogsOfAJobWithoutLog(t *testing.T) {
+	dir := t.TempDir()
+	s, err := filestore.Open(context.Background(), dir, &filestore.Options{NoSync: true})
+	require.NoError(t, err)
+	j, _, err := s.Submit(context.Background(), jobstore.Spec{Kind: "email.send"})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	r := jd(t, dir, "logs", j.ID)
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Empty(t, r.stdout)
+	require.Contains(t, r.stderr, `job `+j.ID+` is of kind "email.send", whose handler keeps no log: only exec jobs`)
+}
+
+// TestMaxLogBytesTakesUnits: --max-log-bytes takes the units its help
+// speaks of, and refuses what is not a size in words.
+func TestMaxLogBytesTakesUnits(t *testing.T) {
+	for in, want := range map[string]int64{"10MiB": 10 << 20, "10MB": 10 << 20, "10M": 10 << 20, "512k": 512 << 10, "1G": 1 << 30, "1048576": 1 << 20, "8192B": 8192} {
+		n, err := parseByteSize(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, n, in)
+	}
+	for _, in := range []string{"", "ten", "-1M", "1.5M", "10TB", "99999999999G"} {
+		_, err := parseByteSize(in)
+		require.ErrorIs(t, err, errByteSize, in)
+	}
+	help := jdOK(t, "", "work", "--help").stdout
+	require.Contains(t, help, "(default 10MiB)")
+	r := jd(t, t.TempDir(), "work", "--exit-when-idle", "--max-log-bytes", "ten")
+	require.Equal(t, exitUsage, r.code, "%s", r)
+	require.Contains(t, r.stderr, "want a size such as 10MiB")
+}
