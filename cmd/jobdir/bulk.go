@@ -22,7 +22,7 @@ type bulkFilter struct {
 // register adds --state, --kind and --yes to cmd.
 func (bf *bulkFilter) register(cmd *cobra.Command, verb string) {
 	f := cmd.Flags()
-	f.StringSliceVar(&bf.states, "state", nil, "instead of one job, "+verb+" every job in this `STATE` (repeatable, or comma-separated)")
+	f.StringSliceVar(&bf.states, "state", nil, "instead of one job, "+verb+" every job in this `STATE` (repeatable, or comma-separated; queued is the jobs due now, scheduled and retrying those waiting for their time)")
 	f.StringVar(&bf.kind, "kind", "", "instead of one job, "+verb+" every job of this `KIND` (with --state, of both)")
 	f.BoolVarP(&bf.yes, "yes", "y", false, "do not ask before acting on many jobs (for scripts)")
 }
@@ -30,56 +30,38 @@ func (bf *bulkFilter) register(cmd *cobra.Command, verb string) {
 // set reports whether the command acts on jobs by filter.
 func (bf *bulkFilter) set() bool { return len(bf.states) > 0 || bf.kind != "" }
 
-// options returns the list options of the filter; states, when no --state
-// is given, are the states the operation applies to.
-func (bf *bulkFilter) options(allowed []jobstore.State) (jobstore.ListOptions, error) {
+// options returns the list options of the filter and the --state words
+// it selects; states, when no --state is given, are the states the
+// operation applies to (all of them, queued ones not due yet included).
+func (bf *bulkFilter) options(allowed []jobstore.State) (jobstore.ListOptions, stateFilter, error) {
 	opts := jobstore.ListOptions{Kind: bf.kind, Order: jobstore.OldestFirst}
 	if bf.kind != "" {
 		if err := jobstore.ValidateKind(bf.kind); err != nil {
-			return opts, usagef("--kind: %v", err)
+			return opts, stateFilter{}, usagef("--kind: %v", err)
 		}
 	}
-	for _, s := range bf.states {
-		for _, name := range strings.Split(s, ",") {
-			st, err := jobstore.ParseState(strings.TrimSpace(name))
-			if err != nil {
-				return opts, usagef("--state: %v", err)
-			}
-			if !containsState(allowed, st) {
-				return opts, usagef("--state %s: only %s jobs can be", st, joinStates(allowed))
-			}
-			opts.States = append(opts.States, st)
-		}
+	f, err := parseStates(bf.states, allowed)
+	if err != nil {
+		return opts, stateFilter{}, usagef("--state %v", err)
 	}
+	opts.States = f.states
 	if len(opts.States) == 0 {
-		opts.States = allowed
+		opts.States = allowed // every job in them: f selects no words
 	}
-	return opts, nil
-}
-
-func containsState(states []jobstore.State, st jobstore.State) bool {
-	for _, s := range states {
-		if s == st {
-			return true
-		}
-	}
-	return false
-}
-
-func joinStates(states []jobstore.State) string {
-	names := make([]string, len(states))
-	for i, s := range states {
-		names[i] = string(s)
-	}
-	return strings.Join(names, " or ")
+	return opts, f, nil
 }
 
 // describe says which jobs the filter selects, for people: "queued or
 // running jobs of kind x".
-func describeFilter(opts jobstore.ListOptions, n int) string {
+func describeFilter(opts jobstore.ListOptions, words []string, n int) string {
 	s := plural(int64(n), "job")
-	if len(opts.States) > 0 {
-		s = fmt.Sprintf("%d %s %s", n, joinStates(opts.States), strings.TrimPrefix(plural(int64(n), "job"), fmt.Sprint(n)+" "))
+	if len(words) == 0 {
+		for _, st := range opts.States {
+			words = append(words, string(st))
+		}
+	}
+	if len(words) > 0 {
+		s = fmt.Sprintf("%d %s %s", n, strings.Join(words, " or "), strings.TrimPrefix(plural(int64(n), "job"), fmt.Sprint(n)+" "))
 	}
 	if opts.Kind != "" {
 		s += " of kind " + opts.Kind
@@ -108,13 +90,13 @@ func (a *app) confirm(question string) error {
 // bulk applies op to every job of st that opts selects, after asking (unless
 // bf.yes), and says how many it changed. verb is "cancel" or "retry", done
 // "canceled" or "queued again".
-func (a *app) bulk(ctx context.Context, st jobstore.Client, bf *bulkFilter, opts jobstore.ListOptions, verb, done string,
+func (a *app) bulk(ctx context.Context, st jobstore.Client, bf *bulkFilter, opts jobstore.ListOptions, f stateFilter, verb, done string,
 	op func(context.Context, string) (jobstore.Job, error)) error {
-	jobs, _, err := listJobs(ctx, st, opts, 0, func(error) {})
+	jobs, _, err := listJobs(ctx, st, opts, f.keep(), 0, func(error) {})
 	if err != nil {
 		return err
 	}
-	what := describeFilter(opts, len(jobs))
+	what := describeFilter(opts, f.words, len(jobs))
 	if len(jobs) == 0 {
 		_, err := fmt.Fprintf(a.stdout, "no %s in the store %s: nothing to %s\n", strings.TrimPrefix(what, "0 "), a.storeName, verb)
 		return err

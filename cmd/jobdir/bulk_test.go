@@ -31,10 +31,10 @@ func TestBulkCancelAndRetry(t *testing.T) {
 	jdOK(t, dir, "work", "--exit-when-idle", "-q")
 
 	// No answer (stdin is not a terminal, or empty) is a no.
-	r := jdIn(t, dir, "", "cancel", "--state", "queued")
+	r := jdIn(t, dir, "", "cancel", "--state", "scheduled")
 	require.Equal(t, exitError, r.code, "%s", r)
-	require.Equal(t, "Cancel 3 queued jobs in the store "+dir+"? [y/N] \njobdir: nothing done: not confirmed (pass --yes to skip the question)\n", r.stderr)
-	r = jdIn(t, dir, "n\n", "cancel", "--state", "queued")
+	require.Equal(t, "Cancel 3 scheduled jobs in the store "+dir+"? [y/N] \njobdir: nothing done: not confirmed (pass --yes to skip the question)\n", r.stderr)
+	r = jdIn(t, dir, "n\n", "cancel", "--state", "scheduled")
 	require.Equal(t, exitError, r.code)
 	require.Equal(t, jobstore.StateQueued, getJob(t, dir, ids[0]).State)
 

@@ -152,7 +152,7 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 	if !ok {
 		return fmt.Errorf("the store %s cannot take in jobs", out.name)
 	}
-	running, _, err := listJobs(ctx, in, jobstore.ListOptions{States: []jobstore.State{jobstore.StateRunning}}, 0, func(error) {})
+	running, _, err := listJobs(ctx, in, jobstore.ListOptions{States: []jobstore.State{jobstore.StateRunning}}, nil, 0, func(error) {})
 	if err != nil {
 		return fmt.Errorf("read %s: %w", in.name, err)
 	}

@@ -113,3 +113,59 @@ func TestMaxLogBytesTakesUnits(t *testing.T) {
 	require.Equal(t, exitUsage, r.code, "%s", r)
 	require.Contains(t, r.stderr, "want a size such as 10MiB")
 }
+
+// TestStateWordsOfQueuedJobs: --state takes the words the table shows
+// (scheduled, retrying), and --state queued means the jobs due now: a
+// cancel of the queued jobs no longer cancels the scheduled ones too
+// (30 were lost that way). Without --state, cancel still takes every
+// queued job, waiting or not.
+func TestStateWordsOfQueuedJobs(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := filestore.Open(ctx, dir, &filestore.Options{NoSync: true})
+	require.NoError(t, err)
+	due, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	later, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", RunAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	flaky, _, err := s.Submit(ctx, jobstore.Spec{Kind: "flaky", MaxAttempts: 3})
+	require.NoError(t, err)
+	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"flaky"}})
+	require.NoError(t, err)
+	_, err = s.Complete(ctx, c.Lease(), jobstore.Outcome{Error: "boom", RetryAfter: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	ids := func(r result) []string {
+		var out []string
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if l != "" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	list := func(state string) []string {
+		return ids(jdOK(t, dir, "list", "--state", state, "--format", "{{.ID}}"))
+	}
+	require.Equal(t, []string{due.ID}, list("queued"))
+	require.Equal(t, []string{later.ID}, list("scheduled"))
+	require.Equal(t, []string{flaky.ID}, list("retrying"))
+	require.ElementsMatch(t, []string{later.ID, flaky.ID}, list("scheduled,retrying"))
+	r := jd(t, dir, "list", "--state", "sleeping")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, `unknown state "sleeping": want one of queued, scheduled, retrying, running, succeeded, failed, canceled`)
+
+	r = jdOK(t, dir, "cancel", "--state", "queued", "--yes")
+	require.Equal(t, "canceled 1 job\n", r.stdout)
+	require.Equal(t, []string{later.ID}, list("scheduled"), "a scheduled job is not a queued one")
+	require.Equal(t, []string{flaky.ID}, list("retrying"))
+	r = jd(t, dir, "cancel", "--state", "scheduled")
+	require.Contains(t, r.stderr, "Cancel 1 scheduled job in the store")
+	r = jd(t, dir, "retry", "--state", "scheduled")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "--state scheduled: only failed or canceled jobs can be")
+	r = jdOK(t, dir, "cancel", "--kind", "flaky", "--yes")
+	require.Equal(t, "canceled 1 job\n", r.stdout, "without --state, every queued job of the kind")
+	require.Empty(t, list("retrying"))
+}

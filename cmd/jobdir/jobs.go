@@ -104,15 +104,12 @@ stderr says how many more. --limit 0 lists every job.`,
 			if oldest {
 				opts.Order = jobstore.OldestFirst
 			}
-			for _, s := range states {
-				for _, name := range strings.Split(s, ",") {
-					st, err := jobstore.ParseState(strings.TrimSpace(name))
-					if err != nil {
-						return usagef("--state: %v", err)
-					}
-					opts.States = append(opts.States, st)
-				}
+			sf, err := parseStates(states, jobstore.States())
+			if err != nil {
+				return usagef("--state %v", err)
 			}
+			opts.States = sf.states
+			keep := sf.keep()
 			if kind != "" {
 				if err := jobstore.ValidateKind(kind); err != nil {
 					return usagef("--kind: %v", err)
@@ -135,7 +132,7 @@ stderr says how many more. --limit 0 lists every job.`,
 				return usagef("--json and --format cannot be used together")
 			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
-				jobs, more, err := listJobs(cmd.Context(), st, opts, limit, func(err error) {
+				jobs, more, err := listJobs(cmd.Context(), st, opts, keep, limit, func(err error) {
 					fmt.Fprintf(a.stderr, "jobdir: skipped: %s\n", plainMessage(err.Error()))
 				})
 				if err != nil {
@@ -157,13 +154,13 @@ stderr says how many more. --limit 0 lists every job.`,
 				if err != nil || !more {
 					return err
 				}
-				fmt.Fprintln(a.stderr, moreLine(cmd.Context(), st, opts, len(jobs)))
+				fmt.Fprintln(a.stderr, moreLine(cmd.Context(), st, opts, keep != nil, len(jobs)))
 				return nil
 			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&states, "state", nil, "only jobs in this `STATE` (repeatable, or comma-separated)")
+	f.StringSliceVar(&states, "state", nil, "only jobs in this `STATE` (repeatable, or comma-separated): queued (due now), scheduled, retrying (waiting for their time), running, succeeded, failed, canceled")
 	f.StringVar(&kind, "kind", "", "only jobs of this `KIND`")
 	f.IntVar(&limit, "limit", jobstore.DefaultListLimit, "at most `N` jobs (0: all)")
 	f.BoolVar(&oldest, "oldest-first", false, "list the oldest jobs first")
@@ -174,9 +171,14 @@ stderr says how many more. --limit 0 lists every job.`,
 }
 
 // moreLine says how many jobs matching opts were left out of a list of
-// shown, from the store's counts (by state, and by kind with --kind).
-func moreLine(ctx context.Context, st jobstore.Client, opts jobstore.ListOptions, shown int) string {
+// shown, from the store's counts (by state, and by kind with --kind),
+// which cannot tell queued jobs that are due from those that wait
+// (filtered).
+func moreLine(ctx context.Context, st jobstore.Client, opts jobstore.ListOptions, filtered bool, shown int) string {
 	const more = "; use --limit 0 to list them all, or --limit N"
+	if filtered {
+		return "more jobs" + more
+	}
 	s, err := st.Stats(ctx)
 	if err != nil {
 		return "more jobs" + more
@@ -197,14 +199,14 @@ func moreLine(ctx context.Context, st jobstore.Client, opts jobstore.ListOptions
 	return fmt.Sprintf("%d more%s", total-shown, more)
 }
 
-// listJobs pages through st until it has limit jobs (all if limit is 0),
-// reporting records the store skipped to skipped, and says whether more
-// jobs match. It never returns nil jobs.
-func listJobs(ctx context.Context, st jobstore.Client, opts jobstore.ListOptions, limit int, skipped func(error)) ([]jobstore.Job, bool, error) {
+// listJobs pages through st until it has limit jobs (all if limit is 0)
+// that keep accepts (nil: all), reporting records the store skipped to
+// skipped, and says whether more jobs match. It never returns nil jobs.
+func listJobs(ctx context.Context, st jobstore.Client, opts jobstore.ListOptions, keep func(jobstore.Job) bool, limit int, skipped func(error)) ([]jobstore.Job, bool, error) {
 	jobs := []jobstore.Job{}
 	for {
 		opts.Limit = jobstore.MaxListLimit
-		if limit > 0 {
+		if limit > 0 && keep == nil {
 			opts.Limit = min(limit-len(jobs), jobstore.MaxListLimit)
 		}
 		page, err := st.List(ctx, opts)
@@ -214,11 +216,19 @@ func listJobs(ctx context.Context, st jobstore.Client, opts jobstore.ListOptions
 		for _, e := range page.Errors {
 			skipped(e)
 		}
-		jobs = append(jobs, page.Jobs...)
+		for _, j := range page.Jobs {
+			if keep != nil && !keep(j) {
+				continue
+			}
+			if limit > 0 && len(jobs) == limit {
+				return jobs, true, nil // one more matches
+			}
+			jobs = append(jobs, j)
+		}
 		if page.Next == "" {
 			return jobs, false, nil
 		}
-		if limit > 0 && len(jobs) >= limit {
+		if limit > 0 && len(jobs) >= limit && keep == nil {
 			// A page that ends exactly at the last job still has a Next
 			// in some stores: look.
 			opts.Cursor, opts.Limit = page.Next, 1
@@ -256,12 +266,12 @@ on (--yes does not ask), then says how many it canceled.`,
 		Args: bulkArgs(&bf, &ja),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if bf.set() {
-				opts, err := bf.options([]jobstore.State{jobstore.StateQueued, jobstore.StateRunning})
+				opts, f, err := bf.options([]jobstore.State{jobstore.StateQueued, jobstore.StateRunning})
 				if err != nil {
 					return err
 				}
 				return a.withStore(cmd.Context(), func(st *cliStore) error {
-					return a.bulk(cmd.Context(), st, &bf, opts, "cancel", "canceled", st.Cancel)
+					return a.bulk(cmd.Context(), st, &bf, opts, f, "cancel", "canceled", st.Cancel)
 				})
 			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
@@ -308,12 +318,12 @@ on (--yes does not ask), then says how many it queued again.`,
 		Args: bulkArgs(&bf, &ja),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if bf.set() {
-				opts, err := bf.options([]jobstore.State{jobstore.StateFailed, jobstore.StateCanceled})
+				opts, f, err := bf.options([]jobstore.State{jobstore.StateFailed, jobstore.StateCanceled})
 				if err != nil {
 					return err
 				}
 				return a.withStore(cmd.Context(), func(st *cliStore) error {
-					return a.bulk(cmd.Context(), st, &bf, opts, "retry", "queued again", st.Retry)
+					return a.bulk(cmd.Context(), st, &bf, opts, f, "retry", "queued again", st.Retry)
 				})
 			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {

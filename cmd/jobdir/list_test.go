@@ -23,7 +23,9 @@ func TestListTellsTheTruth(t *testing.T) {
 	require.Len(t, strings.Split(strings.TrimSpace(r.stdout), "\n"), 3)
 	require.Equal(t, "1 more; use --limit 0 to list them all, or --limit N\n", r.stderr)
 	r = jdOK(t, dir, "list", "--limit", "1", "--state", "queued,running", "--kind", "exec")
-	require.Equal(t, "2 more; use --limit 0 to list them all, or --limit N\n", r.stderr)
+	require.Equal(t, "more jobs; use --limit 0 to list them all, or --limit N\n", r.stderr, "the counts cannot tell due jobs from waiting ones")
+	r = jdOK(t, dir, "list", "--limit", "1", "--state", "queued,scheduled,retrying,running", "--kind", "exec")
+	require.Equal(t, "2 more; use --limit 0 to list them all, or --limit N\n", r.stderr, "every queued job: counted")
 	require.Empty(t, jdOK(t, dir, "list", "--limit", "3").stderr, "nothing left out")
 	require.Empty(t, jdOK(t, dir, "list").stderr)
 
