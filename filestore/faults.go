@@ -12,11 +12,11 @@ import (
 // the injected error instead of doing it.
 type faultOps struct {
 	inner fileOps
-	inj   *fsfault.Injector
+	fail  func(op, path string) error
 }
 
 func (f faultOps) check(op fsfault.Op, path string) error {
-	if err := f.inj.Check(op, path); err != nil {
+	if err := f.fail(string(op), path); err != nil {
 		return &fs.PathError{Op: string(op), Path: path, Err: err}
 	}
 	return nil

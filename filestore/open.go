@@ -38,7 +38,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store, error) {
 	o := opts.withDefaults()
 	if o.Faults != nil {
-		fsys = faultOps{inner: fsys, inj: o.Faults}
+		fsys = faultOps{inner: fsys, fail: o.Faults}
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

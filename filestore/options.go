@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jobdir/jobdir/internal/fsfault"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -60,16 +59,15 @@ type Options struct {
 	// Logger receives warnings (unusual filesystem, corrupt records found,
 	// recovered jobs). Nil means silent.
 	Logger *slog.Logger
-	// Faults makes file operations fail as it says, as a failing or full
-	// disk would. It is for this module's tests, which inject EIO and
-	// ENOSPC through it from other packages (the torture run's processes);
-	// its type is internal, so other modules can only leave it nil. It is
-	// an exported field, unlike the file operations this package's own
-	// tests replace, because those other packages must reach it: a hook
-	// through an internal package would need an untyped bridge or a
-	// registry shared by the whole process instead. Nil: no injected
-	// failures.
-	Faults *fsfault.Injector
+	// Faults makes file operations fail, as a failing or full disk would,
+	// for tests of what the store does then (this module's torture run
+	// injects EIO and ENOSPC through it). Before each change of the file
+	// system the store calls it with the operation ("write",
+	// "write-temp", "link", "rename", "remove", "overwrite", "sync-dir",
+	// "sync-file", "syncfs", "syncfs-flush", "mkdir") and its path; an
+	// error makes that operation fail with it, wrapped in an
+	// *fs.PathError, instead of running. Nil: no injected failures.
+	Faults func(op, path string) error
 }
 
 // Defaults used for zero Options fields.

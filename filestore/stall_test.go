@@ -328,7 +328,7 @@ func stopInsideChild() int {
 		}
 		return nil
 	}}
-	s, err := Open(ctx, os.Getenv(childDir), &Options{Faults: inj, RecoverInterval: time.Hour})
+	s, err := Open(ctx, os.Getenv(childDir), &Options{Faults: inj.Func(), RecoverInterval: time.Hour})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1

@@ -63,6 +63,12 @@ func (i *Injector) Check(op Op, path string) error {
 	return i.Fail(op, path)
 }
 
+// Func returns i as a function of the operation's name, the form
+// filestore.Options.Faults takes.
+func (i *Injector) Func() func(op, path string) error {
+	return func(op, path string) error { return i.Check(Op(op), path) }
+}
+
 // ErrInjected is matched, with errors.Is, by every error Error returns.
 var ErrInjected = errors.New("injected file-system fault")
 

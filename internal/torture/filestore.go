@@ -30,7 +30,7 @@ func FileBackend() Backend {
 		OpenFaulty: func(ctx context.Context, dir string, inj *fsfault.Injector) (jobstore.Store, error) {
 			o := fileOptions(nil)
 			o.SyncFS = os.Getpid()%2 == 1
-			o.Faults = inj
+			o.Faults = inj.Func()
 			return filestore.Open(ctx, dir, o)
 		},
 	}
