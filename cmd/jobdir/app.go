@@ -186,6 +186,20 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		"share the store with one group: create its directories 0770 and files 0660 (default 0700 and 0600), and let workers trust what the group may write")
 	root.PersistentFlags().BoolVar(&a.syncFS, "syncfs", false,
 		"make changes durable with one syncfs(2) shared by concurrent operations: faster with many workers, but it also flushes every other program's writes on the file system; for a store on a volume of its own (ignored where a syncfs does not reach the disk, as on FUSE)")
+	// The flags of a store's set-up, rarely given, are in jobdir's own help
+	// and in the help of the commands that create a store (submit, work,
+	// serve), not in every command's.
+	defaultHelp := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if c != root && c.Annotations[createsStore] == "" {
+			for _, name := range setupFlags {
+				if f := root.PersistentFlags().Lookup(name); f != nil {
+					f.Hidden = true
+				}
+			}
+		}
+		defaultHelp(c, args)
+	})
 	root.SuggestionsMinimumDistance = 2
 	root.SetVersionTemplate("jobdir {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
@@ -248,3 +262,7 @@ func oneLine(s string, n int) string {
 	}
 	return s
 }
+
+// setupFlags are the global flags of a store's set-up, which only jobdir's
+// own help and the help of the commands that create a store list.
+var setupFlags = []string{"allow-unsafe-filesystem", "group-access", "syncfs"}

@@ -169,3 +169,23 @@ func TestStateWordsOfQueuedJobs(t *testing.T) {
 	require.Equal(t, "canceled 1 job\n", r.stdout, "without --state, every queued job of the kind")
 	require.Empty(t, list("retrying"))
 }
+
+// TestSetupFlagsOnlyWhereTheyMatter: --syncfs, --group-access and
+// --allow-unsafe-filesystem are in jobdir's own help and in the help of
+// the commands that create a store, not in every command's; every command
+// still takes them.
+func TestSetupFlagsOnlyWhereTheyMatter(t *testing.T) {
+	for _, cmd := range [][]string{{"--help"}, {"submit", "--help"}, {"work", "--help"}, {"serve", "--help"}} {
+		help := jdOK(t, "", cmd...).stdout
+		for _, f := range setupFlags {
+			require.Contains(t, help, "--"+f, "jobdir %v", cmd)
+		}
+	}
+	for _, cmd := range []string{"list", "get", "cancel", "logs", "stats"} {
+		help := jdOK(t, "", cmd, "--help").stdout
+		for _, f := range setupFlags {
+			require.NotContains(t, help, "--"+f, "jobdir %s --help", cmd)
+		}
+	}
+	jdOK(t, newStoreDir(t), "--syncfs", "list")
+}
