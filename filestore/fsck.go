@@ -21,7 +21,8 @@ type ProblemKind string
 
 // The kinds of problem Fsck reports. All but ProblemCorrupt,
 // ProblemUnexpected and ProblemDuplicateKey are what a crash leaves behind
-// and what Open repairs (ProblemTornRecord only where it holds a key).
+// and what Repair repairs (ProblemTornRecord only where it holds a key),
+// as every Store does in the background a second after Open.
 const (
 	// ProblemCorrupt is a record or key file that cannot be read: not
 	// JSON, not a record, a symbolic link or a directory. Never removed
@@ -36,9 +37,9 @@ const (
 	// writer publishes only whole records. Repair sets the file aside in
 	// quarantine/<its directory>/, never deleting it: a key file so left
 	// then no longer refuses its key, and a job whose only record is torn
-	// is gone, as its unacknowledged submit is. Open repairs the key files
-	// and the records that are the same file (a key file is a hard link of
-	// its job's first record); Fsck with repair, every one.
+	// is gone, as its unacknowledged submit is. Repair sets aside the key
+	// files and the records that are the same file (a key file is a hard
+	// link of its job's first record); Fsck with repair, every one.
 	ProblemTornRecord ProblemKind = "torn-record"
 	// ProblemUnexpected is a file in a state directory whose name is not
 	// <job id>.json. Left alone.

@@ -820,8 +820,10 @@ func pcCutPoints(n int, full bool) []int {
 // threshold, Claim, Complete with success and with a failure to retry,
 // Cancel of a queued and of a running job, Retry, Prune), each run in a
 // child process on a crashfs mount, and checks that every acknowledged
-// change survives, that the store opens clean and that no key is blocked
-// (docs/guarantees.md, "Crashes and damage").
+// change survives (read before any repair: Open makes none but the
+// recovery of dead workers' jobs), that no key is blocked, and that Fsck
+// finds nothing once Repair has run (docs/guarantees.md, "Crashes and
+// damage").
 func TestPowerCut(t *testing.T) {
 	if err := crashfs.Available(); err != nil {
 		t.Skip(err)

@@ -22,7 +22,8 @@
 // live, unstopped worker ended the attempt (the driver samples the running
 // jobs every second: no live process holds such a job's lease); every Wait
 // of the wait storm (Config.Waiters) returns the job ended; the store
-// reopens cleanly and its consistency check finds nothing. The [Report]
+// reopens, and once it has made the repairs of what the kills left
+// (filestore's Repair) its consistency check finds nothing. The [Report]
 // holds the figures and the violations. The children time their store
 // operations (on CLOCK_MONOTONIC), and the Report gives the p99 and the
 // longest duration of the operations of processes that were not stopped
