@@ -144,6 +144,29 @@ func (m *metrics) kindLabel(kind string) string {
 	return m.kind(kind)
 }
 
+// KnownKinds makes every per-kind counter and histogram of kinds present
+// from now, at 0, rather than from the first event of each: a rate over a
+// series that appears with its first event misses that event, and an alert
+// on a counter that is absent never fires. New calls it with the kinds of
+// Options.AllowedKinds; a program that runs a runner in the same process
+// calls it with the runner's kinds (runner.Runner.Kinds). The kinds count
+// against the bound on kind labels.
+func (s *Server) KnownKinds(kinds ...string) {
+	m := s.metrics
+	for _, k := range kinds {
+		if jobstore.ValidateKind(k) != nil {
+			continue
+		}
+		k = m.kind(k)
+		for _, c := range []*prometheus.CounterVec{m.submitted, m.claimed, m.completed, m.failed, m.retried, m.dropped, m.panics} {
+			c.WithLabelValues(k)
+		}
+		m.canceled.WithLabelValues(k, "http")
+		m.canceled.WithLabelValues(k, "runner")
+		m.claimLatency.WithLabelValues(k)
+	}
+}
+
 // The runner metrics: a Server is a runner.Metrics, so that
 // runner.FeedMetrics(server) as runner.Options.OnEvent of the runners in
 // the same process feeds its claim and run metrics. Each method is safe for

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
@@ -109,4 +110,33 @@ func TestMetricsWhenTheStoreIsClosed(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.status, "a failing store must not fail the whole scrape")
 	require.Equal(t, 0.0, metricValue(t, string(resp.body), "jobdir_store_up"))
 	require.NotContains(t, string(resp.body), `jobdir_jobs{state=`)
+}
+
+// TestCountersOfKnownKindsStartAtZero: the per-kind counters of the kinds
+// a Server is told of (its allowed kinds, and KnownKinds: the kinds of a
+// runner in the same process) are in the first scrape, at 0, before any
+// job of them; a kind nobody named appears with its first event.
+func TestCountersOfKnownKindsStartAtZero(t *testing.T) {
+	e := newEnv(t, &httpapi.Options{Tokens: []string{testToken}, AllowedKinds: []string{"email", httpapi.AnyKind}}, nil)
+	e.api.KnownKinds("resize", "not a kind!")
+	body := string(e.do("GET", "/metrics", "").body)
+	for _, kind := range []string{"email", "resize"} {
+		for _, series := range []string{
+			`jobdir_jobs_submitted_total{kind="` + kind + `"}`,
+			`jobdir_jobs_claimed_total{kind="` + kind + `"}`,
+			`jobdir_jobs_completed_total{kind="` + kind + `"}`,
+			`jobdir_jobs_failed_total{kind="` + kind + `"}`,
+			`jobdir_jobs_retried_total{kind="` + kind + `"}`,
+			`jobdir_jobs_canceled_total{kind="` + kind + `",via="http"}`,
+			`jobdir_jobs_canceled_total{kind="` + kind + `",via="runner"}`,
+			`jobdir_claim_latency_seconds_count{kind="` + kind + `"}`,
+		} {
+			require.Zero(t, metricValue(t, body, series), series)
+		}
+	}
+	require.NotContains(t, body, `kind="not a kind!"`)
+	require.NotContains(t, body, `kind="other"`)
+	e.submit("other", "")
+	body = string(e.do("GET", "/metrics", "").body)
+	require.Equal(t, 1.0, metricValue(t, body, `jobdir_jobs_submitted_total{kind="other"}`))
 }

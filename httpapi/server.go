@@ -291,6 +291,13 @@ func New(store jobstore.Client, opts *Options) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 	}
 	s.metrics = m
+	var allowed []string
+	for _, k := range o.AllowedKinds {
+		if k != AnyKind {
+			allowed = append(allowed, k)
+		}
+	}
+	s.KnownKinds(allowed...)
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc(routeSubmit, s.handleSubmit)

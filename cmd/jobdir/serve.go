@@ -242,6 +242,7 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 			a.sayContainment(log, contained)
 		}
 		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, runner.FeedMetrics(srv))
+		srv.KnownKinds(r.Kinds()...)
 		wg.Go(func() {
 			runErr = r.Run(runCtx)
 			if runErr != nil {
