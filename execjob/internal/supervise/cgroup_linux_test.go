@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,6 +135,11 @@ func TestSweepRemovesDeadPodsCgroups(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, cg := range cgroups {
 		for !isEmptyCgroup(cg) {
+			if _, err := os.Stat(cg); errors.Is(err, fs.ErrNotExist) {
+				// Not a process left behind: something removed the
+				// cgroup before the sweep this test is about.
+				t.Fatalf("%s was removed before any sweep of this test ran", cg)
+			}
 			if time.Now().After(deadline) {
 				procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
 				var status []string
