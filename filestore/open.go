@@ -45,15 +45,18 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
 	s := &Store{
-		dir:       abs,
-		opts:      o,
-		fs:        fsys,
-		dirPerm:   0o700,
-		filePerm:  0o600,
-		log:       o.Logger,
-		closed:    make(chan struct{}),
-		cands:     newCandIndex(),
-		pending:   make(map[string]struct{}),
+		dir:      abs,
+		opts:     o,
+		fs:       fsys,
+		dirPerm:  0o700,
+		filePerm: 0o600,
+		log:      o.Logger,
+		closed:   make(chan struct{}),
+		cands:    newCandIndex(),
+		pending:  make(map[string]struct{}),
+		// The candidate set is filled by the first Claim (refreshCands):
+		// a Store that never claims never reads queued/.
+		rescan:    true,
 		work:      make(chan struct{}),
 		changed:   make(map[string]*idWatch),
 		readers:   make(map[string]*jobReader),
@@ -86,9 +89,6 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		{"migrate legacy records", s.migrateLegacy},
 		{"sweep temporary files", s.sweepTmp},
 		{"recover dead workers' jobs", s.recoverAtOpen},
-		// The candidate set is filled by the first Claim (refreshCands):
-		// a Store that never claims never reads queued/.
-		{"scan queue", func(context.Context) error { s.markRescan(); return nil }},
 	}
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil {

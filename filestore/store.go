@@ -77,7 +77,7 @@ type Store struct {
 	pending map[string]struct{}
 	rescan  bool
 	// repairedInBackground is set once maintain has made the repairs of
-	// Repair.
+	// Repair; until then maintain tries them, a minute apart.
 	repairedInBackground atomic.Bool
 	// claimer is set by the first Claim: until then the Store keeps no
 	// candidate set (no pending IDs, no polls of queued/), so that one

@@ -167,12 +167,6 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 	}
 }
 
-// markRescan asks the next refreshCands to look at all of queued/.
-func (s *Store) markRescan() {
-	s.mu.Lock()
-	s.rescan = true
-	s.mu.Unlock()
-}
 
 // refreshCands brings the candidate set up to date: the IDs events marked,
 // or all of queued/ after a rescan request. Records are read without
@@ -287,10 +281,9 @@ func (s *Store) maintain() {
 	rec := time.NewTicker(s.opts.RecoverInterval)
 	defer rec.Stop()
 	// The repairs of Repair are made at the first recovery pass
-	// repairDelay or more after Open, and again at the next one if they
+	// repairDelay or more after Open, and a minute later again if they
 	// could not all be made.
 	repairAfter := time.Now().Add(repairDelay)
-	repaired := false
 	poll := time.NewTicker(s.opts.PollInterval)
 	defer poll.Stop()
 	for {
@@ -298,12 +291,10 @@ func (s *Store) maintain() {
 		case <-s.closed:
 			return
 		case <-rec.C:
-			if !repaired && !time.Now().Before(repairAfter) {
-				// Repair recovers dead workers' jobs too. One that could
-				// not finish (a full disk) is tried again a minute on.
-				repaired = s.repairInBackground(ctx)
+			if !s.repairedInBackground.Load() && !time.Now().Before(repairAfter) {
+				// Repair recovers dead workers' jobs too.
+				s.repairedInBackground.Store(s.repairInBackground(ctx))
 				repairAfter = time.Now().Add(time.Minute)
-				s.repairedInBackground.Store(repaired)
 				continue
 			}
 			if _, err := s.recoverDead(ctx, true); err != nil && ctx.Err() == nil {

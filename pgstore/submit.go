@@ -43,29 +43,40 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 	if err := s.check(ctx, "submit"); err != nil {
 		return jobstore.Job{}, false, err
 	}
+	j, created, err := s.insertJob(ctx, s.pool, spec, "submit", func(err error) error { return s.fail(ctx, "submit", err) })
+	if created {
+		s.announceWork()
+	}
+	return j, created, err
+}
+
+// insertJob inserts a job of spec through q (the store's pool, or a
+// caller's transaction) and reports created=true, or returns the job that
+// holds spec.Key, as Submit describes; dbErr wraps the database's errors,
+// op names the operation in the others.
+func (s *Store) insertJob(ctx context.Context, q querier, spec jobstore.Spec, op string, dbErr func(error) error) (jobstore.Job, bool, error) {
 	for try := 0; ; try++ {
 		j := trimTimes(jobstore.NewJob(spec, time.Now()))
 		doc, err := encodeDoc(j)
 		if err != nil {
-			return jobstore.Job{}, false, fmt.Errorf("pgstore: submit: %w", err)
+			return jobstore.Job{}, false, fmt.Errorf("pgstore: %s: %w", op, err)
 		}
 		var id string
-		err = s.pool.QueryRow(ctx, s.q.insert, j.ID, nullKey(j.Key), j.Kind, j.Priority, j.RunAt, j.UpdatedAt,
+		err = q.QueryRow(ctx, s.q.insert, j.ID, nullKey(j.Key), j.Kind, j.Priority, j.RunAt, j.UpdatedAt,
 			nullBytes(j.Payload), doc).Scan(&id)
 		if err == nil {
-			s.announceWork()
 			return j, true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return jobstore.Job{}, false, s.fail(ctx, "submit", err)
+			return jobstore.Job{}, false, dbErr(err)
 		}
 		// The key has a job.
-		r, err := scanRow(s.pool.QueryRow(ctx, s.q.byKey, j.Key))
+		r, err := scanRow(q.QueryRow(ctx, s.q.byKey, j.Key))
 		if err == nil {
 			return r.job, false, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) || try >= 3 {
-			return jobstore.Job{}, false, s.fail(ctx, "submit", err)
+			return jobstore.Job{}, false, dbErr(err)
 		}
 		// Pruned between the insert and the read: the key is free again.
 	}

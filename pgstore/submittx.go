@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -45,33 +44,15 @@ func (s *Store) SubmitTx(ctx context.Context, tx pgx.Tx, spec jobstore.Spec) (jo
 	if err := s.check(ctx, "submit in a transaction"); err != nil {
 		return jobstore.Job{}, false, err
 	}
-	for try := 0; ; try++ {
-		j := trimTimes(jobstore.NewJob(spec, time.Now()))
-		doc, err := encodeDoc(j)
-		if err != nil {
-			return jobstore.Job{}, false, fmt.Errorf("pgstore: submit in a transaction: %w", err)
+	j, created, err := s.insertJob(ctx, tx, spec, "submit in a transaction", func(err error) error {
+		return fmt.Errorf("pgstore: submit in a transaction: %w", err)
+	})
+	if err == nil && created {
+		if err := s.notifyInTx(ctx, tx); err != nil {
+			return jobstore.Job{}, false, err
 		}
-		var id string
-		err = tx.QueryRow(ctx, s.q.insert, j.ID, nullKey(j.Key), j.Kind, j.Priority, j.RunAt, j.UpdatedAt,
-			nullBytes(j.Payload), doc).Scan(&id)
-		if err == nil {
-			if err := s.notifyInTx(ctx, tx); err != nil {
-				return jobstore.Job{}, false, err
-			}
-			return j, true, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return jobstore.Job{}, false, fmt.Errorf("pgstore: submit in a transaction: %w", err)
-		}
-		r, err := scanRow(tx.QueryRow(ctx, s.q.byKey, j.Key))
-		if err == nil {
-			return r.job, false, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) || try >= 3 {
-			return jobstore.Job{}, false, fmt.Errorf("pgstore: submit in a transaction: %w", err)
-		}
-		// Pruned between the insert and the read: the key is free again.
 	}
+	return j, created, err
 }
 
 // SubmitBatchTx submits every spec as SubmitBatch does, in the caller's

@@ -74,16 +74,11 @@ func stateWord(j jobstore.Job, now time.Time) string {
 // keep returns the filter's test of a job at the time of the call, or nil
 // when every job of its store states matches.
 func (f stateFilter) keep() func(jobstore.Job) bool {
-	if len(f.words) == 0 {
-		return nil
-	}
-	whole := true // each store state asked for is asked for whole
-	for _, st := range f.states {
-		if st == jobstore.StateQueued && !(slices.Contains(f.words, "queued") && slices.Contains(f.words, stateScheduled) && slices.Contains(f.words, stateRetrying)) {
-			whole = false
-		}
-	}
-	if whole {
+	// Only the queued jobs split into words; asked for whole, or not at
+	// all, the store's own filter is the answer.
+	split := slices.Contains(f.states, jobstore.StateQueued) &&
+		!(slices.Contains(f.words, "queued") && slices.Contains(f.words, stateScheduled) && slices.Contains(f.words, stateRetrying))
+	if !split {
 		return nil
 	}
 	now := time.Now()
