@@ -167,7 +167,6 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 	}
 }
 
-
 // refreshCands brings the candidate set up to date: the IDs events marked,
 // or all of queued/ after a rescan request. Records are read without
 // locks: the set is a hint that Claim checks under the record lock. It
