@@ -126,18 +126,32 @@ func TestSweepRemovesDeadPodsCgroups(t *testing.T) {
 
 	// SIGKILL to the namespace's PID 1 kills the whole pod, and unshare
 	// exits once every process of the namespace is gone.
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pod.Process.Pid, pod.Process.Pid))
-	require.NoError(t, err)
-	init, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	require.NoError(t, err, "the pod's PID 1 from outside: %q", b)
-	require.NoError(t, unix.Kill(init, unix.SIGKILL))
+	init := children(t, pod.Process.Pid)
+	require.Len(t, init, 1, "the pod's PID 1 from outside")
+	// A dying worker closes its descriptors before the kernel kills the
+	// rest of its namespace, and a supervisor that reads the end of its
+	// control pipe in that moment stops its program and removes its
+	// cgroup, as it should. What this test is about is the pod that had
+	// no such moment: its supervisors are stopped first, so that nothing
+	// of the pod cleans up after it.
+	sups := children(t, init[0])
+	require.Len(t, sups, 2, "the worker's supervisors")
+	for _, pid := range sups {
+		require.NoError(t, unix.Kill(pid, unix.SIGSTOP))
+	}
+	for _, pid := range sups {
+		require.Eventually(t, func() bool { return processState(pid) == 'T' }, 10*time.Second, 5*time.Millisecond,
+			"supervisor %d did not stop", pid)
+	}
+	require.NoError(t, unix.Kill(init[0], unix.SIGKILL))
 	_ = pod.Wait()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, cg := range cgroups {
 		for !isEmptyCgroup(cg) {
 			if _, err := os.Stat(cg); errors.Is(err, fs.ErrNotExist) {
 				// Not a process left behind: something removed the
-				// cgroup before the sweep this test is about.
+				// cgroup before the sweep this test is about, although
+				// nothing of the pod could.
 				t.Fatalf("%s was removed before any sweep of this test ran", cg)
 			}
 			if time.Now().After(deadline) {
@@ -174,6 +188,37 @@ func TestSweepRemovesDeadPodsCgroups(t *testing.T) {
 		require.NoDirExists(t, cg, "the sweep left a dead pod's cgroup")
 	}
 	require.DirExists(t, busy, "the sweep removed a cgroup with a process in it")
+}
+
+// children returns the PIDs of the children of process pid's main thread,
+// as seen from this process's PID namespace.
+func children(t *testing.T, pid int) []int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		n, err := strconv.Atoi(f)
+		require.NoError(t, err, "children of %d: %q", pid, b)
+		pids = append(pids, n)
+	}
+	return pids
+}
+
+// processState returns the state letter of process pid from
+// /proc/pid/stat (T when stopped), or 0 if it cannot be read.
+func processState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name in parentheses may hold spaces; the state follows
+	// its closing parenthesis.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }
 
 // podWorker is a worker in a pod: it runs two attempts of a long program,
