@@ -98,10 +98,19 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 			fmt.Printf("submitted %s %v %s\n", r.Job.ID, r.Created, r.Job.Key)
 		}
 	case "claim-all":
-		// Claim and complete until no job has appeared for a while.
+		// Claim and complete until no job has appeared for a while; with
+		// the key "batch", up to 7 jobs at a time with ClaimBatch.
 		idle := 0
 		for idle < 3 {
-			j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
+			var jobs []jobstore.Job
+			var err error
+			if os.Getenv(childKey) == "batch" {
+				jobs, err = s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: worker}, 7)
+			} else {
+				var j jobstore.Job
+				j, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
+				jobs = []jobstore.Job{j}
+			}
 			if errors.Is(err, jobstore.ErrNoJob) {
 				wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 				if s.AwaitWork(wctx) != nil {
@@ -114,9 +123,11 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 				return err
 			}
 			idle = 0
-			fmt.Printf("claimed %s %d\n", j.ID, j.Attempt)
-			if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
-				return err
+			for _, j := range jobs {
+				fmt.Printf("claimed %s %d\n", j.ID, j.Attempt)
+				if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
+					return err
+				}
 			}
 		}
 	case "claim-hold":

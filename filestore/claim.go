@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -17,14 +19,43 @@ import (
 // claimed/. Of processes racing for one job exactly one rename succeeds;
 // the others move on to the next candidate.
 func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
-	if err := s.enter(ctx, "claim"); err != nil {
+	jobs, err := s.claim(ctx, req, 1)
+	if err != nil {
 		return jobstore.Job{}, err
 	}
+	return jobs[0], nil
+}
+
+var _ jobstore.BatchClaimer = (*Store)(nil)
+
+// ClaimBatch claims up to max due queued jobs that req accepts, as that
+// many calls of Claim would, and returns them in claim order. Each job is
+// claimed as Claim claims it (its own lease, record lock and rename), but
+// up to claimParallel at once and with one look at the queue for all of
+// them, so that a runner with many free slots fills them without waiting
+// for one claim after another. A job whose record lock another process
+// holds is left for a later call rather than waited for, unless no other
+// job could be claimed. It returns an error only when it claimed no job:
+// one wrapping ErrNoJob when none is due.
+func (s *Store) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max int) ([]jobstore.Job, error) {
+	if err := jobstore.ValidateClaimBatch(max); err != nil {
+		return nil, fmt.Errorf("filestore: claim batch: %w", err)
+	}
+	return s.claim(ctx, req, max)
+}
+
+// claim claims up to want jobs for req, at most claimParallel of them at
+// once, and returns them in claim order; an error only when it claimed
+// none. Claim and ClaimBatch are this with want 1 and want max.
+func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) ([]jobstore.Job, error) {
+	if err := s.enter(ctx, "claim"); err != nil {
+		return nil, err
+	}
 	if s.trustErr != nil {
-		return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", s.trustErr)
+		return nil, fmt.Errorf("filestore: claim: %w", s.trustErr)
 	}
 	if err := req.Validate(); err != nil {
-		return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", err)
+		return nil, fmt.Errorf("filestore: claim: %w", err)
 	}
 	s.watch()
 	s.mu.Lock()
@@ -32,34 +63,22 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	s.claimer = true
 	s.mu.Unlock()
 	if _, err := s.refreshCands(); err != nil {
-		return jobstore.Job{}, fmt.Errorf("filestore: claim: scan queue: %w", err)
+		return nil, fmt.Errorf("filestore: claim: scan queue: %w", err)
 	}
-	tried := make(map[string]bool)
+	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool)}
 	rescanned := false
-	// A job that cannot be claimed (a link or another user's file planted
-	// as its lease lock, a full disk) must not stop the claims of every
-	// other job: up to maxClaimErrors such jobs are skipped, and the last
-	// error is returned only if no job could be claimed.
-	const maxClaimErrors = 8
-	var claimErr error
-	nerr := 0
-	// busy is set when a due job's lease was held by someone else: another
-	// claimant, or a Complete or a recovery that is putting it back in the
-	// queue. That holder's release makes no event, so ask to be called
-	// again shortly rather than at the next poll.
-	busy := false
-	// lockBusy lists due jobs skipped because another process (or
-	// goroutine) held their record lock: a holder that is stopped must not
-	// keep this claim from the other jobs. Once no other job is claimable,
-	// they are tried again with a short wait (see recordLockPatience).
-	var lockBusy []string
 	for {
-		if err := ctx.Err(); err != nil {
-			return jobstore.Job{}, err
+		r.run(ctx)
+		if err := ctx.Err(); err != nil && len(r.jobs) == 0 {
+			return nil, err
 		}
-		now := time.Now()
-		id, next := s.pick(req, now, tried)
-		if id == "" && !rescanned && s.noCands() {
+		if r.closed != nil && len(r.jobs) == 0 {
+			return nil, r.closed
+		}
+		if r.done() || r.closed != nil || ctx.Err() != nil {
+			return r.result(), nil
+		}
+		if !rescanned && s.noCands() {
 			// An empty set may only mean lost events: look at queued/
 			// itself once (cheap when it is empty too) before saying no.
 			rescanned = true
@@ -70,81 +89,194 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 				continue
 			}
 		}
-		if id == "" && len(lockBusy) > 0 {
-			j, ok, err := s.claimBusy(ctx, lockBusy, req)
-			lockBusy = nil
-			if ok || err != nil {
-				return j, err
+		if len(r.lockBusy) > 0 && len(r.jobs) == 0 {
+			// Nothing else was claimable: wait a little for the jobs
+			// whose record locks were busy. A batch that has jobs
+			// returns them rather than wait, and leaves these for its
+			// next call.
+			ids := r.lockBusy
+			r.lockBusy = nil
+			jobs, err := s.claimBusy(ctx, ids, req, want-len(r.jobs))
+			r.jobs = append(r.jobs, jobs...)
+			if err != nil && len(r.jobs) == 0 {
+				return nil, err
 			}
-			busy = true
+			if len(jobs) == 0 {
+				r.busy = true
+			}
+			if err != nil || r.done() {
+				return r.result(), nil
+			}
 			continue
 		}
-		if id == "" && claimErr != nil {
-			return jobstore.Job{}, claimErr
+		if len(r.jobs) > 0 {
+			return r.result(), nil
 		}
-		if id == "" {
-			var soon time.Time
-			if busy {
-				soon = time.Now().Add(leaseRetry)
-				if next.IsZero() || soon.Before(next) {
-					next = soon
-				}
+		if r.claimErr != nil {
+			return nil, r.claimErr
+		}
+		next := r.next
+		var soon time.Time
+		if r.busy {
+			soon = time.Now().Add(leaseRetry)
+			if next.IsZero() || soon.Before(next) {
+				next = soon
 			}
-			s.mu.Lock()
-			s.signals.NoJob(seq)
-			if busy {
-				// For callers that do not read NextRunAt: AwaitWork
-				// returns then too.
-				s.busyRetry = soon
-			}
-			s.mu.Unlock()
-			return jobstore.Job{}, fmt.Errorf("filestore: claim: %w", &jobstore.NoJobError{NextRunAt: next, Since: seq})
 		}
-		tried[id] = true
-		j, ok, err := s.claimOne(ctx, id, req, now, false)
-		if errors.Is(err, errLeaseBusy) {
-			busy = true
-			continue
+		s.mu.Lock()
+		s.signals.NoJob(seq)
+		if r.busy {
+			// For callers that do not read NextRunAt: AwaitWork
+			// returns then too.
+			s.busyRetry = soon
 		}
-		if errors.Is(err, errRecordBusy) {
-			lockBusy = append(lockBusy, id)
-			continue
-		}
-		if errors.Is(err, jobstore.ErrClosed) {
-			return jobstore.Job{}, err
-		}
-		if err != nil {
-			claimErr = fmt.Errorf("filestore: claim %s: %w", id, err)
-			if nerr++; nerr >= maxClaimErrors || ctx.Err() != nil {
-				return jobstore.Job{}, claimErr
-			}
-			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
-			continue
-		}
-		if ok {
-			return j, nil
-		}
+		s.mu.Unlock()
+		return nil, fmt.Errorf("filestore: claim: %w", &jobstore.NoJobError{NextRunAt: next, Since: seq})
 	}
 }
 
-// claimBusy tries again the jobs Claim skipped because their record lock
-// was held, this time waiting for each lock, all of them together for at
-// most recordLockPatience: a lock held longer than that is held by a
+// claimParallel is how many jobs one ClaimBatch claims at once. A claim
+// is a dozen short system calls, each a point where the Go scheduler may
+// let the claiming goroutine wait behind the handlers that are running;
+// claiming several jobs at once overlaps those waits, which a single
+// claim loop would add up (a runner's only claimer).
+const claimParallel = 4
+
+// maxClaimErrors is how many jobs that cannot be claimed (a link or
+// another user's file planted as the lease lock, a full disk) a claim
+// skips before it returns the last error: such a job must not stop the
+// claims of every other job, and the error is returned only if no job
+// could be claimed.
+const maxClaimErrors = 8
+
+// claimRun is the state of one Claim or ClaimBatch: the candidates it
+// tried, what it claimed, and why the others were not.
+type claimRun struct {
+	s    *Store
+	req  jobstore.ClaimRequest
+	want int
+
+	mu       sync.Mutex
+	tried    map[string]bool
+	inflight int
+	jobs     []jobstore.Job
+	next     time.Time // the earliest RunAt of accepted jobs not yet due
+	// busy is set when a due job's lease was held by someone else:
+	// another claimant, or a Complete or a recovery that is putting it
+	// back in the queue. That holder's release makes no event, so the
+	// caller is asked to call again shortly rather than at the next poll.
+	busy bool
+	// lockBusy lists due jobs skipped because another process (or
+	// goroutine) held their record lock: a holder that is stopped must
+	// not keep this claim from the other jobs. Once no other job is
+	// claimable, they are tried again with a short wait (see
+	// recordLockPatience).
+	lockBusy []string
+	claimErr error
+	nerr     int
+	closed   error // ErrClosed, once a claim met it
+}
+
+// run claims candidates until it has want jobs or no untried candidate is
+// due, with up to claimParallel goroutines when want is more than one.
+func (r *claimRun) run(ctx context.Context) {
+	n := min(r.want-len(r.jobs), claimParallel)
+	if n <= 1 {
+		r.claimLoop(ctx)
+		return
+	}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { r.claimLoop(ctx) })
+	}
+	wg.Wait()
+}
+
+// claimLoop is one claimer of run.
+func (r *claimRun) claimLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		now := time.Now()
+		r.mu.Lock()
+		if r.closed != nil || r.nerr >= maxClaimErrors || len(r.jobs)+r.inflight >= r.want {
+			r.mu.Unlock()
+			return
+		}
+		id, next := r.s.pick(r.req, now, r.tried)
+		if id == "" {
+			r.next = next
+			r.mu.Unlock()
+			return
+		}
+		r.tried[id] = true
+		r.inflight++
+		r.mu.Unlock()
+
+		j, ok, err := r.s.claimOne(ctx, id, r.req, now, false)
+
+		r.mu.Lock()
+		r.inflight--
+		switch {
+		case errors.Is(err, errLeaseBusy):
+			r.busy = true
+		case errors.Is(err, errRecordBusy):
+			r.lockBusy = append(r.lockBusy, id)
+		case errors.Is(err, jobstore.ErrClosed):
+			r.closed = err
+		case err != nil:
+			r.claimErr = fmt.Errorf("filestore: claim %s: %w", id, err)
+			r.nerr++
+			if r.nerr < maxClaimErrors && ctx.Err() == nil {
+				r.s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
+			}
+		case ok:
+			r.jobs = append(r.jobs, j)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// done reports whether the run has what it wants, or must stop trying.
+func (r *claimRun) done() bool {
+	return len(r.jobs) >= r.want || (r.nerr >= maxClaimErrors && len(r.jobs) > 0)
+}
+
+// result returns the jobs claimed, in claim order.
+func (r *claimRun) result() []jobstore.Job {
+	slices.SortFunc(r.jobs, func(a, b jobstore.Job) int {
+		switch {
+		case jobstore.ClaimOrder(a, b):
+			return -1
+		case jobstore.ClaimOrder(b, a):
+			return 1
+		}
+		return 0
+	})
+	return r.jobs
+}
+
+// claimBusy tries again the jobs a claim skipped because their record
+// lock was held, this time waiting for each lock, all of them together for
+// at most recordLockPatience: a lock held longer than that is held by a
 // stopped or hung process, and its jobs are left for a later Claim. It
-// returns an error only for ctx.
-func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimRequest) (jobstore.Job, bool, error) {
+// claims up to want of them, and returns an error only for ctx or Close.
+func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimRequest, want int) ([]jobstore.Job, error) {
 	wctx, cancel := context.WithTimeout(ctx, recordLockPatience)
 	defer cancel()
+	var jobs []jobstore.Job
 	for _, id := range ids {
+		if len(jobs) >= want {
+			break
+		}
 		j, ok, err := s.claimOne(wctx, id, req, time.Now(), true)
 		if ok {
-			return j, true, nil
+			jobs = append(jobs, j)
+			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return jobstore.Job{}, false, err
+			return jobs, err
 		}
 		if errors.Is(err, jobstore.ErrClosed) {
-			return jobstore.Job{}, false, err
+			return jobs, err
 		}
 		if err != nil && !errors.Is(err, errLeaseBusy) && wctx.Err() == nil {
 			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
@@ -153,7 +285,7 @@ func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimR
 			break
 		}
 	}
-	return jobstore.Job{}, false, nil
+	return jobs, nil
 }
 
 // recordLockPatience is how long Claim, recovery and the repair at Open

@@ -105,7 +105,7 @@ package filestore
 //	options.go      Options, FormatVersion, Open's errors
 //	submit.go       Submit and idempotency keys
 //	batch.go        SubmitBatch
-//	claim.go        Claim (cands.go: the claim candidate set; claimflush.go: making
+//	claim.go        Claim and ClaimBatch (cands.go: the claim candidate set; claimflush.go: making
 //	                claims durable in the background)
 //	complete.go     Complete
 //	release.go      Release

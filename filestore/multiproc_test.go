@@ -101,7 +101,7 @@ func TestProcessesSubmitBatchKeys(t *testing.T) {
 }
 
 // TestProcessesClaimEachOnce: M processes claiming K jobs hand out each
-// job exactly once.
+// job exactly once, half of them with Claim and half with ClaimBatch.
 func TestProcessesClaimEachOnce(t *testing.T) {
 	t.Parallel()
 	const m, k = 4, 400
@@ -114,9 +114,13 @@ func TestProcessesClaimEachOnce(t *testing.T) {
 		want[j.ID] = true
 	}
 	var kids []*testproc.Proc
-	for range m {
+	for i := range m {
 		// NoSync children: this test is about exactly-once, not durability.
-		kids = append(kids, startChild(t, dir, "claim-all", childNoSync+"=1"))
+		env := []string{childNoSync + "=1"}
+		if i%2 == 0 {
+			env = append(env, childKey+"=batch")
+		}
+		kids = append(kids, startChild(t, dir, "claim-all", env...))
 	}
 	got := map[string]int{}
 	perChild := make([]int, m)

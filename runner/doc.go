@@ -26,7 +26,7 @@
 // from when work arrives. It never waits longer than Options.PollInterval or
 // past the RunAt of the next delayed job the store reports, so a store that
 // cannot signal is polled. With a store that is a jobstore.BatchClaimer
-// (pgstore), it claims for all its free slots at once, in one ClaimBatch
+// (pgstore, filestore, memstore), it claims for all its free slots at once, in one ClaimBatch
 // of at most that many jobs, rather than one Claim per slot
 // (TestBatchClaimsFillFreeSlots).
 //

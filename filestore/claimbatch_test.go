@@ -1,0 +1,116 @@
+package filestore
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/internal/fsfault"
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// TestClaimBatchSkipsJobItCannotClaim: a job whose claim fails halfway
+// (its rename into claimed/ fails, as on a failing disk) does not cost the
+// batch the other jobs: ClaimBatch returns them, without an error, and
+// the failed one stays queued with no attempt counted and its lease free,
+// so the next claim takes it. When every claim fails, ClaimBatch returns
+// the error and every job stays queued.
+func TestClaimBatchSkipsJobItCannotClaim(t *testing.T) {
+	ctx := t.Context()
+	var failID atomic.Pointer[string]
+	inj := &fsfault.Injector{Fail: func(op fsfault.Op, path string) error {
+		if id := failID.Load(); op == fsfault.Rename && id != nil && (*id == "" || strings.Contains(path, *id)) {
+			return fsfault.Error(op, syscall.EIO)
+		}
+		return nil
+	}}
+	s, err := Open(ctx, t.TempDir(), &Options{NoSync: true, Faults: inj.Func()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+
+	var ids []string
+	for range 5 {
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+		ids = append(ids, j.ID)
+	}
+	bad := ids[1]
+	failID.Store(&bad)
+	jobs, err := s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: "w"}, 10)
+	require.NoError(t, err)
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.ID)
+	}
+	require.Equal(t, []string{ids[0], ids[2], ids[3], ids[4]}, got, "the others, in claim order")
+	j, err := s.Get(ctx, bad)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, j.State)
+	require.Zero(t, j.Attempt)
+
+	failID.Store(nil)
+	j, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err, "the job whose claim failed is claimable")
+	require.Equal(t, bad, j.ID)
+	jobs = append(jobs, j)
+	for _, j := range jobs {
+		_, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+	}
+
+	for range 3 {
+		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+	}
+	all := ""
+	failID.Store(&all)
+	_, err = s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: "w"}, 10)
+	require.ErrorIs(t, err, syscall.EIO)
+	require.False(t, errors.Is(err, jobstore.ErrNoJob))
+	st, err := s.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, st.Counts[jobstore.StateQueued], "a failed claim leaves its job queued")
+	require.Zero(t, st.Counts[jobstore.StateRunning])
+}
+
+// TestClaimBatchBesideStoppedProcess: a process stopped while it holds
+// one job's record lock does not keep a batch from the other jobs, nor
+// make it wait for the lock: ClaimBatch returns the rest, and the locked
+// job is left for later. With only that job left, ClaimBatch waits for it
+// as Claim does (recordLockPatience) and says there is none.
+func TestClaimBatchBesideStoppedProcess(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	var ids []string
+	for i := range 6 {
+		// The first is the most urgent: the one a claim would take first.
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Priority: 10 - i})
+		require.NoError(t, err)
+		ids = append(ids, j.ID)
+	}
+	holder := startHolder(t, dir, lockName(s, ids[0]))
+	require.NoError(t, holder.Signal(syscall.SIGSTOP))
+	defer func() { _ = holder.Signal(syscall.SIGCONT) }()
+
+	jobs, err := returnsPromptly(t, "ClaimBatch", func() ([]jobstore.Job, error) {
+		return s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: "w"}, 10)
+	})
+	require.NoError(t, err)
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.ID)
+	}
+	require.Equal(t, ids[1:], got, "every job beside the locked one, in claim order")
+	_, err = returnsPromptly(t, "ClaimBatch", func() ([]jobstore.Job, error) {
+		return s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: "w"}, 10)
+	})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "only the locked job is left")
+	j, err := s.Get(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, j.State)
+}
