@@ -62,21 +62,23 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 	seq := s.signals.Seq()
 	s.claimer = true
 	s.mu.Unlock()
-	if _, err := s.refreshCands(); err != nil {
+	_, err := s.refreshCands()
+	if err != nil {
 		return nil, fmt.Errorf("filestore: claim: scan queue: %w", err)
 	}
 	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool)}
 	rescanned := false
 	for {
 		r.run(ctx)
-		if err := ctx.Err(); err != nil && len(r.jobs) == 0 {
+		if err = ctx.Err(); err == nil {
+			err = r.closed
+		}
+		if err != nil || r.done() {
+			// The jobs claimed are the caller's, whatever stopped the run.
+			if len(r.jobs) > 0 {
+				return r.result(), nil
+			}
 			return nil, err
-		}
-		if r.closed != nil && len(r.jobs) == 0 {
-			return nil, r.closed
-		}
-		if r.done() || r.closed != nil || ctx.Err() != nil {
-			return r.result(), nil
 		}
 		if !rescanned && s.noCands() {
 			// An empty set may only mean lost events: look at queued/
@@ -96,17 +98,14 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 			// next call.
 			ids := r.lockBusy
 			r.lockBusy = nil
-			jobs, err := s.claimBusy(ctx, ids, req, want-len(r.jobs))
-			r.jobs = append(r.jobs, jobs...)
-			if err != nil && len(r.jobs) == 0 {
-				return nil, err
-			}
-			if len(jobs) == 0 {
-				r.busy = true
-			}
-			if err != nil || r.done() {
+			r.jobs, err = s.claimBusy(ctx, ids, req, want)
+			if len(r.jobs) > 0 {
 				return r.result(), nil
 			}
+			if err != nil {
+				return nil, err
+			}
+			r.busy = true
 			continue
 		}
 		if len(r.jobs) > 0 {

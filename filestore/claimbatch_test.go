@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -78,10 +79,9 @@ func TestClaimBatchSkipsJobItCannotClaim(t *testing.T) {
 }
 
 // TestClaimBatchBesideStoppedProcess: a process stopped while it holds
-// one job's record lock does not keep a batch from the other jobs, nor
-// make it wait for the lock: ClaimBatch returns the rest, and the locked
-// job is left for later. With only that job left, ClaimBatch waits for it
-// as Claim does (recordLockPatience) and says there is none.
+// one job's record lock does not keep a batch from the other jobs:
+// ClaimBatch returns the rest, and the locked job stays queued. With only
+// that job left, ClaimBatch says there is none.
 func TestClaimBatchBesideStoppedProcess(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, &Options{NoSync: true})
@@ -113,4 +113,41 @@ func TestClaimBatchBesideStoppedProcess(t *testing.T) {
 	j, err := s.Get(ctx, ids[0])
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, j.State)
+}
+
+// TestClaimBatchCtxEndsHalfway: a ctx that ends while a batch claims
+// stops it; the jobs it claimed by then are returned, each held by its
+// lease, and the others stay queued, unclaimed.
+func TestClaimBatchCtxEndsHalfway(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var renames atomic.Int32
+	inj := &fsfault.Injector{Fail: func(op fsfault.Op, path string) error {
+		if op == fsfault.Rename && strings.Contains(path, "claimed") && renames.Add(1) == 2 {
+			cancel() // the second claim's rename goes on; no claim starts after it
+		}
+		return nil
+	}}
+	s, err := Open(t.Context(), t.TempDir(), &Options{NoSync: true, Faults: inj.Func()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	const n = 40
+	for range n {
+		_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+	}
+	jobs, err := s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: "w"}, n)
+	require.NoError(t, err, "the jobs claimed before the ctx ended are the caller's")
+	require.GreaterOrEqual(t, len(jobs), 2)
+	require.Less(t, len(jobs), n, "the batch went on after its ctx ended")
+	st, err := s.Stats(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, len(jobs), st.Counts[jobstore.StateRunning], "every job claimed is returned")
+	require.Equal(t, n-len(jobs), st.Counts[jobstore.StateQueued])
+	for _, j := range jobs {
+		_, err := s.Complete(t.Context(), j.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err, "a returned job is held by its lease")
+	}
+	_, err = s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: "w"}, n)
+	require.ErrorIs(t, err, context.Canceled, "with nothing claimed, the ctx's error")
 }
