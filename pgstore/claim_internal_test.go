@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
@@ -75,5 +76,58 @@ func TestClaimRefusesDeadSession(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, jobstore.StateSucceeded, done.State)
 		})
+	}
+}
+
+// TestClaimsUseGenericPlan checks that each of the four claim statements
+// (one job or a batch, any kind or some kinds) runs on the generic plan of
+// its prepared statement from its first call, never planned again per
+// call: the server's pg_prepared_statements counts the plans each
+// connection made.
+func TestClaimsUseGenericPlan(t *testing.T) {
+	ctx := t.Context()
+	pool := pgtest.Pool(t, 4)
+	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t)})
+	require.NoError(t, err)
+	defer s.Close()
+	specs := make([]jobstore.Spec, 48)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "k"}
+	}
+	_, err = s.SubmitBatch(ctx, specs)
+	require.NoError(t, err)
+	const calls = 8 // more than the 5 custom plans the server makes before it may choose
+	all, kinds := jobstore.ClaimRequest{Worker: "w"}, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"k"}}
+	for range calls {
+		_, err := s.Claim(ctx, all)
+		require.NoError(t, err)
+		_, err = s.Claim(ctx, kinds)
+		require.NoError(t, err)
+		_, err = s.ClaimBatch(ctx, all, 2)
+		require.NoError(t, err)
+		_, err = s.ClaimBatch(ctx, kinds, 2)
+		require.NoError(t, err)
+	}
+	plans := map[string][2]int64{} // statement: generic, custom
+	conns := pool.AcquireAllIdle(ctx)
+	require.NotEmpty(t, conns)
+	for _, c := range conns {
+		rows, err := c.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements
+			WHERE statement LIKE 'WITH async%SKIP LOCKED%'`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var stmt string
+			var generic, custom int64
+			require.NoError(t, rows.Scan(&stmt, &generic, &custom))
+			p := plans[stmt]
+			plans[stmt] = [2]int64{p[0] + generic, p[1] + custom}
+		}
+		require.NoError(t, rows.Err())
+		c.Release()
+	}
+	require.Len(t, plans, 4, "the four claim statements")
+	for stmt, p := range plans {
+		assert.Zero(t, p[1], "custom plans of %s", stmt)
+		assert.GreaterOrEqual(t, p[0], int64(calls), "generic plans of %s", stmt)
 	}
 }

@@ -54,12 +54,17 @@ func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 	seq, from := s.signals.Seq(), s.notePointLocked()
 	s.mu.Unlock()
 	now := usec(time.Now())
-	var rs pgx.Rows
+	var br pgx.BatchResults
 	if len(req.Kinds) == 0 {
-		rs, err = s.pool.Query(ctx, s.q.claimMany, req.Worker, sess.id, now, max, s.ns)
+		br, err = s.onGenericPlan(ctx, s.q.claimMany, req.Worker, sess.id, now, max, s.ns)
 	} else {
-		rs, err = s.pool.Query(ctx, s.q.manyKinds, req.Worker, sess.id, now, req.Kinds, max, s.ns)
+		br, err = s.onGenericPlan(ctx, s.q.manyKinds, req.Worker, sess.id, now, req.Kinds, max, s.ns)
 	}
+	if err != nil {
+		return nil, s.fail(ctx, "claim batch", err)
+	}
+	defer br.Close() // on the error returns below
+	rs, err := br.Query()
 	if err != nil {
 		return nil, s.fail(ctx, "claim batch", err)
 	}
@@ -79,6 +84,11 @@ func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 		got = append(got, r)
 	}
 	if err := rs.Err(); err != nil {
+		return nil, s.fail(ctx, "claim batch", err)
+	}
+	// The connection goes back to the pool before anything below (a burn,
+	// a claim again, noJob) takes one.
+	if err := br.Close(); err != nil {
 		return nil, s.fail(ctx, "claim batch", err)
 	}
 	slices.SortFunc(got, func(a, b row) int {
