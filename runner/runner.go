@@ -103,6 +103,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		handlers: handlers,
 		req:      jobstore.ClaimRequest{Worker: r.s.worker, Kinds: kinds},
 		slots:    make(chan struct{}, r.s.concurrency),
+		idle:     make(chan jobstore.Job),
+		stopped:  make(chan struct{}),
 	}
 	r.s.log.Info("runner started", "worker", r.s.worker, "kinds", kinds, "concurrency", r.s.concurrency)
 
@@ -185,7 +187,11 @@ type loop struct {
 	req      jobstore.ClaimRequest
 	// slots holds one token per running job; its capacity is the
 	// concurrency limit.
-	slots    chan struct{}
+	slots chan struct{}
+	// idle hands a claimed job to a worker goroutine waiting for one;
+	// stopped is closed when the claim loop ends, and ends those waits.
+	idle     chan jobstore.Job
+	stopped  chan struct{}
 	wg       sync.WaitGroup
 	failures int // consecutive store errors in the claim loop
 	// emptyWakes counts consecutive AwaitWork signals after which Claim
@@ -204,6 +210,7 @@ const (
 // claimLoop claims and starts jobs until ctx ends (it returns nil) or the
 // store is closed (it returns the error).
 func (l *loop) claimLoop(ctx, workCtx context.Context) error {
+	defer close(l.stopped)
 	for {
 		select {
 		case l.slots <- struct{}{}:
@@ -221,12 +228,7 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 			}
 			l.failures, l.emptyWakes = 0, 0
 			for _, job := range jobs {
-				l.wg.Add(1)
-				go func() {
-					defer l.wg.Done()
-					defer func() { <-l.slots }()
-					l.execute(workCtx, job)
-				}()
+				l.start(workCtx, job)
 			}
 			continue
 		}
@@ -256,6 +258,46 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 			}
 		default:
 			l.storeError(ctx, "claim", err)
+		}
+	}
+}
+
+// workerIdle is how long a worker goroutine that finished a job waits for
+// the next before it ends.
+const workerIdle = 10 * time.Second
+
+// start runs job, which holds a slot, on an idle worker goroutine, or on a
+// new one if none is idle. Worker goroutines are reused, so that a job
+// does not pay for a new goroutine and for growing its stack again.
+func (l *loop) start(workCtx context.Context, job jobstore.Job) {
+	select {
+	case l.idle <- job:
+	default:
+		l.wg.Add(1)
+		go l.worker(workCtx, job)
+	}
+}
+
+// worker runs job, gives back its slot, and then runs the jobs that start
+// hands it, until none comes for workerIdle or the claim loop has ended.
+func (l *loop) worker(workCtx context.Context, job jobstore.Job) {
+	defer l.wg.Done()
+	var idle *time.Timer
+	for {
+		l.execute(workCtx, job)
+		<-l.slots
+		if idle == nil {
+			idle = time.NewTimer(workerIdle)
+		} else {
+			idle.Reset(workerIdle)
+		}
+		select {
+		case job = <-l.idle:
+		case <-idle.C:
+			return
+		case <-l.stopped:
+			idle.Stop()
+			return
 		}
 	}
 }
