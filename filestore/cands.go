@@ -142,8 +142,10 @@ func (x *candIndex) settle(kind string, now time.Time) *kindQueue {
 
 // pick returns the best due candidate of a kind req accepts that is not in
 // tried, or "" and the earliest RunAt among the accepted candidates not yet
-// due.
-func (x *candIndex) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]bool) (string, time.Time) {
+// due. The tried candidates it meets on the way are taken off the heaps
+// and added to aside, so that the next pick of the same claim does not
+// meet them again; the claim gives them back with restore when it ends.
+func (x *candIndex) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]bool, aside *[]candItem) (string, time.Time) {
 	kinds := req.Kinds
 	if len(kinds) == 0 {
 		kinds = make([]string, 0, len(x.kinds))
@@ -161,15 +163,12 @@ func (x *candIndex) pick(req jobstore.ClaimRequest, now time.Time, tried map[str
 		if len(q.future) > 0 && (next.IsZero() || q.future[0].c.runAt.Before(next)) {
 			next = q.future[0].c.runAt
 		}
-		// Set aside the candidates this claim already tried, then put
-		// them back.
-		var skipped []candItem
+		// Set aside the candidates this claim already tried.
 		for len(q.due) > 0 && (tried[q.due[0].id] || !x.live(q.due[0])) {
 			it := heap.Pop(&q.due).(candItem)
+			x.items--
 			if x.live(it) {
-				skipped = append(skipped, it)
-			} else {
-				x.items--
+				*aside = append(*aside, it)
 			}
 		}
 		if len(q.due) > 0 {
@@ -178,11 +177,29 @@ func (x *candIndex) pick(req jobstore.ClaimRequest, now time.Time, tried map[str
 				best = top
 			}
 		}
-		for _, it := range skipped {
-			heap.Push(&q.due, it)
-		}
 	}
 	return best.id, next
+}
+
+// restore gives back the candidates that picks set aside, those still
+// current: each is made current again under a new sequence number, so that
+// a copy that a compaction put back in the heaps meanwhile is dropped.
+func (x *candIndex) restore(aside []candItem) {
+	for _, it := range aside {
+		e, ok := x.byID[it.id]
+		if !ok || e.seq != it.seq {
+			continue // gone, or set again since: its own item is in the heaps
+		}
+		x.seq++
+		x.byID[it.id] = candEntry{cand: e.cand, seq: x.seq}
+		q := x.kinds[e.kind]
+		if q == nil {
+			q = &kindQueue{}
+			x.kinds[e.kind] = q
+		}
+		heap.Push(&q.future, candItem{id: it.id, c: e.cand, seq: x.seq})
+		x.items++
+	}
 }
 
 // nextRunAt returns the earliest RunAt after now among all candidates, or

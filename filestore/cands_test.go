@@ -12,7 +12,8 @@ import (
 
 // TestCandIndexMatchesBruteForce checks the heaps against a plain scan of
 // the candidates after random sets, deletes and claims, with kind filters,
-// tried sets and time passing.
+// claims of several picks that set tried candidates aside (and give them
+// back when they end) while the set changes, and time passing.
 func TestCandIndexMatchesBruteForce(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -48,6 +49,13 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 		return best.ID, next
 	}
 	now := base
+	// The claim under way: what it accepts, the candidates it tried, and
+	// those its picks set aside.
+	var (
+		req   jobstore.ClaimRequest
+		tried map[string]bool
+		aside []candItem
+	)
 	for step := range 8000 {
 		id := ids[rng.IntN(len(ids))]
 		switch op := rng.IntN(10); {
@@ -64,24 +72,43 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 		case op < 8:
 			now = now.Add(time.Duration(rng.IntN(20)) * time.Second)
 		default:
-			req := jobstore.ClaimRequest{Worker: "w"}
-			if rng.IntN(2) == 0 {
-				req.Kinds = kinds[:1+rng.IntN(2)]
+			if tried == nil || rng.IntN(4) == 0 {
+				// The claim ends; another begins.
+				x.restore(aside)
+				aside = nil
+				req = jobstore.ClaimRequest{Worker: "w"}
+				if rng.IntN(2) == 0 {
+					req.Kinds = kinds[:1+rng.IntN(2)]
+				}
+				tried = map[string]bool{}
+				for range rng.IntN(3) {
+					tried[ids[rng.IntN(len(ids))]] = true
+				}
 			}
-			tried := map[string]bool{}
-			for range rng.IntN(3) {
-				tried[ids[rng.IntN(len(ids))]] = true
-			}
-			gotID, gotNext := x.pick(req, now, tried)
+			gotID, gotNext := x.pick(req, now, tried, &aside)
 			wantID, wantNext := brute(req, now, tried)
 			require.Equal(t, wantID, gotID, "step %d", step)
 			require.True(t, wantNext.Equal(gotNext), "step %d: next %v, want %v", step, gotNext, wantNext)
-			if gotID != "" && rng.IntN(2) == 0 { // claimed
-				x.del(gotID)
-				delete(ref, gotID)
+			if gotID != "" {
+				tried[gotID] = true
+				if rng.IntN(2) == 0 { // claimed
+					x.del(gotID)
+					delete(ref, gotID)
+				}
 			}
 		}
 		require.Equal(t, len(ref), x.len())
 	}
 	require.LessOrEqual(t, x.items, 2*x.len()+1024+1, "lazy deletions are compacted")
+	// Once the last claim gives back what it set aside, a claim that tried
+	// nothing finds every candidate again, as the plain scan does.
+	x.restore(aside)
+	for len(ref) > 0 {
+		req := jobstore.ClaimRequest{Worker: "w"}
+		gotID, _ := x.pick(req, base.Add(time.Hour), map[string]bool{}, new([]candItem))
+		wantID, _ := brute(req, base.Add(time.Hour), nil)
+		require.Equal(t, wantID, gotID)
+		x.del(gotID)
+		delete(ref, gotID)
+	}
 }

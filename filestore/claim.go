@@ -67,6 +67,7 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 		return nil, fmt.Errorf("filestore: claim: scan queue: %w", err)
 	}
 	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool)}
+	defer r.restore()
 	rescanned := false
 	for {
 		r.run(ctx)
@@ -155,8 +156,11 @@ type claimRun struct {
 	req  jobstore.ClaimRequest
 	want int
 
-	mu       sync.Mutex
-	tried    map[string]bool
+	mu    sync.Mutex
+	tried map[string]bool
+	// aside holds the tried candidates that picks took off the candidate
+	// set's heaps; restore gives them back.
+	aside    []candItem
 	inflight int
 	jobs     []jobstore.Job
 	next     time.Time // the earliest RunAt of accepted jobs not yet due
@@ -200,7 +204,7 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 			r.mu.Unlock()
 			return
 		}
-		id, next := r.s.pick(r.req, now, r.tried)
+		id, next := r.s.pick(r.req, now, r.tried, &r.aside)
 		if id == "" {
 			r.next = next
 			r.mu.Unlock()
@@ -307,11 +311,24 @@ var errLeaseBusy = errors.New("lease held elsewhere")
 const leaseRetry = 5 * time.Millisecond
 
 // pick returns the best due candidate req accepts that is not in tried,
-// or "" and the earliest RunAt among accepted candidates not yet due.
-func (s *Store) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]bool) (string, time.Time) {
+// or "" and the earliest RunAt among accepted candidates not yet due; see
+// candIndex.pick for aside.
+func (s *Store) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]bool, aside *[]candItem) (string, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cands.pick(req, now, tried)
+	return s.cands.pick(req, now, tried, aside)
+}
+
+// restore gives back to the candidate set what the run's picks set aside.
+// It runs once the run is over, when no claimer of the run picks any more.
+func (r *claimRun) restore() {
+	if len(r.aside) == 0 {
+		return
+	}
+	r.s.mu.Lock()
+	r.s.cands.restore(r.aside)
+	r.s.mu.Unlock()
+	r.aside = nil
 }
 
 // claimOne tries to claim candidate id. It returns ok=false, with no
