@@ -282,6 +282,41 @@ func TestWaitCanceledAndTimeout(t *testing.T) {
 	require.Equal(t, jobstore.StateCanceled, j.State)
 }
 
+// TestWaitSaysWhyTheJobIsNotTaken: wait on a store that no worker serves
+// says so once the due job has stayed queued (point 10 of the second
+// first-hour pass), and says when a job waits for its time; a job that a
+// worker holds gets no such hint.
+func TestWaitSaysWhyTheJobIsNotTaken(t *testing.T) {
+	waitHintOverride.Store(int64(200 * time.Millisecond))
+	t.Cleanup(func() { waitHintOverride.Store(0) })
+	dir := newStoreDir(t)
+
+	due := submit(t, dir, "--", "true")
+	r := jd(t, dir, "wait", "--timeout", "1s", due)
+	require.Equal(t, exitTimeout, r.code, "%s", r)
+	require.Contains(t, r.stderr, "jobdir: job "+due+" has been due for ")
+	require.Contains(t, r.stderr, `no worker has taken it yet. Is a worker running on `+dir+` (start one with jobdir work, with the same --dir or --store), does it take kind "exec"`)
+	require.Equal(t, 1, strings.Count(r.stderr, "no worker has taken it"), "said once: %s", r.stderr)
+
+	later := submit(t, dir, "--delay", "1h", "--", "true")
+	r = jd(t, dir, "wait", "--timeout", "600ms", later)
+	require.Equal(t, exitTimeout, r.code, "%s", r)
+	require.Contains(t, r.stderr, "jobdir: job "+later+" is scheduled (in 59m")
+	require.NotContains(t, r.stderr, "no worker has taken it")
+
+	// A job a worker holds: no hint, however long the wait.
+	s, err := filestore.Open(t.Context(), dir, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "test"})
+	require.NoError(t, err)
+	require.Equal(t, due, j.ID)
+	r = jd(t, dir, "wait", "--timeout", "600ms", due)
+	require.Equal(t, exitTimeout, r.code, "%s", r)
+	require.Contains(t, r.stderr, "still running after 600ms")
+	require.NotContains(t, r.stderr, "no worker has taken it")
+}
+
 func TestCancelFinishedJob(t *testing.T) {
 	dir := newStoreDir(t)
 	id := submit(t, dir, "--", "true")

@@ -361,7 +361,11 @@ func (a *app) waitCommand() *cobra.Command {
   1  an error (for example, no such job)
   3  the job failed (its last error is printed on stderr)
   4  the job was canceled
-  5  --timeout passed before the job finished`,
+  5  --timeout passed before the job finished
+
+While it waits, it says on stderr when the job waits for its time (scheduled, or
+a retry), and when a due job has stayed queued for 10s: no worker is taking it,
+because none runs on this store, none takes its kind, or every one is busy.`,
 		Example: `  jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir wait --timeout 10m "$(jobdir submit -- make release)" || echo "release did not succeed"`,
 		Args: ja.args,
@@ -380,7 +384,9 @@ func (a *app) waitCommand() *cobra.Command {
 					ctx, cancel = context.WithTimeoutCause(ctx, timeout, errWaitTimeout)
 					defer cancel()
 				}
+				stopHint := a.hintUnclaimed(ctx, st, id)
 				j, err := st.Wait(ctx, id)
+				stopHint()
 				if err != nil {
 					if errors.Is(context.Cause(ctx), errWaitTimeout) && cmd.Context().Err() == nil {
 						cur, gerr := st.Get(cmd.Context(), id)
