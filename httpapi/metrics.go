@@ -126,6 +126,32 @@ func (m *metrics) observeHTTP(route string, status int, d time.Duration) {
 	m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
 }
 
+// Instrument wraps h, a handler served beside the API (jobdir serve's
+// dashboard), so that its requests are counted in
+// jobdir_http_requests_total and jobdir_http_request_duration_seconds as
+// the API's are. The route label is the pattern that served the request,
+// as the innermost http.ServeMux in h left it in the request (a bounded
+// set, as the API's), or "unmatched". Its requests are not in
+// jobdir_http_requests_in_flight, whose route is not known until h has
+// routed them.
+func (s *Server) Instrument(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			route, status := r.Pattern, rec.status
+			if route == "" {
+				route = routeNone
+			}
+			if status == 0 {
+				status = http.StatusOK
+			}
+			s.metrics.observeHTTP(route, status, time.Since(start))
+		}()
+		h.ServeHTTP(rec, r)
+	})
+}
+
 func (s *Server) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
 		// A failing collector (the store not answering) must not hide the

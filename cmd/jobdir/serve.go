@@ -277,12 +277,15 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 	return nil
 }
 
-// withDashboard serves the dashboard at /ui/, redirects / there, and
-// serves the API for every other path.
-func withDashboard(api, ui http.Handler) http.Handler {
+// withDashboard serves the dashboard at /ui/ (its requests counted in
+// the API's metrics), redirects / there and /favicon.ico to the
+// dashboard's icon, and serves the API for every other path.
+func withDashboard(api *httpapi.Server, ui http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(webui.Prefix, ui)
+	mux.Handle(webui.Prefix, api.Instrument(ui))
 	mux.Handle("GET /{$}", http.RedirectHandler(webui.Prefix, http.StatusFound))
+	// A browser asks for it on any page it shows, before any sign-in.
+	mux.Handle("GET /favicon.ico", http.RedirectHandler(webui.Prefix+"static/favicon.svg", http.StatusMovedPermanently))
 	mux.Handle("/", api)
 	return mux
 }
