@@ -8,7 +8,7 @@ TESTFLAGS ?=
 # The test recipe pipes go test into a filter; pipefail keeps go test's status.
 SHELL := bash
 
-.PHONY: help demo build test race vet fmt fmt-check tidy-check cross lint staticcheck cover bench bench-peers bench-quick bench-build torture image image-rootfs e2e-deploy clean
+.PHONY: help demo build test race vet fmt fmt-check tidy-check cross lint staticcheck openapi-lint cover bench bench-peers bench-quick bench-build torture image image-rootfs e2e-deploy clean
 
 help: ## List the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,7 +29,7 @@ build: ## Build every package and the jobdir command into ./bin.
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/jobdir ./cmd/jobdir
 
-test: vet fmt-check tidy-check cross staticcheck bench-build ## What CI runs: vet, gofmt, go.mod tidiness and staticcheck checks, the darwin cross-build, the bench module's build, and the race-enabled tests (with the short torture run), a line as each package starts and ends.
+test: vet fmt-check tidy-check cross staticcheck openapi-lint bench-build ## What CI runs: vet, gofmt, go.mod tidiness and staticcheck checks, the darwin cross-build, the OpenAPI document's outside check, the bench module's build, and the race-enabled tests (with the short torture run), a line as each package starts and ends.
 	set -o pipefail; $(GO) test -race -count=1 -json $(TESTFLAGS) $(PKGS) | $(GO) run ./internal/testlines
 
 race: test ## Alias of test (the tests always run with -race).
@@ -46,6 +46,21 @@ fmt-check: ## Fail if a file is not gofmt-formatted.
 tidy-check: ## Fail if go.mod or go.sum (of this module or of bench/) is not tidy.
 	$(GO) mod tidy -diff
 	cd bench && $(GO) mod tidy -diff
+
+# docs/openapi.yaml, checked by an outside validator (Redocly's CLI, with
+# .ci/redocly.yaml); TestOpenAPIDescribesTheServer checks it against the
+# server. .ci/run installs the validator into bin/node; with CI=true a
+# missing one fails the check, otherwise it is skipped with a note.
+REDOCLY_VERSION ?= 2.77.0
+REDOCLY ?= bin/node/node_modules/.bin/redocly
+openapi-lint: ## Check docs/openapi.yaml with Redocly's CLI (npm install --prefix bin/node @redocly/cli, as .ci/run does).
+	@if [ -x "$(REDOCLY)" ]; then \
+		REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --config .ci/redocly.yaml docs/openapi.yaml; \
+	elif [ "$${CI:-}" = true ]; then \
+		echo "openapi-lint: $(REDOCLY) is missing: npm install --prefix bin/node @redocly/cli@$(REDOCLY_VERSION)"; exit 1; \
+	else \
+		echo "openapi-lint: skipped: no $(REDOCLY) (npm install --prefix bin/node @redocly/cli@$(REDOCLY_VERSION) installs it)"; \
+	fi
 
 # Linux is where jobdir is tested; every package must also build for macOS.
 # Windows is not supported (README, Platforms): the file store and the job

@@ -153,6 +153,8 @@ type Server struct {
 	store   jobstore.Client
 	handler http.Handler // mux wrapped in cross-origin protection
 	mux     *http.ServeMux
+	// routes holds the patterns mux serves, as registered.
+	routes  []string
 	tokens  [][sha256.Size]byte
 	noAuth  bool
 	anyKind bool
@@ -300,18 +302,26 @@ func New(store jobstore.Client, opts *Options) (*Server, error) {
 	s.KnownKinds(allowed...)
 
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc(routeSubmit, s.handleSubmit)
-	s.mux.HandleFunc(routeBatch, s.handleBatch)
-	s.mux.HandleFunc(routeList, s.handleList)
-	s.mux.HandleFunc(routeGet, s.handleGet)
-	s.mux.HandleFunc(routeByKey, s.handleByKey)
-	s.mux.HandleFunc(routeCancel, s.handleCancel)
-	s.mux.HandleFunc(routeRetry, s.handleRetry)
-	s.mux.HandleFunc(routeWait, s.handleWait)
-	s.mux.HandleFunc(routeLog, s.handleLog)
-	s.mux.HandleFunc(routeStats, s.handleStats)
-	s.mux.HandleFunc(routeHealth, s.handleHealth)
-	s.mux.Handle(routeMetrics, s.metricsHandler())
+	for _, r := range []struct {
+		pattern string
+		h       http.Handler
+	}{
+		{routeSubmit, http.HandlerFunc(s.handleSubmit)},
+		{routeBatch, http.HandlerFunc(s.handleBatch)},
+		{routeList, http.HandlerFunc(s.handleList)},
+		{routeGet, http.HandlerFunc(s.handleGet)},
+		{routeByKey, http.HandlerFunc(s.handleByKey)},
+		{routeCancel, http.HandlerFunc(s.handleCancel)},
+		{routeRetry, http.HandlerFunc(s.handleRetry)},
+		{routeWait, http.HandlerFunc(s.handleWait)},
+		{routeLog, http.HandlerFunc(s.handleLog)},
+		{routeStats, http.HandlerFunc(s.handleStats)},
+		{routeHealth, http.HandlerFunc(s.handleHealth)},
+		{routeMetrics, s.metricsHandler()},
+	} {
+		s.mux.Handle(r.pattern, r.h)
+		s.routes = append(s.routes, r.pattern)
+	}
 
 	// A browser may send a cross-origin POST without a preflight; refuse
 	// those so that a web page cannot submit or cancel jobs through a
