@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -112,7 +114,7 @@ func newMetrics(reg *prometheus.Registry, store jobstore.Client) (*metrics, erro
 	for _, c := range []prometheus.Collector{
 		m.submitted, m.claimed, m.completed, m.failed, m.canceled, m.retried, m.dropped, m.panics,
 		m.storeErrors, m.claimLatency, m.runDuration, m.httpRequests, m.httpDuration, m.httpInFlight,
-		&storeCollector{store: store},
+		&storeCollector{store: store, m: m},
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -248,10 +250,15 @@ func (s *Server) ObserveStoreError() {
 // storeCollector reports the store's job counts at scrape time.
 type storeCollector struct {
 	store jobstore.Client
+	// m bounds the kind label of jobsByKindDesc, as the counters'.
+	m *metrics
 }
 
 var (
-	jobsDesc   = prometheus.NewDesc("jobdir_jobs", "Jobs in the store by state, read at scrape time.", []string{"state"}, nil)
+	jobsDesc       = prometheus.NewDesc("jobdir_jobs", "Jobs in the store by state, read at scrape time.", []string{"state"}, nil)
+	jobsByKindDesc = prometheus.NewDesc("jobdir_jobs_by_kind",
+		"Jobs in the store by kind and state, read at scrape time; kinds past the bound on kind labels are summed under _other.",
+		[]string{"kind", "state"}, nil)
 	oldestDesc = prometheus.NewDesc("jobdir_oldest_queued_age_seconds",
 		"How long the longest-waiting due queued job has been due; 0 when none is due.", nil, nil)
 	upDesc = prometheus.NewDesc("jobdir_store_up", "1 if the store answered the scrape's Stats call, 0 if not.", nil, nil)
@@ -260,6 +267,7 @@ var (
 // Describe sends the descriptors of the store series.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- jobsDesc
+	ch <- jobsByKindDesc
 	ch <- oldestDesc
 	ch <- upDesc
 }
@@ -277,6 +285,26 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 1)
 	for _, state := range jobstore.States() {
 		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(st.Counts[state]), string(state))
+	}
+	// Every state of each kind that has jobs, 0 included, so that a
+	// kind's series do not come and go with its states.
+	// In name order, so that which kinds get a label of their own does
+	// not depend on a map's order.
+	byKind := make(map[string]map[jobstore.State]int, len(st.Kinds))
+	for _, kind := range slices.Sorted(maps.Keys(st.Kinds)) {
+		counts := st.Kinds[kind]
+		label := c.m.kind(kind)
+		if byKind[label] == nil {
+			byKind[label] = make(map[jobstore.State]int)
+		}
+		for state, n := range counts {
+			byKind[label][state] += n
+		}
+	}
+	for kind, counts := range byKind {
+		for _, state := range jobstore.States() {
+			ch <- prometheus.MustNewConstMetric(jobsByKindDesc, prometheus.GaugeValue, float64(counts[state]), kind, string(state))
+		}
 	}
 	age := 0.0
 	if !st.OldestQueuedAt.IsZero() {

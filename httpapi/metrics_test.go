@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -78,6 +79,11 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		`jobdir_jobs{state="succeeded"}`:                                           3,
 		`jobdir_jobs{state="failed"}`:                                              1,
 		`jobdir_jobs{state="canceled"}`:                                            1,
+		`jobdir_jobs_by_kind{kind="ok",state="succeeded"}`:                         3,
+		`jobdir_jobs_by_kind{kind="ok",state="queued"}`:                            0,
+		`jobdir_jobs_by_kind{kind="bad",state="failed"}`:                           1,
+		`jobdir_jobs_by_kind{kind="never-runs",state="queued"}`:                    1,
+		`jobdir_jobs_by_kind{kind="never-runs",state="canceled"}`:                  1,
 		`jobdir_jobs_submitted_total{kind="ok"}`:                                   3,
 		`jobdir_jobs_submitted_total{kind="bad"}`:                                  1,
 		`jobdir_jobs_submitted_total{kind="never-runs"}`:                           2,
@@ -139,4 +145,26 @@ func TestCountersOfKnownKindsStartAtZero(t *testing.T) {
 	e.submit("other", "")
 	body = string(e.do("GET", "/metrics", "").body)
 	require.Equal(t, 1.0, metricValue(t, body, `jobdir_jobs_submitted_total{kind="other"}`))
+}
+
+// TestKindLabelsAreBounded: the kind label takes at most 100 values in a
+// process; the jobs of further kinds are counted under "_other", in the
+// counters and in jobdir_jobs_by_kind alike.
+func TestKindLabelsAreBounded(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	const kinds = 105
+	for i := range kinds {
+		e.submit(fmt.Sprintf("kind-%03d", i), "")
+	}
+	text := string(e.do("GET", "/metrics", "").body)
+	labels := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^jobdir_jobs_submitted_total\{kind="([^"]+)"\}`).FindAllStringSubmatch(text, -1) {
+		labels[m[1]] = true
+	}
+	require.Len(t, labels, 101, "100 kinds and _other")
+	require.True(t, labels["_other"])
+	require.Equal(t, float64(kinds-100), metricValue(t, text, `jobdir_jobs_submitted_total{kind="_other"}`))
+	require.Equal(t, float64(kinds-100), metricValue(t, text, `jobdir_jobs_by_kind{kind="_other",state="queued"}`))
+	require.Equal(t, float64(1), metricValue(t, text, `jobdir_jobs_by_kind{kind="kind-000",state="queued"}`))
+	require.Equal(t, float64(0), metricValue(t, text, `jobdir_jobs_by_kind{kind="kind-000",state="running"}`))
 }
