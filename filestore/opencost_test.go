@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,18 +125,22 @@ func TestRepairRunsInTheBackground(t *testing.T) {
 	require.NoError(t, err, "the first Claim scans queued/")
 	require.Equal(t, queued.ID, j.ID)
 
+	// The pass logs its findings once it has made every repair: wait for
+	// both.
 	require.Eventually(t, func() bool {
 		for _, p := range []string{torn, stale, orphan} {
 			if _, err := os.Lstat(p); err == nil {
 				return false
 			}
 		}
+		for _, kind := range []ProblemKind{ProblemTornRecord, ProblemStaleCopy, ProblemOrphanLock} {
+			if !strings.Contains(log.String(), fmt.Sprintf("filestore: repair: %s: ", kind)) {
+				return false
+			}
+		}
 		return true
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 10*time.Second, 10*time.Millisecond, "the repairs, and their lines in the log")
 	require.GreaterOrEqual(t, time.Since(opened), repairDelay, "not before repairDelay")
-	for _, kind := range []ProblemKind{ProblemTornRecord, ProblemStaleCopy, ProblemOrphanLock} {
-		require.Contains(t, log.String(), fmt.Sprintf("filestore: repair: %s: ", kind))
-	}
 	_, err = os.Stat(filepath.Join(dir, dirQuarantine, dirKeys, filepath.Base(torn)))
 	require.NoError(t, err, "the torn key file is set aside, not deleted")
 }
