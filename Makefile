@@ -52,6 +52,9 @@ tidy-check: ## Fail if go.mod or go.sum (of this module or of bench/) is not tid
 # server. .ci/run installs the validator into bin/node; with CI=true a
 # missing one fails the check, otherwise it is skipped with a note.
 REDOCLY_VERSION ?= 2.77.0
+# axe-core, which the dashboard's accessibility check (cmd/jobdir's
+# TestUIBrowserAccessibility) loads from bin/node; .ci/run installs it.
+AXE_VERSION ?= 4.14.1
 REDOCLY ?= bin/node/node_modules/.bin/redocly
 openapi-lint: ## Check docs/openapi.yaml with Redocly's CLI (npm install --prefix bin/node @redocly/cli, as .ci/run does).
 	@if [ -x "$(REDOCLY)" ]; then \

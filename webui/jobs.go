@@ -182,11 +182,55 @@ func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, bat
 type jobRow struct {
 	ID, Kind, Key, State, Words string
 	Created, CreatedAt          string
+	// Command is an exec job's command line, clipped to rowCommandLen.
+	Command string
+	// Error is the last error of a job that failed, was canceled or
+	// waits for a retry, clipped to rowErrorLen; empty for the others.
+	Error string
 }
 
+// rowCommandLen and rowErrorLen are the most characters of a command line
+// and of an error that a row of the jobs table shows; the job's page has
+// them whole.
+const (
+	rowCommandLen = 80
+	rowErrorLen   = 120
+)
+
 func rowOf(j jobstore.Job, now time.Time) jobRow {
-	return jobRow{ID: j.ID, Kind: j.Kind, Key: j.Key, State: string(j.State), Words: stateWords(j, now),
+	row := jobRow{ID: j.ID, Kind: j.Kind, Key: j.Key, State: string(j.State), Words: stateWords(j, now),
 		Created: ago(now.Sub(j.CreatedAt)) + " ago", CreatedAt: j.CreatedAt.Format(time.RFC3339)}
+	if argv, ok := execArgv(j); ok {
+		row.Command = clip(shellQuote(argv), rowCommandLen)
+	}
+	if j.State == jobstore.StateFailed || j.State == jobstore.StateCanceled || j.State == jobstore.StateQueued && j.Attempt > 0 {
+		row.Error = clip(j.LastError, rowErrorLen)
+	}
+	return row
+}
+
+// execArgv returns the command line of an exec job.
+func execArgv(j jobstore.Job) ([]string, bool) {
+	if j.Kind != "exec" {
+		return nil, false
+	}
+	var p struct {
+		Argv []string `json:"argv"`
+	}
+	if json.Unmarshal(j.Payload, &p) != nil || len(p.Argv) == 0 {
+		return nil, false
+	}
+	return p.Argv, true
+}
+
+// clip cuts s to at most n characters, the last of them an ellipsis when
+// it cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 type stateOption struct {

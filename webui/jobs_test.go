@@ -337,3 +337,53 @@ func TestRerunExplicitKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestJobsTableShowsCommandAndLastError: a row of the jobs table shows an
+// exec job's command line and the last error of a job that failed or waits
+// for a retry, each clipped, so that failed exec jobs do not look alike; a
+// job that succeeded after a failed attempt shows no error.
+func TestJobsTableShowsCommandAndLastError(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	ctx := t.Context()
+	long := strings.Repeat("x", 200)
+	ex, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "exec", Payload: json.RawMessage(`{"argv":["make","release"],"dir":"/"}`)})
+	require.NoError(t, err)
+	exLong, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "exec", Payload: json.RawMessage(`{"argv":["echo","` + long + `"],"dir":"/"}`)})
+	require.NoError(t, err)
+	flaky, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k", MaxAttempts: 2})
+	require.NoError(t, err)
+	failed, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k", MaxAttempts: 1})
+	require.NoError(t, err)
+	fail := func(id, msg string) {
+		t.Helper()
+		j, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"k"}})
+		require.NoError(t, err)
+		require.Equal(t, id, j.ID)
+		_, err = e.store.Complete(ctx, j.Lease(), jobstore.Outcome{Error: msg, RetryAfter: time.Millisecond})
+		require.NoError(t, err)
+	}
+	fail(flaky.ID, "connection refused")
+	fail(failed.ID, "exit status 2: "+long)
+
+	row := func(id string) string {
+		t.Helper()
+		body := e.do("GET", "/ui/jobs", nil).body
+		m := regexp.MustCompile(`(?s)<tr data-id="` + id + `">.*?</tr>`).FindString(body)
+		require.NotEmpty(t, m, "no row of %s", id)
+		return m
+	}
+	require.Contains(t, row(ex.ID), `<td data-label="Command" class="command">make release</td>`)
+	require.Contains(t, row(exLong.ID), `<td data-label="Command" class="command">echo `+strings.Repeat("x", 74)+`…</td>`)
+	require.Contains(t, row(flaky.ID), `<td data-label="Last error" class="error-text">connection refused</td>`, "retrying")
+	require.Contains(t, row(failed.ID), `<td data-label="Last error" class="error-text">exit status 2: `+strings.Repeat("x", 104)+`…</td>`)
+	require.Contains(t, row(flaky.ID), `<td data-label="Command" class="command"></td>`, "not an exec job")
+
+	time.Sleep(2 * time.Millisecond) // the retry's time
+	j, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"k"}})
+	require.NoError(t, err)
+	require.Equal(t, flaky.ID, j.ID)
+	_, err = e.store.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+	require.Contains(t, row(flaky.ID), `<td data-label="Last error" class="error-text"></td>`, "succeeded at last")
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -370,4 +373,90 @@ func TestServeMountsTheDashboard(t *testing.T) {
 	var stats jobstore.Stats
 	require.Equal(t, http.StatusOK, call(t, "GET", srv.url+"/v1/stats", uiToken, nil, &stats))
 	require.Equal(t, http.StatusUnauthorized, call(t, "GET", srv.url+"/v1/stats", "", nil, nil))
+}
+
+// axePath is axe-core's script, which .ci/run installs from npm into
+// bin/node (the version the Makefile's AXE_VERSION names).
+var axePath = filepath.Join("..", "..", "bin", "node", "node_modules", "axe-core", "axe.min.js")
+
+// TestUIBrowserAccessibility runs axe-core's WCAG 2 A and AA rules on every
+// page of the dashboard (the sign-in page, the overview, the jobs table,
+// the pages of a running exec job with its log, of a failed job and of a
+// job that is not there), at a desktop's width and a phone's, each in the
+// light and the dark color scheme: none may report a violation. It is
+// skipped without axe-core, and fails without it under CI=true.
+func TestUIBrowserAccessibility(t *testing.T) {
+	axe, err := os.ReadFile(axePath)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("axe-core is not installed, and CI=true: %v (npm install --prefix bin/node axe-core)", err)
+		}
+		t.Skipf("SKIPPED: NO axe-core: %v (npm install --prefix bin/node axe-core); the accessibility check did not run", err)
+	}
+	dir, wd := newStoreDir(t), t.TempDir()
+	srv := uiServer(t, dir, wd)
+	failed := submitBin(t, dir, wd, "--key", "sync-7", "--max-attempts", "1", "--", "sh", "-c", "echo 'upstream said 503' >&2; exit 2")
+	r := runBin(t, dir, wd, "work", "--exit-when-idle", "-q")
+	require.Equal(t, 0, r.code, "%s", r)
+	submitBin(t, dir, wd, "--key", "nightly", "--delay", "1h", "--", "make", "report")
+	worker := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1", "-q"))
+	running := submitBin(t, dir, wd, "--key", "build-42", "--", "sh", "-c", "echo compiling; exec sleep 300")
+	t.Cleanup(func() {
+		runBin(t, dir, wd, "cancel", running)
+		worker.stop(t)
+	})
+
+	ctx := tab(t)
+	pages := []struct{ path, ready string }{
+		{"/ui/jobs", "table.jobs"},
+		{"/ui/", "#h-states"},
+		{"/ui/jobs/" + running, "#log"},
+		{"/ui/jobs/" + failed, "#last-error"},
+		{"/ui/jobs/00000000000000000000000000", "#main"},
+	}
+	for _, scheme := range []string{"light", "dark"} {
+		for _, width := range []int64{1280, 390} {
+			view := chromedp.EmulateViewport(width, 844)
+			if width < 640 {
+				view = chromedp.EmulateViewport(width, 844, chromedp.EmulateMobile)
+			}
+			media := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+					Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+				return err
+			})
+			do(t, ctx, view, media)
+			// The sign-in page first, signed out; then the others.
+			do(t, ctx, chromedp.Navigate(srv.url+"/ui/signin"), chromedp.WaitVisible("#token"))
+			checkAxe(t, ctx, axe, fmt.Sprintf("/ui/signin (%s, %d px)", scheme, width))
+			do(t, ctx, chromedp.SendKeys("#token", uiToken), chromedp.Click("#signin"), chromedp.WaitVisible("#h-states"))
+			require.Equal(t, scheme == "dark", evalJS[bool](t, ctx, `matchMedia('(prefers-color-scheme: dark)').matches`))
+			for _, p := range pages {
+				do(t, ctx, chromedp.Navigate(srv.url+p.path), chromedp.WaitVisible(p.ready))
+				checkAxe(t, ctx, axe, fmt.Sprintf("%s (%s, %d px)", p.path, scheme, width))
+			}
+			do(t, ctx, chromedp.Navigate(srv.url+"/ui/"), chromedp.WaitVisible("#signout"), chromedp.Click("#signout"), chromedp.WaitVisible("#token"))
+		}
+	}
+}
+
+// checkAxe runs axe-core (the script axe) on the page in ctx and fails the
+// test with each violation it reports on page.
+func checkAxe(t *testing.T, ctx context.Context, axe []byte, page string) {
+	t.Helper()
+	if !evalJS[bool](t, ctx, "typeof window.axe === 'object'") {
+		evalJS[chromedp.Void](t, ctx, string(axe)+";undefined")
+	}
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})
+		.then(r => JSON.stringify(r.violations.map(v => ({id: v.id, help: v.help, nodes: v.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary)}))))`,
+		chromedp.EvalAwaitPromise))
+	require.NoError(t, err, "axe on %s", page)
+	var violations []struct {
+		ID, Help string
+		Nodes    []string
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &violations))
+	for _, v := range violations {
+		t.Errorf("%s: axe: %s (%s):\n  %s", page, v.ID, v.Help, strings.Join(v.Nodes, "\n  "))
+	}
 }
