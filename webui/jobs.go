@@ -23,11 +23,14 @@ type filter struct {
 	Key string
 	// Prefix keeps the jobs whose ID starts with it (upper case).
 	Prefix string
-	Order  jobstore.Order
+	// Text keeps the jobs whose command line (an exec job's), last error
+	// or payload contains it, in any case.
+	Text  string
+	Order jobstore.Order
 }
 
 // parseFilter reads a filter from the query: state (repeatable), kind,
-// key, id (a prefix) and order (newest or oldest).
+// key, id (a prefix), text and order (newest or oldest).
 func parseFilter(q url.Values) (filter, error) {
 	var f filter
 	for _, s := range q["state"] {
@@ -49,6 +52,7 @@ func parseFilter(q url.Values) (filter, error) {
 		}
 	}
 	f.Key = q.Get("key")
+	f.Text = strings.TrimSpace(q.Get("text"))
 	f.Prefix = strings.ToUpper(strings.TrimSpace(q.Get("id")))
 	if len(f.Prefix) > 26 {
 		return f, errors.New("an ID has 26 characters")
@@ -83,6 +87,9 @@ func (f filter) query() url.Values {
 	if f.Prefix != "" {
 		q.Set("id", f.Prefix)
 	}
+	if f.Text != "" {
+		q.Set("text", f.Text)
+	}
 	if f.Order == jobstore.OldestFirst {
 		q.Set("order", "oldest")
 	}
@@ -95,13 +102,29 @@ const maxListBytes = 4 << 20
 
 // readsAll reports whether scan reads every job in the cursor's order and
 // filters them itself, within its budget, rather than have List filter:
-// for a key, which List cannot filter, and for a finished state. Finished
+// for a key or a text, which List cannot filter, and for a finished state. Finished
 // jobs are most of a store's history, and to fill a page of a state that
 // is rare among them (failed, say) List could read all of it; a store may
 // not even keep them apart (filestore keeps succeeded and failed jobs in
 // one directory). Queued and running jobs List filters.
 func (f filter) readsAll() bool {
-	return f.Key != "" || slices.ContainsFunc(f.States, jobstore.State.Terminal)
+	return f.Key != "" || f.Text != "" || slices.ContainsFunc(f.States, jobstore.State.Terminal)
+}
+
+// keeps reports whether j passes the parts of f that List does not filter:
+// the key and the text.
+func (f filter) keeps(j jobstore.Job) bool {
+	if f.Key != "" && !strings.Contains(j.Key, f.Key) {
+		return false
+	}
+	if f.Text == "" {
+		return true
+	}
+	text := strings.ToLower(f.Text)
+	if argv, ok := execArgv(j); ok && strings.Contains(strings.ToLower(shellQuote(argv)), text) {
+		return true
+	}
+	return strings.Contains(strings.ToLower(j.LastError), text) || strings.Contains(strings.ToLower(string(j.Payload)), text)
 }
 
 // errStop ends a scan early; scan reports it as no error.
@@ -132,7 +155,7 @@ func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, bat
 			if err != nil {
 				return "", err
 			}
-			if j.MatchesList(opts) && strings.Contains(j.Key, f.Key) {
+			if j.MatchesList(opts) && f.keeps(j) {
 				if err := fn(j); err != nil && !errors.Is(err, errStop) {
 					return "", err
 				}
@@ -158,7 +181,7 @@ func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, bat
 			if !strings.HasPrefix(j.ID, f.Prefix) {
 				return "", nil // past the prefix's range
 			}
-			if f.Key != "" && !strings.Contains(j.Key, f.Key) || len(states) > 0 && !slices.Contains(states, j.State) {
+			if !f.keeps(j) || len(states) > 0 && !slices.Contains(states, j.State) {
 				continue
 			}
 			if err := fn(j); err != nil {
@@ -240,14 +263,19 @@ type stateOption struct {
 
 // jobsPage is the data of the jobs table.
 type jobsPage struct {
-	Kind, Key, Prefix string
-	Oldest            bool
-	States            []stateOption
-	Rows              []jobRow
+	Kind, Key, Prefix, Text string
+	Oldest                  bool
+	States                  []stateOption
+	Rows                    []jobRow
 	// Next is the URL of the next page; empty on the last.
 	Next string
-	// First is the URL of the first page, when this is not it.
-	First string
+	// First is the URL of the first page, when this is not it; Prev the
+	// URL of the page before this one.
+	First, Prev string
+	// Total is how many jobs the filter matches, when the store's counts
+	// say (a filter of states and a kind only); HasTotal says it is known.
+	Total    int
+	HasTotal bool
 	// Partial says the page ended early because ScanBudget jobs were read
 	// (a key or a finished state filters them).
 	Partial bool
@@ -261,7 +289,7 @@ type jobsPage struct {
 func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, ferr := parseFilter(q)
-	data := jobsPage{Kind: f.Kind, Key: f.Key, Prefix: f.Prefix, Oldest: f.Order == jobstore.OldestFirst, Query: f.query().Encode(), Budget: ScanBudget}
+	data := jobsPage{Kind: f.Kind, Key: f.Key, Prefix: f.Prefix, Text: f.Text, Oldest: f.Order == jobstore.OldestFirst, Query: f.query().Encode(), Budget: ScanBudget}
 	for _, s := range jobstore.States() {
 		data.States = append(data.States, stateOption{Value: string(s), Selected: slices.Contains(f.States, s)})
 	}
@@ -302,9 +330,69 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		if cursor != "" {
 			data.First = Prefix + "jobs?" + f.query().Encode()
+			prev, err := h.prevPage(r.Context(), f, data.Rows)
+			if err != nil {
+				h.storeError(w, r, err)
+				return
+			}
+			data.Prev = prev
+		}
+		if f.Key == "" && f.Text == "" && f.Prefix == "" {
+			st, err := h.store.Stats(r.Context())
+			if err != nil {
+				h.storeError(w, r, err)
+				return
+			}
+			data.Total, data.HasTotal = matching(st, f), true
 		}
 	}
 	h.render(w, r, status, "jobs", "Jobs", data)
+}
+
+// matching counts the jobs of st that f's states and kind keep.
+func matching(st jobstore.Stats, f filter) int {
+	counts := st.Counts
+	if f.Kind != "" {
+		counts = st.Kinds[f.Kind]
+	}
+	n := 0
+	for state, c := range counts {
+		if len(f.States) == 0 || slices.Contains(f.States, state) {
+			n += c
+		}
+	}
+	return n
+}
+
+// prevPage returns the URL of the page before the one that starts with
+// rows (of a page that is not the first): the PageSize jobs that f keeps
+// just before rows' first, read in the other order. Its cursor is the job
+// read after those, or none (the first page) when there are not more.
+func (h *Handler) prevPage(ctx context.Context, f filter, rows []jobRow) (string, error) {
+	if len(rows) == 0 {
+		return Prefix + "jobs?" + f.query().Encode(), nil
+	}
+	back := f
+	back.Order = jobstore.NewestFirst
+	if f.Order == jobstore.NewestFirst {
+		back.Order = jobstore.OldestFirst
+	}
+	var before []string
+	_, err := h.scan(ctx, back, rows[0].ID, ScanBudget, PageSize+1, func(j jobstore.Job) error {
+		before = append(before, j.ID)
+		if len(before) == PageSize+1 {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	q := f.query()
+	if len(before) == PageSize+1 {
+		q.Set("cursor", before[PageSize])
+	}
+	return Prefix + "jobs?" + q.Encode(), nil
 }
 
 // field is one line of a job's field table.

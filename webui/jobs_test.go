@@ -284,6 +284,13 @@ func TestOverview(t *testing.T) {
 	require.Equal(t, http.StatusOK, f.status)
 	require.NotContains(t, f.body, "<html")
 	require.Contains(t, f.body, `id="count-queued"`)
+
+	// A running exec job shows its command and key, not only its ID.
+	_, _, err = e.store.Submit(ctx, jobstore.Spec{Kind: "exec", Key: "build-42", Payload: json.RawMessage(`{"argv":["make","build"],"dir":"/"}`)})
+	require.NoError(t, err)
+	_, err = e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "worker-three", Kinds: []string{"exec"}})
+	require.NoError(t, err)
+	require.Contains(t, e.do("GET", "/ui/", nil).body, `<td class="command">make build</td><td class="key">build-42</td><td>worker-three</td>`)
 }
 
 func TestFinishedStateFilterReadsABoundedPage(t *testing.T) {
@@ -386,4 +393,86 @@ func TestJobsTableShowsCommandAndLastError(t *testing.T) {
 	_, err = e.store.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
 	require.NoError(t, err)
 	require.Contains(t, row(flaky.ID), `<td data-label="Last error" class="error-text"></td>`, "succeeded at last")
+}
+
+// TestJobsTableSearchesCommandErrorAndPayload: the text filter keeps the
+// jobs whose command line, last error or payload contains it, in any case,
+// with the other filters, and the bulk actions count what it keeps.
+func TestJobsTableSearchesCommandErrorAndPayload(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	ctx := t.Context()
+	submit := func(spec jobstore.Spec) string {
+		t.Helper()
+		j, _, err := e.store.Submit(ctx, spec)
+		require.NoError(t, err)
+		return j.ID
+	}
+	deploy := submit(jobstore.Spec{Kind: "exec", Payload: json.RawMessage(`{"argv":["./Deploy.sh","--env","prod"],"dir":"/"}`)})
+	report := submit(jobstore.Spec{Kind: "exec", Payload: json.RawMessage(`{"argv":["make","report"],"dir":"/"}`)})
+	mail := submit(jobstore.Spec{Kind: "email.send", Payload: json.RawMessage(`{"to":"ada@example.com"}`), MaxAttempts: 1})
+	j, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"email.send"}})
+	require.NoError(t, err)
+	_, err = e.store.Complete(ctx, j.Lease(), jobstore.Outcome{Error: "SMTP said 550: mailbox unavailable"})
+	require.NoError(t, err)
+
+	for text, want := range map[string][]string{
+		"deploy.sh":   {deploy},               // a command, in another case
+		"--env prod":  {deploy},               // across arguments, as the shell reads them
+		"mailbox":     {mail},                 // a last error
+		"ada@example": {mail},                 // a payload
+		"make":        {report},               //
+		"nothing":     nil,                    //
+		"e":           {mail, report, deploy}, // newest first
+	} {
+		body := e.do("GET", "/ui/jobs?text="+url.QueryEscape(text), nil).body
+		require.Equal(t, want, rows(body), "text %q", text)
+		require.Contains(t, body, `id="f-text" name="text" value="`+text+`"`, "the field keeps the text")
+	}
+	require.Equal(t, []string{mail}, rows(e.do("GET", "/ui/jobs?state=failed&text=550", nil).body))
+	require.Empty(t, rows(e.do("GET", "/ui/jobs?state=queued&text=550", nil).body))
+
+	r := e.do("GET", "/ui/bulk?action=cancel&text=deploy", nil, "Jobdir-UI", "1")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `"count":1`, "only the deploy job is counted for a cancel")
+}
+
+var prevRE = regexp.MustCompile(`href="([^"]*)" rel="prev"`)
+
+// TestJobsTablePreviousPageAndTotal: from any page after the first, the
+// previous page is the one the next links led from, in both orders, and
+// the table says how many jobs match when the store's counts say it (a
+// filter of states and a kind), not when a key, a text or an ID prefix
+// filters.
+func TestJobsTablePreviousPageAndTotal(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	n := webui.PageSize*2 + 7
+	for i := range n {
+		_, _, err := e.store.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: fmt.Sprint("key-", i)})
+		require.NoError(t, err)
+	}
+	link := func(re *regexp.Regexp, body string) string {
+		m := re.FindStringSubmatch(body)
+		if m == nil {
+			return ""
+		}
+		return strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	for _, order := range []string{"newest", "oldest"} {
+		t.Run(order, func(t *testing.T) {
+			first := e.do("GET", "/ui/jobs?order="+order, nil).body
+			require.Empty(t, link(prevRE, first), "the first page has no previous one")
+			require.Contains(t, first, fmt.Sprintf(`<span id="total">%d jobs match</span>`, n))
+			second := e.do("GET", link(nextRE, first), nil).body
+			third := e.do("GET", link(nextRE, second), nil).body
+			require.Len(t, rows(third), 7)
+			require.Equal(t, rows(second), rows(e.do("GET", link(prevRE, third), nil).body), "back from the third page")
+			require.Equal(t, rows(first), rows(e.do("GET", link(prevRE, second), nil).body), "back from the second page")
+		})
+	}
+	require.Contains(t, e.do("GET", "/ui/jobs?state=queued&kind=k", nil).body, fmt.Sprintf(`<span id="total">%d jobs match</span>`, n))
+	require.Contains(t, e.do("GET", "/ui/jobs?state=failed", nil).body, `<span id="total">0 jobs match</span>`)
+	require.Contains(t, e.do("GET", "/ui/jobs?kind=other", nil).body, `<span id="total">0 jobs match</span>`)
+	require.NotContains(t, e.do("GET", "/ui/jobs?key=key-1", nil).body, `id="total"`, "a key filter: not counted")
 }

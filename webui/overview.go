@@ -45,7 +45,10 @@ type bar struct {
 
 type runningRow struct {
 	ID, Kind, Worker, RunTime, Attempt string
-	CancelRequested                    bool
+	// Key is the job's key; Command an exec job's command line, clipped
+	// as in the jobs table.
+	Key, Command    string
+	CancelRequested bool
 }
 
 // overviewData is the data of the overview page.
@@ -104,8 +107,12 @@ func (h *Handler) overview(ctx context.Context) (*overviewData, error) {
 		return nil, err
 	}
 	for _, j := range page.Jobs {
-		d.Running = append(d.Running, runningRow{ID: j.ID, Kind: j.Kind, Worker: j.Worker, RunTime: ago(now.Sub(j.StartedAt)),
-			Attempt: fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), CancelRequested: j.CancelRequested})
+		row := runningRow{ID: j.ID, Kind: j.Kind, Worker: j.Worker, RunTime: ago(now.Sub(j.StartedAt)),
+			Attempt: fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), Key: j.Key, CancelRequested: j.CancelRequested}
+		if argv, ok := execArgv(j); ok {
+			row.Command = clip(shellQuote(argv), rowCommandLen)
+		}
+		d.Running = append(d.Running, row)
 	}
 	d.MoreRunning = page.Next != ""
 

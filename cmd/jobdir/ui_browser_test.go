@@ -274,6 +274,16 @@ func TestUIBrowserLogFollowsTheProgram(t *testing.T) {
 	waitJS(t, ctx, `document.querySelector('#log').textContent.split('\n').includes('second line')`)
 	waitJS(t, ctx, `document.querySelector('#log-status').textContent.includes('End of the log')`)
 	waitJS(t, ctx, textIs("#state", "succeeded"))
+	// The log comes right after the summary, before the details, which
+	// the polls keep up to date too: the finished attempt shows, once,
+	// and the log stays as it was.
+	require.True(t, evalJS[bool](t, ctx,
+		`(document.querySelector('#h-log').compareDocumentPosition(document.querySelector('#h-fields')) & Node.DOCUMENT_POSITION_FOLLOWING) !== 0`),
+		"the log is above the fields")
+	waitJS(t, ctx, `document.querySelector('[data-live-part="details"]').textContent.includes('succeeded')`)
+	require.Equal(t, 1, evalJS[int](t, ctx, "document.querySelectorAll('#h-attempts').length"))
+	require.Zero(t, evalJS[int](t, ctx, "document.querySelectorAll('template').length"), "no part left in a template")
+	require.True(t, evalJS[bool](t, ctx, `document.querySelector('#log').textContent.split('\n').includes('second line')`))
 	worker.stop(t)
 }
 

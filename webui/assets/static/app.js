@@ -65,8 +65,17 @@
           if (html === last) return;
           last = html;
           var focused = document.activeElement;
-          var id = focused && live.contains(focused) ? focused.id : '';
-          live.innerHTML = html;
+          var id = focused && focused.closest('[data-live], [data-live-part]') ? focused.id : '';
+          // A part of the live content that lies elsewhere on the page (a
+          // job's details, below its log) comes in a template of its own.
+          var parts = document.createElement('div');
+          parts.innerHTML = html;
+          parts.querySelectorAll('template[data-part]').forEach(function (t) {
+            var place = document.querySelector('[data-live-part="' + t.dataset.part + '"]');
+            if (place) place.replaceChildren(t.content);
+            t.remove();
+          });
+          live.replaceChildren.apply(live, Array.prototype.slice.call(parts.childNodes));
           if (id) {
             var again = document.getElementById(id);
             if (again && !again.disabled) again.focus();
