@@ -285,6 +285,19 @@ func TestOverview(t *testing.T) {
 	require.NotContains(t, f.body, "<html")
 	require.Contains(t, f.body, `id="count-queued"`)
 
+	// The queued jobs split: due now, waiting for their time, waiting to
+	// retry.
+	require.Contains(t, r.body, `<strong id="queued-due">1</strong> due now, <strong id="queued-scheduled">0</strong> waiting for their time, <strong id="queued-retrying">0</strong> waiting to retry.`)
+	_, _, err = e.store.Submit(ctx, jobstore.Spec{Kind: "later", RunAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	_, _, err = e.store.Submit(ctx, jobstore.Spec{Kind: "flaky", MaxAttempts: 2})
+	require.NoError(t, err)
+	flaky, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"flaky"}})
+	require.NoError(t, err)
+	_, err = e.store.Complete(ctx, flaky.Lease(), jobstore.Outcome{Error: "try again", RetryAfter: time.Hour})
+	require.NoError(t, err)
+	require.Contains(t, e.do("GET", "/ui/", nil).body, `<strong id="queued-due">1</strong> due now, <strong id="queued-scheduled">1</strong> waiting for their time, <strong id="queued-retrying">1</strong> waiting to retry.`)
+
 	// A running exec job shows its command and key, not only its ID.
 	_, _, err = e.store.Submit(ctx, jobstore.Spec{Kind: "exec", Key: "build-42", Payload: json.RawMessage(`{"argv":["make","build"],"dir":"/"}`)})
 	require.NoError(t, err)

@@ -74,7 +74,17 @@ type overviewData struct {
 	Running   []runningRow
 	// MoreRunning says more jobs run than the list shows.
 	MoreRunning bool
+	// Due, Scheduled and Retrying split the queued jobs: due now, waiting
+	// for their time, waiting to retry; among the oldest
+	// queuedSplitBudget of them, when SplitPartial.
+	Due, Scheduled, Retrying int
+	SplitPartial             bool
+	SplitBudget              int
 }
+
+// queuedSplitBudget is how many queued jobs, the oldest first, the
+// overview reads to split them into due, scheduled and retrying.
+const queuedSplitBudget = 500
 
 func (h *Handler) handleOverview(w http.ResponseWriter, r *http.Request) {
 	d, err := h.overview(r.Context())
@@ -121,13 +131,45 @@ func (h *Handler) overview(ctx context.Context) (*overviewData, error) {
 	if c := h.overviewCache; c != nil && now.Sub(c.at) < overviewTTL && !now.Before(c.at) && maps.Equal(c.counts, d.counts) {
 		d.Kinds, d.Scanned, d.Truncated, d.Bars, d.Finished, d.Failed, d.PeakLabel =
 			c.Kinds, c.Scanned, c.Truncated, c.Bars, c.Finished, c.Failed, c.PeakLabel
+		d.Due, d.Scheduled, d.Retrying, d.SplitPartial = c.Due, c.Scheduled, c.Retrying, c.SplitPartial
 		return d, nil
 	}
 	if err := h.recent(ctx, d, now); err != nil {
 		return nil, err
 	}
+	if err := h.splitQueued(ctx, d, now); err != nil {
+		return nil, err
+	}
 	h.overviewCache = d
 	return d, nil
+}
+
+// splitQueued counts the queued jobs that are due at now, that wait for
+// their time and that wait to retry, among the oldest queuedSplitBudget.
+func (h *Handler) splitQueued(ctx context.Context, d *overviewData, now time.Time) error {
+	d.SplitBudget = queuedSplitBudget
+	if d.counts[jobstore.StateQueued] == 0 {
+		return nil
+	}
+	read := 0
+	next, err := h.scan(ctx, filter{States: []jobstore.State{jobstore.StateQueued}, Order: jobstore.OldestFirst}, "", queuedSplitBudget, queuedSplitBudget,
+		func(j jobstore.Job) error {
+			read++
+			switch {
+			case !j.RunAt.After(now):
+				d.Due++
+			case j.Attempt > 0:
+				d.Retrying++
+			default:
+				d.Scheduled++
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	d.SplitPartial = next != "" && read >= queuedSplitBudget
+	return nil
 }
 
 // recent fills the counts by kind and the chart from the jobs created in
