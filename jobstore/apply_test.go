@@ -211,6 +211,8 @@ func TestApplyOutcomeInterrupted(t *testing.T) {
 		require.Equal(t, []jobstore.AttemptRecord{{Attempt: attempt, Worker: "w", StartedAt: t0, FinishedAt: now,
 			End: jobstore.EndInterrupted, Error: "runner: worker shutting down"}}, got.History)
 		require.False(t, got.History[0].End.Counted())
+		used, limit, interrupted := got.CountedAttempts()
+		require.Equal(t, []int{attempt - 1, 3, 1}, []int{used, limit, interrupted}, "read as a person should: the limit as it was set")
 
 		// The next claim takes the next attempt number, and the job still
 		// has the same number of attempts left as before the interruption.
@@ -218,6 +220,8 @@ func TestApplyOutcomeInterrupted(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, attempt+1, again.Attempt)
 		require.Equal(t, j.MaxAttempts-j.Attempt, again.MaxAttempts-again.Attempt, "attempts left, this one included")
+		used, limit, _ = again.CountedAttempts()
+		require.Equal(t, []int{attempt, 3}, []int{used, limit}, "the next claim is attempt %d of 3", attempt)
 	}
 
 	// A cancel requested before the interruption still cancels.

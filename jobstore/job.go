@@ -120,6 +120,23 @@ func AttemptEnds() []AttemptEnd {
 // job's MaxAttempts: every one but EndInterrupted.
 func (e AttemptEnd) Counted() bool { return e != EndInterrupted }
 
+// CountedAttempts returns the attempts of j that count against its limit
+// (used), the limit as it was set (limit), and how many attempts did not
+// count (interrupted: a worker shut down during them, and each raised
+// MaxAttempts by one, see ApplyOutcome), as a person should read them:
+// a job of 3 attempts whose first was interrupted has used 0 of 3, not 1
+// of 4. The interrupted attempts are those of History, so the figures are
+// exact while the job has had at most MaxHistory attempts; past that, the
+// interrupted ones History no longer holds count as used.
+func (j Job) CountedAttempts() (used, limit, interrupted int) {
+	for _, a := range j.History {
+		if !a.End.Counted() {
+			interrupted++
+		}
+	}
+	return j.Attempt - interrupted, j.MaxAttempts - interrupted, interrupted
+}
+
 // AttemptRecord is one finished attempt in Job.History.
 type AttemptRecord struct {
 	// Attempt is the attempt's number (Job.Attempt while it ran).

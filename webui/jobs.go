@@ -232,6 +232,17 @@ func rowOf(j jobstore.Job, now time.Time) jobRow {
 	return row
 }
 
+// attemptText is "1 of 3": the attempts that counted against the job's
+// limit and the limit as it was set, with the interrupted attempts said
+// apart (see jobstore.Job.CountedAttempts).
+func attemptText(j jobstore.Job) string {
+	used, limit, interrupted := j.CountedAttempts()
+	if interrupted == 0 {
+		return fmt.Sprintf("%d of %d", used, limit)
+	}
+	return fmt.Sprintf("%d of %d (and %d interrupted, not counted)", used, limit, interrupted)
+}
+
 // execArgv returns the command line of an exec job.
 func execArgv(j jobstore.Job) ([]string, bool) {
 	if j.Kind != "exec" {
@@ -469,7 +480,7 @@ func (h *Handler) handleJob(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Fields = []field{
 		{"ID", j.ID}, {"Kind", j.Kind}, {"Key", j.Key}, {"State", string(j.State)},
-		{"Attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts)}, {"Priority", fmt.Sprint(j.Priority)},
+		{"Attempt", attemptText(j)}, {"Priority", fmt.Sprint(j.Priority)},
 		{"Timeout", timeout}, {"Worker", j.Worker}, {"Cancel requested", fmt.Sprint(j.CancelRequested)},
 		{"Created", timeField(j.CreatedAt, now)}, {"Run at", timeField(j.RunAt, now)},
 		{"Started", timeField(j.StartedAt, now)}, {"Finished", timeField(j.FinishedAt, now)},

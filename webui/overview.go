@@ -118,7 +118,9 @@ func (h *Handler) overview(ctx context.Context) (*overviewData, error) {
 	}
 	for _, j := range page.Jobs {
 		row := runningRow{ID: j.ID, Kind: j.Kind, Worker: j.Worker, RunTime: ago(now.Sub(j.StartedAt)),
-			Attempt: fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), Key: j.Key, CancelRequested: j.CancelRequested}
+			Key: j.Key, CancelRequested: j.CancelRequested}
+		used, limit, _ := j.CountedAttempts()
+		row.Attempt = fmt.Sprintf("%d/%d", used, limit)
 		if argv, ok := execArgv(j); ok {
 			row.Command = clip(shellQuote(argv), rowCommandLen)
 		}

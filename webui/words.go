@@ -16,29 +16,30 @@ func ago(d time.Duration) string { return humantime.Duration(d) }
 // 5m", "retrying in 30s", "running for 12s", "succeeded 2m ago", with the
 // attempt where it matters ("attempt 2/3").
 func stateWords(j jobstore.Job, now time.Time) string {
-	attempt := func(n int) string { return fmt.Sprintf("attempt %d/%d", n, j.MaxAttempts) }
+	used, limit, _ := j.CountedAttempts()
+	attempt := func(n int) string { return fmt.Sprintf("attempt %d/%d", n, limit) }
 	switch j.State {
 	case jobstore.StateQueued:
 		if wait := j.RunAt.Sub(now); wait > 0 {
 			if j.Attempt > 0 {
-				return fmt.Sprintf("retrying in %s, %s", ago(wait), attempt(j.Attempt+1))
+				return fmt.Sprintf("retrying in %s, %s", ago(wait), attempt(used+1))
 			}
 			return "scheduled in " + ago(wait)
 		}
 		if j.Attempt > 0 {
-			return "queued to retry now, " + attempt(j.Attempt+1)
+			return "queued to retry now, " + attempt(used+1)
 		}
 		return "queued, due for " + ago(now.Sub(j.RunAt))
 	case jobstore.StateRunning:
-		s := fmt.Sprintf("running for %s, %s", ago(now.Sub(j.StartedAt)), attempt(j.Attempt))
+		s := fmt.Sprintf("running for %s, %s", ago(now.Sub(j.StartedAt)), attempt(used))
 		if j.CancelRequested {
 			s = "canceling: " + s
 		}
 		return s
 	case jobstore.StateSucceeded:
-		return fmt.Sprintf("succeeded %s ago, %s", ago(now.Sub(j.FinishedAt)), attempt(j.Attempt))
+		return fmt.Sprintf("succeeded %s ago, %s", ago(now.Sub(j.FinishedAt)), attempt(used))
 	case jobstore.StateFailed:
-		return fmt.Sprintf("failed %s ago, after %s", ago(now.Sub(j.FinishedAt)), attempt(j.Attempt))
+		return fmt.Sprintf("failed %s ago, after %s", ago(now.Sub(j.FinishedAt)), attempt(used))
 	case jobstore.StateCanceled:
 		return fmt.Sprintf("canceled %s ago", ago(now.Sub(j.FinishedAt)))
 	}

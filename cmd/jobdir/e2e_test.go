@@ -527,6 +527,15 @@ func TestE2EWorkerStopsGracefully(t *testing.T) {
 	require.Equal(t, 1, j.Attempt)
 	require.Equal(t, 4, j.MaxAttempts, "the interrupted attempt does not count")
 	require.Equal(t, jobstore.EndInterrupted, j.History[0].End)
+
+	// People read the attempts as counted against the limit they set,
+	// not 1/4 (point 14 of the second first-hour pass).
+	r := runBin(t, dir, wd, "list", "--state", "queued")
+	require.Equal(t, 0, r.code, "%s", r)
+	require.Regexp(t, `(?m)^`+long+`\s+queued\s+exec\s+0\s+-\s+0/3\s`, r.stdout)
+	r = runBin(t, dir, wd, "get", long)
+	require.Equal(t, 0, r.code, "%s", r)
+	require.Regexp(t, `(?m)^Attempt:?\s+0 of 3 \(and 1 interrupted, not counted\)$`, r.stdout)
 }
 
 // TestE2EServeJobsDoNotSeeTheToken: an exec job run by jobdir serve --work

@@ -335,7 +335,8 @@ on (--yes does not ask), then says how many it queued again.`,
 				if err != nil {
 					return a.explainJob(id, err)
 				}
-				_, err = fmt.Fprintf(a.stdout, "%s queued (attempt %d of %d next)\n", j.ID, j.Attempt+1, j.MaxAttempts)
+				used, limit, _ := j.CountedAttempts()
+				_, err = fmt.Fprintf(a.stdout, "%s queued (attempt %d of %d next)\n", j.ID, used+1, limit)
 				return err
 			})
 		},

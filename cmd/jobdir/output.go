@@ -110,6 +110,20 @@ func stateText(j jobstore.Job) string {
 	return string(j.State)
 }
 
+// attemptText is "1 of 3": the attempts that counted against the job's
+// limit, and the limit as it was set, with the interrupted attempts (a
+// worker shut down during them) said apart.
+func attemptText(j jobstore.Job) string {
+	used, limit, interrupted := j.CountedAttempts()
+	switch interrupted {
+	case 0:
+		return fmt.Sprintf("%d of %d", used, limit)
+	case 1:
+		return fmt.Sprintf("%d of %d (and 1 interrupted, not counted)", used, limit)
+	}
+	return fmt.Sprintf("%d of %d (and %d interrupted, not counted)", used, limit, interrupted)
+}
+
 // stateAt is the job's state as a person needs it at now: a queued job
 // that is not due yet is "scheduled (in 5m)", or "retrying (in 30s,
 // attempt 2/3)" when it waits for a retry.
@@ -122,7 +136,8 @@ func stateAt(j jobstore.Job, now time.Time) string {
 		in = "in <1s"
 	}
 	if j.Attempt > 0 {
-		return fmt.Sprintf("retrying (%s, attempt %d/%d)", in, j.Attempt+1, j.MaxAttempts)
+		used, limit, _ := j.CountedAttempts()
+		return fmt.Sprintf("retrying (%s, attempt %d/%d)", in, used+1, limit)
 	}
 	return "scheduled (" + in + ")"
 }
@@ -172,7 +187,7 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 	} else if len(j.Payload) > 0 {
 		row("Payload", string(j.Payload))
 	}
-	row("Attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
+	row("Attempt", attemptText(j))
 	if j.Priority != 0 {
 		row("Priority", fmt.Sprint(j.Priority))
 	}
@@ -233,8 +248,9 @@ func printTable(w io.Writer, jobs []jobstore.Job, now time.Time, wide bool) erro
 	}
 	fmt.Fprintln(tw, head+"COMMAND")
 	for _, j := range jobs {
+		used, limit, _ := j.CountedAttempts()
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d/%d\t%s\t", j.ID, stateAt(j, now), j.Kind, j.Priority, orDash(oneLine(j.Key, 24)),
-			j.Attempt, j.MaxAttempts, agoCoarse(j.CreatedAt, now))
+			used, limit, agoCoarse(j.CreatedAt, now))
 		if wide {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", orDash(j.Worker), runTime(j, now), orDash(oneLine(plainMessage(j.LastError), 40)))
 		}

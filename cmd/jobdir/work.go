@@ -111,7 +111,8 @@ func eventLine(ev runner.Event) string {
 	j := ev.Job
 	switch ev.Type {
 	case runner.EventClaimed:
-		return fmt.Sprintf("%s  started attempt %d of %d: %s", j.ID, j.Attempt, j.MaxAttempts, oneLine(describeWork(j), 80))
+		used, limit, _ := j.CountedAttempts()
+		return fmt.Sprintf("%s  started attempt %d of %d: %s", j.ID, used, limit, oneLine(describeWork(j), 80))
 	case runner.EventFinished:
 		took := roundDuration(ev.RunDuration).String()
 		switch {
@@ -122,8 +123,9 @@ func eventLine(ev runner.Event) string {
 			if d := j.RunAt.Sub(ev.Time); d > 0 {
 				when = "in " + roundDuration(d).String()
 			}
+			used, limit, _ := j.CountedAttempts()
 			return fmt.Sprintf("%s  failed after %s: %s; retrying %s (attempt %d of %d)", j.ID, took,
-				oneLine(plainMessage(errText(ev)), 100), when, j.Attempt+1, j.MaxAttempts)
+				oneLine(plainMessage(errText(ev)), 100), when, used+1, limit)
 		case ev.Err != nil:
 			return fmt.Sprintf("%s  %s after %s: %s", j.ID, j.State, took, oneLine(plainMessage(ev.Err.Error()), 100))
 		}
