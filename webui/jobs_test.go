@@ -489,3 +489,41 @@ func TestJobsTablePreviousPageAndTotal(t *testing.T) {
 	require.Contains(t, e.do("GET", "/ui/jobs?kind=other", nil).body, `<span id="total">0 jobs match</span>`)
 	require.NotContains(t, e.do("GET", "/ui/jobs?key=key-1", nil).body, `id="total"`, "a key filter: not counted")
 }
+
+// TestOverviewChartRanges: the overview's chart and counts by kind cover
+// the last hour by default, or the last 24 hours or 7 days, each in 60
+// bars; a job that finished five hours ago is in the 24-hour chart and
+// not in the hour's; an unknown range is refused.
+func TestOverviewChartRanges(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	old := jobstore.NewJob(jobstore.Spec{Kind: "nightly"}, now.Add(-5*time.Hour-time.Minute))
+	old.State, old.Attempt, old.StartedAt, old.FinishedAt, old.Worker = jobstore.StateSucceeded, 1, now.Add(-5*time.Hour), now.Add(-5*time.Hour), "w"
+	old.History = []jobstore.AttemptRecord{{Attempt: 1, Worker: "w", StartedAt: old.StartedAt, FinishedAt: old.FinishedAt, End: jobstore.EndSucceeded}}
+	n, err := e.store.Import(ctx, []jobstore.Job{old})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	hour := e.do("GET", "/ui/", nil).body
+	require.Contains(t, hour, `<h2 id="h-chart">Finished per minute, the last hour</h2>`)
+	require.Contains(t, hour, `id="range-1h" aria-current="page"`)
+	require.Contains(t, hour, `<span id="finished">0</span>`)
+	require.Contains(t, hour, "No job was created in the last hour.")
+
+	day := e.do("GET", "/ui/?range=24h", nil)
+	require.Equal(t, http.StatusOK, day.status)
+	require.Contains(t, day.body, `<h2 id="h-chart">Finished per 24 minutes, the last 24 hours</h2>`)
+	require.Contains(t, day.body, `id="range-24h" aria-current="page"`)
+	require.Contains(t, day.body, `<span id="finished">1</span>`)
+	require.Regexp(t, `busiest 24 minutes: 1 job, from 5h( \d+m)? to [45]h( \d+m)? ago`, day.body)
+	require.Contains(t, day.body, `jobs?kind=nightly">nightly</a>`)
+	require.Contains(t, day.body, `<rect class="ok" x="376"`, "in bar 47 of 60: 19 of the 24 hours in")
+
+	week := e.do("GET", "/ui/?range=7d", nil).body
+	require.Contains(t, week, `Finished per 2 h 48 m, the last 7 days`)
+	require.Contains(t, week, `<span id="finished">1</span>`)
+
+	require.Equal(t, http.StatusBadRequest, e.do("GET", "/ui/?range=1y", nil).status)
+}

@@ -16,12 +16,35 @@ import (
 // seconds share one scan.
 const overviewTTL = 2 * time.Second
 
-// Chart geometry, in SVG user units.
+// Chart geometry, in SVG user units: every range has chartBars bars.
 const (
-	chartMinutes = 60
-	chartBarW    = 8
-	chartH       = 100
+	chartBars = 60
+	chartBarW = 8
+	chartH    = 100
 )
+
+// chartRange is a span of time that the overview's chart and its counts by
+// kind cover, ending now, in chartBars bars of Span/chartBars each.
+type chartRange struct {
+	// Name is the value of the query parameter range.
+	Name string
+	Span time.Duration
+	// Words name the span ("the last hour") and a bar's ("minute").
+	Words, Bar string
+}
+
+// chartRanges are the overview's ranges; the first is the default.
+var chartRanges = []chartRange{
+	{Name: "1h", Span: time.Hour, Words: "the last hour", Bar: "minute"},
+	{Name: "24h", Span: 24 * time.Hour, Words: "the last 24 hours", Bar: "24 minutes"},
+	{Name: "7d", Span: 7 * 24 * time.Hour, Words: "the last 7 days", Bar: "2 h 48 m"},
+}
+
+// rangeLink is a link to the overview of a range.
+type rangeLink struct {
+	Name, Label string
+	Current     bool
+}
 
 type stateCount struct {
 	State string
@@ -53,7 +76,11 @@ type runningRow struct {
 
 // overviewData is the data of the overview page.
 type overviewData struct {
-	at         time.Time
+	at time.Time
+	// Range is what the chart and the counts by kind cover; Ranges link
+	// to each.
+	Range      chartRange
+	Ranges     []rangeLink
 	counts     map[jobstore.State]int
 	States     []stateCount
 	StateNames []string
@@ -87,7 +114,16 @@ type overviewData struct {
 const queuedSplitBudget = 500
 
 func (h *Handler) handleOverview(w http.ResponseWriter, r *http.Request) {
-	d, err := h.overview(r.Context())
+	rng := chartRanges[0]
+	if name := r.URL.Query().Get("range"); name != "" {
+		i := slices.IndexFunc(chartRanges, func(c chartRange) bool { return c.Name == name })
+		if i < 0 {
+			h.refuse(w, r, http.StatusBadRequest, "the range is 1h, 24h or 7d")
+			return
+		}
+		rng = chartRanges[i]
+	}
+	d, err := h.overview(r.Context(), rng)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
@@ -96,14 +132,18 @@ func (h *Handler) handleOverview(w http.ResponseWriter, r *http.Request) {
 }
 
 // overview gathers the overview: the store's counts, the running jobs, and
-// a scan of the newest jobs of the last hour (reused for overviewTTL).
-func (h *Handler) overview(ctx context.Context) (*overviewData, error) {
+// a scan of the newest jobs of rng (reused for overviewTTL).
+func (h *Handler) overview(ctx context.Context, rng chartRange) (*overviewData, error) {
 	now := time.Now()
 	st, err := h.store.Stats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d := &overviewData{at: now, counts: st.Counts, OldestWait: "no job is due", ChartW: chartMinutes * chartBarW, ChartH: chartH}
+	d := &overviewData{at: now, counts: st.Counts, OldestWait: "no job is due", ChartW: chartBars * chartBarW, ChartH: chartH, Range: rng}
+	for _, c := range chartRanges {
+		label := map[string]string{"1h": "Last hour", "24h": "24 hours", "7d": "7 days"}[c.Name]
+		d.Ranges = append(d.Ranges, rangeLink{Name: c.Name, Label: label, Current: c.Name == rng.Name})
+	}
 	for _, s := range jobstore.States() {
 		d.States = append(d.States, stateCount{State: string(s), Count: st.Counts[s]})
 		d.StateNames = append(d.StateNames, string(s))
@@ -130,7 +170,7 @@ func (h *Handler) overview(ctx context.Context) (*overviewData, error) {
 
 	h.overviewMu.Lock()
 	defer h.overviewMu.Unlock()
-	if c := h.overviewCache; c != nil && now.Sub(c.at) < overviewTTL && !now.Before(c.at) && maps.Equal(c.counts, d.counts) {
+	if c := h.overviewCache[rng.Name]; c != nil && now.Sub(c.at) < overviewTTL && !now.Before(c.at) && maps.Equal(c.counts, d.counts) {
 		d.Kinds, d.Scanned, d.Truncated, d.Bars, d.Finished, d.Failed, d.PeakLabel =
 			c.Kinds, c.Scanned, c.Truncated, c.Bars, c.Finished, c.Failed, c.PeakLabel
 		d.Due, d.Scheduled, d.Retrying, d.SplitPartial = c.Due, c.Scheduled, c.Retrying, c.SplitPartial
@@ -142,7 +182,10 @@ func (h *Handler) overview(ctx context.Context) (*overviewData, error) {
 	if err := h.splitQueued(ctx, d, now); err != nil {
 		return nil, err
 	}
-	h.overviewCache = d
+	if h.overviewCache == nil {
+		h.overviewCache = make(map[string]*overviewData, len(chartRanges))
+	}
+	h.overviewCache[rng.Name] = d
 	return d, nil
 }
 
@@ -177,10 +220,11 @@ func (h *Handler) splitQueued(ctx context.Context, d *overviewData, now time.Tim
 // recent fills the counts by kind and the chart from the jobs created in
 // the last hour, newest first, at most OverviewBudget of them.
 func (h *Handler) recent(ctx context.Context, d *overviewData, now time.Time) error {
-	since := now.Add(-chartMinutes * time.Minute)
+	since := now.Add(-d.Range.Span)
+	bucket := d.Range.Span / chartBars
 	kinds := map[string]*kindCount{}
-	succeeded := make([]int, chartMinutes)
-	failed := make([]int, chartMinutes)
+	succeeded := make([]int, chartBars)
+	failed := make([]int, chartBars)
 	states := jobstore.States()
 	next, err := h.scan(ctx, filter{}, "", OverviewBudget, jobstore.MaxListLimit, func(j jobstore.Job) error {
 		if j.CreatedAt.Before(since) {
@@ -195,8 +239,8 @@ func (h *Handler) recent(ctx context.Context, d *overviewData, now time.Time) er
 		k.Counts[slices.Index(states, j.State)]++
 		k.Total++
 		if j.State.Terminal() && !j.FinishedAt.Before(since) && !j.FinishedAt.After(now) {
-			m := int(j.FinishedAt.Sub(since) / time.Minute)
-			m = min(m, chartMinutes-1)
+			m := int(j.FinishedAt.Sub(since) / bucket)
+			m = min(m, chartBars-1)
 			switch j.State {
 			case jobstore.StateSucceeded:
 				succeeded[m]++
@@ -225,7 +269,7 @@ func (h *Handler) recent(ctx context.Context, d *overviewData, now time.Time) er
 		return 1
 	})
 	peak, peakAt := 0, 0
-	for i := range chartMinutes {
+	for i := range chartBars {
 		if n := succeeded[i] + failed[i]; n > peak {
 			peak, peakAt = n, i
 		}
@@ -233,19 +277,36 @@ func (h *Handler) recent(ctx context.Context, d *overviewData, now time.Time) er
 		d.Failed += failed[i]
 	}
 	scale := max(peak, 1)
-	for i := range chartMinutes {
+	for i := range chartBars {
 		b := bar{X: i * chartBarW, Succeeded: succeeded[i], Failed: failed[i]}
 		// A minute with any job shows at least a sliver.
 		b.SucceededH = max(succeeded[i]*chartH/scale, min(succeeded[i], 1))
 		b.FailedH = max(failed[i]*chartH/scale, min(failed[i], 1))
 		b.SucceededY = chartH - b.SucceededH
 		b.FailedY = b.SucceededY - b.FailedH
-		minutesAgo := chartMinutes - i
-		b.Label = fmt.Sprintf("%d to %d minutes ago: %d succeeded, %d failed", minutesAgo, minutesAgo-1, succeeded[i], failed[i])
+		b.Label = fmt.Sprintf("%s: %d succeeded, %d failed", barWhen(d.Range, i), succeeded[i], failed[i])
 		d.Bars = append(d.Bars, b)
 	}
 	if peak > 0 {
-		d.PeakLabel = fmt.Sprintf("busiest minute: %d jobs, %d to %d minutes ago", peak, chartMinutes-peakAt, chartMinutes-peakAt-1)
+		jobs := "jobs"
+		if peak == 1 {
+			jobs = "job"
+		}
+		d.PeakLabel = fmt.Sprintf("busiest %s: %d %s, %s", d.Range.Bar, peak, jobs, barWhen(d.Range, peakAt))
 	}
 	return nil
+}
+
+// barWhen says when bar i of rng's chart was: "5 to 4 minutes ago" for
+// the hour's minutes, "from 2h 24m to 2h ago" for longer bars.
+func barWhen(rng chartRange, i int) string {
+	bucket := rng.Span / chartBars
+	from, to := rng.Span-time.Duration(i)*bucket, rng.Span-time.Duration(i+1)*bucket
+	if bucket == time.Minute {
+		return fmt.Sprintf("%d to %d minutes ago", from/time.Minute, to/time.Minute)
+	}
+	if to == 0 {
+		return "from " + ago(from) + " ago to now"
+	}
+	return "from " + ago(from) + " to " + ago(to) + " ago"
 }

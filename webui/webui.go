@@ -130,7 +130,7 @@ type Handler struct {
 	log        *slog.Logger
 
 	overviewMu    sync.Mutex
-	overviewCache *overviewData
+	overviewCache map[string]*overviewData // by chart range
 }
 
 //go:embed assets
