@@ -1,0 +1,127 @@
+package otelrunner_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
+	"github.com/jobdir/jobdir/runner"
+	"github.com/jobdir/jobdir/runner/otelrunner"
+)
+
+// TestSpanPerAttempt runs jobs that succeed, fail, panic, time out and
+// start a span of their own through a runner with the middleware, and
+// reads the spans from the SDK's in-memory recorder: one per attempt,
+// named for the kind, with the job's attributes, the outcome, the error
+// recorded and the status set, and the handler's own span its child.
+func TestSpanPerAttempt(t *testing.T) {
+	ctx := t.Context()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	s := memstore.New(nil)
+	t.Cleanup(func() { _ = s.Close() })
+	r := runner.New(s, &runner.Options{Concurrency: 4, Worker: "w1",
+		Middleware: []runner.Middleware{otelrunner.Middleware(&otelrunner.Options{TracerProvider: tp})}})
+	r.Handle("ok", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		_, child := trace.SpanFromContext(ctx).TracerProvider().Tracer("test").Start(ctx, "inside")
+		child.End()
+		return json.RawMessage(`"done"`), nil
+	}))
+	r.Handle("bad", runner.HandlerFunc(func(context.Context, jobstore.Job) (json.RawMessage, error) {
+		return nil, runner.Permanent(errors.New("refused"))
+	}))
+	r.Handle("boom", runner.HandlerFunc(func(context.Context, jobstore.Job) (json.RawMessage, error) {
+		panic("kaboom")
+	}))
+	r.Handle("slow", runner.HandlerFunc(func(ctx context.Context, _ jobstore.Job) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}))
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-done)
+	})
+
+	ids := map[string]string{}
+	for _, spec := range []jobstore.Spec{
+		{Kind: "ok", Key: "report-1"},
+		{Kind: "bad"},
+		{Kind: "boom", MaxAttempts: 1},
+		{Kind: "slow", MaxAttempts: 1, Timeout: 50 * time.Millisecond},
+	} {
+		j, _, err := s.Submit(ctx, spec)
+		require.NoError(t, err)
+		ids[spec.Kind] = j.ID
+	}
+	for _, id := range ids {
+		_, err := s.Wait(ctx, id)
+		require.NoError(t, err)
+	}
+
+	spans := map[string]sdktrace.ReadOnlySpan{}
+	require.Eventually(t, func() bool {
+		for _, sp := range rec.Ended() {
+			spans[sp.Name()] = sp
+		}
+		return len(spans) == 5
+	}, 5*time.Second, time.Millisecond, "four attempts and the handler's own span")
+	attrs := func(sp sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+		m := map[attribute.Key]attribute.Value{}
+		for _, kv := range sp.Attributes() {
+			m[kv.Key] = kv.Value
+		}
+		return m
+	}
+
+	ok := spans["jobdir.attempt ok"]
+	require.NotNil(t, ok)
+	require.Equal(t, trace.SpanKindConsumer, ok.SpanKind())
+	a := attrs(ok)
+	require.Equal(t, ids["ok"], a[otelrunner.AttrJobID].AsString())
+	require.Equal(t, "ok", a[otelrunner.AttrJobKind].AsString())
+	require.Equal(t, "report-1", a[otelrunner.AttrJobKey].AsString())
+	require.Equal(t, int64(1), a[otelrunner.AttrAttempt].AsInt64())
+	require.Equal(t, int64(3), a[otelrunner.AttrMaxAttempts].AsInt64())
+	require.Equal(t, "w1", a[otelrunner.AttrWorker].AsString())
+	require.Equal(t, otelrunner.OutcomeSucceeded, a[otelrunner.AttrOutcome].AsString())
+	require.Equal(t, codes.Unset, ok.Status().Code)
+	require.Equal(t, ok.SpanContext().SpanID(), spans["inside"].Parent().SpanID(), "the handler's span is the attempt's child")
+	require.Equal(t, ok.SpanContext().TraceID(), spans["inside"].SpanContext().TraceID())
+
+	bad := spans["jobdir.attempt bad"]
+	require.Equal(t, otelrunner.OutcomeFailed, attrs(bad)[otelrunner.AttrOutcome].AsString())
+	require.Equal(t, codes.Error, bad.Status().Code)
+	require.Equal(t, "refused", bad.Status().Description)
+	require.Len(t, bad.Events(), 1)
+	require.Equal(t, "exception", bad.Events()[0].Name, "the error is recorded")
+	_, noKey := attrs(bad)[otelrunner.AttrJobKey]
+	require.False(t, noKey, "no key, no key attribute")
+
+	boom := spans["jobdir.attempt boom"]
+	require.Equal(t, otelrunner.OutcomePanicked, attrs(boom)[otelrunner.AttrOutcome].AsString())
+	require.Equal(t, codes.Error, boom.Status().Code)
+	j, err := s.Get(ctx, ids["boom"])
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateFailed, j.State)
+	require.Contains(t, j.LastError, "kaboom", "the runner still records the panic")
+
+	slow := spans["jobdir.attempt slow"]
+	require.Equal(t, otelrunner.OutcomeTimedOut, attrs(slow)[otelrunner.AttrOutcome].AsString())
+	require.Equal(t, codes.Error, slow.Status().Code)
+}
