@@ -351,6 +351,23 @@ func PruneFilter(states []State) (func(State) bool, error) {
 	return func(st State) bool { return len(states) == 0 || slices.Contains(states, st) }, nil
 }
 
+// Matching returns how many of the jobs s counts are in one of states (any
+// state if none) and of kind (any kind if empty): the total of a List with
+// those filters, as of the Stats call.
+func (s Stats) Matching(kind string, states []State) int {
+	counts := s.Counts
+	if kind != "" {
+		counts = s.Kinds[kind]
+	}
+	n := 0
+	for state, c := range counts {
+		if len(states) == 0 || slices.Contains(states, state) {
+			n += c
+		}
+	}
+	return n
+}
+
 // AddKind adds n jobs of kind in state to s.Kinds, which it makes if nil.
 // Stores use it to fill Stats.
 func (s *Stats) AddKind(kind string, state State, n int) {

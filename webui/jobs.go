@@ -354,25 +354,10 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 				h.storeError(w, r, err)
 				return
 			}
-			data.Total, data.HasTotal = matching(st, f), true
+			data.Total, data.HasTotal = st.Matching(f.Kind, f.States), true
 		}
 	}
 	h.render(w, r, status, "jobs", "Jobs", data)
-}
-
-// matching counts the jobs of st that f's states and kind keep.
-func matching(st jobstore.Stats, f filter) int {
-	counts := st.Counts
-	if f.Kind != "" {
-		counts = st.Kinds[f.Kind]
-	}
-	n := 0
-	for state, c := range counts {
-		if len(f.States) == 0 || slices.Contains(f.States, state) {
-			n += c
-		}
-	}
-	return n
 }
 
 // prevPage returns the URL of the page before the one that starts with

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -183,16 +182,7 @@ func moreLine(ctx context.Context, st jobstore.Client, opts jobstore.ListOptions
 	if err != nil {
 		return "more jobs" + more
 	}
-	counts := s.Counts
-	if opts.Kind != "" {
-		counts = s.Kinds[opts.Kind]
-	}
-	total := 0
-	for state, n := range counts {
-		if len(opts.States) == 0 || slices.Contains(opts.States, state) {
-			total += n
-		}
-	}
+	total := s.Matching(opts.Kind, opts.States)
 	if total <= shown {
 		return "more jobs" + more // counted while others submitted or pruned
 	}
