@@ -154,6 +154,11 @@ func (s *Server) Instrument(h http.Handler) http.Handler {
 	})
 }
 
+// MetricsHandler returns the handler of GET /metrics on its own, without
+// the API's authentication: for a process that serves only its metrics
+// (jobdir work --metrics-addr), where the network keeps strangers out.
+func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler() }
+
 func (s *Server) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
 		// A failing collector (the store not answering) must not hide the

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -594,4 +595,48 @@ func TestE2EServeWorkFeedsRunnerMetrics(t *testing.T) {
 	require.Contains(t, string(body), "\njobdir_jobs_claimed_total{kind=\"exec\"} 1\n")
 	require.Contains(t, string(body), "\njobdir_claim_latency_seconds_count{kind=\"exec\"} 1\n")
 	s.stop(t)
+}
+
+// TestE2EWorkServesMetrics: jobdir work --metrics-addr serves Prometheus
+// metrics, without a token, with the store's counts and the worker's own
+// claims and outcomes; a port already taken is a usage error.
+func TestE2EWorkServesMetrics(t *testing.T) {
+	dir, wd := newStoreDir(t), t.TempDir()
+	worker := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1", "--metrics-addr", "127.0.0.1:0"))
+	addrRE := regexp.MustCompile(`metrics at (http://127\.0\.0\.1:\d+/metrics)`)
+	var url string
+	require.Eventually(t, func() bool {
+		m := addrRE.FindStringSubmatch(worker.errb.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	}, liveness, 10*time.Millisecond, "the worker says where its metrics are: %s", worker.errb.String())
+
+	id := submitBin(t, dir, wd, "--", "true")
+	require.Equal(t, 0, runBin(t, dir, wd, "wait", id).code)
+	var body string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, `jobdir_jobs_completed_total{kind="exec"} 1`)
+	}, liveness, 20*time.Millisecond, "the worker's metrics count its job")
+	require.Contains(t, body, `jobdir_jobs{state="succeeded"} 1`)
+	require.Contains(t, body, "jobdir_store_up 1")
+	require.Contains(t, body, `jobdir_jobs_claimed_total{kind="exec"} 1`)
+	resp, err := http.Get(strings.TrimSuffix(url, "/metrics") + "/v1/stats")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "only the metrics are served")
+
+	taken := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/metrics")
+	r := runBin(t, dir, wd, "work", "--metrics-addr", taken)
+	require.Equal(t, exitUsage, r.code, "%s", r)
+	require.Contains(t, r.stderr, "--metrics-addr "+taken+": ")
+	worker.stop(t)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobdir/jobdir/execjob"
+	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
 )
@@ -151,6 +154,7 @@ func (a *app) workCommand() *cobra.Command {
 		wf          workerFlags
 		concurrency int
 		exitIdle    bool
+		metricsAddr string
 	)
 	cmd := &cobra.Command{
 		Use:         "work",
@@ -224,7 +228,22 @@ may write its schema chooses the programs its workers run.`,
 					return err
 				}
 				log := a.logger(slog.LevelInfo)
+				var feed func(runner.Event)
+				var metrics *http.Server
+				if metricsAddr != "" {
+					var err error
+					if metrics, feed, err = serveWorkerMetrics(st, metricsAddr); err != nil {
+						return err
+					}
+					defer metrics.Close()
+					if !wf.quiet {
+						log.Info("metrics at http://" + metrics.Addr + "/metrics")
+					}
+				}
 				r := wf.newRunner(st, h, concurrency, log, a.logFormat == logJSON, func(ev runner.Event) {
+					if feed != nil {
+						feed(ev)
+					}
 					switch ev.Type {
 					case runner.EventClaimed:
 						claims.Add(1)
@@ -262,8 +281,30 @@ may write its schema chooses the programs its workers run.`,
 	}
 	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", runtime.NumCPU(), "`N` jobs to run at once")
 	cmd.Flags().BoolVar(&exitIdle, "exit-when-idle", false, "exit once no job is due and none is running here")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (host:port; port 0 picks one), without a token: bind it where only the scraper reaches it")
 	wf.register(cmd)
 	return cmd
+}
+
+// serveWorkerMetrics serves GET /metrics of a worker at addr: the store's
+// counts and the runner's claims, outcomes and times, which the returned
+// function takes from the runner's events (runner.FeedMetrics). The
+// server's Addr is the address it listens on.
+func serveWorkerMetrics(st *cliStore, addr string) (*http.Server, func(runner.Event), error) {
+	api, err := httpapi.New(st.Store, &httpapi.Options{InsecureNoAuth: true, AllowedKinds: []string{execjob.Kind}})
+	if err != nil {
+		return nil, nil, err
+	}
+	api.KnownKinds(execjob.Kind)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, usagef("--metrics-addr %s: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", api.MetricsHandler())
+	srv := httpapi.NewHTTPServer(ln.Addr().String(), mux)
+	go func() { _ = srv.Serve(ln) }()
+	return srv, runner.FeedMetrics(api), nil
 }
 
 // hasDueJob reports whether st holds a queued job that is due. It reads
