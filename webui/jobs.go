@@ -25,9 +25,16 @@ type filter struct {
 	Prefix string
 	// Text keeps the jobs whose command line (an exec job's), last error
 	// or payload contains it, in any case.
-	Text  string
+	Text string
+	// IDs, when set, are the only jobs the filter keeps (those of them
+	// the rest of the filter keeps), in this order: rows selected in the
+	// table, for the bulk actions.
+	IDs   []string
 	Order jobstore.Order
 }
+
+// maxSelected is the most jobs a filter of IDs may name.
+const maxSelected = 500
 
 // parseFilter reads a filter from the query: state (repeatable), kind,
 // key, id (a prefix), text and order (newest or oldest).
@@ -53,6 +60,17 @@ func parseFilter(q url.Values) (filter, error) {
 	}
 	f.Key = q.Get("key")
 	f.Text = strings.TrimSpace(q.Get("text"))
+	for _, id := range q["job"] {
+		if err := jobstore.ValidateID(id); err != nil {
+			return f, errors.New("a selected job's ID is not one: select the jobs again")
+		}
+		if !slices.Contains(f.IDs, id) {
+			f.IDs = append(f.IDs, id)
+		}
+	}
+	if len(f.IDs) > maxSelected {
+		return f, fmt.Errorf("at most %d jobs can be selected at once", maxSelected)
+	}
 	f.Prefix = strings.ToUpper(strings.TrimSpace(q.Get("id")))
 	if len(f.Prefix) > 26 {
 		return f, errors.New("an ID has 26 characters")
@@ -89,6 +107,9 @@ func (f filter) query() url.Values {
 	}
 	if f.Text != "" {
 		q.Set("text", f.Text)
+	}
+	for _, id := range f.IDs {
+		q.Add("job", id)
 	}
 	if f.Order == jobstore.OldestFirst {
 		q.Set("order", "oldest")
@@ -139,6 +160,9 @@ var errStop = errors.New("stop")
 // store's cursor.
 func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, batch int, fn func(jobstore.Job) error) (string, error) {
 	opts := jobstore.ListOptions{States: f.States, Kind: f.Kind, Order: f.Order, Cursor: cursor, MaxBytes: maxListBytes}
+	if len(f.IDs) > 0 {
+		return "", h.scanIDs(ctx, f, opts, fn)
+	}
 	var states []jobstore.State // filtered here, not by List
 	if f.readsAll() {
 		states, opts.States = f.States, nil
@@ -199,6 +223,32 @@ func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, bat
 			return page.Next, nil
 		}
 	}
+}
+
+// scanIDs is scan for a filter of IDs: each job it names that is there
+// and that the rest of f keeps, in the order named (with no cursor: a
+// selection is one page).
+func (h *Handler) scanIDs(ctx context.Context, f filter, opts jobstore.ListOptions, fn func(jobstore.Job) error) error {
+	opts.Cursor = ""
+	for _, id := range f.IDs {
+		j, err := h.store.Get(ctx, id)
+		if errors.Is(err, jobstore.ErrNotFound) {
+			continue // pruned since it was selected
+		}
+		if err != nil {
+			return err
+		}
+		if !j.MatchesList(opts) || !strings.HasPrefix(j.ID, f.Prefix) || !f.keeps(j) {
+			continue
+		}
+		if err := fn(j); err != nil {
+			if errors.Is(err, errStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // jobRow is one line of the jobs table.
@@ -348,7 +398,7 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 			}
 			data.Prev = prev
 		}
-		if f.Key == "" && f.Text == "" && f.Prefix == "" {
+		if f.Key == "" && f.Text == "" && f.Prefix == "" && len(f.IDs) == 0 {
 			st, err := h.store.Stats(r.Context())
 			if err != nil {
 				h.storeError(w, r, err)

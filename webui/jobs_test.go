@@ -445,7 +445,7 @@ func TestJobsTableSearchesCommandErrorAndPayload(t *testing.T) {
 	require.Equal(t, []string{mail}, rows(e.do("GET", "/ui/jobs?state=failed&text=550", nil).body))
 	require.Empty(t, rows(e.do("GET", "/ui/jobs?state=queued&text=550", nil).body))
 
-	r := e.do("GET", "/ui/bulk?action=cancel&text=deploy", nil, "Jobdir-UI", "1")
+	r := e.do("GET", "/ui/bulk?action=cancel&text=deploy", nil, "Jobdir-UI: 1")
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Contains(t, r.body, `"count":1`, "only the deploy job is counted for a cancel")
 }
@@ -526,4 +526,46 @@ func TestOverviewChartRanges(t *testing.T) {
 	require.Contains(t, week, `<span id="finished">1</span>`)
 
 	require.Equal(t, http.StatusBadRequest, e.do("GET", "/ui/?range=1y", nil).status)
+}
+
+// TestBulkActionsOnSelectedJobs: the bulk actions act on the jobs selected
+// in the table (job=ID, repeated) and on no other, among those the action
+// applies to; a pruned one is skipped, and a malformed ID is refused.
+func TestBulkActionsOnSelectedJobs(t *testing.T) {
+	e := newEnv(t, &webui.Options{Tokens: []string{testToken}})
+	csrf := e.signIn(testToken)
+	ctx := t.Context()
+	var ids []string
+	for range 4 {
+		j, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+		ids = append(ids, j.ID)
+	}
+	gone := "01M8M7AB6JD9EYQ6QDAWZ282C2" // never submitted
+	q := url.Values{"action": {"cancel"}, "job": {ids[0], ids[2], gone}}
+
+	r := e.do("GET", "/ui/bulk?"+q.Encode(), nil, "Jobdir-UI: 1")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `"count":2`)
+	r = e.act(csrf, "/ui/bulk", q)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "Canceled 2 jobs.")
+	for i, id := range ids {
+		j, err := e.store.Get(ctx, id)
+		require.NoError(t, err)
+		want := jobstore.StateQueued
+		if i == 0 || i == 2 {
+			want = jobstore.StateCanceled
+		}
+		require.Equal(t, want, j.State, "job %d", i)
+	}
+
+	// The selection is a filter like the others: the table shows it, and
+	// retry applies only to those of it that can be retried.
+	require.ElementsMatch(t, []string{ids[0], ids[2]}, rows(e.do("GET", "/ui/jobs?job="+ids[0]+"&job="+ids[2], nil).body))
+	r = e.do("GET", "/ui/bulk?action=retry&job="+ids[0]+"&job="+ids[1], nil, "Jobdir-UI: 1")
+	require.Contains(t, r.body, `"count":1`, "the queued one cannot be retried")
+
+	r = e.do("GET", "/ui/bulk?action=cancel&job=nope", nil, "Jobdir-UI: 1")
+	require.Equal(t, http.StatusBadRequest, r.status)
 }

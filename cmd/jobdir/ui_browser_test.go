@@ -470,3 +470,34 @@ func checkAxe(t *testing.T, ctx context.Context, axe []byte, page string) {
 		t.Errorf("%s: axe: %s (%s):\n  %s", page, v.ID, v.Help, strings.Join(v.Nodes, "\n  "))
 	}
 }
+
+// TestUIBrowserActOnSelectedJobs: rows checked in the jobs table stay
+// checked through the live updates, and the action on the selected jobs
+// cancels those and no other.
+func TestUIBrowserActOnSelectedJobs(t *testing.T) {
+	dir, wd := newStoreDir(t), t.TempDir()
+	srv := uiServer(t, dir, wd)
+	var ids []string
+	for range 3 {
+		ids = append(ids, submitBin(t, dir, wd, "--delay", "1h", "--", "true"))
+	}
+	ctx := tab(t)
+	signIn(t, ctx, srv.url)
+	do(t, ctx, chromedp.Navigate(srv.url+"/ui/jobs"), chromedp.WaitVisible("table.jobs"))
+	require.True(t, evalJS[bool](t, ctx, "document.querySelector('#selected-cancel').disabled"), "nothing selected yet")
+	for _, id := range ids[:2] {
+		do(t, ctx, chromedp.Click(fmt.Sprintf(`input.select[value="%s"]`, id)))
+	}
+	require.False(t, evalJS[bool](t, ctx, "document.querySelector('#selected-cancel').disabled"))
+	polls := evalJS[int](t, ctx, "Number(document.body.dataset.polls || 0)")
+	submitBin(t, dir, wd, "--", "true") // a change, so that the poll swaps the table
+	waitJS(t, ctx, fmt.Sprintf("Number(document.body.dataset.polls || 0) >= %d && document.querySelectorAll('tbody tr').length === 4", polls+1))
+	require.Equal(t, 2, evalJS[int](t, ctx, "document.querySelectorAll('input.select:checked').length"), "still selected after the swap")
+
+	evalJS[chromedp.Void](t, ctx, "window.confirm = () => true")
+	do(t, ctx, chromedp.Click("#selected-cancel"))
+	waitJS(t, ctx, `document.querySelector('#status').textContent.includes('Canceled 2 jobs.')`)
+	require.Equal(t, jobstore.StateCanceled, getJob(t, dir, ids[0]).State)
+	require.Equal(t, jobstore.StateCanceled, getJob(t, dir, ids[1]).State)
+	require.Equal(t, jobstore.StateQueued, getJob(t, dir, ids[2]).State)
+}

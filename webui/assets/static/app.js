@@ -64,6 +64,8 @@
           body.dataset.polls = String(polls);
           if (html === last) return;
           last = html;
+          // Rows selected stay selected through the swap.
+          var selected = selectedIDs();
           var focused = document.activeElement;
           var id = focused && focused.closest('[data-live], [data-live-part]') ? focused.id : '';
           // A part of the live content that lies elsewhere on the page (a
@@ -76,6 +78,8 @@
             t.remove();
           });
           live.replaceChildren.apply(live, Array.prototype.slice.call(parts.childNodes));
+          live.querySelectorAll('input.select').forEach(function (c) { c.checked = selected.indexOf(c.value) >= 0; });
+          selectionChanged();
           if (id) {
             var again = document.getElementById(id);
             if (again && !again.disabled) again.focus();
@@ -119,7 +123,20 @@
     }).catch(function (err) { say(err.message, true); });
   });
 
-  // Bulk actions: count, confirm, act.
+  // Rows selected in the jobs table, for the actions on the selected jobs.
+  function selectedIDs() {
+    return Array.prototype.map.call(document.querySelectorAll('input.select:checked'), function (c) { return c.value; });
+  }
+  function selectionChanged() {
+    var none = selectedIDs().length === 0;
+    document.querySelectorAll('[data-selected]').forEach(function (b) { b.disabled = none; });
+  }
+  document.addEventListener('change', function (e) {
+    if (e.target.matches('input.select')) selectionChanged();
+  });
+
+  // Bulk actions: count, confirm, act, on the jobs the filter matches or
+  // on the selected ones (among those the filter matches).
   document.addEventListener('click', function (e) {
     var b = e.target.closest('[data-bulk]');
     if (!b) return;
@@ -127,14 +144,19 @@
     var query = b.parentElement.dataset.query || '';
     var q = new URLSearchParams(query);
     q.set('action', action);
+    if (b.hasAttribute('data-selected')) {
+      q.delete('job');
+      selectedIDs().forEach(function (id) { q.append('job', id); });
+    }
+    var which = b.hasAttribute('data-selected') ? 'selected' : 'matching';
     send('GET', base + 'bulk?' + q.toString()).then(function (c) {
       if (c.count === 0) {
-        say(action === 'cancel' ? 'No matching job can be canceled.' : 'No matching job can be retried.');
+        say(action === 'cancel' ? 'No ' + which + ' job can be canceled.' : 'No ' + which + ' job can be retried.');
         return;
       }
       var n = c.more ? c.count + ' (the first ones: repeat the action for the rest)' : String(c.count);
       var verb = action === 'cancel' ? 'Cancel' : 'Retry';
-      if (!window.confirm(verb + ' ' + n + ' matching jobs?')) return;
+      if (!window.confirm(verb + ' ' + n + ' ' + which + ' jobs?')) return;
       return send('POST', base + 'bulk', q).then(function (res) {
         say(res.message);
         return refresh();
