@@ -143,3 +143,40 @@ func ExampleNewSpec() {
 	// image.resize cat-320 320
 	// image.resize cat-640 640
 }
+
+// A store whose submits go through middleware: here one that gives every
+// job of a kind a priority, and one that logs what was created.
+func ExampleWithSubmitMiddleware() {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	defer store.Close()
+	urgent := func(next jobstore.SubmitFunc) jobstore.SubmitFunc {
+		return func(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
+			for i := range specs {
+				if specs[i].Kind == "page.oncall" {
+					specs[i].Priority = 100
+				}
+			}
+			return next(ctx, specs)
+		}
+	}
+	logged := func(next jobstore.SubmitFunc) jobstore.SubmitFunc {
+		return func(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
+			res, err := next(ctx, specs)
+			for _, r := range res {
+				fmt.Println("submitted", r.Job.Kind, "priority", r.Job.Priority, "created", r.Created)
+			}
+			return res, err
+		}
+	}
+	client, err := jobstore.WithSubmitMiddleware(store, logged, urgent)
+	if err != nil {
+		panic(err)
+	}
+	_, _, _ = client.Submit(ctx, jobstore.Spec{Kind: "page.oncall"})
+	_, _ = client.SubmitBatch(ctx, []jobstore.Spec{{Kind: "email.send", Key: "welcome-1"}, {Kind: "email.send", Key: "welcome-1"}})
+	// Output:
+	// submitted page.oncall priority 100 created true
+	// submitted email.send priority 0 created true
+	// submitted email.send priority 0 created false
+}

@@ -1,6 +1,7 @@
-// Package otelrunner traces a runner's attempts with OpenTelemetry: one
-// span per attempt, with the job's ID, kind, key and attempt, and how the
-// attempt ended.
+// Package otelrunner traces jobdir's work with OpenTelemetry: a span per
+// attempt of a runner, with the job's ID, kind, key and attempt and how
+// the attempt ended (Middleware), and a span per submit of a client
+// (SubmitMiddleware, for jobstore.WithSubmitMiddleware).
 //
 // Add its middleware to the runner's options:
 //
@@ -46,6 +47,11 @@ const (
 	AttrWorker = attribute.Key("jobdir.worker")
 	// AttrOutcome says how the handler ended, one of the Outcome values.
 	AttrOutcome = attribute.Key("jobdir.attempt.outcome")
+	// AttrBatchSize is how many specs a submit carried.
+	AttrBatchSize = attribute.Key("jobdir.submit.specs")
+	// AttrCreated is how many jobs a submit created (the others' keys
+	// named a job already).
+	AttrCreated = attribute.Key("jobdir.submit.created")
 )
 
 // How an attempt's handler ended, the values of AttrOutcome. The runner
@@ -150,4 +156,68 @@ func outcomeOf(ctx context.Context, err error) string {
 		return OutcomeLeaseLost
 	}
 	return OutcomeFailed
+}
+
+// SubmitMiddleware returns a jobstore.SubmitMiddleware that runs each
+// submit inside a span named "jobdir.submit <kind>" (or "jobdir.submit"
+// for a batch of several kinds), of kind producer, with the number of
+// specs (AttrBatchSize), the kind, and for one spec its key; when the
+// submit returns, the job's ID (one spec) and how many jobs it created
+// (AttrCreated), or its error, recorded, with the span's status set to
+// error. The span is a child of the span in the submit's ctx.
+func SubmitMiddleware(opts *Options) jobstore.SubmitMiddleware {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	tp := o.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	tracer := tp.Tracer(ScopeName)
+	return func(next jobstore.SubmitFunc) jobstore.SubmitFunc {
+		return func(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
+			name := "jobdir.submit"
+			attrs := []attribute.KeyValue{AttrBatchSize.Int(len(specs))}
+			if kind, one := oneKind(specs); one {
+				name += " " + kind
+				attrs = append(attrs, AttrJobKind.String(kind))
+			}
+			if len(specs) == 1 && specs[0].Key != "" {
+				attrs = append(attrs, AttrJobKey.String(specs[0].Key))
+			}
+			ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+			defer span.End()
+			res, err := next(ctx, specs)
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+				return res, err
+			}
+			created := 0
+			for _, r := range res {
+				if r.Created {
+					created++
+				}
+			}
+			span.SetAttributes(AttrCreated.Int(created))
+			if len(res) == 1 {
+				span.SetAttributes(AttrJobID.String(res[0].Job.ID))
+			}
+			return res, nil
+		}
+	}
+}
+
+// oneKind returns the kind of specs if they all have the same one.
+func oneKind(specs []jobstore.Spec) (string, bool) {
+	if len(specs) == 0 {
+		return "", false
+	}
+	for _, s := range specs[1:] {
+		if s.Kind != specs[0].Kind {
+			return "", false
+		}
+	}
+	return specs[0].Kind, true
 }

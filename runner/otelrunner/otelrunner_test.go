@@ -125,3 +125,56 @@ func TestSpanPerAttempt(t *testing.T) {
 	require.Equal(t, otelrunner.OutcomeTimedOut, attrs(slow)[otelrunner.AttrOutcome].AsString())
 	require.Equal(t, codes.Error, slow.Status().Code)
 }
+
+// TestSpanPerSubmit: a client wrapped with SubmitMiddleware makes a
+// producer span per Submit and per SubmitBatch, a child of the caller's
+// span, with the kind, the key, the job's ID and the jobs created, and the
+// error of a refused submit recorded.
+func TestSpanPerSubmit(t *testing.T) {
+	ctx := t.Context()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	s := memstore.New(nil)
+	t.Cleanup(func() { _ = s.Close() })
+	c, err := jobstore.WithSubmitMiddleware(s, otelrunner.SubmitMiddleware(&otelrunner.Options{TracerProvider: tp}))
+	require.NoError(t, err)
+
+	ctx, parent := tp.Tracer("test").Start(ctx, "request")
+	j, _, err := c.Submit(ctx, jobstore.Spec{Kind: "report.build", Key: "nightly"})
+	require.NoError(t, err)
+	_, err = c.SubmitBatch(ctx, []jobstore.Spec{{Kind: "email.send", Key: "a"}, {Kind: "email.send", Key: "a"}, {Kind: "email.send"}})
+	require.NoError(t, err)
+	_, err = c.SubmitBatch(ctx, []jobstore.Spec{{Kind: "a"}, {Kind: "b"}})
+	require.NoError(t, err)
+	_, _, err = c.Submit(ctx, jobstore.Spec{Kind: "bad kind"})
+	require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+	parent.End()
+
+	spans := rec.Ended()
+	require.Len(t, spans, 5)
+	attrs := func(sp sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+		m := map[attribute.Key]attribute.Value{}
+		for _, kv := range sp.Attributes() {
+			m[kv.Key] = kv.Value
+		}
+		return m
+	}
+	one, batch, mixed, bad := spans[0], spans[1], spans[2], spans[3]
+	require.Equal(t, "jobdir.submit report.build", one.Name())
+	require.Equal(t, trace.SpanKindProducer, one.SpanKind())
+	require.Equal(t, parent.SpanContext().SpanID(), one.Parent().SpanID(), "a child of the caller's span")
+	a := attrs(one)
+	require.Equal(t, j.ID, a[otelrunner.AttrJobID].AsString())
+	require.Equal(t, "nightly", a[otelrunner.AttrJobKey].AsString())
+	require.Equal(t, int64(1), a[otelrunner.AttrCreated].AsInt64())
+
+	require.Equal(t, "jobdir.submit email.send", batch.Name())
+	require.Equal(t, int64(3), attrs(batch)[otelrunner.AttrBatchSize].AsInt64())
+	require.Equal(t, int64(2), attrs(batch)[otelrunner.AttrCreated].AsInt64(), "the second spec's key named the first's job")
+	require.Equal(t, "jobdir.submit", mixed.Name(), "a batch of several kinds")
+
+	require.Equal(t, codes.Error, bad.Status().Code)
+	require.Len(t, bad.Events(), 1)
+	require.Equal(t, "exception", bad.Events()[0].Name)
+}
