@@ -237,9 +237,8 @@ func countEntry(st *jobstore.Stats, ent *statsEntry, n int, now time.Time) {
 			delete(st.Kinds, ent.kind)
 		}
 	}
-	if n > 0 && ent.state == jobstore.StateQueued && !ent.runAt.After(now) &&
-		(st.OldestQueuedAt.IsZero() || ent.runAt.Before(st.OldestQueuedAt)) {
-		st.OldestQueuedAt = ent.runAt
+	if n > 0 && ent.state == jobstore.StateQueued && !ent.runAt.After(now) {
+		st.AddDue(ent.kind, ent.runAt)
 	}
 }
 

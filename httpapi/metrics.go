@@ -266,6 +266,9 @@ var (
 		[]string{"kind", "state"}, nil)
 	oldestDesc = prometheus.NewDesc("jobdir_oldest_queued_age_seconds",
 		"How long the longest-waiting due queued job has been due; 0 when none is due.", nil, nil)
+	oldestByKindDesc = prometheus.NewDesc("jobdir_oldest_queued_age_by_kind_seconds",
+		"How long the longest-waiting due queued job of each kind that has one has been due; kinds past the bound on kind labels are summed under _other as their longest wait.",
+		[]string{"kind"}, nil)
 	upDesc = prometheus.NewDesc("jobdir_store_up", "1 if the store answered the scrape's Stats call, 0 if not.", nil, nil)
 )
 
@@ -274,6 +277,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- jobsDesc
 	ch <- jobsByKindDesc
 	ch <- oldestDesc
+	ch <- oldestByKindDesc
 	ch <- upDesc
 }
 
@@ -316,4 +320,12 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		age = max(time.Since(st.OldestQueuedAt).Seconds(), 0)
 	}
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
+	ages := make(map[string]float64, len(st.OldestQueuedByKind))
+	for _, kind := range slices.Sorted(maps.Keys(st.OldestQueuedByKind)) {
+		label := c.m.kind(kind)
+		ages[label] = max(ages[label], time.Since(st.OldestQueuedByKind[kind]).Seconds(), 0)
+	}
+	for kind, age := range ages {
+		ch <- prometheus.MustNewConstMetric(oldestByKindDesc, prometheus.GaugeValue, age, kind)
+	}
 }

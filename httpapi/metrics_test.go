@@ -105,6 +105,8 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	}
 	require.Contains(t, text, `jobdir_claim_latency_seconds_bucket{kind="ok",le="+Inf"} 3`)
 	require.Contains(t, text, "jobdir_oldest_queued_age_seconds ")
+	require.Contains(t, text, `jobdir_oldest_queued_age_by_kind_seconds{kind="never-runs"} `, "the kind with a due job")
+	require.NotContains(t, text, `jobdir_oldest_queued_age_by_kind_seconds{kind="ok"}`, "no job of it is due")
 	require.Contains(t, text, "go_goroutines ", "the private registry holds the Go collector")
 	require.Contains(t, text, `jobdir_http_request_duration_seconds_count{route="POST /v1/jobs"}`)
 }
@@ -167,4 +169,7 @@ func TestKindLabelsAreBounded(t *testing.T) {
 	require.Equal(t, float64(kinds-100), metricValue(t, text, `jobdir_jobs_by_kind{kind="_other",state="queued"}`))
 	require.Equal(t, float64(1), metricValue(t, text, `jobdir_jobs_by_kind{kind="kind-000",state="queued"}`))
 	require.Equal(t, float64(0), metricValue(t, text, `jobdir_jobs_by_kind{kind="kind-000",state="running"}`))
+	require.Contains(t, text, `jobdir_oldest_queued_age_by_kind_seconds{kind="_other"} `)
+	require.Contains(t, text, `jobdir_oldest_queued_age_by_kind_seconds{kind="kind-000"} `)
+	require.NotContains(t, text, `jobdir_oldest_queued_age_by_kind_seconds{kind="kind-104"}`, "past the bound")
 }

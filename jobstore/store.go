@@ -328,6 +328,24 @@ type Stats struct {
 	// OldestQueuedAt is the RunAt of the longest-waiting due queued job, or
 	// zero if none is due.
 	OldestQueuedAt time.Time `json:"oldest_queued_at,omitzero"`
+	// OldestQueuedByKind holds, for each kind that has a due queued job,
+	// the RunAt of its longest-waiting one; nil when no job is due.
+	OldestQueuedByKind map[string]time.Time `json:"oldest_queued_by_kind,omitempty"`
+}
+
+// AddDue records a due queued job of kind whose RunAt is runAt in
+// OldestQueuedAt and OldestQueuedByKind, if it waited longer than those
+// recorded so far. Stores use it to fill Stats.
+func (s *Stats) AddDue(kind string, runAt time.Time) {
+	if s.OldestQueuedAt.IsZero() || runAt.Before(s.OldestQueuedAt) {
+		s.OldestQueuedAt = runAt
+	}
+	if s.OldestQueuedByKind == nil {
+		s.OldestQueuedByKind = make(map[string]time.Time)
+	}
+	if old, ok := s.OldestQueuedByKind[kind]; !ok || runAt.Before(old) {
+		s.OldestQueuedByKind[kind] = runAt
+	}
 }
 
 // StatePruner is a Store that prunes only the terminal jobs in some

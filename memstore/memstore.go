@@ -601,7 +601,7 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 }
 
 // Stats counts the jobs in each state and reports the RunAt of the
-// longest-waiting due queued job.
+// longest-waiting due queued job, of all and of each kind.
 func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	if err := s.lock(ctx, "stats"); err != nil {
 		return jobstore.Stats{}, err
@@ -615,8 +615,8 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	for _, e := range s.jobs {
 		st.Counts[e.job.State]++
 		st.AddKind(e.job.Kind, e.job.State, 1)
-		if e.job.Due(now) && (st.OldestQueuedAt.IsZero() || e.job.RunAt.Before(st.OldestQueuedAt)) {
-			st.OldestQueuedAt = e.job.RunAt
+		if e.job.Due(now) {
+			st.AddDue(e.job.Kind, e.job.RunAt)
 		}
 	}
 	return st, nil

@@ -173,9 +173,35 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 		return jobstore.Stats{}, s.fail(ctx, "stats", err)
 	}
 	// The earliest RunAt of all queued jobs is the longest-waiting due
-	// job's if any is due.
-	if earliest != nil && !earliest.After(time.Now()) {
-		st.OldestQueuedAt = earliest.UTC()
+	// job's if any is due; then each kind's, read from its claim index.
+	now := time.Now()
+	if earliest == nil || earliest.After(now) {
+		return st, nil
+	}
+	st.OldestQueuedAt = earliest.UTC()
+	var kinds []string
+	for kind, counts := range st.Kinds {
+		if counts[jobstore.StateQueued] > 0 {
+			kinds = append(kinds, kind)
+		}
+	}
+	rows, err = s.pool.Query(ctx, s.q.earliestByKind, kinds)
+	if err != nil {
+		return jobstore.Stats{}, s.fail(ctx, "stats", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var at time.Time
+		if err := rows.Scan(&kind, &at); err != nil {
+			return jobstore.Stats{}, s.fail(ctx, "stats", err)
+		}
+		if !at.After(now) {
+			st.AddDue(kind, at.UTC())
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return jobstore.Stats{}, s.fail(ctx, "stats", err)
 	}
 	return st, nil
 }

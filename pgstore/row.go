@@ -192,14 +192,16 @@ type queries struct {
 	counts       string
 	compact      string
 	vacuumCounts string
-	// earliest is the earliest RunAt of the queued jobs.
-	earliest   string
-	announce   string
-	newSession string
-	renew      string
-	findDead   string
-	rescue     string
-	running    string
+	// earliest is the earliest RunAt of the queued jobs; earliestByKind
+	// that of each kind of $1 that has queued jobs.
+	earliest       string
+	earliestByKind string
+	announce       string
+	newSession     string
+	renew          string
+	findDead       string
+	rescue         string
+	running        string
 }
 
 func newQueries(schema string) queries {
@@ -329,6 +331,8 @@ func newQueries(schema string) queries {
 	sessionLive := `EXISTS (SELECT 1 FROM ` + ss + ` WHERE id = $1 AND dead_since IS NULL AND expires_at >= now())
 		AND NOT pg_try_advisory_xact_lock($2::int, $1)`
 	q.earliest = earliestRunAt(t, "")
+	q.earliestByKind = `SELECT k.kind, e.run_at FROM unnest($1::text[]) AS k(kind),
+		LATERAL (` + earliestRunAt(t, "k.kind") + `) e WHERE e.run_at IS NOT NULL`
 	q.nextDue = `SELECT (` + q.earliest + `), ` + sessionLive
 	q.nextKinds = `SELECT (SELECT min(e.run_at) FROM unnest($3::text[]) AS k(kind),
 		LATERAL (` + earliestRunAt(t, "k.kind") + `) e), ` + sessionLive

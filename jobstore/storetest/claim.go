@@ -112,7 +112,8 @@ func testClaimDelayed(t *testing.T, s jobstore.Store) {
 
 // testClaimNextAcrossPriorities: NextRunAt is the earliest RunAt of the
 // queued jobs whatever their priority, with kinds and without, and Stats'
-// OldestQueuedAt the earliest RunAt of the due ones.
+// OldestQueuedAt the earliest RunAt of the due ones, and
+// OldestQueuedByKind each kind's.
 func testClaimNextAcrossPriorities(t *testing.T, s jobstore.Store) {
 	now := time.Now().Truncate(time.Millisecond)
 	in := func(d time.Duration) time.Time { return now.Add(time.Hour + d) }
@@ -143,13 +144,19 @@ func testClaimNextAcrossPriorities(t *testing.T, s jobstore.Store) {
 	st, err := s.Stats(t.Context())
 	require.NoError(t, err)
 	require.True(t, st.OldestQueuedAt.IsZero(), "no job is due, yet OldestQueuedAt is %s", st.OldestQueuedAt)
+	require.Empty(t, st.OldestQueuedByKind, "no job is due")
 	oldest := submit(t, s, jobstore.Spec{Kind: "due", Priority: -7})
 	time.Sleep(2 * time.Millisecond)
 	submit(t, s, jobstore.Spec{Kind: "due", Priority: 7})
+	other := submit(t, s, jobstore.Spec{Kind: "due2", Priority: 9})
 	submit(t, s, jobstore.Spec{Kind: "due", Priority: 0})
 	st, err = s.Stats(t.Context())
 	require.NoError(t, err)
 	require.True(t, st.OldestQueuedAt.Equal(oldest.RunAt), "OldestQueuedAt %s, want %s", st.OldestQueuedAt, oldest.RunAt)
+	// And each kind's: only the kinds with a due job (k0 and k1 wait).
+	require.Len(t, st.OldestQueuedByKind, 2, "%v", st.OldestQueuedByKind)
+	require.True(t, st.OldestQueuedByKind["due"].Equal(oldest.RunAt), "due: %s, want %s", st.OldestQueuedByKind["due"], oldest.RunAt)
+	require.True(t, st.OldestQueuedByKind["due2"].Equal(other.RunAt), "due2: %s, want %s", st.OldestQueuedByKind["due2"], other.RunAt)
 }
 
 func testClaimKinds(t *testing.T, s jobstore.Store) {
