@@ -26,7 +26,8 @@ func (a *app) statsCommand() *cobra.Command {
 		Short: "Count jobs by state",
 		Long: `Say which store this is, count the jobs in each state, say how long the
 oldest due job has been waiting in the queue (a growing wait means the
-workers do not keep up), and count the jobs of each kind by state.`,
+workers do not keep up), and count the jobs of each kind by state, with the
+wait of each kind's oldest due job.`,
 		Example: `  jobdir stats
   jobdir stats --json | jq .counts.queued`,
 		Args: cobra.NoArgs,
@@ -89,13 +90,17 @@ func printStats(w io.Writer, dir string, s jobstore.Stats, now time.Time) error 
 	for _, state := range jobstore.States() {
 		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(state)))
 	}
-	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "\tOLDEST DUE")
 	for _, kind := range slices.Sorted(maps.Keys(s.Kinds)) {
 		fmt.Fprint(tw, kind)
 		for _, state := range jobstore.States() {
 			fmt.Fprintf(tw, "\t%d", s.Kinds[kind][state])
 		}
-		fmt.Fprintln(tw)
+		oldest := "-"
+		if at, ok := s.OldestQueuedByKind[kind]; ok {
+			oldest = "waiting " + roundDuration(now.Sub(at)).Truncate(time.Second).String()
+		}
+		fmt.Fprintf(tw, "\t%s\n", oldest)
 	}
 	return tw.Flush()
 }

@@ -440,11 +440,13 @@ func TestStats(t *testing.T) {
 	require.Regexp(t, `(?m)^queued\s+2$`, r.stdout)
 	require.Regexp(t, `(?m)^running\s+0$`, r.stdout)
 	require.Regexp(t, `(?m)^oldest due job\s+waiting \d+s \(due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)$`, r.stdout)
-	require.Regexp(t, `(?m)^KIND\s+QUEUED\s+RUNNING\s+SUCCEEDED\s+FAILED\s+CANCELED\nexec\s+2\s+0\s+0\s+0\s+0$`, r.stdout)
+	require.Regexp(t, `(?m)^KIND\s+QUEUED\s+RUNNING\s+SUCCEEDED\s+FAILED\s+CANCELED\s+OLDEST DUE\nexec\s+2\s+0\s+0\s+0\s+0\s+waiting \d+s$`, r.stdout)
 
 	later := newStoreDir(t)
 	submit(t, later, "--delay", "1h", "--", "true")
-	require.Regexp(t, `(?m)^oldest due job\s+none: the queued job waits for its time or a retry$`, jdOK(t, later, "stats").stdout)
+	r = jdOK(t, later, "stats")
+	require.Regexp(t, `(?m)^oldest due job\s+none: the queued job waits for its time or a retry$`, r.stdout)
+	require.Regexp(t, `(?m)^exec\s+1\s+0\s+0\s+0\s+0\s+-$`, r.stdout, "no job of the kind is due")
 
 	var s struct {
 		Counts                 map[string]int            `json:"counts"`
