@@ -84,6 +84,18 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
+// tracer returns the tracer of the spans of o (nil: the zero Options).
+func (o *Options) tracer() trace.Tracer {
+	var tp trace.TracerProvider
+	if o != nil {
+		tp = o.TracerProvider
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(ScopeName)
+}
+
 // Middleware returns a runner.Middleware that runs each attempt inside a
 // span named "jobdir.attempt <kind>", of kind consumer, with the job's
 // attributes (AttrJobID and the others). When the handler returns, the
@@ -91,15 +103,7 @@ type Options struct {
 // the span's status set to error; a panic ends the span as
 // OutcomePanicked and goes on to the runner, which records it.
 func Middleware(opts *Options) runner.Middleware {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	tp := o.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	tracer := tp.Tracer(ScopeName)
+	tracer := opts.tracer()
 	return func(next runner.Handler) runner.Handler {
 		return runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (result json.RawMessage, err error) {
 			attrs := []attribute.KeyValue{
@@ -166,15 +170,7 @@ func outcomeOf(ctx context.Context, err error) string {
 // (AttrCreated), or its error, recorded, with the span's status set to
 // error. The span is a child of the span in the submit's ctx.
 func SubmitMiddleware(opts *Options) jobstore.SubmitMiddleware {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	tp := o.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	tracer := tp.Tracer(ScopeName)
+	tracer := opts.tracer()
 	return func(next jobstore.SubmitFunc) jobstore.SubmitFunc {
 		return func(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
 			name := "jobdir.submit"

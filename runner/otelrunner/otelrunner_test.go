@@ -20,6 +20,26 @@ import (
 	"github.com/jobdir/jobdir/runner/otelrunner"
 )
 
+// setup returns a recorder of the spans of the tracer provider tp, and a
+// store, for a test.
+func setup(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider, *memstore.Store) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	s := memstore.New(nil)
+	t.Cleanup(func() { _ = s.Close() })
+	return rec, tp, s
+}
+
+// attrsOf returns the attributes of sp by key.
+func attrsOf(sp sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range sp.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
 // TestSpanPerAttempt runs jobs that succeed, fail, panic, time out and
 // start a span of their own through a runner with the middleware, and
 // reads the spans from the SDK's in-memory recorder: one per attempt,
@@ -27,12 +47,7 @@ import (
 // recorded and the status set, and the handler's own span its child.
 func TestSpanPerAttempt(t *testing.T) {
 	ctx := t.Context()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-
-	s := memstore.New(nil)
-	t.Cleanup(func() { _ = s.Close() })
+	rec, tp, s := setup(t)
 	r := runner.New(s, &runner.Options{Concurrency: 4, Worker: "w1",
 		Middleware: []runner.Middleware{otelrunner.Middleware(&otelrunner.Options{TracerProvider: tp})}})
 	r.Handle("ok", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
@@ -81,18 +96,11 @@ func TestSpanPerAttempt(t *testing.T) {
 		}
 		return len(spans) == 5
 	}, 5*time.Second, time.Millisecond, "four attempts and the handler's own span")
-	attrs := func(sp sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
-		m := map[attribute.Key]attribute.Value{}
-		for _, kv := range sp.Attributes() {
-			m[kv.Key] = kv.Value
-		}
-		return m
-	}
 
 	ok := spans["jobdir.attempt ok"]
 	require.NotNil(t, ok)
 	require.Equal(t, trace.SpanKindConsumer, ok.SpanKind())
-	a := attrs(ok)
+	a := attrsOf(ok)
 	require.Equal(t, ids["ok"], a[otelrunner.AttrJobID].AsString())
 	require.Equal(t, "ok", a[otelrunner.AttrJobKind].AsString())
 	require.Equal(t, "report-1", a[otelrunner.AttrJobKey].AsString())
@@ -105,16 +113,16 @@ func TestSpanPerAttempt(t *testing.T) {
 	require.Equal(t, ok.SpanContext().TraceID(), spans["inside"].SpanContext().TraceID())
 
 	bad := spans["jobdir.attempt bad"]
-	require.Equal(t, otelrunner.OutcomeFailed, attrs(bad)[otelrunner.AttrOutcome].AsString())
+	require.Equal(t, otelrunner.OutcomeFailed, attrsOf(bad)[otelrunner.AttrOutcome].AsString())
 	require.Equal(t, codes.Error, bad.Status().Code)
 	require.Equal(t, "refused", bad.Status().Description)
 	require.Len(t, bad.Events(), 1)
 	require.Equal(t, "exception", bad.Events()[0].Name, "the error is recorded")
-	_, noKey := attrs(bad)[otelrunner.AttrJobKey]
+	_, noKey := attrsOf(bad)[otelrunner.AttrJobKey]
 	require.False(t, noKey, "no key, no key attribute")
 
 	boom := spans["jobdir.attempt boom"]
-	require.Equal(t, otelrunner.OutcomePanicked, attrs(boom)[otelrunner.AttrOutcome].AsString())
+	require.Equal(t, otelrunner.OutcomePanicked, attrsOf(boom)[otelrunner.AttrOutcome].AsString())
 	require.Equal(t, codes.Error, boom.Status().Code)
 	j, err := s.Get(ctx, ids["boom"])
 	require.NoError(t, err)
@@ -122,7 +130,7 @@ func TestSpanPerAttempt(t *testing.T) {
 	require.Contains(t, j.LastError, "kaboom", "the runner still records the panic")
 
 	slow := spans["jobdir.attempt slow"]
-	require.Equal(t, otelrunner.OutcomeTimedOut, attrs(slow)[otelrunner.AttrOutcome].AsString())
+	require.Equal(t, otelrunner.OutcomeTimedOut, attrsOf(slow)[otelrunner.AttrOutcome].AsString())
 	require.Equal(t, codes.Error, slow.Status().Code)
 }
 
@@ -132,11 +140,7 @@ func TestSpanPerAttempt(t *testing.T) {
 // error of a refused submit recorded.
 func TestSpanPerSubmit(t *testing.T) {
 	ctx := t.Context()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	s := memstore.New(nil)
-	t.Cleanup(func() { _ = s.Close() })
+	rec, tp, s := setup(t)
 	c, err := jobstore.WithSubmitMiddleware(s, otelrunner.SubmitMiddleware(&otelrunner.Options{TracerProvider: tp}))
 	require.NoError(t, err)
 
@@ -153,25 +157,18 @@ func TestSpanPerSubmit(t *testing.T) {
 
 	spans := rec.Ended()
 	require.Len(t, spans, 5)
-	attrs := func(sp sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
-		m := map[attribute.Key]attribute.Value{}
-		for _, kv := range sp.Attributes() {
-			m[kv.Key] = kv.Value
-		}
-		return m
-	}
 	one, batch, mixed, bad := spans[0], spans[1], spans[2], spans[3]
 	require.Equal(t, "jobdir.submit report.build", one.Name())
 	require.Equal(t, trace.SpanKindProducer, one.SpanKind())
 	require.Equal(t, parent.SpanContext().SpanID(), one.Parent().SpanID(), "a child of the caller's span")
-	a := attrs(one)
+	a := attrsOf(one)
 	require.Equal(t, j.ID, a[otelrunner.AttrJobID].AsString())
 	require.Equal(t, "nightly", a[otelrunner.AttrJobKey].AsString())
 	require.Equal(t, int64(1), a[otelrunner.AttrCreated].AsInt64())
 
 	require.Equal(t, "jobdir.submit email.send", batch.Name())
-	require.Equal(t, int64(3), attrs(batch)[otelrunner.AttrBatchSize].AsInt64())
-	require.Equal(t, int64(2), attrs(batch)[otelrunner.AttrCreated].AsInt64(), "the second spec's key named the first's job")
+	require.Equal(t, int64(3), attrsOf(batch)[otelrunner.AttrBatchSize].AsInt64())
+	require.Equal(t, int64(2), attrsOf(batch)[otelrunner.AttrCreated].AsInt64(), "the second spec's key named the first's job")
 	require.Equal(t, "jobdir.submit", mixed.Name(), "a batch of several kinds")
 
 	require.Equal(t, codes.Error, bad.Status().Code)
