@@ -141,14 +141,11 @@ func (s *Server) Instrument(h http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
-			route, status := r.Pattern, rec.status
+			route := r.Pattern
 			if route == "" {
 				route = routeNone
 			}
-			if status == 0 {
-				status = http.StatusOK
-			}
-			s.metrics.observeHTTP(route, status, time.Since(start))
+			s.metrics.observeHTTP(route, rec.code(), time.Since(start))
 		}()
 		h.ServeHTTP(rec, r)
 	})

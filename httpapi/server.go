@@ -347,10 +347,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	inFlight.Inc()
 	defer func() {
 		inFlight.Dec()
-		status := rec.status
-		if status == 0 {
-			status = http.StatusOK
-		}
+		status := rec.code()
 		s.metrics.observeHTTP(route, status, time.Since(start))
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
@@ -859,6 +856,15 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// code is the status written, or 200 if the handler wrote none (net/http
+// sends 200 then).
+func (w *statusRecorder) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.

@@ -21,7 +21,8 @@ type SubmitMiddleware func(next SubmitFunc) SubmitFunc
 // SubmitBatch go through mw, mw[0] outermost. A Submit is a call of the
 // chain with one spec, which c.Submit makes at the end; a SubmitBatch is
 // one call with every spec, which c.SubmitBatch makes, so that a batch
-// stays one durable write. The other methods are c's. The Client returned
+// stays one durable write (an empty batch, which submits nothing, goes to
+// c.SubmitBatch without them). The other methods are c's. The Client returned
 // is only a Client: the optional interfaces of c's store (Importer,
 // StatePruner and others) are not on it.
 func WithSubmitMiddleware(c Client, mw ...SubmitMiddleware) (Client, error) {

@@ -29,15 +29,16 @@ type chartRange struct {
 	// Name is the value of the query parameter range.
 	Name string
 	Span time.Duration
-	// Words name the span ("the last hour") and a bar's ("minute").
-	Words, Bar string
+	// Words name the span ("the last hour") and a bar's ("minute");
+	// Label is the range's link ("Last hour").
+	Words, Bar, Label string
 }
 
 // chartRanges are the overview's ranges; the first is the default.
 var chartRanges = []chartRange{
-	{Name: "1h", Span: time.Hour, Words: "the last hour", Bar: "minute"},
-	{Name: "24h", Span: 24 * time.Hour, Words: "the last 24 hours", Bar: "24 minutes"},
-	{Name: "7d", Span: 7 * 24 * time.Hour, Words: "the last 7 days", Bar: "2 h 48 m"},
+	{Name: "1h", Span: time.Hour, Words: "the last hour", Bar: "minute", Label: "Last hour"},
+	{Name: "24h", Span: 24 * time.Hour, Words: "the last 24 hours", Bar: "24 minutes", Label: "24 hours"},
+	{Name: "7d", Span: 7 * 24 * time.Hour, Words: "the last 7 days", Bar: "2 h 48 m", Label: "7 days"},
 }
 
 // rangeLink is a link to the overview of a range.
@@ -141,8 +142,7 @@ func (h *Handler) overview(ctx context.Context, rng chartRange) (*overviewData, 
 	}
 	d := &overviewData{at: now, counts: st.Counts, OldestWait: "no job is due", ChartW: chartBars * chartBarW, ChartH: chartH, Range: rng}
 	for _, c := range chartRanges {
-		label := map[string]string{"1h": "Last hour", "24h": "24 hours", "7d": "7 days"}[c.Name]
-		d.Ranges = append(d.Ranges, rangeLink{Name: c.Name, Label: label, Current: c.Name == rng.Name})
+		d.Ranges = append(d.Ranges, rangeLink{Name: c.Name, Label: c.Label, Current: c.Name == rng.Name})
 	}
 	for _, s := range jobstore.States() {
 		d.States = append(d.States, stateCount{State: string(s), Count: st.Counts[s]})

@@ -115,11 +115,8 @@ func stateText(j jobstore.Job) string {
 // worker shut down during them) said apart.
 func attemptText(j jobstore.Job) string {
 	used, limit, interrupted := j.CountedAttempts()
-	switch interrupted {
-	case 0:
+	if interrupted == 0 {
 		return fmt.Sprintf("%d of %d", used, limit)
-	case 1:
-		return fmt.Sprintf("%d of %d (and 1 interrupted, not counted)", used, limit)
 	}
 	return fmt.Sprintf("%d of %d (and %d interrupted, not counted)", used, limit, interrupted)
 }
