@@ -130,6 +130,17 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 				}
 			}
 		}
+	case "register-worker":
+		// Register as a worker (named by childKey, if set) and stay
+		// registered until killed.
+		if id := os.Getenv(childKey); id != "" {
+			worker = id
+		}
+		if _, err := s.RegisterWorker(ctx, jobstore.WorkerInfo{ID: worker, PID: os.Getpid(), Concurrency: 1, Kinds: []string{"k"}}); err != nil {
+			return err
+		}
+		fmt.Printf("registered %s\n", worker)
+		select {}
 	case "claim-hold":
 		// Claim one job and hold it until killed.
 		j, err := claimOne(ctx, s, worker)

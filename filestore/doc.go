@@ -130,6 +130,7 @@ package filestore
 //	trust.go        CheckTrust (trust_unix.go: the permission checks)
 //	migrate.go      upgrading the old single-process store (legacy.go: its records)
 //	ping.go         Ping
+//	workers.go      the registry of live workers (workers/)
 //	probe.go        IsStore and OtherFiles
 //	sys_linux.go    Linux: filesystem check, where syncfs(2) reaches the disk, syncfs
 //	sys_unix.go     every Unix system: open flags, inode numbers

@@ -127,6 +127,7 @@ func (s *Store) Close() error {
 		}
 		s.watchMu.Unlock()
 		s.wg.Wait()
+		s.closeWorkers()
 		s.claiming.Lock()
 		releaseOwned(s)
 		s.claiming.Unlock()

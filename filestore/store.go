@@ -67,6 +67,11 @@ type Store struct {
 	watching bool
 	watcher  *fsnotify.Watcher
 
+	// workersMu guards workerRegs, the workers this Store registered (see
+	// RegisterWorker).
+	workersMu  sync.Mutex
+	workerRegs map[*workerReg]struct{}
+
 	mu sync.Mutex
 	// cands is the claim candidate set: every job believed to be in
 	// queued/, without payloads. It is a hint: Claim re-reads the record

@@ -47,6 +47,8 @@ type Store struct {
 	// noJobAt is when a Claim last found nothing: queued jobs due by then
 	// were seen by it.
 	noJobAt time.Time
+	// workers holds the registered workers by ID (see RegisterWorker).
+	workers map[string]worker
 }
 
 // entry is one job and the channel that announces its next change.
@@ -637,5 +639,6 @@ func (s *Store) Close() error {
 	s.jobs = nil
 	s.keys = nil
 	s.ids = nil
+	s.workers = nil
 	return nil
 }

@@ -57,6 +57,7 @@ var groups = []group{
 	{"Import", importTests},
 	{"ClaimBatch", claimBatchTests},
 	{"Errors", errorTests},
+	{"Workers", workerTests},
 }
 
 // Run runs the conformance suite: one subtest per rule of the

@@ -1,0 +1,277 @@
+package filestore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+var _ jobstore.WorkerRegistry = (*Store)(nil)
+
+// dirWorkers holds one file per registered worker, workers/<sha256 of its
+// ID>.json, made when the first worker registers. Its process holds an
+// exclusive flock on it for as long as it is registered: a file nobody
+// holds locked is a dead worker's.
+const dirWorkers = "workers"
+
+// maxWorkerFile bounds how much of a worker file is read.
+const maxWorkerFile = 64 << 10
+
+// workerBusyTries is how often RegisterWorker looks again at a file whose
+// lock is held before it calls the name taken: a process listing the
+// workers holds a dead worker's lock for a moment while it removes it.
+const workerBusyTries = 5
+
+// workerReg is one registration of this Store: the worker file, held
+// locked by f.
+type workerReg struct {
+	f    *os.File
+	path string
+}
+
+func (s *Store) workerPath(id string) string {
+	return filepath.Join(s.dir, dirWorkers, keyName(id)+recordExt)
+}
+
+// RegisterWorker lists info until unregister is called, the Store is
+// closed, or the process ends: its file in workers/ is held locked by this
+// process, and the kernel drops the lock when the process dies, so that
+// every process at once sees the worker gone (and the next Workers removes
+// its file). It implements jobstore.WorkerRegistry. Worker files are not
+// fsynced: after a power cut every worker is dead anyway.
+func (s *Store) RegisterWorker(ctx context.Context, info jobstore.WorkerInfo) (func() error, error) {
+	if err := info.Validate(); err != nil {
+		return nil, fmt.Errorf("filestore: register worker: %w", err)
+	}
+	if err := s.enter(ctx, "register worker"); err != nil {
+		return nil, err
+	}
+	reg, err := s.registerWorker(ctx, info.Normalized())
+	if err != nil {
+		return nil, fmt.Errorf("filestore: register worker %s: %w", info.ID, err)
+	}
+	s.workersMu.Lock()
+	if s.isClosed() {
+		s.workersMu.Unlock()
+		s.dropWorker(reg)
+		return nil, fmt.Errorf("filestore: register worker %s: %w", info.ID, jobstore.ErrClosed)
+	}
+	if s.workerRegs == nil {
+		s.workerRegs = make(map[*workerReg]struct{})
+	}
+	s.workerRegs[reg] = struct{}{}
+	s.workersMu.Unlock()
+	return sync.OnceValue(func() error {
+		s.workersMu.Lock()
+		_, ok := s.workerRegs[reg]
+		delete(s.workerRegs, reg)
+		s.workersMu.Unlock()
+		if ok {
+			s.dropWorker(reg)
+		}
+		return nil
+	}), nil
+}
+
+// registerWorker writes info's file in tmp/, locks it, and links it into
+// workers/, which refuses to replace a file there: of two processes that
+// register one name, one wins. A file there that nobody holds locked is a
+// dead worker's, removed first.
+func (s *Store) registerWorker(ctx context.Context, info jobstore.WorkerInfo) (*workerReg, error) {
+	data, err := json.Marshal(info)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(s.dir, dirWorkers)
+	if err := s.fs.Mkdir(dir, s.dirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	tmp, err := s.fs.WriteTemp(s.tmpDir, append(data, '\n'), s.filePerm, false)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = s.fs.Remove(tmp) }()
+	f, err := os.OpenFile(tmp, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := flockFile(f, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	p := s.workerPath(info.ID)
+	for busy := 0; ; {
+		err := s.fs.Link(tmp, p)
+		if err == nil {
+			return &workerReg{f: f, path: p}, nil
+		}
+		if errors.Is(err, fs.ErrExist) {
+			var gone bool
+			gone, err = forgetDeadWorker(p)
+			if err == nil && !gone {
+				if busy++; busy < workerBusyTries {
+					err = sleepCtx(ctx, 10*time.Millisecond)
+				} else {
+					err = jobstore.ErrWorkerExists
+				}
+			}
+		}
+		if err != nil {
+			unlockFile(f)
+			return nil, err
+		}
+	}
+}
+
+// sleepCtx sleeps for d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// dropWorker removes reg's file, if it is still the one reg locked, then
+// unlocks it.
+func (s *Store) dropWorker(reg *workerReg) {
+	if same, err := sameInode(reg.f, reg.path, 0); err == nil && same {
+		_ = s.fs.Remove(reg.path)
+	}
+	unlockFile(reg.f)
+}
+
+// closeWorkers unregisters every worker this Store registered; Close calls
+// it.
+func (s *Store) closeWorkers() {
+	s.workersMu.Lock()
+	regs := s.workerRegs
+	s.workerRegs = nil
+	s.workersMu.Unlock()
+	for reg := range regs {
+		s.dropWorker(reg)
+	}
+}
+
+// forgetDeadWorker removes the worker file at path if no process holds it
+// locked, and reports whether path is free now: true if it removed it or
+// it was gone or replaced, false if a live worker holds it.
+func forgetDeadWorker(path string) (bool, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	err = flockFile(f, unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = flockFile(f, unix.LOCK_UN) }()
+	same, err := sameInode(f, path, 0)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !same) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
+}
+
+// Workers returns the live workers of every process on the store, sorted
+// by ID: those whose file in workers/ its process holds locked. It removes
+// the files of dead workers it finds (where this process may), and skips
+// files that are not a worker's. It implements jobstore.WorkerRegistry.
+func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
+	if err := s.enter(ctx, "workers"); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(s.dir, dirWorkers)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []jobstore.WorkerInfo{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filestore: workers: %w", err)
+	}
+	ws := []jobstore.WorkerInfo{}
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !strings.HasSuffix(e.Name(), recordExt) || !e.Type().IsRegular() {
+			continue
+		}
+		info, alive, err := readWorker(filepath.Join(dir, e.Name()))
+		if err == nil && alive {
+			ws = append(ws, info)
+		}
+	}
+	jobstore.SortWorkers(ws)
+	return ws, nil
+}
+
+// readWorker reads the worker file at path and reports whether its worker
+// is alive; a dead worker's file is removed.
+func readWorker(path string) (jobstore.WorkerInfo, bool, error) {
+	var info jobstore.WorkerInfo
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return info, false, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return info, false, errors.New("not a regular file")
+	}
+	err = flockFile(f, unix.LOCK_SH|unix.LOCK_NB)
+	if err == nil {
+		_ = flockFile(f, unix.LOCK_UN)
+		_, err = forgetDeadWorker(path)
+		return info, false, err
+	}
+	if !errors.Is(err, unix.EWOULDBLOCK) {
+		return info, false, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxWorkerFile+1))
+	if err != nil {
+		return info, false, err
+	}
+	if len(data) > maxWorkerFile {
+		return info, false, errors.New("worker file too large")
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return info, false, err
+	}
+	if err := info.Validate(); err != nil {
+		return info, false, err
+	}
+	if info.Kinds == nil {
+		info.Kinds = []string{}
+	}
+	info.Running = nil
+	return info, true, nil
+}

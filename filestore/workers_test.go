@@ -1,0 +1,119 @@
+package filestore
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+func workerIDsOf(t *testing.T, s *Store) []string {
+	t.Helper()
+	ws, err := s.Workers(t.Context())
+	require.NoError(t, err)
+	ids := []string{}
+	for _, w := range ws {
+		ids = append(ids, w.ID)
+	}
+	return ids
+}
+
+// TestWorkersOfOtherProcesses: the workers other processes registered are
+// listed while they live, a stopped one included; a killed one is gone at
+// the next Workers, its file removed, and its name is free again.
+func TestWorkersOfOtherProcesses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	doomed := startChild(t, dir, "register-worker", childKey+"=doomed")
+	stopped := startChild(t, dir, "register-worker", childKey+"=stopped")
+	require.Equal(t, "registered doomed", doomed.Next(t))
+	require.Equal(t, "registered stopped", stopped.Next(t))
+	require.Equal(t, []string{"doomed", "stopped"}, workerIDsOf(t, s))
+
+	require.NoError(t, stopped.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = stopped.Signal(syscall.SIGCONT) })
+	require.NoError(t, doomed.Signal(syscall.SIGKILL))
+	_ = doomed.Wait(t.Context())
+	require.Equal(t, []string{"stopped"}, workerIDsOf(t, s), "a killed worker is listed, or a stopped one is not")
+	_, err := os.Lstat(filepath.Join(dir, dirWorkers, keyName("doomed")+recordExt))
+	require.ErrorIs(t, err, os.ErrNotExist, "the dead worker's file is still there")
+
+	_, err = s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "stopped", Concurrency: 1})
+	require.ErrorIs(t, err, jobstore.ErrWorkerExists, "a stopped process's worker name was taken over")
+	u, err := s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "doomed", Concurrency: 1})
+	require.NoError(t, err, "a dead worker's name is not free")
+	require.Equal(t, []string{"doomed", "stopped"}, workerIDsOf(t, s))
+	require.NoError(t, u())
+}
+
+// TestWorkersRegisterOverDeadFile: a worker file that no process holds,
+// left by a process that died, does not block its name, and Workers
+// removes it.
+func TestWorkersRegisterOverDeadFile(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	u, err := s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "w", Concurrency: 1})
+	require.NoError(t, err)
+	p := filepath.Join(dir, dirWorkers, keyName("w")+recordExt)
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, u())
+	_, err = os.Lstat(p)
+	require.ErrorIs(t, err, os.ErrNotExist, "unregister left the file")
+
+	// As a killed process leaves it: the file, unlocked.
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	require.Empty(t, workerIDsOf(t, s))
+	_, err = os.Lstat(p)
+	require.ErrorIs(t, err, os.ErrNotExist, "Workers left a dead worker's file")
+
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	u, err = s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "w", Host: "again", Concurrency: 1})
+	require.NoError(t, err)
+	defer u()
+	ws, err := s.Workers(t.Context())
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	require.Equal(t, "again", ws[0].Host)
+}
+
+// TestWorkersSkipForeignFiles: what else is in workers/ (a link, a FIFO,
+// a directory, garbage) is skipped and left alone, and the store's Fsck
+// finds nothing wrong with workers/.
+func TestWorkersSkipForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	u, err := s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "w", Concurrency: 1})
+	require.NoError(t, err)
+	defer u()
+	wd := filepath.Join(dir, dirWorkers)
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(wd, "link.json")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(wd, "fifo.json"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(wd, "dir.json"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(wd, "notes.txt"), []byte("hello"), 0o644))
+
+	done := make(chan []string)
+	go func() { done <- workerIDsOf(t, s) }()
+	select {
+	case ids := <-done:
+		require.Equal(t, []string{"w"}, ids)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Workers blocked on a file in workers/")
+	}
+	for _, name := range []string{"link.json", "fifo.json", "dir.json", "notes.txt"} {
+		_, err := os.Lstat(filepath.Join(wd, name))
+		require.NoError(t, err, "%s was removed", name)
+	}
+	r, err := s.Fsck(t.Context(), false)
+	require.NoError(t, err)
+	for _, p := range r.Problems {
+		require.False(t, strings.Contains(p.Path, dirWorkers), "fsck reports %v", p)
+	}
+}

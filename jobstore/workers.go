@@ -1,0 +1,178 @@
+package jobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrWorkerExists is returned by WorkerRegistry.RegisterWorker when a live
+// worker is already registered under the same ID.
+var ErrWorkerExists = errors.New("a live worker already has this name")
+
+// WorkerInfo describes one live worker: a process (or a runner within one)
+// that claims jobs, what it serves and since when. A runner registers one
+// while it runs (see WorkerRegistry); the workers view, `jobdir workers`
+// and GET /v1/workers show them.
+type WorkerInfo struct {
+	// ID is the worker's name, the one it claims with: the Worker of the
+	// jobs it runs. See ValidateWorker.
+	ID string `json:"id"`
+	// Host is the name of the machine (or pod) it runs on.
+	Host string `json:"host,omitempty"`
+	// PID is its process ID, as its own PID namespace sees it.
+	PID int `json:"pid,omitempty"`
+	// StartedAt is when it started serving.
+	StartedAt time.Time `json:"started_at"`
+	// Kinds lists the kinds it claims, sorted; empty means every kind.
+	Kinds []string `json:"kinds"`
+	// Concurrency is how many jobs it runs at once at most.
+	Concurrency int `json:"concurrency"`
+	// Version is the version of the program, if it says.
+	Version string `json:"version,omitempty"`
+	// Running holds the IDs of the jobs it runs now, oldest first. A
+	// registry does not store it; ListWorkers fills it from the jobs.
+	Running []string `json:"running"`
+}
+
+// MaxWorkerKinds is the most kinds one WorkerInfo lists.
+const MaxWorkerKinds = 1000
+
+// Validate checks the fields of info that a registry stores: a valid ID
+// (see ValidateWorker), valid kinds, a concurrency of at least 1, and host
+// and version of at most 256 bytes. Its error wraps ErrInvalidInput.
+func (info WorkerInfo) Validate() error {
+	if err := ValidateWorker(info.ID); err != nil {
+		return err
+	}
+	if len(info.Kinds) > MaxWorkerKinds {
+		return fmt.Errorf("%w: worker %s serves %d kinds, more than %d", ErrInvalidInput, info.ID, len(info.Kinds), MaxWorkerKinds)
+	}
+	for _, k := range info.Kinds {
+		if err := ValidateKind(k); err != nil {
+			return err
+		}
+	}
+	if info.Concurrency < 1 {
+		return fmt.Errorf("%w: worker %s: concurrency %d, less than 1", ErrInvalidInput, info.ID, info.Concurrency)
+	}
+	if len(info.Host) > 256 || len(info.Version) > 256 {
+		return fmt.Errorf("%w: worker %s: host and version must be at most 256 bytes", ErrInvalidInput, info.ID)
+	}
+	if info.PID < 0 {
+		return fmt.Errorf("%w: worker %s: negative process ID", ErrInvalidInput, info.ID)
+	}
+	return nil
+}
+
+// Normalized returns a copy of info as a registry stores it: kinds sorted
+// and without repeats, StartedAt in UTC (now if zero), and no Running.
+func (info WorkerInfo) Normalized() WorkerInfo {
+	kinds := slices.Clone(info.Kinds)
+	slices.Sort(kinds)
+	info.Kinds = slices.Compact(kinds)
+	if info.Kinds == nil {
+		info.Kinds = []string{}
+	}
+	if info.StartedAt.IsZero() {
+		info.StartedAt = time.Now()
+	}
+	info.StartedAt = info.StartedAt.UTC().Round(time.Microsecond)
+	info.Running = nil
+	return info
+}
+
+// Serves reports whether the worker claims jobs of kind.
+func (info WorkerInfo) Serves(kind string) bool {
+	if len(info.Kinds) == 0 {
+		return true
+	}
+	return slices.Contains(info.Kinds, kind)
+}
+
+// WorkerRegistry is a Store that knows which workers are alive: memstore,
+// filestore and pgstore implement it. A worker registers itself while it
+// runs and is listed until it unregisters, its store is closed, or its
+// process dies, whichever comes first: a dead process is never listed for
+// long (the file store learns it from the lock the process held, at once;
+// pgstore from the database session it held, within its lease timeout). A
+// process that is stopped but alive stays listed.
+type WorkerRegistry interface {
+	// RegisterWorker lists info (see WorkerInfo.Normalized) until
+	// unregister is called, the store is closed, or the process ends.
+	// Returns an error wrapping ErrInvalidInput if info is invalid (see
+	// WorkerInfo.Validate), and ErrWorkerExists if a live worker has the
+	// same ID. unregister is idempotent.
+	RegisterWorker(ctx context.Context, info WorkerInfo) (unregister func() error, err error)
+
+	// Workers returns the live workers, sorted by ID, with Running empty
+	// (see ListWorkers). It forgets the registrations of dead processes
+	// as it finds them.
+	Workers(ctx context.Context) ([]WorkerInfo, error)
+}
+
+// ListWorkers returns the live workers of c, which must be a
+// WorkerRegistry (an error wrapping errors.ErrUnsupported if not), each
+// with the jobs it runs now in Running.
+func ListWorkers(ctx context.Context, c Client) ([]WorkerInfo, error) {
+	reg, ok := c.(WorkerRegistry)
+	if !ok {
+		return nil, fmt.Errorf("this store does not keep a list of workers: %w", errors.ErrUnsupported)
+	}
+	ws, err := reg.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	running := map[string][]string{}
+	opts := ListOptions{States: []State{StateRunning}, Limit: MaxListLimit, Order: OldestFirst}
+	for {
+		page, err := c.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range page.Jobs {
+			running[j.Worker] = append(running[j.Worker], j.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		opts.Cursor = page.Next
+	}
+	for i := range ws {
+		ws[i].Running = running[ws[i].ID]
+		if ws[i].Running == nil {
+			ws[i].Running = []string{}
+		}
+	}
+	return ws, nil
+}
+
+// UnservedKinds returns, sorted, the kinds that have queued jobs in stats
+// but that no worker of workers claims: jobs that wait for a worker that is
+// not there.
+func UnservedKinds(stats Stats, workers []WorkerInfo) []string {
+	var out []string
+	for kind, counts := range stats.Kinds {
+		if counts[StateQueued] == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(workers, func(w WorkerInfo) bool { return w.Serves(kind) }) {
+			out = append(out, kind)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SortWorkers sorts ws by ID, then by StartedAt. Registries use it.
+func SortWorkers(ws []WorkerInfo) {
+	slices.SortFunc(ws, func(a, b WorkerInfo) int {
+		if c := strings.Compare(a.ID, b.ID); c != 0 {
+			return c
+		}
+		return a.StartedAt.Compare(b.StartedAt)
+	})
+}

@@ -1,0 +1,57 @@
+package jobstore_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
+)
+
+func TestWorkerInfoNormalized(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6789, time.FixedZone("x", 3600))
+	n := jobstore.WorkerInfo{ID: "w", StartedAt: at, Kinds: []string{"b", "a", "b"}, Running: []string{"x"}}.Normalized()
+	require.Equal(t, []string{"a", "b"}, n.Kinds)
+	require.Equal(t, time.UTC, n.StartedAt.Location())
+	require.True(t, n.StartedAt.Equal(at.Round(time.Microsecond)))
+	require.Nil(t, n.Running)
+	require.NotNil(t, jobstore.WorkerInfo{ID: "w"}.Normalized().Kinds, "no kinds is an empty list, not null")
+	require.False(t, jobstore.WorkerInfo{ID: "w"}.Normalized().StartedAt.IsZero())
+}
+
+func TestWorkerInfoValidate(t *testing.T) {
+	ok := jobstore.WorkerInfo{ID: "w", Concurrency: 1}
+	require.NoError(t, ok.Validate())
+	many := ok
+	many.Kinds = make([]string, jobstore.MaxWorkerKinds+1)
+	for i := range many.Kinds {
+		many.Kinds[i] = "k"
+	}
+	long := ok
+	long.Host = string(make([]byte, 257))
+	for name, info := range map[string]jobstore.WorkerInfo{"too many kinds": many, "long host": long} {
+		require.ErrorIs(t, info.Validate(), jobstore.ErrInvalidInput, name)
+	}
+}
+
+func TestUnservedKinds(t *testing.T) {
+	st := jobstore.Stats{}
+	st.AddKind("mail", jobstore.StateQueued, 2)
+	st.AddKind("resize", jobstore.StateQueued, 1)
+	st.AddKind("old", jobstore.StateSucceeded, 5)
+	mailer := jobstore.WorkerInfo{ID: "m", Kinds: []string{"mail"}}
+	require.Equal(t, []string{"mail", "resize"}, jobstore.UnservedKinds(st, nil), "no workers: every queued kind")
+	require.Equal(t, []string{"resize"}, jobstore.UnservedKinds(st, []jobstore.WorkerInfo{mailer}), "only kinds with queued jobs")
+	require.Empty(t, jobstore.UnservedKinds(st, []jobstore.WorkerInfo{mailer, {ID: "any"}}), "a worker of no kinds serves every kind")
+}
+
+// notRegistry is a Client that keeps no list of workers.
+type notRegistry struct{ jobstore.Client }
+
+func TestListWorkersNeedsARegistry(t *testing.T) {
+	_, err := jobstore.ListWorkers(t.Context(), notRegistry{memstore.New(nil)})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+}

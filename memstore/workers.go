@@ -1,0 +1,63 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+var _ jobstore.WorkerRegistry = (*Store)(nil)
+
+// worker is one registration: what RegisterWorker was given, and a token
+// that tells it from a later registration of the same ID.
+type worker struct {
+	info  jobstore.WorkerInfo
+	token *struct{}
+}
+
+// RegisterWorker lists info until unregister is called or the store is
+// closed. It implements jobstore.WorkerRegistry; the workers of a
+// memstore are those of its own process.
+func (s *Store) RegisterWorker(ctx context.Context, info jobstore.WorkerInfo) (func() error, error) {
+	if err := info.Validate(); err != nil {
+		return nil, fmt.Errorf("memstore: register worker: %w", err)
+	}
+	if err := s.lock(ctx, "register worker"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.workers[info.ID]; ok {
+		return nil, fmt.Errorf("memstore: register worker %s: %w", info.ID, jobstore.ErrWorkerExists)
+	}
+	if s.workers == nil {
+		s.workers = make(map[string]worker)
+	}
+	w := worker{info: info.Normalized(), token: new(struct{})}
+	s.workers[info.ID] = w
+	return func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if cur, ok := s.workers[w.info.ID]; ok && cur.token == w.token {
+			delete(s.workers, w.info.ID)
+		}
+		return nil
+	}, nil
+}
+
+// Workers returns the registered workers, sorted by ID. It implements
+// jobstore.WorkerRegistry.
+func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
+	if err := s.lock(ctx, "workers"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	ws := make([]jobstore.WorkerInfo, 0, len(s.workers))
+	for _, w := range s.workers {
+		info := w.info
+		info.Kinds = append([]string{}, info.Kinds...)
+		ws = append(ws, info)
+	}
+	jobstore.SortWorkers(ws)
+	return ws, nil
+}
