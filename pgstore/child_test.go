@@ -82,6 +82,13 @@ func runChild(role string) int {
 
 func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error {
 	switch role {
+	case "register-worker":
+		// Register as a worker and stay registered until killed.
+		if _, err := s.RegisterWorker(ctx, jobstore.WorkerInfo{ID: worker, PID: os.Getpid(), Concurrency: 1}); err != nil {
+			return err
+		}
+		fmt.Printf("registered %s\n", worker)
+		select {}
 	case "submit-key":
 		j, created, err := s.Submit(ctx, jobstore.Spec{Kind: "race", Key: os.Getenv(childKey)})
 		if err != nil {

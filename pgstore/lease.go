@@ -137,6 +137,7 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go s.keep(sess)
+	s.moveWorkers(ctx, sess)
 	return sess, nil
 }
 
@@ -240,6 +241,7 @@ func (s *Store) keep(sess *session) {
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
 	_ = sess.conn.Close(cctx)
 	ccancel()
+	s.relistWorkers()
 }
 
 // endSession ends sess at Close.

@@ -202,6 +202,10 @@ type queries struct {
 	findDead       string
 	rescue         string
 	running        string
+	// The registry of workers (workers.go).
+	registerWorker   string
+	workers          string
+	unregisterWorker string
 }
 
 func newQueries(schema string) queries {
@@ -434,6 +438,21 @@ func newQueries(schema string) queries {
 	q.rescue = `DELETE FROM ` + ss + `
 		WHERE id = $1 AND (expires_at < now() OR dead_since <= now() - make_interval(secs => $2))
 		RETURNING id`
+	w := s + ".workers"
+	// A session is alive while its advisory lock is held (this
+	// transaction cannot take it) and its lease is renewed.
+	alive := func(id string) string {
+		return `EXISTS (SELECT 1 FROM ` + ss + ` WHERE id = ` + id + ` AND dead_since IS NULL
+			AND expires_at >= now() AND NOT pg_try_advisory_xact_lock($1::int, id))`
+	}
+	// registerWorker takes an id whose worker's session is dead; it
+	// returns nothing if a live one holds it.
+	q.registerWorker = `INSERT INTO ` + w + ` AS w (id, session, token, info) VALUES ($2, $3, $4, $5)
+		ON CONFLICT (id) DO UPDATE SET session = EXCLUDED.session, token = EXCLUDED.token, info = EXCLUDED.info
+		WHERE (w.token = EXCLUDED.token OR NOT ` + alive("w.session") + `)
+		RETURNING id`
+	q.workers = `SELECT w.info FROM ` + w + ` w WHERE ` + alive("w.session") + ` ORDER BY w.id`
+	q.unregisterWorker = `DELETE FROM ` + w + ` WHERE id = $1 AND token = $2`
 	q.running = `SELECT ` + cols + ` FROM ` + t + ` WHERE session = $1 AND state = 'running' FOR UPDATE`
 	return q
 }

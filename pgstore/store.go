@@ -43,6 +43,8 @@ type Store struct {
 	// sess is the current lease session, nil until the first Claim and
 	// after a session is lost.
 	sess *session
+	// workers holds the workers this Store registered (workers.go).
+	workers map[*worker]struct{}
 	// held maps the leases this store handed out and has not seen
 	// completed to what it knows about them.
 	held map[jobstore.Lease]heldLease
@@ -245,6 +247,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		s.stop()
+		s.closeWorkers()
 		s.mu.Lock()
 		sess := s.sess
 		s.sess = nil

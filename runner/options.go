@@ -59,6 +59,10 @@ type Options struct {
 	// Middleware[0] is called first and returns last. A panic in a
 	// middleware is the attempt's, as one in the handler is (PanicError).
 	Middleware []Middleware
+	// Version is the version of the program, listed with the worker where
+	// the store keeps a list of workers (jobstore.WorkerRegistry). Empty
+	// means the main module's version from the build information, if any.
+	Version string
 }
 
 // DefaultWorkerName returns a new worker name: the host name, the process
@@ -102,6 +106,7 @@ type settings struct {
 	log             *slog.Logger
 	onEvent         func(Event)
 	middleware      []Middleware
+	version         string
 }
 
 func (o *Options) settings() settings {
@@ -111,6 +116,7 @@ func (o *Options) settings() settings {
 	s := settings{
 		concurrency:     o.Concurrency,
 		worker:          o.Worker,
+		version:         o.Version,
 		pollInterval:    o.PollInterval,
 		jobTimeout:      o.JobTimeout,
 		shutdownGrace:   o.ShutdownGrace,

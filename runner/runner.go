@@ -74,6 +74,12 @@ func (r *Runner) Kinds() []string {
 // returns once every handler has returned and its outcome has been recorded.
 // It returns nil after such a shutdown.
 //
+// While it runs, a runner whose store keeps a list of workers
+// (jobstore.WorkerRegistry) is listed there: its worker name, host,
+// process, kinds, concurrency and Options.Version. If it cannot be (its
+// name is taken by another live worker, say), it logs a warning and runs
+// unlisted.
+//
 // Errors from the store other than ErrClosed and ErrUntrusted are logged
 // and retried after a short backoff. If the store is closed, Run cancels
 // the running handlers at once, waits for them, and returns an error
@@ -107,6 +113,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		stopped:  make(chan struct{}),
 	}
 	r.s.log.Info("runner started", "worker", r.s.worker, "kinds", kinds, "concurrency", r.s.concurrency)
+	defer r.register(ctx, kinds)()
 
 	runErr := l.claimLoop(ctx, workCtx)
 
