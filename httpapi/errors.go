@@ -49,6 +49,9 @@ const (
 	CodeInternal = "internal"
 	// CodeCorrupt (500): the job's stored record cannot be decoded.
 	CodeCorrupt = "corrupt"
+	// CodeNotImplemented (501): the store does not do what the route asks,
+	// such as listing its workers (GET /v1/workers).
+	CodeNotImplemented = "not_implemented"
 	// CodeClosed (503): the store is closed, typically during shutdown.
 	CodeClosed = "closed"
 	// CodeUnavailable (503): the store did not answer (a health check

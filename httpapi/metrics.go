@@ -267,6 +267,11 @@ var (
 		"How long the longest-waiting due queued job of each kind that has one has been due; kinds past the bound on kind labels are summed under _other as their longest wait.",
 		[]string{"kind"}, nil)
 	upDesc = prometheus.NewDesc("jobdir_store_up", "1 if the store answered the scrape's Stats call, 0 if not.", nil, nil)
+	// Only for a store that keeps a list of workers.
+	workersDesc = prometheus.NewDesc("jobdir_workers",
+		"Live workers serving the store, in every process on it, read at scrape time.", nil, nil)
+	unservedDesc = prometheus.NewDesc("jobdir_unserved_kinds",
+		"Kinds that have queued jobs but no live worker to run them, read at scrape time; alert when above 0.", nil, nil)
 )
 
 // Describe sends the descriptors of the store series.
@@ -276,6 +281,8 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- oldestDesc
 	ch <- oldestByKindDesc
 	ch <- upDesc
+	ch <- workersDesc
+	ch <- unservedDesc
 }
 
 // Collect reads the store's Stats and sends the store series.
@@ -324,5 +331,14 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for kind, age := range ages {
 		ch <- prometheus.MustNewConstMetric(oldestByKindDesc, prometheus.GaugeValue, age, kind)
+	}
+	if reg, ok := c.store.(jobstore.WorkerRegistry); ok {
+		ws, err := reg.Workers(ctx)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(workersDesc, err)
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(len(ws)))
+		ch <- prometheus.MustNewConstMetric(unservedDesc, prometheus.GaugeValue, float64(len(jobstore.UnservedKinds(st, ws))))
 	}
 }

@@ -74,6 +74,8 @@ func TestMetricsAfterTraffic(t *testing.T) {
 
 	for series, want := range map[string]float64{
 		`jobdir_store_up`:                                                          1,
+		`jobdir_workers`:                                                           1,
+		`jobdir_unserved_kinds`:                                                    1,
 		`jobdir_jobs{state="queued"}`:                                              1,
 		`jobdir_jobs{state="running"}`:                                             0,
 		`jobdir_jobs{state="succeeded"}`:                                           3,

@@ -316,6 +316,7 @@ func New(store jobstore.Client, opts *Options) (*Server, error) {
 		{routeWait, http.HandlerFunc(s.handleWait)},
 		{routeLog, http.HandlerFunc(s.handleLog)},
 		{routeStats, http.HandlerFunc(s.handleStats)},
+		{routeWorkers, http.HandlerFunc(s.handleWorkers)},
 		{routeHealth, http.HandlerFunc(s.handleHealth)},
 		{routeMetrics, s.metricsHandler()},
 	} {

@@ -27,7 +27,8 @@ func (a *app) statsCommand() *cobra.Command {
 		Long: `Say which store this is, count the jobs in each state, say how long the
 oldest due job has been waiting in the queue (a growing wait means the
 workers do not keep up), and count the jobs of each kind by state, with the
-wait of each kind's oldest due job.`,
+wait of each kind's oldest due job. Then name the kinds whose queued jobs
+no live worker runs (see "jobdir workers").`,
 		Example: `  jobdir stats
   jobdir stats --json | jq .counts.queued`,
 		Args: cobra.NoArgs,
@@ -37,19 +38,24 @@ wait of each kind's oldest due job.`,
 				if err != nil {
 					return err
 				}
+				unserved, err := unservedKinds(cmd.Context(), st.Store, s)
+				if err != nil {
+					return err
+				}
 				now := time.Now()
 				if asJSON {
 					out := struct {
 						Store string `json:"store"`
 						jobstore.Stats
-						OldestQueuedAgeSeconds float64 `json:"oldest_queued_age_seconds"`
-					}{Store: st.name, Stats: s}
+						OldestQueuedAgeSeconds float64  `json:"oldest_queued_age_seconds"`
+						UnservedKinds          []string `json:"unserved_kinds"`
+					}{Store: st.name, Stats: s, UnservedKinds: unserved}
 					if !s.OldestQueuedAt.IsZero() {
 						out.OldestQueuedAgeSeconds = now.Sub(s.OldestQueuedAt).Seconds()
 					}
 					return writeJSON(a.stdout, out)
 				}
-				return printStats(a.stdout, st.name, s, now)
+				return printStats(a.stdout, st.name, s, unserved, now)
 			})
 		},
 	}
@@ -57,8 +63,27 @@ wait of each kind's oldest due job.`,
 	return cmd
 }
 
-// printStats writes the stats of the store in dir for people.
-func printStats(w io.Writer, dir string, s jobstore.Stats, now time.Time) error {
+// unservedKinds returns the kinds of s that have queued jobs and no live
+// worker of store (see jobstore.UnservedKinds), never nil; none if the
+// store keeps no list of workers.
+func unservedKinds(ctx context.Context, store jobstore.Store, s jobstore.Stats) ([]string, error) {
+	reg, ok := store.(jobstore.WorkerRegistry)
+	if !ok {
+		return []string{}, nil
+	}
+	ws, err := reg.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if u := jobstore.UnservedKinds(s, ws); u != nil {
+		return u, nil
+	}
+	return []string{}, nil
+}
+
+// printStats writes the stats of the store in dir for people, with the
+// kinds no live worker runs.
+func printStats(w io.Writer, dir string, s jobstore.Stats, unserved []string, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "store\t%s\n", dir)
 	for _, state := range jobstore.States() {
@@ -102,7 +127,11 @@ func printStats(w io.Writer, dir string, s jobstore.Stats, now time.Time) error 
 		}
 		fmt.Fprintf(tw, "\t%s\n", oldest)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	printUnserved(w, unserved)
+	return nil
 }
 
 func (a *app) pruneCommand() *cobra.Command {

@@ -215,7 +215,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		c.GroupID = "jobs"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.workCommand(), a.serveCommand()} {
+	for _, c := range []*cobra.Command{a.workCommand(), a.serveCommand(), a.workersCommand()} {
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}

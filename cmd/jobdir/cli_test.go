@@ -157,7 +157,7 @@ func TestSubmitJSONAndDelay(t *testing.T) {
 func TestSubmitExistingKey(t *testing.T) {
 	dir := newStoreDir(t)
 	first := jdOK(t, dir, "submit", "--key", "nightly", "--", "true")
-	require.Empty(t, first.stderr)
+	require.Equal(t, noWorkerNote, first.stderr, "no worker runs: only that note")
 	second := jdOK(t, dir, "submit", "--key", "nightly", "--", "false")
 	require.Equal(t, first.stdout, second.stdout, "the existing job's ID")
 	require.Contains(t, second.stderr, "already exists for key \"nightly\"")

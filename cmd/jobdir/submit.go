@@ -21,6 +21,7 @@ func (a *app) submitCommand() *cobra.Command {
 		timeout     time.Duration
 		env         []string
 		asJSON      bool
+		needWorker  bool
 	)
 	cmd := &cobra.Command{
 		Use:         "submit [flags] [--] PROGRAM [ARG...]",
@@ -43,7 +44,11 @@ do not pass secrets this way.
 
 With --key, the job is submitted only if no job with that key exists. If one
 does (in any state, until it is pruned), its ID is printed instead, a note
-says so on stderr, and the exit status is still 0.`,
+says so on stderr, and the exit status is still 0.
+
+If no live worker runs exec jobs on the store (see "jobdir workers"), a note
+on stderr says that the job waits for one; with --require-worker the job is
+not submitted and the exit status is 1.`,
 		Example: `  jobdir submit -- make test
   jobdir submit --key deploy-42 --max-attempts 1 -- ./deploy.sh v42
   jobdir submit --delay 10m --timeout 1h -- backup --full /srv
@@ -93,9 +98,19 @@ says so on stderr, and the exit status is still 0.`,
 				return usagef("%v", err)
 			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
+				served, err := kindServed(cmd.Context(), st.Store, spec.Kind)
+				if err != nil {
+					return err
+				}
+				if !served && needWorker {
+					return fmt.Errorf("no live worker runs %s jobs on this store, so the job was not submitted: start one with \"jobdir work\", or submit without --require-worker", spec.Kind)
+				}
 				job, created, err := st.Submit(cmd.Context(), spec)
 				if err != nil {
 					return err
+				}
+				if !served && created {
+					fmt.Fprintf(a.stderr, "jobdir: no live worker runs %s jobs on this store; the job waits until one starts (\"jobdir work\")\n", spec.Kind)
 				}
 				if !created {
 					fmt.Fprintf(a.stderr, "jobdir: job %s already exists for key %q (%s); not submitted again\n", job.ID, key, job.State)
@@ -118,5 +133,6 @@ says so on stderr, and the exit status is still 0.`,
 	durationVar(f, &timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")
 	f.StringArrayVar(&env, "env", nil, "add `KEY=VALUE` to the program's environment (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON (as the HTTP API sends it) instead of its ID")
+	f.BoolVar(&needWorker, "require-worker", false, "submit only if a live worker runs exec jobs on the store")
 	return cmd
 }

@@ -84,6 +84,7 @@ func (a *app) sayContainment(log *slog.Logger, info execjob.ContainmentInfo) {
 func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency int, log *slog.Logger, json bool, observe func(runner.Event)) *runner.Runner {
 	r := runner.New(st.Store, &runner.Options{
 		Concurrency:   concurrency,
+		Version:       version(),
 		ShutdownGrace: wf.shutdownGrace,
 		JobTimeout:    wf.jobTimeout,
 		OnEvent: func(ev runner.Event) {

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// noWorkerNote is what submit says when no live worker runs exec jobs.
+const noWorkerNote = "jobdir: no live worker runs exec jobs on this store; the job waits until one starts (\"jobdir work\")\n"
+
+// TestWorkersListsTheLiveWorkers: "jobdir workers" lists a running "jobdir
+// work" with its kinds, concurrency, process and version, and nothing once
+// it stopped; then it, "stats" and "submit" name the kind no live worker
+// runs, and "submit --require-worker" refuses to submit.
+func TestWorkersListsTheLiveWorkers(t *testing.T) {
+	dir := newStoreDir(t)
+	t.Chdir(t.TempDir())
+	r := jdOK(t, dir, "workers")
+	require.Equal(t, "No live workers. Start one with \"jobdir work\".\n", r.stdout)
+
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan int)
+	var werr bytes.Buffer
+	go func() {
+		done <- run(ctx, append(storeArgs(dir), "work", "--concurrency", "3"), strings.NewReader(""), &bytes.Buffer{}, &werr)
+	}()
+	var v workersView
+	require.Eventually(t, func() bool {
+		v = workersView{}
+		require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "workers", "--json").stdout), &v))
+		return len(v.Workers) == 1
+	}, 10*time.Second, 20*time.Millisecond, "the running worker is not listed")
+	w := v.Workers[0]
+	require.Equal(t, []string{"exec"}, w.Kinds)
+	require.Equal(t, 3, w.Concurrency)
+	require.Equal(t, version(), w.Version)
+	require.NotZero(t, w.PID)
+	require.NotNil(t, w.Running)
+	require.Empty(t, v.UnservedKinds)
+
+	r = jdOK(t, dir, "workers")
+	require.Regexp(t, `(?m)^WORKER\s+HOST\s+PID\s+KINDS\s+RUNNING\s+STARTED\s+VERSION$`, r.stdout)
+	require.Regexp(t, `(?m)^`+w.ID+`\s+\S+\s+\d+\s+exec\s+0/3\s+`, r.stdout)
+	r = jdOK(t, dir, "submit", "--require-worker", "--", "sleep", "5")
+	require.Empty(t, r.stderr, "a note although a worker runs exec jobs")
+	id := strings.TrimSpace(r.stdout)
+	require.Eventually(t, func() bool {
+		v = workersView{}
+		require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "workers", "--json").stdout), &v))
+		return len(v.Workers) == 1 && len(v.Workers[0].Running) == 1
+	}, 10*time.Second, 20*time.Millisecond, "the worker's running job is not listed")
+	require.Equal(t, []string{id}, v.Workers[0].Running)
+	jdOK(t, dir, "cancel", id)
+
+	stop()
+	require.Equal(t, 0, <-done, "jobdir work: %s", werr.String())
+	r = jdOK(t, dir, "workers", "--json")
+	require.JSONEq(t, `{"workers": [], "unserved_kinds": []}`, r.stdout)
+
+	r = jdOK(t, dir, "submit", "--", "true")
+	require.Equal(t, noWorkerNote, r.stderr)
+	r = jdOK(t, dir, "workers")
+	require.Contains(t, r.stdout, "\nNo live worker runs these kinds, whose queued jobs wait: exec\n")
+	r = jdOK(t, dir, "stats")
+	require.Contains(t, r.stdout, "\nNo live worker runs these kinds, whose queued jobs wait: exec\n")
+	var st struct {
+		UnservedKinds []string `json:"unserved_kinds"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "stats", "--json").stdout), &st))
+	require.Equal(t, []string{"exec"}, st.UnservedKinds)
+
+	r = jd(t, dir, "submit", "--require-worker", "--", "true")
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "no live worker runs exec jobs on this store, so the job was not submitted")
+	require.Empty(t, r.stdout)
+	r = jdOK(t, dir, "list", "--json")
+	require.Len(t, wireJobs(t, r.stdout), 2, "--require-worker submitted the job")
+}
