@@ -114,10 +114,16 @@ type WorkerRegistry interface {
 	Workers(ctx context.Context) ([]WorkerInfo, error)
 }
 
+// Lister lists jobs, as Client.List: what ListWorkers needs of a store
+// besides its WorkerRegistry.
+type Lister interface {
+	List(ctx context.Context, opts ListOptions) (Page, error)
+}
+
 // ListWorkers returns the live workers of c, which must be a
 // WorkerRegistry (an error wrapping errors.ErrUnsupported if not), each
 // with the jobs it runs now in Running.
-func ListWorkers(ctx context.Context, c Client) ([]WorkerInfo, error) {
+func ListWorkers(ctx context.Context, c Lister) ([]WorkerInfo, error) {
 	reg, ok := c.(WorkerRegistry)
 	if !ok {
 		return nil, fmt.Errorf("this store does not keep a list of workers: %w", errors.ErrUnsupported)

@@ -108,6 +108,12 @@ type overviewData struct {
 	Due, Scheduled, Retrying int
 	SplitPartial             bool
 	SplitBudget              int
+	// Workers counts the live workers, when WorkersKnown (the store keeps
+	// a list of them); Unserved are the kinds whose queued jobs none of
+	// them runs.
+	WorkersKnown bool
+	Workers      int
+	Unserved     []string
 }
 
 // queuedSplitBudget is how many queued jobs, the oldest first, the
@@ -151,6 +157,13 @@ func (h *Handler) overview(ctx context.Context, rng chartRange) (*overviewData, 
 	}
 	if !st.OldestQueuedAt.IsZero() {
 		d.OldestWait = ago(now.Sub(st.OldestQueuedAt))
+	}
+	if reg, ok := h.store.(jobstore.WorkerRegistry); ok {
+		ws, err := reg.Workers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d.WorkersKnown, d.Workers, d.Unserved = true, len(ws), jobstore.UnservedKinds(st, ws)
 	}
 	page, err := h.store.List(ctx, jobstore.ListOptions{States: []jobstore.State{jobstore.StateRunning}, Limit: 50, Order: jobstore.OldestFirst})
 	if err != nil {

@@ -423,6 +423,7 @@ func TestUIBrowserAccessibility(t *testing.T) {
 		{"/ui/jobs/" + running, "#log"},
 		{"/ui/jobs/" + failed, "#last-error"},
 		{"/ui/jobs/00000000000000000000000000", "#main"},
+		{"/ui/workers", "#workers"},
 	}
 	for _, scheme := range []string{"light", "dark"} {
 		for _, width := range []int64{1280, 390} {

@@ -1,0 +1,46 @@
+package webui_test
+
+import (
+	"net/http"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// TestWorkersPage: the workers page lists each live worker with its kinds
+// and the jobs it runs, links them, and warns of the kinds whose queued
+// jobs no worker runs, as the overview does.
+func TestWorkersPage(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	r := e.do("GET", "/ui/workers", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `id="no-workers"`)
+	require.Contains(t, r.body, `href="/ui/workers" aria-current="page"`)
+
+	u, err := e.store.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "mailer-1", Host: "pod-a", PID: 42, Kinds: []string{"mail"}, Concurrency: 4, Version: "v1.2"})
+	require.NoError(t, err)
+	defer u()
+	j, _, err := e.store.Submit(t.Context(), jobstore.Spec{Kind: "mail"})
+	require.NoError(t, err)
+	_, err = e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "mailer-1", Kinds: []string{"mail"}})
+	require.NoError(t, err)
+	_, _, err = e.store.Submit(t.Context(), jobstore.Spec{Kind: "resize"})
+	require.NoError(t, err)
+
+	r = e.do("GET", "/ui/workers", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Regexp(t, `<th scope="row" class="worker">mailer-1</th><td>pod-a</td><td>42</td><td>mail</td><td>1 of 4 <a class="id" href="/ui/jobs/`+j.ID+`">`, r.body)
+	require.Contains(t, r.body, "<td>v1.2</td>")
+	require.Contains(t, r.body, `<strong>1</strong> workers run <strong>1</strong> jobs of the <strong>4</strong>`)
+	require.Regexp(t, `id="unserved".*>resize<`, r.body, "the unserved kind")
+	require.NotRegexp(t, regexp.MustCompile(`id="unserved"[^\n]*>mail<`), r.body, "a served kind named unserved")
+
+	r = e.do("GET", "/ui/", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Regexp(t, `id="unserved".*>resize<`, r.body, "the overview does not warn")
+	require.Contains(t, r.body, `id="workers-count">1</a>`)
+}
