@@ -155,3 +155,41 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	}
 	return true, nil
 }
+
+// Delete deletes the finished job id, as Prune deletes a job (the record,
+// then its key file, then its lock files), whatever its age. It
+// implements jobstore.Deleter.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := jobstore.ValidateID(id); err != nil {
+		return fmt.Errorf("filestore: delete: %w", err)
+	}
+	if err := s.enter(ctx, "delete"); err != nil {
+		return err
+	}
+	// A job that finished just now has a finished_at before this.
+	cutoff := time.Now().Add(time.Hour)
+	all := func(jobstore.State) bool { return true }
+	for tries := 0; ; tries++ {
+		// The zero time makes pruneOne fsync queued/ and claimed/ first,
+		// as for a job that came to done/ after a pass's fsync.
+		ok, err := s.pruneOne(ctx, id, cutoff, all, time.Time{})
+		if err != nil {
+			return fmt.Errorf("filestore: delete %s: %w", id, err)
+		}
+		if ok {
+			return nil
+		}
+		j, err := s.get(ctx, id)
+		if err != nil {
+			return fmt.Errorf("filestore: delete %s: %w", id, err)
+		}
+		if !j.State.Terminal() {
+			return fmt.Errorf("filestore: delete %s: job is %s: %w", id, j.State, jobstore.ErrNotFinished)
+		}
+		if tries == 2 {
+			// Finished, and still not deletable: its record is not in
+			// done/ (for Fsck to repair) or cannot be read.
+			return fmt.Errorf("filestore: delete %s: the record of the finished job is not in done/; run jobdir fsck", id)
+		}
+	}
+}

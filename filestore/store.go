@@ -128,6 +128,7 @@ type Store struct {
 var (
 	_ jobstore.Store       = (*Store)(nil)
 	_ jobstore.StatePruner = (*Store)(nil)
+	_ jobstore.Deleter     = (*Store)(nil)
 	_ jobstore.WorkAwaiter = (*Store)(nil)
 )
 

@@ -27,6 +27,10 @@ var (
 	// ErrNoJob is returned by Claim when no queued job is due. The concrete
 	// error may be a *NoJobError that says when the next one is due.
 	ErrNoJob = errors.New("no job available")
+	// ErrNotFinished is returned by Deleter.Delete for a queued or
+	// running job: only a finished job is deleted. It wraps
+	// ErrInvalidTransition.
+	ErrNotFinished = fmt.Errorf("%w: only a finished job can be deleted", ErrInvalidTransition)
 	// ErrNotHeld is returned by Complete, Release and WatchCancel when the
 	// lease no longer holds the job: another attempt has started, the job
 	// was recovered from a worker presumed dead, or it already finished.

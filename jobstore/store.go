@@ -358,6 +358,17 @@ type StatePruner interface {
 	PruneStates(ctx context.Context, olderThan time.Duration, states []State) (int, error)
 }
 
+// Deleter is a Store that deletes one finished job by its ID, as Prune
+// would delete it, whatever its age: memstore, filestore and pgstore
+// implement it.
+type Deleter interface {
+	// Delete deletes the succeeded, failed or canceled job id; its key
+	// becomes free. Returns ErrNotFound if there is no such job,
+	// ErrInvalidID for a string that is not an ID, and an error wrapping
+	// ErrNotFinished for a queued or running job, which stays.
+	Delete(ctx context.Context, id string) error
+}
+
 // PruneFilter checks the states given to StatePruner.PruneStates and
 // returns whether a job in state is among them.
 func PruneFilter(states []State) (func(State) bool, error) {

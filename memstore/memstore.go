@@ -62,6 +62,7 @@ type entry struct {
 var (
 	_ jobstore.Store       = (*Store)(nil)
 	_ jobstore.StatePruner = (*Store)(nil)
+	_ jobstore.Deleter     = (*Store)(nil)
 	_ jobstore.WorkAwaiter = (*Store)(nil)
 )
 
@@ -640,5 +641,32 @@ func (s *Store) Close() error {
 	s.keys = nil
 	s.ids = nil
 	s.workers = nil
+	return nil
+}
+
+// Delete deletes the finished job id. It implements jobstore.Deleter.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := jobstore.ValidateID(id); err != nil {
+		return fmt.Errorf("memstore: delete: %w", err)
+	}
+	if err := s.lock(ctx, "delete"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	e, ok := s.jobs[id]
+	if !ok {
+		return fmt.Errorf("memstore: delete %s: %w", id, jobstore.ErrNotFound)
+	}
+	if !e.job.State.Terminal() {
+		return fmt.Errorf("memstore: delete %s: job is %s: %w", id, e.job.State, jobstore.ErrNotFinished)
+	}
+	delete(s.jobs, id)
+	if i, found := slices.BinarySearch(s.ids, id); found {
+		s.ids = slices.Delete(s.ids, i, i+1)
+	}
+	if e.job.Key != "" && s.keys[e.job.Key] == id {
+		delete(s.keys, e.job.Key)
+	}
+	close(e.changed)
 	return nil
 }

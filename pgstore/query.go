@@ -249,6 +249,29 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	}
 }
 
+// Delete deletes the finished job id, with its log. It implements
+// jobstore.Deleter.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := jobstore.ValidateID(id); err != nil {
+		return fmt.Errorf("pgstore: delete: %w", err)
+	}
+	if err := s.check(ctx, "delete"); err != nil {
+		return err
+	}
+	var state string
+	var deleted bool
+	err := s.pool.QueryRow(ctx, s.q.deleteJob, id).Scan(&state, &deleted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("pgstore: delete %s: %w", id, jobstore.ErrNotFound)
+	case err != nil:
+		return s.fail(ctx, "delete "+id, err)
+	case !deleted:
+		return fmt.Errorf("pgstore: delete %s: job is %s: %w", id, state, jobstore.ErrNotFinished)
+	}
+	return nil
+}
+
 // Ping reports whether the database answers and the store's schema is
 // there, without reading any job, so a health check's cost does not grow
 // with the store. It implements jobstore.Pinger. It returns an error

@@ -189,6 +189,9 @@ type queries struct {
 	appendLog    string
 	watch        string
 	prune        string
+	// deleteJob deletes one finished job; it returns the state of the
+	// job if there is one, and whether it deleted it.
+	deleteJob string
 	counts       string
 	compact      string
 	vacuumCounts string
@@ -390,6 +393,9 @@ func newQueries(schema string) queries {
 		SELECT id FROM ` + t + `
 		WHERE finished_at < $1 AND state = ANY($3::text[])
 		LIMIT $2)`
+	q.deleteJob = `WITH d AS (
+		DELETE FROM ` + t + ` WHERE id = $1 AND state IN ('succeeded', 'failed', 'canceled') RETURNING id)
+	SELECT j.state, EXISTS (SELECT 1 FROM d) FROM ` + t + ` j WHERE j.id = $1`
 	// counts sums the count deltas that the triggers on jobs append (see
 	// migration 0004): a table of a few rows per (kind, state) after a
 	// compaction, however many jobs there are.

@@ -105,6 +105,7 @@ var (
 	_ jobstore.Pinger      = (*Store)(nil)
 	_ jobstore.WorkAwaiter = (*Store)(nil)
 	_ jobstore.StatePruner = (*Store)(nil)
+	_ jobstore.Deleter     = (*Store)(nil)
 )
 
 // Open opens the store in the schema opts.Schema (default "jobdir") of the

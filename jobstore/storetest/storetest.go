@@ -50,6 +50,7 @@ var groups = []group{
 	{"WatchCancel", watchCancelTests},
 	{"AwaitWork", awaitWorkTests},
 	{"Prune", pruneTests},
+	{"Delete", deleteTests},
 	{"Stats", statsTests},
 	{"Close", closeTests},
 	{"Copies", copyTests},
