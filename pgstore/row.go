@@ -191,7 +191,7 @@ type queries struct {
 	prune        string
 	// deleteJob deletes one finished job; it returns the state of the
 	// job if there is one, and whether it deleted it.
-	deleteJob string
+	deleteJob    string
 	counts       string
 	compact      string
 	vacuumCounts string
