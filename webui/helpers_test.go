@@ -53,6 +53,12 @@ func newEnv(t *testing.T, opts *webui.Options) *env {
 	t.Cleanup(func() { _ = store.Close() })
 	ui, err := webui.New(store, opts)
 	require.NoError(t, err)
+	return newEnvOn(t, store, ui)
+}
+
+// newEnvOn serves ui, a Handler on store, behind a real HTTP listener.
+func newEnvOn(t *testing.T, store *memstore.Store, ui *webui.Handler) *env {
+	t.Helper()
 	srv := httptest.NewServer(ui)
 	t.Cleanup(srv.Close)
 	jar, err := cookiejar.New(nil)

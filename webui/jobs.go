@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -344,13 +345,16 @@ type jobsPage struct {
 	Budget int
 	// Query is the filter's query, for the bulk actions.
 	Query string
-	Error string
+	// CanDelete says the store deletes finished jobs one by one.
+	CanDelete bool
+	Error     string
 }
 
 func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, ferr := parseFilter(q)
 	data := jobsPage{Kind: f.Kind, Key: f.Key, Prefix: f.Prefix, Text: f.Text, Oldest: f.Order == jobstore.OldestFirst, Query: f.query().Encode(), Budget: ScanBudget}
+	_, data.CanDelete = h.store.(jobstore.Deleter)
 	for _, s := range jobstore.States() {
 		data.States = append(data.States, stateOption{Value: string(s), Selected: slices.Contains(f.States, s)})
 	}
@@ -627,6 +631,8 @@ func bulkStates(action string, f filter) ([]jobstore.State, bool) {
 		from = []jobstore.State{jobstore.StateQueued, jobstore.StateRunning}
 	case "retry":
 		from = []jobstore.State{jobstore.StateFailed, jobstore.StateCanceled}
+	case "delete":
+		from = []jobstore.State{jobstore.StateSucceeded, jobstore.StateFailed, jobstore.StateCanceled}
 	default:
 		return nil, false
 	}
@@ -661,7 +667,7 @@ func bulkFilter(q url.Values) (filter, string, error) {
 	action := q.Get("action")
 	states, ok := bulkStates(action, f)
 	if !ok {
-		return f, "", errors.New("the action is cancel or retry")
+		return f, "", errors.New("the action is cancel, retry or delete")
 	}
 	f.States = states
 	return f, action, nil
@@ -714,8 +720,22 @@ func (h *Handler) handleBulk(w http.ResponseWriter, r *http.Request) {
 	var res bulkResult
 	if len(f.States) > 0 {
 		op := h.store.Cancel
-		if action == "retry" {
+		switch action {
+		case "retry":
 			op = h.store.Retry
+		case "delete":
+			d, ok := h.store.(jobstore.Deleter)
+			if !ok {
+				h.refuse(w, r, http.StatusBadRequest, "this store cannot delete jobs one by one: prune them (jobdir prune)")
+				return
+			}
+			op = func(ctx context.Context, id string) (jobstore.Job, error) {
+				if err := d.Delete(ctx, id); err != nil {
+					return jobstore.Job{}, err
+				}
+				h.deleted(ctx, id)
+				return jobstore.Job{}, nil
+			}
 		}
 		// Acting on a job moves it out of the filter's states but not
 		// out of the cursor's order, so the scan neither skips nor
@@ -736,7 +756,7 @@ func (h *Handler) handleBulk(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	verb := map[string]string{"cancel": "Canceled", "retry": "Queued again"}[action]
+	verb := map[string]string{"cancel": "Canceled", "retry": "Queued again", "delete": "Deleted"}[action]
 	res.Message = fmt.Sprintf("%s %d jobs.", verb, res.Done)
 	if res.Skipped > 0 {
 		res.Message += fmt.Sprintf(" %d had changed state meanwhile and were left alone.", res.Skipped)
@@ -746,6 +766,16 @@ func (h *Handler) handleBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, Prefix+"jobs?"+f.query().Encode(), http.StatusSeeOther)
+}
+
+// deleted calls Options.Deleted for the deleted job id, logging its error.
+func (h *Handler) deleted(ctx context.Context, id string) {
+	if h.opts.Deleted == nil {
+		return
+	}
+	if err := h.opts.Deleted(ctx, id); err != nil {
+		h.log.LogAttrs(ctx, slog.LevelError, "cleaning up after a deleted job", slog.String("job", id), slog.String("error", err.Error()))
+	}
 }
 
 // shellQuote writes argv as a shell would read it back: each argument

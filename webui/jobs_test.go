@@ -1,6 +1,7 @@
 package webui_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
 	"github.com/jobdir/jobdir/webui"
 )
 
@@ -248,9 +250,74 @@ func TestBulkActionsCountThenAct(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, r.status)
 	n, _ = count("action=cancel")
 	require.Equal(t, 9, n)
-	r = e.act(csrf, "/ui/bulk", url.Values{"action": {"delete"}})
+	r = e.act(csrf, "/ui/bulk", url.Values{"action": {"purge"}})
 	require.Equal(t, http.StatusBadRequest, r.status)
 }
+
+// TestBulkDeleteOfFinishedJobs: the bulk delete counts and deletes only
+// the finished jobs among those the filter or the selection names, and
+// has what goes with each deleted job deleted too (Options.Deleted).
+func TestBulkDeleteOfFinishedJobs(t *testing.T) {
+	var gone []string
+	e := newEnv(t, &webui.Options{Tokens: []string{testToken}, Deleted: func(_ context.Context, id string) error {
+		gone = append(gone, id)
+		return nil
+	}})
+	csrf := e.signIn(testToken)
+	ctx := t.Context()
+	var done []string
+	for i := range 3 {
+		j, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: fmt.Sprint("d", i)})
+		require.NoError(t, err)
+		_, err = e.store.Cancel(ctx, j.ID)
+		require.NoError(t, err)
+		done = append(done, j.ID)
+	}
+	queued, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail"})
+	require.NoError(t, err)
+	require.Contains(t, e.do("GET", "/ui/jobs", nil).body, `id="selected-delete"`)
+
+	r := e.do("GET", "/ui/bulk?action=delete&job="+done[0]+"&job="+queued.ID, nil, "Jobdir-UI: 1")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.JSONEq(t, `{"count": 1, "more": false}`, r.body, "only the finished one of the selection")
+	r = e.act(csrf, "/ui/bulk", url.Values{"action": {"delete"}, "job": {done[0], queued.ID}})
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "Deleted 1 jobs.")
+	_, err = e.store.Get(ctx, done[0])
+	require.ErrorIs(t, err, jobstore.ErrNotFound)
+	_, err = e.store.Get(ctx, queued.ID)
+	require.NoError(t, err, "a queued job was deleted")
+	require.Equal(t, []string{done[0]}, gone)
+
+	r = e.act(csrf, "/ui/bulk", url.Values{"action": {"delete"}, "kind": {"mail"}})
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "Deleted 2 jobs.")
+	st, err := e.store.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Matching("", nil), "the queued job is all that is left")
+	require.ElementsMatch(t, done, gone)
+	_, created, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: "d1"})
+	require.NoError(t, err)
+	require.True(t, created, "the deleted job's key is not free")
+}
+
+// TestBulkDeleteWithoutDeleter: a store that cannot delete jobs one by
+// one shows no delete button and refuses the action.
+func TestBulkDeleteWithoutDeleter(t *testing.T) {
+	store := memstore.New(nil)
+	t.Cleanup(func() { _ = store.Close() })
+	ui, err := webui.New(plainStore{store}, &webui.Options{Tokens: []string{testToken}})
+	require.NoError(t, err)
+	e := newEnvOn(t, store, ui)
+	csrf := e.signIn(testToken)
+	require.NotContains(t, e.do("GET", "/ui/jobs", nil).body, `data-bulk="delete"`)
+	r := e.act(csrf, "/ui/bulk", url.Values{"action": {"delete"}})
+	require.Equal(t, http.StatusBadRequest, r.status, r.body)
+	require.Contains(t, r.body, "cannot delete jobs one by one")
+}
+
+// plainStore is a store with nothing but the methods of webui.Store.
+type plainStore struct{ webui.Store }
 
 func TestOverview(t *testing.T) {
 	e := newEnv(t, nil)

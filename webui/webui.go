@@ -108,6 +108,11 @@ type Options struct {
 	Poll time.Duration
 	// Logger receives server-side errors. Nil means no logging.
 	Logger *slog.Logger
+	// Deleted, when set, is called after the dashboard deleted a finished
+	// job (a store that is a jobstore.Deleter), to delete what goes with
+	// it elsewhere: `jobdir serve` removes the job's log file. An error it
+	// returns is logged; the job stays deleted.
+	Deleted func(ctx context.Context, id string) error
 }
 
 // Handler serves the dashboard under /ui/. It implements http.Handler and

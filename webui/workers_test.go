@@ -35,7 +35,7 @@ func TestWorkersPage(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Regexp(t, `<th scope="row" class="worker">mailer-1</th><td>pod-a</td><td>42</td><td>mail</td><td>1 of 4 <a class="id" href="/ui/jobs/`+j.ID+`">`, r.body)
 	require.Contains(t, r.body, "<td>v1.2</td>")
-	require.Contains(t, r.body, `<strong>1</strong> workers run <strong>1</strong> jobs of the <strong>4</strong>`)
+	require.Contains(t, r.body, `<strong>1</strong> worker runs <strong>1</strong> job of the <strong>4</strong> it may run at once.`)
 	require.Regexp(t, `id="unserved".*>resize<`, r.body, "the unserved kind")
 	require.NotRegexp(t, regexp.MustCompile(`id="unserved"[^\n]*>mail<`), r.body, "a served kind named unserved")
 

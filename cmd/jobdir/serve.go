@@ -216,8 +216,9 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 	if err != nil {
 		return usagef("%v", err)
 	}
-	ui, err := webui.New(st, &webui.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
-		ExplicitKinds: []string{execjob.Kind}, Log: srv, SecureCookie: cfg.secureCookie, Logger: a.logger(level)})
+	ui, err := webui.New(st.Store, &webui.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
+		ExplicitKinds: []string{execjob.Kind}, Log: srv, SecureCookie: cfg.secureCookie, Logger: a.logger(level),
+		Deleted: st.deleteLog})
 	if err != nil {
 		return usagef("%v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -144,6 +145,22 @@ func (s *cliStore) logDir() string {
 		return ""
 	}
 	return filepath.Join(s.file.Dir(), logsDirName)
+}
+
+// deleteLog removes the log file of the deleted job id from a file store;
+// PostgreSQL deletes a job's log with the job.
+func (s *cliStore) deleteLog(_ context.Context, id string) error {
+	if s.file == nil {
+		return nil
+	}
+	p, err := joblog.Path(s.logDir(), id)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // logs returns where the store keeps the exec jobs' output: files in the

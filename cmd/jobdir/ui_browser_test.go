@@ -354,6 +354,11 @@ func TestUIScreenshotsForDocs(t *testing.T) {
 	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "ui-job.png"), png, 0o644))
+
+	do(t, ctx, chromedp.Navigate(srv.url+"/ui/workers"), chromedp.WaitVisible("#workers"))
+	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "ui-workers.png"), png, 0o644))
 	runBin(t, dir, wd, "cancel", build)
 	runBin(t, dir, wd, "cancel", other)
 	worker.stop(t)
@@ -474,7 +479,8 @@ func checkAxe(t *testing.T, ctx context.Context, axe []byte, page string) {
 
 // TestUIBrowserActOnSelectedJobs: rows checked in the jobs table stay
 // checked through the live updates, and the action on the selected jobs
-// cancels those and no other.
+// cancels those and no other; the delete of the selected jobs deletes the
+// finished ones among them, with their logs, and no other.
 func TestUIBrowserActOnSelectedJobs(t *testing.T) {
 	dir, wd := newStoreDir(t), t.TempDir()
 	srv := uiServer(t, dir, wd)
@@ -501,4 +507,23 @@ func TestUIBrowserActOnSelectedJobs(t *testing.T) {
 	require.Equal(t, jobstore.StateCanceled, getJob(t, dir, ids[0]).State)
 	require.Equal(t, jobstore.StateCanceled, getJob(t, dir, ids[1]).State)
 	require.Equal(t, jobstore.StateQueued, getJob(t, dir, ids[2]).State)
+
+	// Delete the selected finished jobs: of a canceled job (with a log)
+	// and a queued one, only the canceled one goes, with its log.
+	logFile := filepath.Join(dir, logsDirName, ids[0]+".log")
+	require.NoError(t, os.MkdirAll(filepath.Dir(logFile), 0o700))
+	require.NoError(t, os.WriteFile(logFile, []byte("output\n"), 0o600))
+	evalJS[chromedp.Void](t, ctx, "document.querySelectorAll('input.select:checked').forEach(c => c.click())")
+	for _, id := range []string{ids[0], ids[2]} {
+		do(t, ctx, chromedp.Click(fmt.Sprintf(`input.select[value="%s"]`, id)))
+	}
+	evalJS[chromedp.Void](t, ctx, "window.confirm = (q) => { window.asked = q; return true }")
+	do(t, ctx, chromedp.Click("#selected-delete"))
+	waitJS(t, ctx, `document.querySelector('#status').textContent.includes('Deleted 1 jobs.')`)
+	require.Equal(t, "Delete 1 selected finished jobs for good, with their logs?", evalJS[string](t, ctx, "window.asked"))
+	r := runBin(t, dir, wd, "get", ids[0])
+	require.Equal(t, exitError, r.code, "the deleted job is still there: %s", r)
+	require.NoFileExists(t, logFile, "the deleted job's log is still there")
+	require.Equal(t, jobstore.StateQueued, getJob(t, dir, ids[2]).State)
+	require.Equal(t, jobstore.StateCanceled, getJob(t, dir, ids[1]).State, "a job that was not selected")
 }

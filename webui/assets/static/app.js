@@ -149,14 +149,19 @@
       selectedIDs().forEach(function (id) { q.append('job', id); });
     }
     var which = b.hasAttribute('data-selected') ? 'selected' : 'matching';
+    var words = {
+      cancel: { none: 'canceled', verb: 'Cancel', after: '' },
+      retry: { none: 'retried', verb: 'Retry', after: '' },
+      delete: { none: 'deleted (only finished jobs are)', verb: 'Delete', after: ' for good, with their logs' }
+    }[action];
     send('GET', base + 'bulk?' + q.toString()).then(function (c) {
       if (c.count === 0) {
-        say(action === 'cancel' ? 'No ' + which + ' job can be canceled.' : 'No ' + which + ' job can be retried.');
+        say('No ' + which + ' job can be ' + words.none + '.');
         return;
       }
       var n = c.more ? c.count + ' (the first ones: repeat the action for the rest)' : String(c.count);
-      var verb = action === 'cancel' ? 'Cancel' : 'Retry';
-      if (!window.confirm(verb + ' ' + n + ' ' + which + ' jobs?')) return;
+      var finished = action === 'delete' ? ' finished' : '';
+      if (!window.confirm(words.verb + ' ' + n + ' ' + which + finished + ' jobs' + words.after + '?')) return;
       return send('POST', base + 'bulk', q).then(function (res) {
         say(res.message);
         return refresh();
