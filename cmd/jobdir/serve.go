@@ -125,6 +125,9 @@ process handed to it.`,
 					"listen on a Unix socket only you can open (--addr unix:PATH), or use a token; "+
 					"--insecure-any-local-user-runs-programs accepts the risk", addr)
 			}
+			if wf.otel && workers == 0 {
+				return usagef("--otel traces the attempts of this process's workers: give --work N too")
+			}
 			if anyLocalUser && !(noAuth && allowExec) {
 				return usagef("--insecure-any-local-user-runs-programs is only for --insecure-no-auth with --allow-kind exec")
 			}
@@ -242,6 +245,12 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		if !cfg.wf.quiet {
 			a.sayContainment(log, contained)
 		}
+		stopTracing, err := cfg.wf.startTracing(ctx, log)
+		if err != nil {
+			return err
+		}
+		// Run at return, after wg.Wait below: after the workers' last spans.
+		defer stopTracing()
 		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, runner.FeedMetrics(srv))
 		srv.KnownKinds(r.Kinds()...)
 		wg.Go(func() {

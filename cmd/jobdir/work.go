@@ -33,6 +33,10 @@ type workerFlags struct {
 	// groupAccess is the global --group-access, which also sets the
 	// permissions of the job logs.
 	groupAccess bool
+	// otel is --otel; tracing is its middleware, once started (see
+	// startTracing).
+	otel    bool
+	tracing runner.Middleware
 }
 
 func (wf *workerFlags) register(cmd *cobra.Command) {
@@ -45,6 +49,8 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 	durationVar(f, &wf.jobTimeout, "job-timeout", 0, "stop attempts of jobs without a --timeout of their own after this long (default: no limit)")
 	f.BoolVarP(&wf.quiet, "quiet", "q", false, "do not print a line per job started and finished")
 	f.BoolVar(&wf.cleanEnv, "clean-env", false, "give programs only PATH, HOME, LANG, TZ and USER of this process's environment (and their own env)")
+	f.BoolVar(&wf.otel, "otel", false,
+		"trace each attempt with OpenTelemetry, sent by OTLP over HTTP where OTEL_EXPORTER_OTLP_ENDPOINT says (default http://localhost:4318)")
 	f.StringVar(&wf.containment, "containment", "auto",
 		"how each job's processes are kept together: auto (a cgroup v2 per job where this process may make one, else a supervisor), cgroup (require a cgroup), or supervisor (never a cgroup)")
 }
@@ -81,8 +87,27 @@ func (a *app) sayContainment(log *slog.Logger, info execjob.ContainmentInfo) {
 // newRunner returns a runner of exec jobs run by h on st with concurrency
 // slots, reporting to log (unless quiet) and to observe (if not nil).
 // With json, log gets each event as a record; else a line for people.
+// startTracing starts the tracing of --otel, if given, and returns what
+// stops it (a no-op without --otel).
+func (wf *workerFlags) startTracing(ctx context.Context, log *slog.Logger) (func(), error) {
+	if !wf.otel {
+		return func() {}, nil
+	}
+	mw, stop, err := startTracing(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	wf.tracing = mw
+	return stop, nil
+}
+
 func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency int, log *slog.Logger, json bool, observe func(runner.Event)) *runner.Runner {
+	var mws []runner.Middleware
+	if wf.tracing != nil {
+		mws = append(mws, wf.tracing)
+	}
 	r := runner.New(st.Store, &runner.Options{
+		Middleware:    mws,
 		Concurrency:   concurrency,
 		Version:       version(),
 		ShutdownGrace: wf.shutdownGrace,
@@ -229,6 +254,11 @@ may write its schema chooses the programs its workers run.`,
 					return err
 				}
 				log := a.logger(slog.LevelInfo)
+				stopTracing, err := wf.startTracing(ctx, log)
+				if err != nil {
+					return err
+				}
+				defer stopTracing()
 				var feed func(runner.Event)
 				var metrics *http.Server
 				if metricsAddr != "" {
