@@ -180,3 +180,25 @@ func ExampleWithSubmitMiddleware() {
 	// submitted email.send priority 0 created true
 	// submitted email.send priority 0 created false
 }
+
+// A program that would rather fail than queue a job nobody runs submits
+// through RequireWorker.
+func ExampleRequireWorker() {
+	ctx := context.Background()
+	store := memstore.New(nil)
+	defer store.Close()
+	client, err := jobstore.WithSubmitMiddleware(store, jobstore.RequireWorker(store))
+	if err != nil {
+		panic(err)
+	}
+	_, _, err = client.Submit(ctx, jobstore.Spec{Kind: "email.send"})
+	fmt.Println(errors.Is(err, jobstore.ErrNoWorker))
+
+	unregister, _ := store.RegisterWorker(ctx, jobstore.WorkerInfo{ID: "mailer-1", Kinds: []string{"email.send"}, Concurrency: 4})
+	defer unregister()
+	_, created, err := client.Submit(ctx, jobstore.Spec{Kind: "email.send"})
+	fmt.Println(created, err)
+	// Output:
+	// true
+	// true <nil>
+}

@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// ErrNoWorker is returned by the submits of RequireWorker for a kind that
+// no live worker runs.
+var ErrNoWorker = errors.New("no live worker runs this kind")
+
 // ErrWorkerExists is returned by WorkerRegistry.RegisterWorker when a live
 // worker is already registered under the same ID.
 var ErrWorkerExists = errors.New("a live worker already has this name")
@@ -93,6 +97,11 @@ func (info WorkerInfo) Serves(kind string) bool {
 	return slices.Contains(info.Kinds, kind)
 }
 
+// AnyServes reports whether one of workers claims jobs of kind.
+func AnyServes(workers []WorkerInfo, kind string) bool {
+	return slices.ContainsFunc(workers, func(w WorkerInfo) bool { return w.Serves(kind) })
+}
+
 // WorkerRegistry is a Store that knows which workers are alive: memstore,
 // filestore and pgstore implement it. A worker registers itself while it
 // runs and is listed until it unregisters, its store is closed, or its
@@ -165,7 +174,7 @@ func UnservedKinds(stats Stats, workers []WorkerInfo) []string {
 		if counts[StateQueued] == 0 {
 			continue
 		}
-		if !slices.ContainsFunc(workers, func(w WorkerInfo) bool { return w.Serves(kind) }) {
+		if !AnyServes(workers, kind) {
 			out = append(out, kind)
 		}
 	}
@@ -181,4 +190,30 @@ func SortWorkers(ws []WorkerInfo) {
 		}
 		return a.StartedAt.Compare(b.StartedAt)
 	})
+}
+
+// RequireWorker is a SubmitMiddleware (see WithSubmitMiddleware) that
+// refuses, before anything is submitted, a Submit or SubmitBatch with a
+// spec whose kind no live worker of reg runs, with an error wrapping
+// ErrNoWorker that names the kind: for a program that would rather fail
+// than queue a job nobody will run. The check and the submit are not one
+// step: a worker that stops just after the check leaves the job queued.
+func RequireWorker(reg WorkerRegistry) SubmitMiddleware {
+	return func(next SubmitFunc) SubmitFunc {
+		return func(ctx context.Context, specs []Spec) ([]Submitted, error) {
+			ws, err := reg.Workers(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for i, spec := range specs {
+				if !AnyServes(ws, spec.Kind) {
+					if len(specs) == 1 {
+						return nil, fmt.Errorf("kind %q: %w", spec.Kind, ErrNoWorker)
+					}
+					return nil, fmt.Errorf("spec %d: kind %q: %w", i, spec.Kind, ErrNoWorker)
+				}
+			}
+			return next(ctx, specs)
+		}
+	}
 }

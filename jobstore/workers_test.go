@@ -55,3 +55,29 @@ func TestListWorkersNeedsARegistry(t *testing.T) {
 	_, err := jobstore.ListWorkers(t.Context(), notRegistry{memstore.New(nil)})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
+
+// TestRequireWorker: submits of a kind no live worker runs are refused,
+// before anything is submitted, batches too; those of a served kind go
+// through.
+func TestRequireWorker(t *testing.T) {
+	s := memstore.New(nil)
+	t.Cleanup(func() { _ = s.Close() })
+	c, err := jobstore.WithSubmitMiddleware(s, jobstore.RequireWorker(s))
+	require.NoError(t, err)
+	_, _, err = c.Submit(t.Context(), jobstore.Spec{Kind: "mail"})
+	require.ErrorIs(t, err, jobstore.ErrNoWorker)
+	require.Contains(t, err.Error(), `kind "mail"`)
+
+	u, err := s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "w", Kinds: []string{"mail"}, Concurrency: 1})
+	require.NoError(t, err)
+	defer u()
+	_, created, err := c.Submit(t.Context(), jobstore.Spec{Kind: "mail"})
+	require.NoError(t, err)
+	require.True(t, created)
+	_, err = c.SubmitBatch(t.Context(), []jobstore.Spec{{Kind: "mail"}, {Kind: "resize"}})
+	require.ErrorIs(t, err, jobstore.ErrNoWorker)
+	require.Contains(t, err.Error(), `spec 1: kind "resize"`)
+	st, err := s.Stats(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Counts[jobstore.StateQueued], "a refused batch submitted some of its jobs")
+}

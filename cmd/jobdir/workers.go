@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -75,7 +74,7 @@ func kindServed(ctx context.Context, store jobstore.Store, kind string) (bool, e
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(ws, func(w jobstore.WorkerInfo) bool { return w.Serves(kind) }), nil
+	return jobstore.AnyServes(ws, kind), nil
 }
 
 // printWorkers writes v for people.
