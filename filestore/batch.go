@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // batchWriters is how many goroutines of one SubmitBatch write records at
@@ -46,7 +47,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 	if err := s.enter(ctx, "submit batch"); err != nil {
 		return nil, err
 	}
-	if err := jobstore.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
+	if err := storekit.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
 		return nil, fmt.Errorf("filestore: submit batch: %w", err)
 	}
 	out := make([]jobstore.Submitted, len(specs))

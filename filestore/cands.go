@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // candIndex is the claim candidate set: every job believed to be queued,
@@ -216,7 +217,7 @@ func (x *candIndex) nextRunAt(now time.Time) time.Time {
 }
 
 func claimsBefore(a, b candItem) bool {
-	return jobstore.ClaimOrder(
+	return storekit.ClaimOrder(
 		jobstore.Job{ID: a.id, Priority: a.c.priority, RunAt: a.c.runAt},
 		jobstore.Job{ID: b.id, Priority: b.c.priority, RunAt: b.c.runAt})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // TestCandIndexMatchesBruteForce checks the heaps against a plain scan of
@@ -42,7 +43,7 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 				continue
 			}
 			j := jobstore.Job{ID: id, Priority: c.priority, RunAt: c.runAt}
-			if best.ID == "" || jobstore.ClaimOrder(j, best) {
+			if best.ID == "" || storekit.ClaimOrder(j, best) {
 				best = j
 			}
 		}

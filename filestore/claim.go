@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Claim hands the most urgent due queued job that req accepts to
@@ -38,7 +39,7 @@ var _ jobstore.BatchClaimer = (*Store)(nil)
 // job could be claimed. It returns an error only when it claimed no job:
 // one wrapping ErrNoJob when none is due.
 func (s *Store) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max int) ([]jobstore.Job, error) {
-	if err := jobstore.ValidateClaimBatch(max); err != nil {
+	if err := storekit.ValidateClaimBatch(max); err != nil {
 		return nil, fmt.Errorf("filestore: claim batch: %w", err)
 	}
 	return s.claim(ctx, req, max)
@@ -247,9 +248,9 @@ func (r *claimRun) done() bool {
 func (r *claimRun) result() []jobstore.Job {
 	slices.SortFunc(r.jobs, func(a, b jobstore.Job) int {
 		switch {
-		case jobstore.ClaimOrder(a, b):
+		case storekit.ClaimOrder(a, b):
 			return -1
-		case jobstore.ClaimOrder(b, a):
+		case storekit.ClaimOrder(b, a):
 			return 1
 		}
 		return 0
@@ -399,7 +400,7 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 		s.mu.Unlock()
 		return jobstore.Job{}, false, nil
 	}
-	j, err := jobstore.ApplyClaim(rec.Job, req.Worker, now)
+	j, err := storekit.ApplyClaim(rec.Job, req.Worker, now)
 	if err != nil {
 		return jobstore.Job{}, false, err
 	}

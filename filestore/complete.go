@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Complete ends the attempt that lease holds with outcome o. Only the
@@ -50,7 +51,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w: job %s is %s, attempt %d by %q",
 			jobstore.ErrNotHeld, lease.ID, rec.Job.State, rec.Job.Attempt, rec.Job.Worker)
 	}
-	j, err := jobstore.ApplyOutcome(rec.Job, lease, o, time.Now(), s.opts.Backoff)
+	j, err := storekit.ApplyOutcome(rec.Job, lease, o, time.Now(), s.opts.Backoff)
 	if err != nil {
 		unlock()
 		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // The fuzz tests run their seeds, and the corpora under testdata/fuzz, as
@@ -37,13 +38,13 @@ func recordSeeds(t testing.TB) [][]byte {
 		seeds = append(seeds, data)
 	}
 	add(envelope{Rev: 1, Job: j})
-	r, err := jobstore.ApplyClaim(j, "host-1-4242", now.Add(time.Second))
+	r, err := storekit.ApplyClaim(j, "host-1-4242", now.Add(time.Second))
 	require.NoError(t, err)
 	add(envelope{Rev: 2, Job: r})
-	done, err := jobstore.ApplyOutcome(r, r.Lease(), jobstore.Succeeded([]byte(`{"sent":true}`)), now.Add(2*time.Second), nil)
+	done, err := storekit.ApplyOutcome(r, r.Lease(), jobstore.Succeeded([]byte(`{"sent":true}`)), now.Add(2*time.Second), nil)
 	require.NoError(t, err)
 	add(envelope{Rev: 3, Job: done})
-	failed, err := jobstore.ApplyOutcome(r, r.Lease(), jobstore.Outcome{Error: "smtp: 421 \"try later\"\n\x01", Permanent: true}, now.Add(2*time.Second), nil)
+	failed, err := storekit.ApplyOutcome(r, r.Lease(), jobstore.Outcome{Error: "smtp: 421 \"try later\"\n\x01", Permanent: true}, now.Add(2*time.Second), nil)
 	require.NoError(t, err)
 	add(envelope{Rev: 3, Job: failed})
 

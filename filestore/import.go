@@ -7,6 +7,7 @@ import (
 	"io/fs"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 var _ jobstore.Importer = (*Store)(nil)
@@ -21,7 +22,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 	if err := s.enter(ctx, "import"); err != nil {
 		return 0, err
 	}
-	if err := jobstore.ValidateImports(jobs, s.opts.MaxPayload); err != nil {
+	if err := storekit.ValidateImports(jobs, s.opts.MaxPayload); err != nil {
 		return 0, fmt.Errorf("filestore: import: %w", err)
 	}
 	n := 0

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Prune deletes terminal jobs that finished more than olderThan ago. It
@@ -31,7 +32,7 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	if olderThan < 0 {
 		return 0, fmt.Errorf("filestore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
 	}
-	inStates, err := jobstore.PruneFilter(states)
+	inStates, err := storekit.PruneFilter(states)
 	if err != nil {
 		return 0, fmt.Errorf("filestore: prune: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Get reads job id from disk. It takes no lock: a process stopped while it
@@ -305,7 +306,7 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 		})
 		ids = slices.Values(all)
 	}
-	page := jobstore.NewPageBuilder(opts)
+	page := storekit.NewPageBuilder(opts)
 	last := ""
 	for l := range ids {
 		if l.id == last {

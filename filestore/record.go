@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // The state directories. A record lives in the directory of its state
@@ -274,7 +275,7 @@ func (s *Store) applyClaimNote(rec *record) {
 	}
 	// The job was due when it was claimed; ApplyClaim checks that against
 	// the claim's own time.
-	if j, err := jobstore.ApplyClaim(rec.Job, n.Worker, n.ClaimedAt); err == nil {
+	if j, err := storekit.ApplyClaim(rec.Job, n.Worker, n.ClaimedAt); err == nil {
 		rec.Job = j
 	}
 }

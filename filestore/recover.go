@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // recoverDead looks at every job in claimed/ (the running set, not the
@@ -86,7 +87,7 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 		if !repair {
 			return prob, nil
 		}
-		j, err := jobstore.ApplyRecover(rec.Job, time.Now())
+		j, err := storekit.ApplyRecover(rec.Job, time.Now())
 		if err != nil {
 			return nil, err
 		}
@@ -109,9 +110,9 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 		}
 		now := time.Now()
 		// It was due when it was claimed, whatever the clock says now.
-		j, err := jobstore.ApplyClaim(rec.Job, lostWorker, maxTime(now, rec.Job.RunAt))
+		j, err := storekit.ApplyClaim(rec.Job, lostWorker, maxTime(now, rec.Job.RunAt))
 		if err == nil {
-			j, err = jobstore.ApplyRecover(j, now)
+			j, err = storekit.ApplyRecover(j, now)
 		}
 		if err != nil {
 			return nil, err

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Release gives back the attempt that lease holds without an outcome, as
-// a dead worker's would be (see jobstore.ApplyRelease): the attempt
+// a dead worker's would be (see storekit.ApplyRelease): the attempt
 // counts, and the job is queued again due now or fails if its attempts
 // are used up. Like Complete, only the process that claimed the job can
 // release it.
@@ -62,7 +63,7 @@ func (s *Store) giveBack(ctx context.Context, lease jobstore.Lease, lp string, h
 		return jobstore.Job{}, fmt.Errorf("filestore: release: %w: job %s is %s, attempt %d by %q",
 			jobstore.ErrNotHeld, lease.ID, rec.Job.State, rec.Job.Attempt, rec.Job.Worker)
 	}
-	j, err := jobstore.ApplyRelease(rec.Job, lease, time.Now())
+	j, err := storekit.ApplyRelease(rec.Job, lease, time.Now())
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: release: %w", err)
 	}

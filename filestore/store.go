@@ -16,6 +16,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/gofrs/flock"
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Store is a jobstore.Store kept in a directory that any number of
@@ -92,7 +93,7 @@ type Store struct {
 	// claimable; signals counts that, and what the latest Claim that
 	// found nothing saw (see AwaitWork).
 	work    chan struct{}
-	signals jobstore.WorkCount
+	signals storekit.WorkCount
 	// busyRetry, when set, is when AwaitWork returns because the last
 	// Claim that found nothing skipped a due job whose lease was held:
 	// the holder's release makes no event (see leaseRetry).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Cancel cancels job id. A queued job's canceled record is written into
@@ -15,14 +16,14 @@ import (
 // worker's WatchCancel, in whatever process, sees the rewrite.
 func (s *Store) Cancel(ctx context.Context, id string) (jobstore.Job, error) {
 	return s.update(ctx, "cancel", id, func(j jobstore.Job) (jobstore.Job, bool, error) {
-		return jobstore.ApplyCancel(j, time.Now())
+		return storekit.ApplyCancel(j, time.Now())
 	})
 }
 
 // Retry queues a failed or canceled job again, due now.
 func (s *Store) Retry(ctx context.Context, id string) (jobstore.Job, error) {
 	return s.update(ctx, "retry", id, func(j jobstore.Job) (jobstore.Job, bool, error) {
-		j, err := jobstore.ApplyRetry(j, time.Now())
+		j, err := storekit.ApplyRetry(j, time.Now())
 		return j, err == nil, err
 	})
 }

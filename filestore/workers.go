@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 var _ jobstore.WorkerRegistry = (*Store)(nil)
@@ -231,7 +232,7 @@ func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
 			ws = append(ws, info)
 		}
 	}
-	jobstore.SortWorkers(ws)
+	storekit.SortWorkers(ws)
 	return ws, nil
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/jobdir/jobdir/joblog"
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Defaults of Options.
@@ -661,7 +662,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 // does not: the budget then bounds the response, if not the store's own
 // memory.
 func enforceByteBudget(page jobstore.Page, opts jobstore.ListOptions) jobstore.Page {
-	b := jobstore.NewPageBuilder(jobstore.ListOptions{MaxBytes: opts.MaxBytes})
+	b := storekit.NewPageBuilder(jobstore.ListOptions{MaxBytes: opts.MaxBytes})
 	for _, j := range page.Jobs {
 		if !b.Add(j) {
 			cut := b.Page()

@@ -2,7 +2,6 @@ package jobstore
 
 import (
 	"context"
-	"fmt"
 )
 
 // MaxClaimBatch is the most jobs one ClaimBatch takes.
@@ -21,12 +20,4 @@ type BatchClaimer interface {
 	// a *NoJobError) when no job is due, and one wrapping ErrInvalidInput
 	// when max is not between 1 and MaxClaimBatch.
 	ClaimBatch(ctx context.Context, req ClaimRequest, max int) ([]Job, error)
-}
-
-// ValidateClaimBatch checks the max of a ClaimBatch.
-func ValidateClaimBatch(max int) error {
-	if max < 1 || max > MaxClaimBatch {
-		return fmt.Errorf("%w: a claim batch of %d jobs: want 1 to %d", ErrInvalidInput, max, MaxClaimBatch)
-	}
-	return nil
 }

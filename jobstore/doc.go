@@ -7,7 +7,10 @@
 // PostgreSQL schema, for many machines) and filestore (a
 // directory shared by several processes). Their common behaviour is specified
 // once, by the conformance suite in jobstore/storetest, and the runner package
-// executes jobs from any Store.
+// executes jobs from any Store. What only a store's implementation needs
+// (the state changes, the claim order, page building, the validation of
+// a store's inputs) is in jobstore/storekit, so that this package holds
+// what a user of a store calls.
 //
 // # The life of a job
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 	"github.com/jobdir/jobdir/memstore"
 )
 
@@ -70,19 +71,19 @@ func ExampleApplyOutcome() {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	job := jobstore.NewJob(jobstore.Spec{Kind: "email.send", MaxAttempts: 2}, now)
 
-	job, _ = jobstore.ApplyClaim(job, "worker-1", now)
+	job, _ = storekit.ApplyClaim(job, "worker-1", now)
 	lease := job.Lease()
 	fmt.Println(job.State, "attempt", job.Attempt)
 
-	job, _ = jobstore.ApplyOutcome(job, lease, jobstore.Outcome{Error: "smtp timeout", RetryAfter: time.Minute}, now, nil)
+	job, _ = storekit.ApplyOutcome(job, lease, jobstore.Outcome{Error: "smtp timeout", RetryAfter: time.Minute}, now, nil)
 	fmt.Println(job.State, "due", job.RunAt.Sub(now), "last error:", job.LastError)
 
 	// The first attempt's lease no longer holds the job.
-	_, err := jobstore.ApplyOutcome(job, lease, jobstore.Succeeded(nil), now, nil)
+	_, err := storekit.ApplyOutcome(job, lease, jobstore.Succeeded(nil), now, nil)
 	fmt.Println(errors.Is(err, jobstore.ErrNotHeld))
 
-	job, _ = jobstore.ApplyClaim(job, "worker-2", now.Add(time.Minute))
-	job, _ = jobstore.ApplyOutcome(job, job.Lease(), jobstore.Outcome{Error: "smtp timeout"}, now.Add(time.Minute), nil)
+	job, _ = storekit.ApplyClaim(job, "worker-2", now.Add(time.Minute))
+	job, _ = storekit.ApplyOutcome(job, job.Lease(), jobstore.Outcome{Error: "smtp timeout"}, now.Add(time.Minute), nil)
 	fmt.Println(job.State, "after attempt", job.Attempt, "of", job.MaxAttempts)
 	// Output:
 	// running attempt 1

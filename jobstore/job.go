@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jobdir/jobdir/internal/clip"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -123,7 +124,7 @@ func (e AttemptEnd) Counted() bool { return e != EndInterrupted }
 // CountedAttempts returns the attempts of j that count against its limit
 // (used), the limit as it was set (limit), and how many attempts did not
 // count (interrupted: a worker shut down during them, and each raised
-// MaxAttempts by one, see ApplyOutcome), as a person should read them:
+// MaxAttempts by one, see storekit.ApplyOutcome), as a person should read them:
 // a job of 3 attempts whose first was interrupted has used 0 of 3, not 1
 // of 4. The interrupted attempts are those of History, so the figures are
 // exact while the job has had at most MaxHistory attempts; past that, the
@@ -152,17 +153,6 @@ type AttemptRecord struct {
 	// Error is the attempt's error, at most MaxHistoryErrorLen bytes; empty
 	// for a success.
 	Error string `json:"error,omitempty"`
-}
-
-// appendHistory returns h with r added at the end and the oldest entries
-// dropped beyond MaxHistory. It never writes to h's array, which other
-// copies of the job may share.
-func appendHistory(h []AttemptRecord, r AttemptRecord) []AttemptRecord {
-	if drop := len(h) + 1 - MaxHistory; drop > 0 {
-		h = h[drop:]
-	}
-	out := make([]AttemptRecord, 0, len(h)+1)
-	return append(append(out, h...), r)
 }
 
 // Lease identifies one attempt of a job by one worker. Complete and
@@ -314,11 +304,11 @@ func NewID(t time.Time) string {
 // name.
 func ValidateID(id string) error {
 	if len(id) != ulid.EncodedSize {
-		return fmt.Errorf("%w: %q: want %d characters", ErrInvalidID, truncate(id, 64), ulid.EncodedSize)
+		return fmt.Errorf("%w: %q: want %d characters", ErrInvalidID, clip.String(id, 64), ulid.EncodedSize)
 	}
 	for i := 0; i < len(id); i++ {
 		if !isCrockford(id[i]) {
-			return fmt.Errorf("%w: %q: character %d is not Crockford base32", ErrInvalidID, truncate(id, 64), i)
+			return fmt.Errorf("%w: %q: character %d is not Crockford base32", ErrInvalidID, clip.String(id, 64), i)
 		}
 	}
 	if id[0] > '7' { // the first character holds only 3 bits
@@ -350,7 +340,7 @@ func ValidateKind(kind string) error {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 			c == '.' || c == '_' || c == ':' || c == '/' || c == '-'
 		if !ok {
-			return fmt.Errorf("%w: kind %q: only letters, digits and ._:/- are allowed", ErrInvalidInput, truncate(kind, 64))
+			return fmt.Errorf("%w: kind %q: only letters, digits and ._:/- are allowed", ErrInvalidInput, clip.String(kind, 64))
 		}
 	}
 	return nil
@@ -400,15 +390,5 @@ func ValidatePayload(p json.RawMessage, maxPayload int) error {
 // TruncateError shortens an error message to MaxErrorLen bytes, keeping
 // valid UTF-8.
 func TruncateError(msg string) string {
-	return truncate(msg, MaxErrorLen)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return clip.String(msg, MaxErrorLen)
 }

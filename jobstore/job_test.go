@@ -355,3 +355,14 @@ func FuzzValidateKey(f *testing.F) {
 		}
 	})
 }
+
+func TestJobSizeCountsTheVariableFields(t *testing.T) {
+	base := jobstore.Job{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Kind: "k"}.Size()
+	j := jobstore.Job{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Kind: "k", Payload: json.RawMessage(`"abc"`),
+		Result: json.RawMessage(`[1]`), LastError: "boom", Key: "key", Worker: "w1"}
+	require.Equal(t, base+5+3+4+3+2, j.Size())
+	// The bound holds for the JSON form, whatever the fields hold.
+	data, err := json.Marshal(j)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(data), j.Size())
+}

@@ -3,7 +3,6 @@ package jobstore
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 )
@@ -120,7 +119,7 @@ type Worker interface {
 	// failed with attempts left; failed if not, or if o.Permanent; canceled
 	// if it failed after Cancel was requested; queued again due now, the
 	// attempt not counted, if o.Interrupted. The attempt is added to the
-	// job's History (see ApplyOutcome). Returns ErrNotHeld if lease no
+	// job's History (see storekit.ApplyOutcome). Returns ErrNotHeld if lease no
 	// longer holds the job.
 	Complete(ctx context.Context, lease Lease, o Outcome) (Job, error)
 
@@ -128,7 +127,7 @@ type Worker interface {
 	// outcome, as a dead worker's would be given back: the attempt counts
 	// (its history says EndWorkerLost) and the job is queued again due now,
 	// or failed if its attempts are used up (canceled if Cancel was
-	// requested), exactly as recovery would do (see ApplyRelease). A worker
+	// requested), exactly as recovery would do (see storekit.ApplyRelease). A worker
 	// calls it when it cannot record an outcome, so that the job does not
 	// stay running for as long as the worker lives. It is fenced by the
 	// lease like Complete. Returns ErrNotHeld if lease no longer holds the
@@ -163,20 +162,6 @@ type Submitted struct {
 
 // MaxBatch is the most specs one SubmitBatch takes.
 const MaxBatch = 10000
-
-// ValidateBatch checks a SubmitBatch's specs: at most MaxBatch, each valid
-// for Spec.Validate(maxPayload). Its error names the first bad index.
-func ValidateBatch(specs []Spec, maxPayload int) error {
-	if len(specs) > MaxBatch {
-		return fmt.Errorf("%w: batch of %d specs, more than %d", ErrInvalidInput, len(specs), MaxBatch)
-	}
-	for i, spec := range specs {
-		if err := spec.Validate(maxPayload); err != nil {
-			return fmt.Errorf("spec %d: %w", i, err)
-		}
-	}
-	return nil
-}
 
 // ClaimRequest says who claims and what it can run.
 type ClaimRequest struct {
@@ -367,17 +352,6 @@ type Deleter interface {
 	// ErrInvalidID for a string that is not an ID, and an error wrapping
 	// ErrNotFinished for a queued or running job, which stays.
 	Delete(ctx context.Context, id string) error
-}
-
-// PruneFilter checks the states given to StatePruner.PruneStates and
-// returns whether a job in state is among them.
-func PruneFilter(states []State) (func(State) bool, error) {
-	for _, st := range states {
-		if !st.Terminal() {
-			return nil, fmt.Errorf("%w: state %q: only finished (succeeded, failed, canceled) jobs are pruned", ErrInvalidInput, st)
-		}
-	}
-	return func(st State) bool { return len(states) == 0 || slices.Contains(states, st) }, nil
 }
 
 // Matching returns how many of the jobs s counts are in one of states (any

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -180,16 +179,6 @@ func UnservedKinds(stats Stats, workers []WorkerInfo) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// SortWorkers sorts ws by ID, then by StartedAt. Registries use it.
-func SortWorkers(ws []WorkerInfo) {
-	slices.SortFunc(ws, func(a, b WorkerInfo) int {
-		if c := strings.Compare(a.ID, b.ID); c != 0 {
-			return c
-		}
-		return a.StartedAt.Compare(b.StartedAt)
-	})
 }
 
 // RequireWorker is a SubmitMiddleware (see WithSubmitMiddleware) that

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 var _ jobstore.BatchClaimer = (*Store)(nil)
@@ -13,7 +14,7 @@ var _ jobstore.BatchClaimer = (*Store)(nil)
 // them in claim order; it lets the runner's batch claims be tested without
 // a database.
 func (s *Store) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max int) ([]jobstore.Job, error) {
-	if err := jobstore.ValidateClaimBatch(max); err != nil {
+	if err := storekit.ValidateClaimBatch(max); err != nil {
 		return nil, fmt.Errorf("memstore: claim batch: %w", err)
 	}
 	var jobs []jobstore.Job

@@ -8,7 +8,7 @@
 // # Guarantees
 //
 // A Store is safe for concurrent use by goroutines. Every state change goes
-// through the jobstore.Apply* functions, so memstore follows exactly the
+// through the storekit.Apply* functions, so memstore follows exactly the
 // rules that every other store follows. Jobs handed in and handed out are
 // copies: mutating a Job's Payload or Result after Submit, or after a method
 // returns it, does not change the store.

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 var _ jobstore.Importer = (*Store)(nil)
@@ -14,7 +15,7 @@ var _ jobstore.Importer = (*Store)(nil)
 // field, as jobstore.Importer says; a job whose ID is here already is left
 // alone.
 func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
-	if err := jobstore.ValidateImports(jobs, s.maxPayload); err != nil {
+	if err := storekit.ValidateImports(jobs, s.maxPayload); err != nil {
 		return 0, fmt.Errorf("memstore: import: %w", err)
 	}
 	if err := s.lock(ctx, "import"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Options configures a Store. A nil *Options means the zero value, and every
@@ -43,7 +44,7 @@ type Store struct {
 	// saw: AwaitWork returns at once if work arrived in between, so a
 	// submit that lands between a caller's empty Claim and its AwaitWork
 	// is not missed.
-	signals jobstore.WorkCount
+	signals storekit.WorkCount
 	// noJobAt is when a Claim last found nothing: queued jobs due by then
 	// were seen by it.
 	noJobAt time.Time
@@ -170,7 +171,7 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 // jobstore.ErrInvalidInput (or jobstore.ErrPayloadTooLarge), naming the
 // index, and submits nothing if any spec is invalid.
 func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
-	if err := jobstore.ValidateBatch(specs, s.maxPayload); err != nil {
+	if err := storekit.ValidateBatch(specs, s.maxPayload); err != nil {
 		return nil, fmt.Errorf("memstore: submit batch: %w", err)
 	}
 	if err := s.lock(ctx, "submit batch"); err != nil {
@@ -263,7 +264,7 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 		return jobstore.Page{}, err
 	}
 	defer s.mu.Unlock()
-	page := jobstore.NewPageBuilder(opts)
+	page := storekit.NewPageBuilder(opts)
 	n := len(s.ids)
 	for k := range n {
 		i := k
@@ -317,7 +318,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 			}
 			continue
 		}
-		if best == nil || jobstore.ClaimOrder(*j, best.job) {
+		if best == nil || storekit.ClaimOrder(*j, best.job) {
 			best = e
 		}
 	}
@@ -326,7 +327,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		s.noJobAt = now
 		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", &jobstore.NoJobError{NextRunAt: next, Since: s.signals.Seq()})
 	}
-	j, err := jobstore.ApplyClaim(best.job, req.Worker, now)
+	j, err := storekit.ApplyClaim(best.job, req.Worker, now)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", err)
 	}
@@ -417,7 +418,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	if err != nil {
 		return jobstore.Job{}, err
 	}
-	j, err := jobstore.ApplyOutcome(e.job, lease, o, time.Now(), s.backoff)
+	j, err := storekit.ApplyOutcome(e.job, lease, o, time.Now(), s.backoff)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("memstore: complete: %w", err)
 	}
@@ -426,7 +427,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 }
 
 // Release gives back the attempt that lease holds without an outcome, as
-// a dead worker's would be (see jobstore.ApplyRelease): the attempt counts,
+// a dead worker's would be (see storekit.ApplyRelease): the attempt counts,
 // and the job is queued again due now or fails if its attempts are used
 // up. It never blocks, so it goes ahead even if ctx has ended. Returns an
 // error wrapping jobstore.ErrNotHeld if lease no longer holds the job, and
@@ -443,7 +444,7 @@ func (s *Store) Release(ctx context.Context, lease jobstore.Lease) error {
 	if err != nil {
 		return err
 	}
-	j, err := jobstore.ApplyRelease(e.job, lease, time.Now())
+	j, err := storekit.ApplyRelease(e.job, lease, time.Now())
 	if err != nil {
 		return fmt.Errorf("memstore: release: %w", err)
 	}
@@ -494,7 +495,7 @@ func (s *Store) WatchCancel(ctx context.Context, lease jobstore.Lease) error {
 // or failed job, and an error wrapping jobstore.ErrNotFound for an unknown
 // one.
 func (s *Store) Cancel(ctx context.Context, id string) (jobstore.Job, error) {
-	return s.update(ctx, "cancel", id, jobstore.ApplyCancel)
+	return s.update(ctx, "cancel", id, storekit.ApplyCancel)
 }
 
 // Retry queues a failed or canceled job again, due now, and returns it.
@@ -502,7 +503,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (jobstore.Job, error) {
 // error wrapping jobstore.ErrNotFound for an unknown one.
 func (s *Store) Retry(ctx context.Context, id string) (jobstore.Job, error) {
 	return s.update(ctx, "retry", id, func(j jobstore.Job, now time.Time) (jobstore.Job, bool, error) {
-		j, err := jobstore.ApplyRetry(j, now)
+		j, err := storekit.ApplyRetry(j, now)
 		return j, err == nil, err
 	})
 }
@@ -577,7 +578,7 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	if olderThan < 0 {
 		return 0, fmt.Errorf("memstore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
 	}
-	inStates, err := jobstore.PruneFilter(states)
+	inStates, err := storekit.PruneFilter(states)
 	if err != nil {
 		return 0, fmt.Errorf("memstore: prune: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 var _ jobstore.WorkerRegistry = (*Store)(nil)
@@ -58,6 +59,6 @@ func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
 		info.Kinds = append([]string{}, info.Kinds...)
 		ws = append(ws, info)
 	}
-	jobstore.SortWorkers(ws)
+	storekit.SortWorkers(ws)
 	return ws, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // busyRetry is how soon Claim asks to be called again (through
@@ -195,7 +196,7 @@ func (s *Store) hold(r row, sess *session, from notePoint) (earlier *session, du
 // burn queues again the job just claimed as r, counting the attempt, as
 // the recovery of a dead worker does.
 func (s *Store) burn(ctx context.Context, r row, stale *session) error {
-	j, err := jobstore.ApplyRecover(r.job, usec(time.Now()))
+	j, err := storekit.ApplyRecover(r.job, usec(time.Now()))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 var _ jobstore.BatchClaimer = (*Store)(nil)
@@ -21,7 +22,7 @@ var _ jobstore.BatchClaimer = (*Store)(nil)
 // to running in this store's lease session. It returns them in claim
 // order, or a *jobstore.NoJobError as Claim does when none is due.
 func (s *Store) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max int) ([]jobstore.Job, error) {
-	if err := jobstore.ValidateClaimBatch(max); err != nil {
+	if err := storekit.ValidateClaimBatch(max); err != nil {
 		return nil, fmt.Errorf("pgstore: claim batch: %w", err)
 	}
 	if max == 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // maxCompleteBatch is the most completions one statement writes.
@@ -57,7 +58,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 		// The row as the claim left it: if it did not change since (a
 		// cancel, a recovery), the batch's conditional statement
 		// completes it.
-		j, err := jobstore.ApplyOutcome(h.claimed.job, lease, o, usec(time.Now()), s.opts.Backoff)
+		j, err := storekit.ApplyOutcome(h.claimed.job, lease, o, usec(time.Now()), s.opts.Backoff)
 		if err == nil {
 			nr, err := s.completeClaimed(ctx, h.claimed, j)
 			if err == nil {
@@ -74,7 +75,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 		}
 	}
 	j, err := s.change(ctx, "complete", lease.ID, func(r row, now time.Time) (jobstore.Job, bool, bool, error) {
-		j, err := jobstore.ApplyOutcome(r.job, lease, o, now, s.opts.Backoff)
+		j, err := storekit.ApplyOutcome(r.job, lease, o, now, s.opts.Backoff)
 		// A WatchCancel in another process learns of the end of a lease
 		// it did not hand out only through a notification.
 		return j, true, !mine, err

@@ -10,7 +10,7 @@
 // package, under an advisory lock. Each job is one row of the jobs table;
 // the columns that indexes and statements need are columns, and the other
 // fields are a JSON document, so the state machine is the one in jobstore
-// (each change reads the row, applies a jobstore.Apply function and writes
+// (each change reads the row, applies a storekit.Apply function and writes
 // the row back if its version did not change meanwhile). The file
 // docs/postgres.md in the jobdir repository describes the schema, the
 // leases and what differs from filestore.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 var _ jobstore.Importer = (*Store)(nil)
@@ -27,7 +28,7 @@ func (e *errKeyTaken) Unwrap() error { return jobstore.ErrKeyTaken }
 // alone. The jobs are inserted in one statement of one transaction: on an
 // error none of them is added.
 func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
-	if err := jobstore.ValidateImports(jobs, s.opts.MaxPayload); err != nil {
+	if err := storekit.ValidateImports(jobs, s.opts.MaxPayload); err != nil {
 		return 0, fmt.Errorf("pgstore: import: %w", err)
 	}
 	for _, j := range jobs {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // pruneBatch is how many jobs one transaction of Prune deletes: small
@@ -111,7 +112,7 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	defer rows.Close()
 	// PageBuilder cuts the page at opts.Limit jobs or opts.MaxBytes, like
 	// every store; the row after the last one fetched tells that more exist.
-	b := jobstore.NewPageBuilder(opts)
+	b := storekit.NewPageBuilder(opts)
 	var errs []error
 	for rows.Next() {
 		r, err := scanRow(rows)
@@ -221,7 +222,7 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	if olderThan < 0 {
 		return 0, fmt.Errorf("pgstore: prune: %w: negative age %s", jobstore.ErrInvalidInput, olderThan)
 	}
-	if _, err := jobstore.PruneFilter(states); err != nil {
+	if _, err := storekit.PruneFilter(states); err != nil {
 		return 0, fmt.Errorf("pgstore: prune: %w", err)
 	}
 	names := []string{string(jobstore.StateSucceeded), string(jobstore.StateFailed), string(jobstore.StateCanceled)}

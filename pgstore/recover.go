@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // recoverDead finds the lease sessions of dead or cut-off workers and
@@ -66,7 +65,7 @@ func (s *Store) rescue(ctx context.Context, id int32) error {
 		}
 		now := usec(time.Now())
 		for _, r := range jobs {
-			j, err := jobstore.ApplyRecover(r.job, now)
+			j, err := storekit.ApplyRecover(r.job, now)
 			if err != nil {
 				return err
 			}

@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Release gives back the attempt that lease holds without an outcome, as
-// a dead worker's would be (see jobstore.ApplyRelease): the attempt
+// a dead worker's would be (see storekit.ApplyRelease): the attempt
 // counts, and the job is queued again due now or fails if its attempts
 // are used up. The write is fenced by the lease, as Complete's is. Returns
 // an error wrapping jobstore.ErrNotHeld if lease no longer holds the job
@@ -57,7 +58,7 @@ func (s *Store) Release(ctx context.Context, lease jobstore.Lease) error {
 // release writes the release of lease.
 func (s *Store) release(ctx context.Context, lease jobstore.Lease) error {
 	j, err := s.change(ctx, "release", lease.ID, func(r row, now time.Time) (jobstore.Job, bool, bool, error) {
-		j, err := jobstore.ApplyRelease(r.job, lease, now)
+		j, err := storekit.ApplyRelease(r.job, lease, now)
 		return j, true, true, err
 	})
 	if err == nil {

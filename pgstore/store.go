@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // Store is a jobstore.Store kept in a PostgreSQL schema that any number of
@@ -61,7 +62,7 @@ type Store struct {
 	// claimable; signals counts that, and what the latest Claim that
 	// found nothing saw (see AwaitWork).
 	work    chan struct{}
-	signals jobstore.WorkCount
+	signals storekit.WorkCount
 	// completing holds the Complete calls waiting for a batch; flushing
 	// counts the flusher goroutines that write them.
 	completing []*completion

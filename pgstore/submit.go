@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // maxRunAtYear bounds Spec.RunAt: a job's JSON form cannot carry a later
@@ -149,7 +150,7 @@ type batch struct {
 // newBatch validates specs and makes their jobs and rows.
 func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) (*batch, error) {
 	b := &batch{out: make([]jobstore.Submitted, len(specs)), first: map[string]int{}}
-	if err := jobstore.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
+	if err := storekit.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
 		return b, fmt.Errorf("pgstore: %s: %w", op, err)
 	}
 	if err := validateSpecs(specs); err != nil {

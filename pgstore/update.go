@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // errConflict is write's answer when the row changed since it was read.
@@ -47,7 +48,7 @@ func (s *Store) getRow(ctx context.Context, q querier, id string) (row, error) {
 // change reads the job id, applies f to it and writes the result back if f
 // reports a change, starting over if the row changed meanwhile: an
 // optimistic read-modify-write, with the state machine in Go (the
-// jobstore.Apply functions) and no transaction held across the two
+// storekit.Apply functions) and no transaction held across the two
 // statements.
 func (s *Store) change(ctx context.Context, op, id string, f func(r row, now time.Time) (j jobstore.Job, changed, notifyJob bool, err error)) (jobstore.Job, error) {
 	if err := s.check(ctx, op); err != nil {
@@ -101,7 +102,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (jobstore.Job, error) {
 		return jobstore.Job{}, fmt.Errorf("pgstore: cancel: %w", err)
 	}
 	return s.change(ctx, "cancel", id, func(r row, now time.Time) (jobstore.Job, bool, bool, error) {
-		j, changed, err := jobstore.ApplyCancel(r.job, now)
+		j, changed, err := storekit.ApplyCancel(r.job, now)
 		return j, changed, true, err
 	})
 }
@@ -114,7 +115,7 @@ func (s *Store) Retry(ctx context.Context, id string) (jobstore.Job, error) {
 		return jobstore.Job{}, fmt.Errorf("pgstore: retry: %w", err)
 	}
 	return s.change(ctx, "retry", id, func(r row, now time.Time) (jobstore.Job, bool, bool, error) {
-		j, err := jobstore.ApplyRetry(r.job, now)
+		j, err := storekit.ApplyRetry(r.job, now)
 		return j, true, false, err
 	})
 }

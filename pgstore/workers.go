@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 var _ jobstore.WorkerRegistry = (*Store)(nil)
@@ -214,6 +215,6 @@ func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
-	jobstore.SortWorkers(ws)
+	storekit.SortWorkers(ws)
 	return ws, nil
 }

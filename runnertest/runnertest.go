@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 	"github.com/jobdir/jobdir/memstore"
 	"github.com/jobdir/jobdir/runner"
 )
@@ -39,7 +40,7 @@ func NewJob(args jobstore.Args) (jobstore.Job, error) {
 		return jobstore.Job{}, fmt.Errorf("runnertest: %w", err)
 	}
 	now := time.Now()
-	j, err := jobstore.ApplyClaim(jobstore.NewJob(sp, now), Worker, now)
+	j, err := storekit.ApplyClaim(jobstore.NewJob(sp, now), Worker, now)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("runnertest: %w", err)
 	}

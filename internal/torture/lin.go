@@ -276,7 +276,7 @@ type linState struct {
 // nothing), and models each job as one record: submit creates it queued (or
 // finds it by key), claim moves it to running with the next attempt,
 // complete applies the outcome only for the lease of the current attempt,
-// cancel and retry follow jobstore.ApplyCancel and ApplyRetry, get observes.
+// cancel and retry follow storekit.ApplyCancel and ApplyRetry, get observes.
 func linModel() porcupine.Model {
 	return porcupine.Model{
 		Partition: partition,

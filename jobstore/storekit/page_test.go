@@ -1,4 +1,4 @@
-package jobstore_test
+package storekit_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,43 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
+
+func TestPageBuilder(t *testing.T) {
+	t.Run("limit", func(t *testing.T) {
+		b := storekit.NewPageBuilder(jobstore.ListOptions{Limit: 2})
+		require.True(t, b.Add(sized(t, 1, 1000)))
+		require.True(t, b.Add(sized(t, 2, 1000)))
+		require.False(t, b.Add(sized(t, 3, 1000)))
+		p := b.Page()
+		require.Len(t, p.Jobs, 2)
+		require.Equal(t, p.Jobs[1].ID, p.Next)
+		require.False(t, p.ByteLimited, "a page cut by its limit is not byte-limited")
+	})
+	t.Run("bytes", func(t *testing.T) {
+		b := storekit.NewPageBuilder(jobstore.ListOptions{Limit: 10, MaxBytes: 2500})
+		require.True(t, b.Add(sized(t, 1, 1000)))
+		require.True(t, b.Add(sized(t, 2, 1500)), "exactly at the budget fits")
+		require.False(t, b.Add(sized(t, 3, 600)))
+		p := b.Page()
+		require.Len(t, p.Jobs, 2)
+		require.Equal(t, p.Jobs[1].ID, p.Next)
+		require.True(t, p.ByteLimited)
+	})
+	t.Run("first job always fits", func(t *testing.T) {
+		b := storekit.NewPageBuilder(jobstore.ListOptions{Limit: 10, MaxBytes: 100})
+		require.True(t, b.Add(sized(t, 1, 5000)), "a page is never empty while jobs remain")
+		require.False(t, b.Add(sized(t, 2, 600)))
+		require.Equal(t, sized(t, 1, 5000).ID, b.Page().Next)
+	})
+	t.Run("empty", func(t *testing.T) {
+		p := storekit.NewPageBuilder(jobstore.ListOptions{Limit: 10}).Page()
+		require.NotNil(t, p.Jobs)
+		require.Empty(t, p.Jobs)
+		require.Empty(t, p.Next)
+	})
+}
 
 // sized returns a job whose Size is exactly n (at least the overhead).
 func sized(t *testing.T, i, n int) jobstore.Job {
@@ -20,50 +56,4 @@ func sized(t *testing.T, i, n int) jobstore.Job {
 	j.Payload = json.RawMessage(`"` + strings.Repeat("x", pad-2) + `"`)
 	require.Equal(t, n, j.Size())
 	return j
-}
-
-func TestPageBuilder(t *testing.T) {
-	t.Run("limit", func(t *testing.T) {
-		b := jobstore.NewPageBuilder(jobstore.ListOptions{Limit: 2})
-		require.True(t, b.Add(sized(t, 1, 1000)))
-		require.True(t, b.Add(sized(t, 2, 1000)))
-		require.False(t, b.Add(sized(t, 3, 1000)))
-		p := b.Page()
-		require.Len(t, p.Jobs, 2)
-		require.Equal(t, p.Jobs[1].ID, p.Next)
-		require.False(t, p.ByteLimited, "a page cut by its limit is not byte-limited")
-	})
-	t.Run("bytes", func(t *testing.T) {
-		b := jobstore.NewPageBuilder(jobstore.ListOptions{Limit: 10, MaxBytes: 2500})
-		require.True(t, b.Add(sized(t, 1, 1000)))
-		require.True(t, b.Add(sized(t, 2, 1500)), "exactly at the budget fits")
-		require.False(t, b.Add(sized(t, 3, 600)))
-		p := b.Page()
-		require.Len(t, p.Jobs, 2)
-		require.Equal(t, p.Jobs[1].ID, p.Next)
-		require.True(t, p.ByteLimited)
-	})
-	t.Run("first job always fits", func(t *testing.T) {
-		b := jobstore.NewPageBuilder(jobstore.ListOptions{Limit: 10, MaxBytes: 100})
-		require.True(t, b.Add(sized(t, 1, 5000)), "a page is never empty while jobs remain")
-		require.False(t, b.Add(sized(t, 2, 600)))
-		require.Equal(t, sized(t, 1, 5000).ID, b.Page().Next)
-	})
-	t.Run("empty", func(t *testing.T) {
-		p := jobstore.NewPageBuilder(jobstore.ListOptions{Limit: 10}).Page()
-		require.NotNil(t, p.Jobs)
-		require.Empty(t, p.Jobs)
-		require.Empty(t, p.Next)
-	})
-}
-
-func TestJobSizeCountsTheVariableFields(t *testing.T) {
-	base := jobstore.Job{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Kind: "k"}.Size()
-	j := jobstore.Job{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Kind: "k", Payload: json.RawMessage(`"abc"`),
-		Result: json.RawMessage(`[1]`), LastError: "boom", Key: "key", Worker: "w1"}
-	require.Equal(t, base+5+3+4+3+2, j.Size())
-	// The bound holds for the JSON form, whatever the fields hold.
-	data, err := json.Marshal(j)
-	require.NoError(t, err)
-	require.LessOrEqual(t, len(data), j.Size())
 }

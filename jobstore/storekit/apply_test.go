@@ -1,4 +1,4 @@
-package jobstore_test
+package storekit_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 var (
@@ -55,24 +56,15 @@ func TestClaimOrder(t *testing.T) {
 	slices.Reverse(got)
 	slices.SortFunc(got, func(a, b jobstore.Job) int {
 		switch {
-		case jobstore.ClaimOrder(a, b):
+		case storekit.ClaimOrder(a, b):
 			return -1
-		case jobstore.ClaimOrder(b, a):
+		case storekit.ClaimOrder(b, a):
 			return 1
 		}
 		return 0
 	})
 	require.Equal(t, want, got)
-	require.False(t, jobstore.ClaimOrder(want[0], want[0]), "ClaimOrder is a strict order")
-}
-
-func TestDue(t *testing.T) {
-	j := queued()
-	require.True(t, j.Due(t0))
-	require.True(t, j.Due(t0.Add(time.Nanosecond)))
-	require.False(t, j.Due(t0.Add(-time.Nanosecond)))
-	j.State = jobstore.StateCanceled
-	require.False(t, j.Due(t0.Add(time.Hour)), "only queued jobs are due")
+	require.False(t, storekit.ClaimOrder(want[0], want[0]), "ClaimOrder is a strict order")
 }
 
 func TestApplyClaim(t *testing.T) {
@@ -80,7 +72,7 @@ func TestApplyClaim(t *testing.T) {
 	j := queued()
 	j.Attempt = 1 // a retried job
 	j.CancelRequested = true
-	c, err := jobstore.ApplyClaim(j, "worker-1", now)
+	c, err := storekit.ApplyClaim(j, "worker-1", now)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateRunning, c.State)
 	require.Equal(t, 2, c.Attempt)
@@ -92,7 +84,7 @@ func TestApplyClaim(t *testing.T) {
 	require.Equal(t, 1, j.Attempt, "the input is not modified")
 
 	// Not yet due.
-	_, err = jobstore.ApplyClaim(queued(), "w", t0.Add(-time.Second))
+	_, err = storekit.ApplyClaim(queued(), "w", t0.Add(-time.Second))
 	require.ErrorIs(t, err, jobstore.ErrNoJob)
 	var nj *jobstore.NoJobError
 	require.ErrorAs(t, err, &nj)
@@ -102,25 +94,9 @@ func TestApplyClaim(t *testing.T) {
 	for _, st := range []jobstore.State{jobstore.StateRunning, jobstore.StateSucceeded, jobstore.StateFailed, jobstore.StateCanceled} {
 		j := queued()
 		j.State = st
-		_, err := jobstore.ApplyClaim(j, "w", t0)
+		_, err := storekit.ApplyClaim(j, "w", t0)
 		require.ErrorIs(t, err, jobstore.ErrInvalidTransition, st)
 	}
-}
-
-func TestLeaseHolds(t *testing.T) {
-	j := running(2)
-	l := j.Lease()
-	require.True(t, j.Holds(l))
-	for name, bad := range map[string]jobstore.Lease{
-		"old attempt":  {ID: testID, Worker: "w", Attempt: 1},
-		"next attempt": {ID: testID, Worker: "w", Attempt: 3},
-		"other worker": {ID: testID, Worker: "v", Attempt: 2},
-		"other job":    {ID: "01ARZ3NDEKTSV4RRFFQ69G5FAW", Worker: "w", Attempt: 2},
-	} {
-		require.False(t, j.Holds(bad), name)
-	}
-	j.State = jobstore.StateSucceeded
-	require.False(t, j.Holds(l), "no lease holds a job that is not running")
 }
 
 func TestApplyOutcome(t *testing.T) {
@@ -146,7 +122,7 @@ func TestApplyOutcome(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := jobstore.ApplyOutcome(tc.job, tc.job.Lease(), tc.outcome, now, fixedBO)
+			got, err := storekit.ApplyOutcome(tc.job, tc.job.Lease(), tc.outcome, now, fixedBO)
 			require.NoError(t, err)
 			require.True(t, jobstore.CanTransition(tc.job.State, got.State), "%s -> %s", tc.job.State, got.State)
 			require.Equal(t, tc.wantState, got.State)
@@ -172,18 +148,18 @@ func TestApplyOutcome(t *testing.T) {
 	}
 
 	// A failure message is truncated.
-	got, err := jobstore.ApplyOutcome(running(3), running(3).Lease(), jobstore.Outcome{Error: strings.Repeat("x", 2*jobstore.MaxErrorLen)}, now, nil)
+	got, err := storekit.ApplyOutcome(running(3), running(3).Lease(), jobstore.Outcome{Error: strings.Repeat("x", 2*jobstore.MaxErrorLen)}, now, nil)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.TruncateError(strings.Repeat("x", 2*jobstore.MaxErrorLen)), got.LastError)
 
 	// A nil backoff means jobstore.Backoff: attempt 1 waits 1s ± 10%.
-	got, err = jobstore.ApplyOutcome(running(1), running(1).Lease(), jobstore.Outcome{Error: "e"}, now, nil)
+	got, err = storekit.ApplyOutcome(running(1), running(1).Lease(), jobstore.Outcome{Error: "e"}, now, nil)
 	require.NoError(t, err)
 	require.WithinRange(t, got.RunAt, now.Add(900*time.Millisecond), now.Add(1100*time.Millisecond))
 
 	// The result is copied.
 	res := json.RawMessage(`[1]`)
-	got, err = jobstore.ApplyOutcome(running(1), running(1).Lease(), jobstore.Succeeded(res), now, nil)
+	got, err = storekit.ApplyOutcome(running(1), running(1).Lease(), jobstore.Succeeded(res), now, nil)
 	require.NoError(t, err)
 	res[1] = '2'
 	require.Equal(t, `[1]`, string(got.Result))
@@ -200,7 +176,7 @@ func TestApplyOutcomeInterrupted(t *testing.T) {
 		j.LastError = "earlier failure"
 		o := jobstore.Interrupted(errors.New("runner: worker shutting down"))
 		o.Permanent, o.RetryAfter = true, time.Hour // ignored
-		got, err := jobstore.ApplyOutcome(j, j.Lease(), o, now, fixedBO)
+		got, err := storekit.ApplyOutcome(j, j.Lease(), o, now, fixedBO)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateQueued, got.State)
 		require.Equal(t, now, got.RunAt, "due at once")
@@ -216,7 +192,7 @@ func TestApplyOutcomeInterrupted(t *testing.T) {
 
 		// The next claim takes the next attempt number, and the job still
 		// has the same number of attempts left as before the interruption.
-		again, err := jobstore.ApplyClaim(got, "v", now)
+		again, err := storekit.ApplyClaim(got, "v", now)
 		require.NoError(t, err)
 		require.Equal(t, attempt+1, again.Attempt)
 		require.Equal(t, j.MaxAttempts-j.Attempt, again.MaxAttempts-again.Attempt, "attempts left, this one included")
@@ -227,7 +203,7 @@ func TestApplyOutcomeInterrupted(t *testing.T) {
 	// A cancel requested before the interruption still cancels.
 	j := running(1)
 	j.CancelRequested = true
-	got, err := jobstore.ApplyOutcome(j, j.Lease(), jobstore.Interrupted(errors.New("stop")), now, nil)
+	got, err := storekit.ApplyOutcome(j, j.Lease(), jobstore.Interrupted(errors.New("stop")), now, nil)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateCanceled, got.State)
 	require.Equal(t, jobstore.EndCanceled, got.History[0].End)
@@ -235,7 +211,7 @@ func TestApplyOutcomeInterrupted(t *testing.T) {
 	// A success is a success, whatever else the outcome says.
 	o := jobstore.Succeeded(nil)
 	o.Interrupted = true
-	got, err = jobstore.ApplyOutcome(running(1), running(1).Lease(), o, now, nil)
+	got, err = storekit.ApplyOutcome(running(1), running(1).Lease(), o, now, nil)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateSucceeded, got.State)
 }
@@ -262,7 +238,7 @@ func TestHistory(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := jobstore.ApplyOutcome(tc.job, tc.job.Lease(), tc.o, now, fixedBO)
+			got, err := storekit.ApplyOutcome(tc.job, tc.job.Lease(), tc.o, now, fixedBO)
 			require.NoError(t, err)
 			require.Equal(t, []jobstore.AttemptRecord{{Attempt: tc.job.Attempt, Worker: "w", StartedAt: t0,
 				FinishedAt: now, End: tc.want, Error: tc.error}}, got.History)
@@ -270,7 +246,7 @@ func TestHistory(t *testing.T) {
 		})
 	}
 
-	got, err := jobstore.ApplyRecover(running(1), now)
+	got, err := storekit.ApplyRecover(running(1), now)
 	require.NoError(t, err)
 	require.Equal(t, []jobstore.AttemptRecord{{Attempt: 1, Worker: "w", StartedAt: t0, FinishedAt: now,
 		End: jobstore.EndWorkerLost, Error: `worker "w" died during attempt 1`}}, got.History)
@@ -282,7 +258,7 @@ func TestHistory(t *testing.T) {
 	for i := 1; i <= jobstore.MaxHistory+5; i++ {
 		j.Attempt, j.State = i, jobstore.StateRunning
 		before := j
-		j, err = jobstore.ApplyOutcome(j, j.Lease(), jobstore.Outcome{Error: fmt.Sprint(i, strings.Repeat("x", 2*jobstore.MaxHistoryErrorLen))}, now, fixedBO)
+		j, err = storekit.ApplyOutcome(j, j.Lease(), jobstore.Outcome{Error: fmt.Sprint(i, strings.Repeat("x", 2*jobstore.MaxHistoryErrorLen))}, now, fixedBO)
 		require.NoError(t, err)
 		if i > 1 {
 			require.Len(t, before.History, min(i-1, jobstore.MaxHistory), "the old copy is not changed")
@@ -305,33 +281,33 @@ func TestApplyOutcomeNotHeld(t *testing.T) {
 		"old attempt":  {ID: testID, Worker: "w", Attempt: 1},
 		"other worker": {ID: testID, Worker: "v", Attempt: 2},
 	} {
-		got, err := jobstore.ApplyOutcome(j, l, jobstore.Succeeded(nil), t0, nil)
+		got, err := storekit.ApplyOutcome(j, l, jobstore.Succeeded(nil), t0, nil)
 		require.ErrorIs(t, err, jobstore.ErrNotHeld, name)
 		require.Equal(t, j, got, "a refused outcome changes nothing")
 	}
 	done := j
 	done.State = jobstore.StateSucceeded
-	_, err := jobstore.ApplyOutcome(done, j.Lease(), jobstore.Outcome{Error: "late"}, t0, nil)
+	_, err := storekit.ApplyOutcome(done, j.Lease(), jobstore.Outcome{Error: "late"}, t0, nil)
 	require.ErrorIs(t, err, jobstore.ErrNotHeld, "after completion")
 }
 
 func TestApplyRecover(t *testing.T) {
 	now := t0.Add(time.Hour)
-	got, err := jobstore.ApplyRecover(running(1), now)
+	got, err := storekit.ApplyRecover(running(1), now)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, got.State)
 	require.Equal(t, now, got.RunAt, "a dead worker's job is due again at once, without backoff")
 	require.Equal(t, 1, got.Attempt, "the attempt counts")
 	require.Equal(t, `worker "w" died during attempt 1`, got.LastError)
 
-	got, err = jobstore.ApplyRecover(running(3), now)
+	got, err = storekit.ApplyRecover(running(3), now)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateFailed, got.State, "the last attempt's death is final")
 
 	for _, st := range []jobstore.State{jobstore.StateQueued, jobstore.StateSucceeded, jobstore.StateFailed, jobstore.StateCanceled} {
 		j := queued()
 		j.State = st
-		got, err := jobstore.ApplyRecover(j, now)
+		got, err := storekit.ApplyRecover(j, now)
 		require.ErrorIs(t, err, jobstore.ErrInvalidTransition, st)
 		require.Equal(t, j, got)
 	}
@@ -339,7 +315,7 @@ func TestApplyRecover(t *testing.T) {
 
 func TestApplyRelease(t *testing.T) {
 	now := t0.Add(time.Hour)
-	got, err := jobstore.ApplyRelease(running(1), running(1).Lease(), now)
+	got, err := storekit.ApplyRelease(running(1), running(1).Lease(), now)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, got.State)
 	require.Equal(t, now, got.RunAt, "a given-back job is due again at once, as a dead worker's")
@@ -347,7 +323,7 @@ func TestApplyRelease(t *testing.T) {
 	require.Equal(t, `worker "w" gave attempt 1 back: its outcome could not be recorded`, got.LastError)
 	require.Equal(t, jobstore.EndWorkerLost, got.History[len(got.History)-1].End)
 
-	got, err = jobstore.ApplyRelease(running(3), running(3).Lease(), now)
+	got, err = storekit.ApplyRelease(running(3), running(3).Lease(), now)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateFailed, got.State, "the last attempt given back is final")
 
@@ -356,27 +332,16 @@ func TestApplyRelease(t *testing.T) {
 		"old attempt":  {ID: testID, Worker: "w", Attempt: 1},
 		"other worker": {ID: testID, Worker: "v", Attempt: 2},
 	} {
-		got, err := jobstore.ApplyRelease(j, l, now)
+		got, err := storekit.ApplyRelease(j, l, now)
 		require.ErrorIs(t, err, jobstore.ErrNotHeld, name)
 		require.Equal(t, j, got, "a refused release changes nothing")
-	}
-}
-
-func TestLeaseValidate(t *testing.T) {
-	require.NoError(t, running(1).Lease().Validate())
-	for name, l := range map[string]jobstore.Lease{
-		"bad id":     {ID: "x", Worker: "w", Attempt: 1},
-		"bad worker": {ID: testID, Worker: "", Attempt: 1},
-		"no attempt": {ID: testID, Worker: "w", Attempt: 0},
-	} {
-		require.ErrorIs(t, l.Validate(), jobstore.ErrInvalidInput, name)
 	}
 }
 
 func TestApplyCancel(t *testing.T) {
 	now := t0.Add(time.Minute)
 
-	got, changed, err := jobstore.ApplyCancel(queued(), now)
+	got, changed, err := storekit.ApplyCancel(queued(), now)
 	require.NoError(t, err)
 	require.True(t, changed)
 	require.Equal(t, jobstore.StateCanceled, got.State)
@@ -384,7 +349,7 @@ func TestApplyCancel(t *testing.T) {
 	require.Equal(t, now, got.UpdatedAt)
 	require.Zero(t, got.Attempt)
 
-	got, changed, err = jobstore.ApplyCancel(running(1), now)
+	got, changed, err = storekit.ApplyCancel(running(1), now)
 	require.NoError(t, err)
 	require.True(t, changed)
 	require.Equal(t, jobstore.StateRunning, got.State)
@@ -392,13 +357,13 @@ func TestApplyCancel(t *testing.T) {
 	require.True(t, got.FinishedAt.IsZero())
 	require.True(t, got.Holds(running(1).Lease()), "cancel does not take the job from its worker")
 
-	again, changed, err := jobstore.ApplyCancel(got, now.Add(time.Second))
+	again, changed, err := storekit.ApplyCancel(got, now.Add(time.Second))
 	require.NoError(t, err)
 	require.False(t, changed)
 	require.Equal(t, got, again)
 
-	canceled, _, _ := jobstore.ApplyCancel(queued(), now)
-	again, changed, err = jobstore.ApplyCancel(canceled, now.Add(time.Second))
+	canceled, _, _ := storekit.ApplyCancel(queued(), now)
+	again, changed, err = storekit.ApplyCancel(canceled, now.Add(time.Second))
 	require.NoError(t, err)
 	require.False(t, changed)
 	require.Equal(t, canceled, again)
@@ -406,7 +371,7 @@ func TestApplyCancel(t *testing.T) {
 	for _, st := range []jobstore.State{jobstore.StateSucceeded, jobstore.StateFailed} {
 		j := running(1)
 		j.State = st
-		_, changed, err := jobstore.ApplyCancel(j, now)
+		_, changed, err := storekit.ApplyCancel(j, now)
 		require.False(t, changed)
 		var te *jobstore.TransitionError
 		require.ErrorAs(t, err, &te)
@@ -421,7 +386,7 @@ func TestApplyRetry(t *testing.T) {
 	failed.FinishedAt = t0
 	failed.LastError = "boom"
 
-	got, err := jobstore.ApplyRetry(failed, now)
+	got, err := storekit.ApplyRetry(failed, now)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, got.State)
 	require.Equal(t, 3, got.Attempt, "Attempt keeps counting")
@@ -432,7 +397,7 @@ func TestApplyRetry(t *testing.T) {
 
 	permanent := running(1)
 	permanent.State = jobstore.StateFailed
-	got, err = jobstore.ApplyRetry(permanent, now)
+	got, err = storekit.ApplyRetry(permanent, now)
 	require.NoError(t, err)
 	require.Equal(t, 3, got.MaxAttempts, "attempts left: MaxAttempts unchanged")
 
@@ -440,7 +405,7 @@ func TestApplyRetry(t *testing.T) {
 	canceled.State = jobstore.StateCanceled
 	canceled.CancelRequested = true
 	canceled.Result = json.RawMessage(`1`)
-	got, err = jobstore.ApplyRetry(canceled, now)
+	got, err = storekit.ApplyRetry(canceled, now)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, got.State)
 	require.False(t, got.CancelRequested)
@@ -449,125 +414,10 @@ func TestApplyRetry(t *testing.T) {
 	for _, st := range []jobstore.State{jobstore.StateQueued, jobstore.StateRunning, jobstore.StateSucceeded} {
 		j := running(1)
 		j.State = st
-		got, err := jobstore.ApplyRetry(j, now)
+		got, err := storekit.ApplyRetry(j, now)
 		var te *jobstore.TransitionError
 		require.ErrorAs(t, err, &te, st)
 		require.Equal(t, jobstore.TransitionError{ID: testID, From: st, To: jobstore.StateQueued}, *te)
 		require.Equal(t, j, got)
-	}
-}
-
-func TestPrunable(t *testing.T) {
-	cutoff := t0
-	for _, st := range jobstore.States() {
-		j := queued()
-		j.State = st
-		j.FinishedAt = t0.Add(-time.Second)
-		require.Equal(t, st.Terminal(), j.Prunable(cutoff), st)
-		j.FinishedAt = t0
-		require.False(t, j.Prunable(cutoff), "finished exactly at the cutoff: %s", st)
-	}
-}
-
-func TestMatchesList(t *testing.T) {
-	j := queued()
-	tests := []struct {
-		opts jobstore.ListOptions
-		want bool
-	}{
-		{jobstore.ListOptions{}, true},
-		{jobstore.ListOptions{Kind: "k"}, true},
-		{jobstore.ListOptions{Kind: "other"}, false},
-		{jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued}}, true},
-		{jobstore.ListOptions{States: []jobstore.State{jobstore.StateRunning, jobstore.StateQueued}}, true},
-		{jobstore.ListOptions{States: []jobstore.State{jobstore.StateRunning}}, false},
-		{jobstore.ListOptions{Kind: "k", States: []jobstore.State{jobstore.StateRunning}}, false},
-		{jobstore.ListOptions{Cursor: "00000000000000000000000000"}, true}, // the cursor is not a filter
-	}
-	for _, tc := range tests {
-		require.Equal(t, tc.want, j.MatchesList(tc.opts), "%+v", tc.opts)
-	}
-}
-
-func TestListOptionsNormalize(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      jobstore.ListOptions
-		want    jobstore.ListOptions
-		wantErr error
-	}{
-		{"zero", jobstore.ListOptions{}, jobstore.ListOptions{Limit: jobstore.DefaultListLimit}, nil},
-		{"limit kept", jobstore.ListOptions{Limit: 7}, jobstore.ListOptions{Limit: 7}, nil},
-		{"limit at max", jobstore.ListOptions{Limit: jobstore.MaxListLimit}, jobstore.ListOptions{Limit: jobstore.MaxListLimit}, nil},
-		{"limit capped", jobstore.ListOptions{Limit: jobstore.MaxListLimit + 1}, jobstore.ListOptions{Limit: jobstore.MaxListLimit}, nil},
-		{"everything", jobstore.ListOptions{States: []jobstore.State{jobstore.StateFailed}, Kind: "k", Cursor: testID, Order: jobstore.OldestFirst, Limit: 3},
-			jobstore.ListOptions{States: []jobstore.State{jobstore.StateFailed}, Kind: "k", Cursor: testID, Order: jobstore.OldestFirst, Limit: 3}, nil},
-		{"negative limit", jobstore.ListOptions{Limit: -1}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
-		{"unknown state", jobstore.ListOptions{States: []jobstore.State{"done"}}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
-		{"bad kind", jobstore.ListOptions{Kind: "a b"}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
-		{"bad cursor", jobstore.ListOptions{Cursor: "../x"}, jobstore.ListOptions{}, jobstore.ErrInvalidID},
-		{"unknown order", jobstore.ListOptions{Order: 2}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
-		{"byte limit kept", jobstore.ListOptions{MaxBytes: 4096}, jobstore.ListOptions{Limit: jobstore.DefaultListLimit, MaxBytes: 4096}, nil},
-		{"negative byte limit", jobstore.ListOptions{MaxBytes: -1}, jobstore.ListOptions{}, jobstore.ErrInvalidInput},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.in.Normalize()
-			if tc.wantErr != nil {
-				require.ErrorIs(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
-		})
-	}
-}
-
-func TestAfterCursor(t *testing.T) {
-	a, b, c := "0000000000000000000000000A", "0000000000000000000000000B", "0000000000000000000000000C"
-	newest := jobstore.ListOptions{Cursor: b}
-	require.True(t, newest.AfterCursor(a))
-	require.False(t, newest.AfterCursor(b))
-	require.False(t, newest.AfterCursor(c))
-	oldest := jobstore.ListOptions{Cursor: b, Order: jobstore.OldestFirst}
-	require.False(t, oldest.AfterCursor(a))
-	require.False(t, oldest.AfterCursor(b))
-	require.True(t, oldest.AfterCursor(c))
-	require.True(t, jobstore.ListOptions{}.AfterCursor(a), "no cursor: everything")
-}
-
-func TestBackoff(t *testing.T) {
-	for attempt := 1; attempt <= 10; attempt++ {
-		base := time.Duration(attempt*attempt*attempt*attempt) * time.Second
-		if base > jobstore.MaxBackoff {
-			base = jobstore.MaxBackoff
-		}
-		lo := time.Duration(float64(base) * 0.9)
-		hi := time.Duration(float64(base) * 1.1)
-		var minSeen, maxSeen time.Duration
-		for i := range 200 {
-			d := jobstore.Backoff(attempt)
-			require.GreaterOrEqual(t, d, lo, "attempt %d", attempt)
-			require.LessOrEqual(t, d, hi, "attempt %d", attempt)
-			if i == 0 || d < minSeen {
-				minSeen = d
-			}
-			if d > maxSeen {
-				maxSeen = d
-			}
-		}
-		require.Greater(t, maxSeen, minSeen, "attempt %d: no jitter", attempt)
-	}
-	// The cap holds for any attempt, without overflow.
-	for _, attempt := range []int{8, 59, 60, 1000, 1 << 40} {
-		d := jobstore.Backoff(attempt)
-		require.GreaterOrEqual(t, d, jobstore.MaxBackoff*9/10, attempt)
-		require.LessOrEqual(t, d, jobstore.MaxBackoff*11/10, attempt)
-	}
-	// Attempts below 1 count as 1.
-	for _, attempt := range []int{0, -5} {
-		d := jobstore.Backoff(attempt)
-		require.GreaterOrEqual(t, d, 900*time.Millisecond)
-		require.LessOrEqual(t, d, 1100*time.Millisecond)
 	}
 }

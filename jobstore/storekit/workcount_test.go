@@ -1,4 +1,4 @@
-package jobstore_test
+package storekit_test
 
 import (
 	"testing"
@@ -6,13 +6,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // TestWorkCount: a plain waiter wakes once per signal since the latest
 // empty Claim; a waiter with its own NoJobError wakes for any signal since
 // its Claim began, whatever other waiters took.
 func TestWorkCount(t *testing.T) {
-	var w jobstore.WorkCount
+	var w storekit.WorkCount
 	require.False(t, w.Arrived(nil), "no signal yet")
 
 	a := &jobstore.NoJobError{Since: w.Seq()}

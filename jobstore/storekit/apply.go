@@ -1,8 +1,12 @@
-package jobstore
+package storekit
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/jobdir/jobdir/internal/clip"
+	"github.com/jobdir/jobdir/jobstore"
 )
 
 // The functions below compute each state change as a pure function of the
@@ -12,7 +16,7 @@ import (
 
 // ClaimOrder reports whether a should be claimed before b: higher Priority
 // first, then earlier RunAt, then older ID (FIFO).
-func ClaimOrder(a, b Job) bool {
+func ClaimOrder(a, b jobstore.Job) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
@@ -22,23 +26,18 @@ func ClaimOrder(a, b Job) bool {
 	return a.ID < b.ID
 }
 
-// Due reports whether j is queued and its RunAt has passed at now.
-func (j Job) Due(now time.Time) bool {
-	return j.State == StateQueued && !j.RunAt.After(now)
-}
-
 // ApplyClaim returns j claimed by worker at now: running, with Attempt
 // incremented. It fails with a *TransitionError unless j is queued, and with
 // ErrNoJob if j is not yet due.
-func ApplyClaim(j Job, worker string, now time.Time) (Job, error) {
-	if err := CheckTransition(j.ID, j.State, StateRunning); err != nil {
+func ApplyClaim(j jobstore.Job, worker string, now time.Time) (jobstore.Job, error) {
+	if err := jobstore.CheckTransition(j.ID, j.State, jobstore.StateRunning); err != nil {
 		return j, err
 	}
 	if !j.Due(now) {
-		return j, &NoJobError{NextRunAt: j.RunAt}
+		return j, &jobstore.NoJobError{NextRunAt: j.RunAt}
 	}
 	now = now.UTC()
-	j.State = StateRunning
+	j.State = jobstore.StateRunning
 	j.Attempt++
 	j.Worker = worker
 	j.StartedAt = now
@@ -55,61 +54,64 @@ func ApplyClaim(j Job, worker string, now time.Time) (Job, error) {
 // requested; else queued again due now, with the attempt not counted, if
 // o.Interrupted; else failed if o.Permanent or its attempts are used up;
 // else queued again after o.RetryAfter or the backoff.
-func ApplyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffFunc) (Job, error) {
-	end := EndFailed
+func ApplyOutcome(j jobstore.Job, lease jobstore.Lease, o jobstore.Outcome, now time.Time, backoff jobstore.BackoffFunc) (jobstore.Job, error) {
+	end := jobstore.EndFailed
 	if o.TimedOut {
-		end = EndTimedOut
+		end = jobstore.EndTimedOut
 	}
 	return applyOutcome(j, lease, o, now, backoff, end)
 }
 
 // applyOutcome is ApplyOutcome with the end a failure is recorded with in
 // the history (unless a cancel or an interruption says otherwise).
-func applyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffFunc, failEnd AttemptEnd) (Job, error) {
+func applyOutcome(j jobstore.Job, lease jobstore.Lease, o jobstore.Outcome, now time.Time, backoff jobstore.BackoffFunc, failEnd jobstore.AttemptEnd) (jobstore.Job, error) {
 	if !j.Holds(lease) {
 		return j, fmt.Errorf("%w: job %s is %s, attempt %d by %q; lease is attempt %d by %q",
-			ErrNotHeld, j.ID, j.State, j.Attempt, j.Worker, lease.Attempt, lease.Worker)
+			jobstore.ErrNotHeld, j.ID, j.State, j.Attempt, j.Worker, lease.Attempt, lease.Worker)
 	}
 	now = now.UTC()
 	j.UpdatedAt = now
-	rec := AttemptRecord{Attempt: j.Attempt, Worker: j.Worker, StartedAt: j.StartedAt, FinishedAt: now}
+	rec := jobstore.AttemptRecord{Attempt: j.Attempt, Worker: j.Worker, StartedAt: j.StartedAt, FinishedAt: now}
 	if o.Error == "" {
-		j.State = StateSucceeded
-		j.Result = compactOrNil(o.Result)
+		j.State = jobstore.StateSucceeded
+		j.Result = nil
+		if len(o.Result) > 0 {
+			j.Result = append(json.RawMessage(nil), o.Result...)
+		}
 		j.FinishedAt = now
-		rec.End = EndSucceeded
+		rec.End = jobstore.EndSucceeded
 		j.History = appendHistory(j.History, rec)
 		return j, nil
 	}
-	rec.Error = truncate(o.Error, MaxHistoryErrorLen)
+	rec.Error = clip.String(o.Error, jobstore.MaxHistoryErrorLen)
 	switch {
 	case j.CancelRequested:
-		j.LastError = TruncateError(o.Error)
-		j.State = StateCanceled
+		j.LastError = jobstore.TruncateError(o.Error)
+		j.State = jobstore.StateCanceled
 		j.FinishedAt = now
-		rec.End = EndCanceled
+		rec.End = jobstore.EndCanceled
 	case o.Interrupted:
 		// Not the job's fault and not a failure: LastError keeps the
 		// latest real failure, and the attempt is given back.
-		j.State = StateQueued
+		j.State = jobstore.StateQueued
 		j.RunAt = now
 		j.MaxAttempts++
-		rec.End = EndInterrupted
+		rec.End = jobstore.EndInterrupted
 	case o.Permanent || j.Attempt >= j.MaxAttempts:
-		j.LastError = TruncateError(o.Error)
-		j.State = StateFailed
+		j.LastError = jobstore.TruncateError(o.Error)
+		j.State = jobstore.StateFailed
 		j.FinishedAt = now
 		rec.End = failEnd
 	default:
-		j.LastError = TruncateError(o.Error)
+		j.LastError = jobstore.TruncateError(o.Error)
 		delay := o.RetryAfter
 		if delay <= 0 {
 			if backoff == nil {
-				backoff = Backoff
+				backoff = jobstore.Backoff
 			}
 			delay = backoff(j.Attempt)
 		}
-		j.State = StateQueued
+		j.State = jobstore.StateQueued
 		j.RunAt = now.Add(delay)
 		rec.End = failEnd
 	}
@@ -126,14 +128,14 @@ func applyOutcome(j Job, lease Lease, o Outcome, now time.Time, backoff BackoffF
 // noticed, so no backoff is added; the attempt still counts, so a job that
 // kills every worker that runs it ends failed after MaxAttempts. The
 // history records the attempt as EndWorkerLost.
-func ApplyRecover(j Job, now time.Time) (Job, error) {
-	if j.State != StateRunning {
+func ApplyRecover(j jobstore.Job, now time.Time) (jobstore.Job, error) {
+	if j.State != jobstore.StateRunning {
 		// Not CheckTransition: failed and canceled may move to queued (by
 		// Retry), but recovery applies only to a running job.
-		return j, &TransitionError{ID: j.ID, From: j.State, To: StateQueued}
+		return j, &jobstore.TransitionError{ID: j.ID, From: j.State, To: jobstore.StateQueued}
 	}
 	msg := fmt.Sprintf("worker %q died during attempt %d", j.Worker, j.Attempt)
-	return applyOutcome(j, j.Lease(), Outcome{Error: msg}, now, noBackoff, EndWorkerLost)
+	return applyOutcome(j, j.Lease(), jobstore.Outcome{Error: msg}, now, noBackoff, jobstore.EndWorkerLost)
 }
 
 // ApplyRelease returns j after the worker that lease names gave the
@@ -141,9 +143,9 @@ func ApplyRecover(j Job, now time.Time) (Job, error) {
 // ApplyRecover, with an error that says the outcome could not be recorded.
 // The attempt counts and the history records it as EndWorkerLost. It fails
 // with ErrNotHeld unless lease holds j.
-func ApplyRelease(j Job, lease Lease, now time.Time) (Job, error) {
+func ApplyRelease(j jobstore.Job, lease jobstore.Lease, now time.Time) (jobstore.Job, error) {
 	msg := fmt.Sprintf("worker %q gave attempt %d back: its outcome could not be recorded", lease.Worker, lease.Attempt)
-	return applyOutcome(j, lease, Outcome{Error: msg}, now, noBackoff, EndWorkerLost)
+	return applyOutcome(j, lease, jobstore.Outcome{Error: msg}, now, noBackoff, jobstore.EndWorkerLost)
 }
 
 // noBackoff makes a recovered job due at once.
@@ -152,38 +154,38 @@ func noBackoff(int) time.Duration { return 0 }
 // ApplyCancel returns j canceled at now and whether anything changed: a
 // queued job becomes canceled, a running one gets CancelRequested, and a
 // canceled one is unchanged. Other states give a *TransitionError.
-func ApplyCancel(j Job, now time.Time) (Job, bool, error) {
+func ApplyCancel(j jobstore.Job, now time.Time) (jobstore.Job, bool, error) {
 	now = now.UTC()
 	switch j.State {
-	case StateQueued:
-		j.State = StateCanceled
+	case jobstore.StateQueued:
+		j.State = jobstore.StateCanceled
 		j.FinishedAt = now
 		j.UpdatedAt = now
 		return j, true, nil
-	case StateRunning:
+	case jobstore.StateRunning:
 		if j.CancelRequested {
 			return j, false, nil
 		}
 		j.CancelRequested = true
 		j.UpdatedAt = now
 		return j, true, nil
-	case StateCanceled:
+	case jobstore.StateCanceled:
 		return j, false, nil
 	}
-	return j, false, CheckTransition(j.ID, j.State, StateCanceled)
+	return j, false, jobstore.CheckTransition(j.ID, j.State, jobstore.StateCanceled)
 }
 
 // ApplyRetry returns j queued again at now after it failed or was canceled.
 // Attempt keeps counting (so old leases stay fenced off); if the attempts are
 // used up, MaxAttempts grows to allow one more.
-func ApplyRetry(j Job, now time.Time) (Job, error) {
-	if j.State != StateFailed && j.State != StateCanceled {
+func ApplyRetry(j jobstore.Job, now time.Time) (jobstore.Job, error) {
+	if j.State != jobstore.StateFailed && j.State != jobstore.StateCanceled {
 		// Not CheckTransition: running may move to queued (by Complete),
 		// but Retry applies only to a failed or canceled job.
-		return j, &TransitionError{ID: j.ID, From: j.State, To: StateQueued}
+		return j, &jobstore.TransitionError{ID: j.ID, From: j.State, To: jobstore.StateQueued}
 	}
 	now = now.UTC()
-	j.State = StateQueued
+	j.State = jobstore.StateQueued
 	j.RunAt = now
 	j.UpdatedAt = now
 	j.FinishedAt = time.Time{}
@@ -195,82 +197,13 @@ func ApplyRetry(j Job, now time.Time) (Job, error) {
 	return j, nil
 }
 
-// Prunable reports whether j is terminal and finished before cutoff.
-func (j Job) Prunable(cutoff time.Time) bool {
-	return j.State.Terminal() && j.FinishedAt.Before(cutoff)
-}
-
-// MatchesList reports whether j passes the filters of opts (not the cursor).
-func (j Job) MatchesList(opts ListOptions) bool {
-	if opts.Kind != "" && j.Kind != opts.Kind {
-		return false
+// appendHistory returns h with r added at the end and the oldest entries
+// dropped beyond MaxHistory. It never writes to h's array, which other
+// copies of the job may share.
+func appendHistory(h []jobstore.AttemptRecord, r jobstore.AttemptRecord) []jobstore.AttemptRecord {
+	if drop := len(h) + 1 - jobstore.MaxHistory; drop > 0 {
+		h = h[drop:]
 	}
-	if len(opts.States) == 0 {
-		return true
-	}
-	for _, s := range opts.States {
-		if j.State == s {
-			return true
-		}
-	}
-	return false
-}
-
-// Normalize validates opts and fills in its defaults.
-func (opts ListOptions) Normalize() (ListOptions, error) {
-	for _, s := range opts.States {
-		if !s.Valid() {
-			return opts, fmt.Errorf("%w: unknown state %q", ErrInvalidInput, s)
-		}
-	}
-	if opts.Kind != "" {
-		if err := ValidateKind(opts.Kind); err != nil {
-			return opts, err
-		}
-	}
-	if opts.Cursor != "" {
-		if err := ValidateID(opts.Cursor); err != nil {
-			return opts, fmt.Errorf("%w: bad cursor", err)
-		}
-	}
-	switch {
-	case opts.Limit < 0:
-		return opts, fmt.Errorf("%w: negative limit", ErrInvalidInput)
-	case opts.Limit == 0:
-		opts.Limit = DefaultListLimit
-	case opts.Limit > MaxListLimit:
-		opts.Limit = MaxListLimit
-	}
-	if opts.Order != NewestFirst && opts.Order != OldestFirst {
-		return opts, fmt.Errorf("%w: unknown order %d", ErrInvalidInput, opts.Order)
-	}
-	if opts.MaxBytes < 0 {
-		return opts, fmt.Errorf("%w: negative byte limit", ErrInvalidInput)
-	}
-	return opts, nil
-}
-
-// AfterCursor reports whether id comes after cursor in order (always true
-// for an empty cursor).
-func (opts ListOptions) AfterCursor(id string) bool {
-	if opts.Cursor == "" {
-		return true
-	}
-	if opts.Order == OldestFirst {
-		return id > opts.Cursor
-	}
-	return id < opts.Cursor
-}
-
-// ValidateWorker checks a worker name: 1 to 256 bytes of printable ASCII.
-func ValidateWorker(w string) error {
-	if w == "" || len(w) > 256 {
-		return fmt.Errorf("%w: worker name must be 1 to 256 bytes", ErrInvalidInput)
-	}
-	for i := 0; i < len(w); i++ {
-		if w[i] < 0x21 || w[i] > 0x7e {
-			return fmt.Errorf("%w: worker name %q: printable ASCII without spaces only", ErrInvalidInput, truncate(w, 64))
-		}
-	}
-	return nil
+	out := make([]jobstore.AttemptRecord, 0, len(h)+1)
+	return append(append(out, h...), r)
 }
