@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
-	"github.com/jobdir/jobdir/jobstore/storekit"
 	"github.com/jobdir/jobdir/memstore"
 )
 
@@ -63,33 +62,6 @@ func ExampleTransitions() {
 	// running -> canceled: Complete after Cancel requested
 	// failed -> queued: Retry
 	// canceled -> queued: Retry
-}
-
-// The Apply functions compute every state change; a store calls them while
-// it holds the job and writes back what they return.
-func ExampleApplyOutcome() {
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	job := jobstore.NewJob(jobstore.Spec{Kind: "email.send", MaxAttempts: 2}, now)
-
-	job, _ = storekit.ApplyClaim(job, "worker-1", now)
-	lease := job.Lease()
-	fmt.Println(job.State, "attempt", job.Attempt)
-
-	job, _ = storekit.ApplyOutcome(job, lease, jobstore.Outcome{Error: "smtp timeout", RetryAfter: time.Minute}, now, nil)
-	fmt.Println(job.State, "due", job.RunAt.Sub(now), "last error:", job.LastError)
-
-	// The first attempt's lease no longer holds the job.
-	_, err := storekit.ApplyOutcome(job, lease, jobstore.Succeeded(nil), now, nil)
-	fmt.Println(errors.Is(err, jobstore.ErrNotHeld))
-
-	job, _ = storekit.ApplyClaim(job, "worker-2", now.Add(time.Minute))
-	job, _ = storekit.ApplyOutcome(job, job.Lease(), jobstore.Outcome{Error: "smtp timeout"}, now.Add(time.Minute), nil)
-	fmt.Println(job.State, "after attempt", job.Attempt, "of", job.MaxAttempts)
-	// Output:
-	// running attempt 1
-	// queued due 1m0s last error: smtp timeout
-	// true
-	// failed after attempt 2 of 2
 }
 
 // Backoff grows as attempt⁴ seconds with ±10% jitter, capped at an hour.
