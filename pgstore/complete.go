@@ -160,15 +160,8 @@ func (s *Store) completeClaimed(ctx context.Context, r row, j jobstore.Job) (row
 // same job (a second Complete of one lease at once) waits for the next.
 func (s *Store) flushCompletions() {
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := s.untilClosed()
 	defer cancel()
-	go func() {
-		select {
-		case <-s.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for {
 		time.Sleep(completeLinger)
 		s.mu.Lock()

@@ -34,12 +34,8 @@ func (s *Store) ensureListener() {
 // listen keeps a listener connection up until the store closes.
 func (s *Store) listen() {
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := s.untilClosed()
 	defer cancel()
-	go func() {
-		<-s.closed
-		cancel()
-	}()
 	const minDelay = 50 * time.Millisecond
 	delay := minDelay
 	for ctx.Err() == nil {

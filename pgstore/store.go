@@ -268,6 +268,20 @@ func (s *Store) Close() error {
 // errStoreClosed ends the lease session of a store that closes.
 var errStoreClosed = errors.New("the store was closed")
 
+// untilClosed returns a context that ends when the store closes (or
+// cancel is called), for the store's background work.
+func (s *Store) untilClosed() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 func (s *Store) isClosed() bool {
 	select {
 	case <-s.closed:

@@ -155,15 +155,8 @@ func (s *Store) relistWorkers() {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := s.untilClosed()
 		defer cancel()
-		go func() {
-			select {
-			case <-s.closed:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		for {
 			if _, err := s.session(ctx); err == nil {
 				return
