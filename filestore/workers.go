@@ -121,7 +121,7 @@ func (s *Store) registerWorker(ctx context.Context, info jobstore.WorkerInfo) (*
 		}
 		if errors.Is(err, fs.ErrExist) {
 			var gone bool
-			gone, err = forgetDeadWorker(p)
+			gone, err = s.forgetDeadWorker(p)
 			if err == nil && !gone {
 				if busy++; busy < workerBusyTries {
 					err = sleepCtx(ctx, 10*time.Millisecond)
@@ -172,8 +172,11 @@ func (s *Store) closeWorkers() {
 
 // forgetDeadWorker removes the worker file at path if no process holds it
 // locked, and reports whether path is free now: true if it removed it or
-// it was gone or replaced, false if a live worker holds it.
-func forgetDeadWorker(path string) (bool, error) {
+// it was gone or replaced, false if a live worker holds it. The removal
+// goes through the store's seam, which resolves path inside the store
+// directory: a link planted for workers/ cannot make it remove a file
+// elsewhere.
+func (s *Store) forgetDeadWorker(path string) (bool, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
@@ -197,7 +200,7 @@ func forgetDeadWorker(path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
 	return true, nil
@@ -212,10 +215,17 @@ func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
 		return nil, err
 	}
 	dir := filepath.Join(s.dir, dirWorkers)
-	ents, err := os.ReadDir(dir)
+	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return []jobstore.WorkerInfo{}, nil
 	}
+	if err == nil && !fi.IsDir() {
+		err = fmt.Errorf("%s is not a directory (%s): the store's list of workers cannot be read", dir, fi.Mode().Type())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filestore: workers: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: workers: %w", err)
 	}
@@ -227,7 +237,7 @@ func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
 		if !strings.HasSuffix(e.Name(), recordExt) || !e.Type().IsRegular() {
 			continue
 		}
-		info, alive, err := readWorker(filepath.Join(dir, e.Name()))
+		info, alive, err := s.readWorker(filepath.Join(dir, e.Name()))
 		if err == nil && alive {
 			ws = append(ws, info)
 		}
@@ -238,7 +248,7 @@ func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
 
 // readWorker reads the worker file at path and reports whether its worker
 // is alive; a dead worker's file is removed.
-func readWorker(path string) (jobstore.WorkerInfo, bool, error) {
+func (s *Store) readWorker(path string) (jobstore.WorkerInfo, bool, error) {
 	var info jobstore.WorkerInfo
 	f, err := os.OpenFile(path, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -251,7 +261,7 @@ func readWorker(path string) (jobstore.WorkerInfo, bool, error) {
 	err = flockFile(f, unix.LOCK_SH|unix.LOCK_NB)
 	if err == nil {
 		_ = flockFile(f, unix.LOCK_UN)
-		_, err = forgetDeadWorker(path)
+		_, err = s.forgetDeadWorker(path)
 		return info, false, err
 	}
 	if !errors.Is(err, unix.EWOULDBLOCK) {

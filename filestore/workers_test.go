@@ -117,3 +117,24 @@ func TestWorkersSkipForeignFiles(t *testing.T) {
 		require.False(t, strings.Contains(p.Path, dirWorkers), "fsck reports %v", p)
 	}
 }
+
+// TestWorkersPlantedLink: a link planted for workers/ is neither read
+// nor followed to remove what it points at; RegisterWorker refuses it.
+func TestWorkersPlantedLink(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	elsewhere := t.TempDir()
+	victim := filepath.Join(elsewhere, "settings.json")
+	require.NoError(t, os.WriteFile(victim, []byte(`{"id":"x","concurrency":1}`), 0o644))
+	require.NoError(t, os.Symlink(elsewhere, filepath.Join(dir, dirWorkers)))
+
+	_, err := s.Workers(t.Context())
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "is not a directory")
+	_, err = s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "w", Concurrency: 1})
+	require.Error(t, err, "a worker was registered through a planted link")
+	require.FileExists(t, victim)
+	ents, err := os.ReadDir(elsewhere)
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "a file was written through the link")
+}
