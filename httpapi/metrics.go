@@ -270,8 +270,9 @@ var (
 	// Only for a store that keeps a list of workers.
 	workersDesc = prometheus.NewDesc("jobdir_workers",
 		"Live workers serving the store, in every process on it, read at scrape time.", nil, nil)
-	unservedDesc = prometheus.NewDesc("jobdir_unserved_kinds",
-		"Kinds that have queued jobs but no live worker to run them, read at scrape time; alert when above 0.", nil, nil)
+	unservedDesc = prometheus.NewDesc("jobdir_unserved_jobs",
+		"Queued jobs of each kind that no live worker runs, read at scrape time (no series for a kind a worker runs); alert when their sum is above 0. Kinds past the bound on kind labels are summed under _other.",
+		[]string{"kind"}, nil)
 )
 
 // Describe sends the descriptors of the store series.
@@ -339,6 +340,12 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(len(ws)))
-		ch <- prometheus.MustNewConstMetric(unservedDesc, prometheus.GaugeValue, float64(len(jobstore.UnservedKinds(st, ws))))
+		unserved := map[string]int{}
+		for _, kind := range jobstore.UnservedKinds(st, ws) {
+			unserved[c.m.kind(kind)] += st.Kinds[kind][jobstore.StateQueued]
+		}
+		for kind, n := range unserved {
+			ch <- prometheus.MustNewConstMetric(unservedDesc, prometheus.GaugeValue, float64(n), kind)
+		}
 	}
 }

@@ -75,7 +75,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	for series, want := range map[string]float64{
 		`jobdir_store_up`:                                                          1,
 		`jobdir_workers`:                                                           1,
-		`jobdir_unserved_kinds`:                                                    1,
+		`jobdir_unserved_jobs{kind="never-runs"}`:                                  1,
 		`jobdir_jobs{state="queued"}`:                                              1,
 		`jobdir_jobs{state="running"}`:                                             0,
 		`jobdir_jobs{state="succeeded"}`:                                           3,
@@ -109,6 +109,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	require.Contains(t, text, "jobdir_oldest_queued_age_seconds ")
 	require.Contains(t, text, `jobdir_oldest_queued_age_by_kind_seconds{kind="never-runs"} `, "the kind with a due job")
 	require.NotContains(t, text, `jobdir_oldest_queued_age_by_kind_seconds{kind="ok"}`, "no job of it is due")
+	require.NotContains(t, text, `jobdir_unserved_jobs{kind="ok"}`, "a worker runs it")
 	require.Contains(t, text, "go_goroutines ", "the private registry holds the Go collector")
 	require.Contains(t, text, `jobdir_http_request_duration_seconds_count{route="POST /v1/jobs"}`)
 }
