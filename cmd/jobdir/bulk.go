@@ -12,15 +12,18 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// bulkFilter selects the jobs a bulk cancel or retry acts on.
+// bulkFilter selects the jobs a bulk cancel, retry or delete acts on.
 type bulkFilter struct {
 	states []string
 	kind   string
 	yes    bool
+	// done is what the command does to a job, "canceled", for its words.
+	done string
 }
 
 // register adds --state, --kind and --yes to cmd.
 func (bf *bulkFilter) register(cmd *cobra.Command, verb string) {
+	bf.done = map[string]string{"cancel": "canceled", "retry": "retried", "delete": "deleted"}[verb]
 	f := cmd.Flags()
 	f.StringSliceVar(&bf.states, "state", nil, "instead of one job, "+verb+" every job in this `STATE` (repeatable, or comma-separated; queued is the jobs due now, scheduled and retrying those waiting for their time)")
 	f.StringVar(&bf.kind, "kind", "", "instead of one job, "+verb+" every job of this `KIND` (with --state, of both)")
@@ -40,7 +43,7 @@ func (bf *bulkFilter) options(allowed []jobstore.State) (jobstore.ListOptions, s
 			return opts, stateFilter{}, usagef("--kind: %v", err)
 		}
 	}
-	f, err := parseStates(bf.states, allowed)
+	f, err := parseStates(bf.states, allowed, bf.done)
 	if err != nil {
 		return opts, stateFilter{}, usagef("--state %v", err)
 	}
@@ -88,8 +91,8 @@ func (a *app) confirm(question string) error {
 }
 
 // bulk applies op to every job of st that opts selects, after asking (unless
-// bf.yes), and says how many it changed. verb is "cancel" or "retry", done
-// "canceled" or "queued again".
+// bf.yes), and says how many it changed. verb is "cancel", "retry" or
+// "delete", done "canceled", "queued again" or "deleted".
 func (a *app) bulk(ctx context.Context, st jobstore.Client, bf *bulkFilter, opts jobstore.ListOptions, f stateFilter, verb, done string,
 	op func(context.Context, string) (jobstore.Job, error)) error {
 	jobs, _, err := listJobs(ctx, st, opts, f.keep(), 0, func(error) {})
@@ -113,8 +116,8 @@ func (a *app) bulk(ctx context.Context, st jobstore.Client, bf *bulkFilter, opts
 		switch {
 		case err == nil:
 			changed++
-		case errors.As(err, &te), errors.Is(err, jobstore.ErrNotFound):
-			moved++ // it finished, or was retried, canceled or pruned, since it was listed
+		case errors.As(err, &te), errors.Is(err, jobstore.ErrInvalidTransition), errors.Is(err, jobstore.ErrNotFound):
+			moved++ // it finished, or was retried, canceled, pruned or deleted, since it was listed
 		default:
 			return fmt.Errorf("%s after %d of %s: %w", verb, changed, plural(int64(len(jobs)), "job"), err)
 		}

@@ -59,8 +59,8 @@ func TestBulkCancelAndRetry(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"cancel", "--state", "succeeded"}, "--state succeeded: only queued or running jobs can be"},
-		{[]string{"retry", "--state", "queued"}, "--state queued: only failed or canceled jobs can be"},
+		{[]string{"cancel", "--state", "succeeded"}, "--state succeeded: only queued or running jobs can be canceled"},
+		{[]string{"retry", "--state", "queued"}, "--state queued: only failed or canceled jobs can be retried"},
 		{[]string{"cancel", "--state", "queued", ids[0]}, "cancel takes an ID, or --state and --kind, not both"},
 		{[]string{"retry", "--kind", "a b"}, "--kind:"},
 	} {

@@ -164,7 +164,7 @@ func TestStateWordsOfQueuedJobs(t *testing.T) {
 	require.Contains(t, r.stderr, "Cancel 1 scheduled job in the store")
 	r = jd(t, dir, "retry", "--state", "scheduled")
 	require.Equal(t, exitUsage, r.code)
-	require.Contains(t, r.stderr, "--state scheduled: only failed or canceled jobs can be")
+	require.Contains(t, r.stderr, "--state scheduled: only failed or canceled jobs can be retried")
 	r = jdOK(t, dir, "cancel", "--kind", "flaky", "--yes")
 	require.Equal(t, "canceled 1 job\n", r.stdout, "without --state, every queued job of the kind")
 	require.Empty(t, list("retrying"))

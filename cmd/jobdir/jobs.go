@@ -103,7 +103,7 @@ stderr says how many more. --limit 0 lists every job.`,
 			if oldest {
 				opts.Order = jobstore.OldestFirst
 			}
-			sf, err := parseStates(states, jobstore.States())
+			sf, err := parseStates(states, jobstore.States(), "listed")
 			if err != nil {
 				return usagef("--state %v", err)
 			}

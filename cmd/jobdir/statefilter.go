@@ -30,8 +30,9 @@ type stateFilter struct {
 }
 
 // parseStates reads --state's values (each may be comma-separated) and
-// accepts only the words for states in allowed.
-func parseStates(values []string, allowed []jobstore.State) (stateFilter, error) {
+// accepts only the words for states in allowed; done says what the command
+// does to those ("canceled"), for the error about another state.
+func parseStates(values []string, allowed []jobstore.State, done string) (stateFilter, error) {
 	var f stateFilter
 	for _, v := range values {
 		for _, name := range strings.Split(v, ",") {
@@ -47,7 +48,7 @@ func parseStates(values []string, allowed []jobstore.State) (stateFilter, error)
 				for i, a := range allowed {
 					names[i] = string(a)
 				}
-				return stateFilter{}, fmt.Errorf("%s: only %s jobs can be", w, strings.Join(names, " or "))
+				return stateFilter{}, fmt.Errorf("%s: only %s jobs can be %s", w, strings.Join(names, " or "), done)
 			}
 			if !slices.Contains(f.words, w) {
 				f.words = append(f.words, w)
