@@ -124,7 +124,11 @@ func (s *Store) registerWorker(ctx context.Context, info jobstore.WorkerInfo) (*
 			gone, err = s.forgetDeadWorker(p)
 			if err == nil && !gone {
 				if busy++; busy < workerBusyTries {
-					err = sleepCtx(ctx, 10*time.Millisecond)
+					select {
+					case <-time.After(10 * time.Millisecond):
+					case <-ctx.Done():
+						err = ctx.Err()
+					}
 				} else {
 					err = jobstore.ErrWorkerExists
 				}
@@ -134,18 +138,6 @@ func (s *Store) registerWorker(ctx context.Context, info jobstore.WorkerInfo) (*
 			unlockFile(f)
 			return nil, err
 		}
-	}
-}
-
-// sleepCtx sleeps for d, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
