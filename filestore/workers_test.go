@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -137,4 +138,32 @@ func TestWorkersPlantedLink(t *testing.T) {
 	ents, err := os.ReadDir(elsewhere)
 	require.NoError(t, err)
 	require.Len(t, ents, 1, "a file was written through the link")
+}
+
+// TestWorkersOfPods: workers that are each PID 1 of a PID namespace of
+// their own, as in pods sharing a volume, are listed apart (each says PID
+// 1), and a killed one goes while the other stays.
+func TestWorkersOfPods(t *testing.T) {
+	testproc.RequirePIDNamespaces(t)
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	o := func(id string) *testproc.Options {
+		return &testproc.Options{PIDNamespace: true, Env: []string{childDir + "=" + dir, childKey + "=" + id}}
+	}
+	a := testproc.Start(t, "register-worker", o("pod-a-1"))
+	b := testproc.Start(t, "register-worker", o("pod-b-1"))
+	require.Equal(t, "registered pod-a-1", a.Next(t))
+	require.Equal(t, "registered pod-b-1", b.Next(t))
+	ws, err := s.Workers(t.Context())
+	require.NoError(t, err)
+	require.Len(t, ws, 2)
+	for _, w := range ws {
+		require.Equal(t, 1, w.PID, "%s is not PID 1 of its namespace", w.ID)
+	}
+	require.NoError(t, a.Signal(syscall.SIGKILL))
+	_ = a.Wait(t.Context())
+	require.Eventually(t, func() bool {
+		ids := workerIDsOf(t, s)
+		return len(ids) == 1 && ids[0] == "pod-b-1"
+	}, 2*time.Second, 10*time.Millisecond, "the killed pod's worker is still listed")
 }
