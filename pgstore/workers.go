@@ -119,6 +119,10 @@ func (s *Store) putWorker(ctx context.Context, w *worker) error {
 // lease session sess; session() calls it. A worker whose name a live
 // worker of another store took meanwhile is logged and stays unlisted.
 func (s *Store) moveWorkers(ctx context.Context, sess *session) {
+	// Not the caller's deadline: a claim that started the session may be
+	// about to give up, and the rows must move all the same.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unregisterTimeout)
+	defer cancel()
 	s.mu.Lock()
 	ws := make([]*worker, 0, len(s.workers))
 	for w := range s.workers {
