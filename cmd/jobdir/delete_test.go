@@ -13,16 +13,25 @@ import (
 
 // TestDeleteFinishedJobs: delete removes a finished job with its log and
 // frees its key; a queued job is refused in words and stays; with a filter
-// it deletes only the finished jobs it selects, after asking.
+// it deletes only the finished jobs it selects, after asking; on a file
+// store and in PostgreSQL.
 func TestDeleteFinishedJobs(t *testing.T) {
-	dir := newStoreDir(t)
+	t.Run("file", func(t *testing.T) { testDeleteFinishedJobs(t, newStoreDir(t)) })
+	t.Run("postgres", func(t *testing.T) { testDeleteFinishedJobs(t, pgStore(t)) })
+}
+
+func testDeleteFinishedJobs(t *testing.T, dir string) {
+	file := !strings.Contains(dir, "://")
 	t.Chdir(t.TempDir())
 	done := submit(t, dir, "--key", "report-7", "--", "sh", "-c", "echo secret output")
 	failed := submit(t, dir, "--max-attempts", "1", "--", "false")
 	jdOK(t, dir, "work", "--exit-when-idle", "-q")
 	later := submit(t, dir, "--delay", "1h", "--", "true")
 	logFile := filepath.Join(dir, logsDirName, done+".log")
-	require.FileExists(t, logFile)
+	if file {
+		require.FileExists(t, logFile)
+	}
+	require.Contains(t, jdOK(t, dir, "logs", done).stdout, "secret output")
 
 	r := jd(t, dir, "delete", later)
 	require.Equal(t, exitError, r.code, "%s", r)
@@ -31,7 +40,11 @@ func TestDeleteFinishedJobs(t *testing.T) {
 
 	r = jdOK(t, dir, "delete", "--key", "report-7")
 	require.Equal(t, done+" deleted\n", r.stdout)
-	require.NoFileExists(t, logFile, "the deleted job's log")
+	if file {
+		require.NoFileExists(t, logFile, "the deleted job's log")
+	}
+	r = jd(t, dir, "logs", done)
+	require.Equal(t, exitError, r.code, "the deleted job's log is still served: %s", r)
 	r = jd(t, dir, "get", done)
 	require.Equal(t, exitError, r.code)
 	again := submit(t, dir, "--key", "report-7", "--", "true")
@@ -48,6 +61,8 @@ func TestDeleteFinishedJobs(t *testing.T) {
 	r = jdOK(t, dir, "list", "--json")
 	require.Len(t, wireJobs(t, r.stdout), 2, "the queued jobs stay")
 	require.False(t, strings.Contains(r.stdout, failed))
-	_, err := os.Stat(filepath.Join(dir, logsDirName, failed+".log"))
-	require.ErrorIs(t, err, os.ErrNotExist)
+	if file {
+		_, err := os.Stat(filepath.Join(dir, logsDirName, failed+".log"))
+		require.ErrorIs(t, err, os.ErrNotExist)
+	}
 }

@@ -17,9 +17,14 @@ const noWorkerNote = "jobdir: no live worker runs exec jobs on this store; the j
 // TestWorkersListsTheLiveWorkers: "jobdir workers" lists a running "jobdir
 // work" with its kinds, concurrency, process and version, and nothing once
 // it stopped; then it, "stats" and "submit" name the kind no live worker
-// runs, and "submit --require-worker" refuses to submit.
+// runs, and "submit --require-worker" refuses to submit; on a file store
+// and in PostgreSQL.
 func TestWorkersListsTheLiveWorkers(t *testing.T) {
-	dir := newStoreDir(t)
+	t.Run("file", func(t *testing.T) { testWorkersListsTheLiveWorkers(t, newStoreDir(t)) })
+	t.Run("postgres", func(t *testing.T) { testWorkersListsTheLiveWorkers(t, pgStore(t)) })
+}
+
+func testWorkersListsTheLiveWorkers(t *testing.T, dir string) {
 	t.Chdir(t.TempDir())
 	r := jdOK(t, dir, "workers")
 	require.Equal(t, "No live workers. Start one with \"jobdir work\".\n", r.stdout)
