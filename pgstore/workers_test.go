@@ -115,3 +115,25 @@ func TestWorkersFollowANewLeaseSession(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	require.Equal(t, []string{"idle"}, listedIDs(t, other))
 }
+
+// TestRegisterWorkerAfterSessionRecovered: a store whose lease session
+// another store's recovery deleted before this one noticed registers its
+// worker under a new session.
+func TestRegisterWorkerAfterSessionRecovered(t *testing.T) {
+	schema := pgtest.Schema(t)
+	s := openStore(t, schema, nil)
+	u, err := s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "first", Concurrency: 1})
+	require.NoError(t, err)
+	require.NoError(t, u())
+	pool := pgtest.Pool(t, 1)
+	var old int
+	require.NoError(t, pool.QueryRow(t.Context(), `DELETE FROM `+schema+`.sessions RETURNING id`).Scan(&old))
+
+	u, err = s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "second", Concurrency: 1})
+	require.NoError(t, err, "no new session for the registration")
+	defer u()
+	require.Equal(t, []string{"second"}, listedIDs(t, s))
+	var now int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT session FROM `+schema+`.workers WHERE id = 'second'`).Scan(&now))
+	require.NotEqual(t, old, now, "registered under the deleted session")
+}

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
+	"github.com/jobdir/jobdir/webui"
 )
 
 // TestWorkersPage: the workers page lists each live worker with its kinds
@@ -43,4 +45,22 @@ func TestWorkersPage(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Regexp(t, `id="unserved".*>resize<`, r.body, "the overview does not warn")
 	require.Contains(t, r.body, `id="workers-count">1</a>`)
+}
+
+// TestWorkersPageWithoutRegistry: a store that keeps no list of workers
+// gets a page that says so, and an overview without a count of workers.
+func TestWorkersPageWithoutRegistry(t *testing.T) {
+	store := memstore.New(nil)
+	t.Cleanup(func() { _ = store.Close() })
+	ui, err := webui.New(plainStore{store}, &webui.Options{Tokens: []string{testToken}})
+	require.NoError(t, err)
+	e := newEnvOn(t, store, ui)
+	e.signIn(testToken)
+	r := e.do("GET", "/ui/workers", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `id="workers-unsupported"`)
+	r = e.do("GET", "/ui/", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.NotContains(t, r.body, `id="workers-count"`)
+	require.NotContains(t, r.body, `id="unserved"`)
 }
