@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,4 +39,40 @@ func TestClaimBusyLeaseAsksAgainSoon(t *testing.T) {
 	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
 	require.NoError(t, err)
 	require.Equal(t, j.ID, c.ID)
+}
+
+// TestTryLeaseOneHolder: of many goroutines taking one lease lock at once,
+// round after round, exactly one holds it, and the table names that one;
+// a release lets the next round take it.
+func TestTryLeaseOneHolder(t *testing.T) {
+	s := openAt(t, t.TempDir(), &Options{NoSync: true})
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	lp := s.leasePath(j.ID)
+	for round := range 50 {
+		const n = 16
+		got := make(chan *leaseHold, n)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				h, ok, err := tryLease(s, lp)
+				if err == nil && ok {
+					got <- h
+				}
+			})
+		}
+		wg.Wait()
+		close(got)
+		var holders []*leaseHold
+		for h := range got {
+			holders = append(holders, h)
+		}
+		require.Len(t, holders, 1, "round %d: holders of one lease", round)
+		held, ok := heldLease(lp)
+		require.True(t, ok)
+		require.Same(t, holders[0], held, "the table names another holder")
+		releaseLease(lp, holders[0])
+		_, ok = heldLease(lp)
+		require.False(t, ok, "released, still in the table")
+	}
 }

@@ -246,10 +246,17 @@ type leaseHold struct {
 // tryLease takes the lease lock at path without blocking. It returns
 // false, nil if any process, this one included, holds it, or holds a
 // duplicate of the descriptor that locked it (see LeaseFile).
+//
+// The file is opened and locked without the table's mutex, which every
+// claim and completion of the process takes: the flock alone lets one
+// descriptor hold it, so of two callers one gets it, and an entry of the
+// table always names the descriptor that holds the lock (releaseLease
+// removes the entry before it unlocks).
 func tryLease(s *Store, path string) (*leaseHold, bool, error) {
 	leases.Lock()
-	defer leases.Unlock()
-	if _, held := leases.m[path]; held {
+	_, held := leases.m[path]
+	leases.Unlock()
+	if held {
 		return nil, false, nil
 	}
 	f, ok, err := tryLockFile(path, s.filePerm)
@@ -265,16 +272,30 @@ func tryLease(s *Store, path string) (*leaseHold, bool, error) {
 		return nil, false, nil
 	}
 	h := &leaseHold{f: f, owner: s}
+	leases.Lock()
+	if _, held := leases.m[path]; held {
+		// Not possible while the entry's descriptor holds the flock;
+		// kept as a guard, so that the table never loses a holder.
+		leases.Unlock()
+		unlockFile(f)
+		return nil, false, nil
+	}
 	leases.m[path] = h
+	leases.Unlock()
 	return h, true, nil
 }
 
-// releaseLease unlocks the lease lock at path if h still holds it.
+// releaseLease unlocks the lease lock at path if h still holds it: it
+// removes h from the table, then unlocks the file, without the table's
+// mutex.
 func releaseLease(path string, h *leaseHold) {
 	leases.Lock()
-	defer leases.Unlock()
-	if leases.m[path] == h {
+	mine := leases.m[path] == h
+	if mine {
 		delete(leases.m, path)
+	}
+	leases.Unlock()
+	if mine {
 		unlockFile(h.f)
 	}
 }
