@@ -97,7 +97,7 @@ func (s *Store) registerWorker(ctx context.Context, info jobstore.WorkerInfo) (*
 		return nil, err
 	}
 	dir := filepath.Join(s.dir, dirWorkers)
-	if err := s.fs.Mkdir(dir, s.dirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := s.fs.Mkdir(dir, s.dirPerm); err != nil { // an existing directory is no error; a link is
 		return nil, err
 	}
 	tmp, err := s.fs.WriteTemp(s.tmpDir, append(data, '\n'), s.filePerm, false)
@@ -185,6 +185,13 @@ func (s *Store) forgetDeadWorker(path string) (bool, error) {
 		return false, err
 	}
 	defer func() { _ = flockFile(f, unix.LOCK_UN) }()
+	return s.removeDeadWorker(f, path)
+}
+
+// removeDeadWorker removes the worker file at path, which f opened and the
+// caller holds locked exclusively, if path still names f's file, and
+// reports whether path is free now.
+func (s *Store) removeDeadWorker(f *os.File, path string) (bool, error) {
 	same, err := sameInode(f, path, 0)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && !same) {
 		return true, nil
@@ -250,10 +257,11 @@ func (s *Store) readWorker(path string) (jobstore.WorkerInfo, bool, error) {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return info, false, errors.New("not a regular file")
 	}
-	err = flockFile(f, unix.LOCK_SH|unix.LOCK_NB)
+	err = flockFile(f, unix.LOCK_EX|unix.LOCK_NB)
 	if err == nil {
-		_ = flockFile(f, unix.LOCK_UN)
-		_, err = s.forgetDeadWorker(path)
+		// Nobody holds it: a dead worker's.
+		defer func() { _ = flockFile(f, unix.LOCK_UN) }()
+		_, err = s.removeDeadWorker(f, path)
 		return info, false, err
 	}
 	if !errors.Is(err, unix.EWOULDBLOCK) {

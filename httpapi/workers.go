@@ -39,9 +39,5 @@ func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	resp := WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(st, ws)}
-	if resp.UnservedKinds == nil {
-		resp.UnservedKinds = []string{}
-	}
-	s.writeJSON(w, http.StatusOK, resp)
+	s.writeJSON(w, http.StatusOK, WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(st, ws)})
 }

@@ -166,9 +166,9 @@ func ListWorkers(ctx context.Context, c Lister) ([]WorkerInfo, error) {
 
 // UnservedKinds returns, sorted, the kinds that have queued jobs in stats
 // but that no worker of workers claims: jobs that wait for a worker that is
-// not there.
+// not there. It is never nil, so that JSON shows an empty list as [].
 func UnservedKinds(stats Stats, workers []WorkerInfo) []string {
-	var out []string
+	out := []string{}
 	for kind, counts := range stats.Kinds {
 		if counts[StateQueued] == 0 {
 			continue

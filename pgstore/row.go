@@ -446,7 +446,10 @@ func newQueries(schema string) queries {
 		RETURNING id`
 	w := s + ".workers"
 	// A session is alive while its advisory lock is held (this
-	// transaction cannot take it) and its lease is renewed.
+	// transaction cannot take it) and its lease is renewed. A dead
+	// session's lock is taken for the statement only; a recovery pass
+	// that looks at that moment finds the session busy and takes it on
+	// its next pass.
 	alive := func(id string) string {
 		return `EXISTS (SELECT 1 FROM ` + ss + ` WHERE id = ` + id + ` AND dead_since IS NULL
 			AND expires_at >= now() AND NOT pg_try_advisory_xact_lock($1::int, id))`

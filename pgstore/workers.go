@@ -83,21 +83,14 @@ func (s *Store) RegisterWorker(ctx context.Context, info jobstore.WorkerInfo) (f
 // meanwhile, so that a session started while it ran, whose start moved
 // the rows it knew of, does not miss w.
 func (s *Store) putWorker(ctx context.Context, w *worker) error {
-	data, err := json.Marshal(w.info)
-	if err != nil {
-		return err
-	}
 	for tries := 0; ; tries++ {
 		sess, err := s.session(ctx)
 		if err != nil {
 			return err
 		}
-		var id string
-		err = s.pool.QueryRow(ctx, s.q.registerWorker, s.ns, w.info.ID, sess.id, w.token, data).Scan(&id)
+		err = s.writeWorker(ctx, w, sess)
 		var pe *pgconn.PgError
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return jobstore.ErrWorkerExists
 		case errors.As(err, &pe) && pe.Code == "23503" && tries < 3:
 			// The session's row is gone: recovery found it dead
 			// before this Store did. The next session() starts another.
@@ -115,6 +108,21 @@ func (s *Store) putWorker(ctx context.Context, w *worker) error {
 	}
 }
 
+// writeWorker writes w's row, naming sess; ErrWorkerExists if a live
+// worker of another registration holds w's ID.
+func (s *Store) writeWorker(ctx context.Context, w *worker, sess *session) error {
+	data, err := json.Marshal(w.info)
+	if err != nil {
+		return err
+	}
+	var id string
+	err = s.pool.QueryRow(ctx, s.q.registerWorker, s.ns, w.info.ID, sess.id, w.token, data).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return jobstore.ErrWorkerExists
+	}
+	return err
+}
+
 // moveWorkers writes the rows of the Store's workers again, naming the new
 // lease session sess; session() calls it. A worker whose name a live
 // worker of another store took meanwhile is logged and stays unlisted.
@@ -130,15 +138,7 @@ func (s *Store) moveWorkers(ctx context.Context, sess *session) {
 	}
 	s.mu.Unlock()
 	for _, w := range ws {
-		data, err := json.Marshal(w.info)
-		if err == nil {
-			var id string
-			err = s.pool.QueryRow(ctx, s.q.registerWorker, s.ns, w.info.ID, sess.id, w.token, data).Scan(&id)
-		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = jobstore.ErrWorkerExists
-		}
-		if err != nil {
+		if err := s.writeWorker(ctx, w, sess); err != nil {
 			s.opts.Logger.Warn("pgstore: cannot list the worker under the new lease session", "worker", w.info.ID, "session", sess.id, "err", err)
 		}
 	}

@@ -75,10 +75,7 @@ func unservedKinds(ctx context.Context, store jobstore.Store, s jobstore.Stats) 
 	if err != nil {
 		return nil, err
 	}
-	if u := jobstore.UnservedKinds(s, ws); u != nil {
-		return u, nil
-	}
-	return []string{}, nil
+	return jobstore.UnservedKinds(s, ws), nil
 }
 
 // printStats writes the stats of the store in dir for people, with the

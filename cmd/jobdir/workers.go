@@ -11,15 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
 )
-
-// workersView is what `jobdir workers --json` prints: the live workers and
-// the kinds that have queued jobs but no worker.
-type workersView struct {
-	Workers       []jobstore.WorkerInfo `json:"workers"`
-	UnservedKinds []string              `json:"unserved_kinds"`
-}
 
 func (a *app) workersCommand() *cobra.Command {
 	var asJSON bool
@@ -48,10 +42,8 @@ stopped (SIGSTOP) but alive stays listed on a file store.`,
 				if err != nil {
 					return err
 				}
-				v := workersView{Workers: ws, UnservedKinds: jobstore.UnservedKinds(s, ws)}
-				if v.UnservedKinds == nil {
-					v.UnservedKinds = []string{} // [] in JSON, not null
-				}
+				// The body of GET /v1/workers.
+				v := httpapi.WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(s, ws)}
 				if asJSON {
 					return writeJSON(a.stdout, v)
 				}
@@ -78,7 +70,7 @@ func kindServed(ctx context.Context, store jobstore.Store, kind string) (bool, e
 }
 
 // printWorkers writes v for people.
-func printWorkers(w io.Writer, v workersView, now time.Time) error {
+func printWorkers(w io.Writer, v httpapi.WorkersResponse, now time.Time) error {
 	if len(v.Workers) == 0 {
 		fmt.Fprintln(w, `No live workers. Start one with "jobdir work".`)
 	} else {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/httpapi"
 )
 
 // noWorkerNote is what submit says when no live worker runs exec jobs.
@@ -35,9 +37,9 @@ func testWorkersListsTheLiveWorkers(t *testing.T, dir string) {
 	go func() {
 		done <- run(ctx, append(storeArgs(dir), "work", "--concurrency", "3"), strings.NewReader(""), &bytes.Buffer{}, &werr)
 	}()
-	var v workersView
+	var v httpapi.WorkersResponse
 	require.Eventually(t, func() bool {
-		v = workersView{}
+		v = httpapi.WorkersResponse{}
 		require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "workers", "--json").stdout), &v))
 		return len(v.Workers) == 1
 	}, 10*time.Second, 20*time.Millisecond, "the running worker is not listed")
@@ -56,7 +58,7 @@ func testWorkersListsTheLiveWorkers(t *testing.T, dir string) {
 	require.Empty(t, r.stderr, "a note although a worker runs exec jobs")
 	id := strings.TrimSpace(r.stdout)
 	require.Eventually(t, func() bool {
-		v = workersView{}
+		v = httpapi.WorkersResponse{}
 		require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "workers", "--json").stdout), &v))
 		return len(v.Workers) == 1 && len(v.Workers[0].Running) == 1
 	}, 10*time.Second, 20*time.Millisecond, "the worker's running job is not listed")
