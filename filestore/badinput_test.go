@@ -151,11 +151,11 @@ func TestFormatVersion(t *testing.T) {
 		s := openTest(t, &Options{NoSync: true})
 		data, err := os.ReadFile(filepath.Join(s.Dir(), formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":3}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":4}`, string(data))
 	})
 	t.Run("UpgradedFrom1", func(t *testing.T) {
 		// A format-1 store: its records (format 1, rewritten at claim)
-		// read as they are, and FORMAT now says 3, so that programs of
+		// read as they are, and FORMAT now says 4, so that programs of
 		// format 1 refuse it.
 		s := openTest(t, &Options{NoSync: true})
 		queued, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "one"})
@@ -178,7 +178,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err := os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":3}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":4}`, string(data))
 		j, err := s2.Get(t.Context(), queued.ID)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateQueued, j.State)
@@ -196,7 +196,7 @@ func TestFormatVersion(t *testing.T) {
 	t.Run("UpgradedFrom2", func(t *testing.T) {
 		// A format-2 store: shared record lock files, none per job. Its
 		// records read as they are, a change makes the job's own lock
-		// file, and FORMAT now says 3, so that programs of format 2
+		// file, and FORMAT now says 4, so that programs of format 2
 		// refuse it.
 		s := openTest(t, &Options{NoSync: true})
 		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "two"})
@@ -216,7 +216,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err = os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":3}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":4}`, string(data))
 		got, err := s2.Get(t.Context(), j.ID)
 		require.NoError(t, err)
 		require.Equal(t, j, got)
@@ -226,9 +226,40 @@ func TestFormatVersion(t *testing.T) {
 		require.FileExists(t, s2.lockPath(j.ID))
 		require.FileExists(t, stripe, "a format-2 lock file is left alone")
 	})
+	t.Run("UpgradedFrom3", func(t *testing.T) {
+		// A format-3 store, as the release before queues wrote it
+		// (testdata/format3): its records have no queue, and their jobs
+		// are in the default queue. FORMAT now says 4, so that programs
+		// of format 3, which know no pauses, refuse it.
+		dir := t.TempDir()
+		require.NoError(t, os.CopyFS(dir, os.DirFS("testdata/format3")))
+		for _, d := range []string{dirClaimed, dirDone, dirTmp} { // git keeps no empty directory
+			require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o700))
+		}
+		s2, err := Open(t.Context(), dir, &Options{NoSync: true})
+		require.NoError(t, err)
+		defer s2.Close()
+		data, err := os.ReadFile(filepath.Join(dir, formatFile))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"store":"jobdir","format":4}`, string(data))
+		const id = "01M8ZHR6DR5VSG15YN34ZCVX45"
+		got, err := s2.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.DefaultQueue, got.Queue)
+		require.Equal(t, "report", got.Kind)
+		page, err := s2.List(t.Context(), jobstore.ListOptions{Queue: jobstore.DefaultQueue})
+		require.NoError(t, err)
+		require.Len(t, page.Jobs, 1)
+		_, err = s2.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Queues: []string{"other"}})
+		require.ErrorIs(t, err, jobstore.ErrNoJob)
+		j, err := s2.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Queues: []string{jobstore.DefaultQueue}})
+		require.NoError(t, err)
+		require.Equal(t, id, j.ID)
+		require.Equal(t, jobstore.DefaultQueue, j.Queue)
+	})
 	t.Run("TooNew", func(t *testing.T) {
 		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":4}`), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":5}`), 0o600))
 		_, err := Open(t.Context(), dir, nil)
 		require.ErrorIs(t, err, ErrFormatTooNew)
 		ents, err := os.ReadDir(dir)

@@ -9,20 +9,25 @@ import (
 )
 
 // candIndex is the claim candidate set: every job believed to be queued,
-// with only what picking needs (no payloads). Per kind it keeps a heap of
-// due jobs in claim order and a heap of not-yet-due jobs by RunAt, so that
-// a claim costs O(kinds · log n) rather than a pass over the backlog.
+// with only what picking needs (no payloads). Per queue and kind it keeps a
+// heap of due jobs in claim order and a heap of not-yet-due jobs by RunAt,
+// so that a claim costs O(groups · log n) rather than a pass over the
+// backlog, and a paused queue's jobs cost a claim nothing.
 // Removal is lazy: heap items carry the sequence number of the set that
 // made them, and items no longer current are dropped when they surface.
 // It is not safe for concurrent use; the Store guards it with s.mu.
 type candIndex struct {
 	byID  map[string]candEntry
-	kinds map[string]*kindQueue
+	kinds map[group]*kindQueue
 	seq   uint64
 	items int // heap items, current or not
 }
 
+// group is the queue and kind of a set of candidates.
+type group struct{ queue, kind string }
+
 type cand struct {
+	queue    string
 	kind     string
 	priority int
 	runAt    time.Time
@@ -45,7 +50,7 @@ type kindQueue struct {
 }
 
 func newCandIndex() *candIndex {
-	return &candIndex{byID: make(map[string]candEntry), kinds: make(map[string]*kindQueue)}
+	return &candIndex{byID: make(map[string]candEntry), kinds: make(map[group]*kindQueue)}
 }
 
 func (x *candIndex) len() int { return len(x.byID) }
@@ -71,10 +76,10 @@ func (x *candIndex) set(id string, c cand) {
 	}
 	x.seq++
 	x.byID[id] = candEntry{cand: c, seq: x.seq}
-	q := x.kinds[c.kind]
+	q := x.kinds[c.group()]
 	if q == nil {
 		q = &kindQueue{}
-		x.kinds[c.kind] = q
+		x.kinds[c.group()] = q
 	}
 	heap.Push(&q.future, candItem{id: id, c: c, seq: x.seq})
 	x.items++
@@ -94,13 +99,13 @@ func (x *candIndex) live(it candItem) bool {
 // compact rebuilds the heaps from the current candidates, dropping the
 // items that lazy removal left behind.
 func (x *candIndex) compact() {
-	x.kinds = make(map[string]*kindQueue)
+	x.kinds = make(map[group]*kindQueue)
 	x.items = 0
 	for id, e := range x.byID {
-		q := x.kinds[e.kind]
+		q := x.kinds[e.group()]
 		if q == nil {
 			q = &kindQueue{}
-			x.kinds[e.kind] = q
+			x.kinds[e.group()] = q
 		}
 		q.future = append(q.future, candItem{id: id, c: e.cand, seq: e.seq})
 		x.items++
@@ -110,9 +115,12 @@ func (x *candIndex) compact() {
 	}
 }
 
-// settle moves the kind's jobs that are due at now from the future heap to
-// the due heap and drops items that are no longer current from both tops.
-func (x *candIndex) settle(kind string, now time.Time) *kindQueue {
+func (c cand) group() group { return group{queue: c.queue, kind: c.kind} }
+
+// settle moves the group's jobs that are due at now from the future heap
+// to the due heap and drops items that are no longer current from both
+// tops.
+func (x *candIndex) settle(kind group, now time.Time) *kindQueue {
 	q := x.kinds[kind]
 	if q == nil {
 		return nil
@@ -141,22 +149,19 @@ func (x *candIndex) settle(kind string, now time.Time) *kindQueue {
 	return q
 }
 
-// pick returns the best due candidate of a kind req accepts that is not in
-// tried, or "" and the earliest RunAt among the accepted candidates not yet
-// due. The tried candidates it meets on the way are taken off the heaps
-// and added to aside, so that the next pick of the same claim does not
-// meet them again; the claim gives them back with restore when it ends.
-func (x *candIndex) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]bool, aside *[]candItem) (string, time.Time) {
-	kinds := req.Kinds
-	if len(kinds) == 0 {
-		kinds = make([]string, 0, len(x.kinds))
-		for k := range x.kinds {
-			kinds = append(kinds, k)
-		}
-	}
+// pick returns the best due candidate of a queue and kind req accepts,
+// of a queue not in blocked, that is not in tried, or "" and the earliest
+// RunAt among those candidates not yet due. The tried candidates it meets
+// on the way are taken off the heaps and added to aside, so that the next
+// pick of the same claim does not meet them again; the claim gives them
+// back with restore when it ends.
+func (x *candIndex) pick(req jobstore.ClaimRequest, blocked map[string]bool, now time.Time, tried map[string]bool, aside *[]candItem) (string, time.Time) {
 	var best candItem
 	var next time.Time
-	for _, k := range kinds {
+	for k := range x.kinds {
+		if blocked[k.queue] || !req.Accepts(k.queue, k.kind) {
+			continue
+		}
 		q := x.settle(k, now)
 		if q == nil {
 			continue
@@ -193,10 +198,10 @@ func (x *candIndex) restore(aside []candItem) {
 		}
 		x.seq++
 		x.byID[it.id] = candEntry{cand: e.cand, seq: x.seq}
-		q := x.kinds[e.kind]
+		q := x.kinds[e.group()]
 		if q == nil {
 			q = &kindQueue{}
-			x.kinds[e.kind] = q
+			x.kinds[e.group()] = q
 		}
 		heap.Push(&q.future, candItem{id: it.id, c: e.cand, seq: x.seq})
 		x.items++

@@ -22,15 +22,16 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 	ref := map[string]cand{}
 	base := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
 	kinds := []string{"a", "b", "c"}
+	queues := []string{"default", "q1", "q2"}
 	var ids []string
 	for range 300 {
 		ids = append(ids, jobstore.NewID(base))
 	}
-	brute := func(req jobstore.ClaimRequest, now time.Time, tried map[string]bool) (string, time.Time) {
+	brute := func(req jobstore.ClaimRequest, blocked map[string]bool, now time.Time, tried map[string]bool) (string, time.Time) {
 		var best jobstore.Job
 		var next time.Time
 		for id, c := range ref {
-			if !req.Accepts(c.kind) {
+			if !req.Accepts(c.queue, c.kind) || blocked[c.queue] {
 				continue
 			}
 			if c.runAt.After(now) {
@@ -53,17 +54,18 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 	// The claim under way: what it accepts, the candidates it tried, and
 	// those its picks set aside.
 	var (
-		req   jobstore.ClaimRequest
-		tried map[string]bool
-		aside []candItem
+		req     jobstore.ClaimRequest
+		blocked map[string]bool
+		tried   map[string]bool
+		aside   []candItem
 	)
 	for step := range 8000 {
 		id := ids[rng.IntN(len(ids))]
 		switch op := rng.IntN(10); {
 		case op < 5:
-			c := cand{kind: kinds[rng.IntN(len(kinds))], priority: rng.IntN(3), runAt: base.Add(time.Duration(rng.IntN(600)) * time.Second)}
+			c := cand{queue: queues[rng.IntN(len(queues))], kind: kinds[rng.IntN(len(kinds))], priority: rng.IntN(3), runAt: base.Add(time.Duration(rng.IntN(600)) * time.Second)}
 			if k, ok := ref[id]; ok {
-				c.kind = k.kind // a job's kind never changes
+				c.kind, c.queue = k.kind, k.queue // a job's kind and queue never change
 			}
 			x.set(id, c)
 			ref[id] = c
@@ -81,13 +83,20 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					req.Kinds = kinds[:1+rng.IntN(2)]
 				}
+				if rng.IntN(2) == 0 {
+					req.Queues = queues[rng.IntN(2):]
+				}
+				blocked = map[string]bool{}
+				if rng.IntN(3) == 0 {
+					blocked[queues[rng.IntN(len(queues))]] = true
+				}
 				tried = map[string]bool{}
 				for range rng.IntN(3) {
 					tried[ids[rng.IntN(len(ids))]] = true
 				}
 			}
-			gotID, gotNext := x.pick(req, now, tried, &aside)
-			wantID, wantNext := brute(req, now, tried)
+			gotID, gotNext := x.pick(req, blocked, now, tried, &aside)
+			wantID, wantNext := brute(req, blocked, now, tried)
 			require.Equal(t, wantID, gotID, "step %d", step)
 			require.True(t, wantNext.Equal(gotNext), "step %d: next %v, want %v", step, gotNext, wantNext)
 			if gotID != "" {
@@ -106,8 +115,8 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 	x.restore(aside)
 	for len(ref) > 0 {
 		req := jobstore.ClaimRequest{Worker: "w"}
-		gotID, _ := x.pick(req, base.Add(time.Hour), map[string]bool{}, new([]candItem))
-		wantID, _ := brute(req, base.Add(time.Hour), nil)
+		gotID, _ := x.pick(req, nil, base.Add(time.Hour), map[string]bool{}, new([]candItem))
+		wantID, _ := brute(req, nil, base.Add(time.Hour), nil)
 		require.Equal(t, wantID, gotID)
 		x.del(gotID)
 		delete(ref, gotID)

@@ -67,7 +67,11 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 	if err != nil {
 		return nil, fmt.Errorf("filestore: claim: scan queue: %w", err)
 	}
-	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool)}
+	blocked, err := s.blockedQueues()
+	if err != nil {
+		return nil, fmt.Errorf("filestore: claim: %w", err)
+	}
+	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool), blocked: blocked}
 	defer r.restore()
 	rescanned := false
 	for {
@@ -156,6 +160,9 @@ type claimRun struct {
 	s    *Store
 	req  jobstore.ClaimRequest
 	want int
+	// blocked holds the queues whose jobs the run must not claim (paused),
+	// as last read; claimOne reads the settings again before each claim.
+	blocked map[string]bool
 
 	mu    sync.Mutex
 	tried map[string]bool
@@ -205,7 +212,7 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 			r.mu.Unlock()
 			return
 		}
-		id, next := r.s.pick(r.req, now, r.tried, &r.aside)
+		id, next := r.s.pick(r.req, r.blocked, now, r.tried, &r.aside)
 		if id == "" {
 			r.next = next
 			r.mu.Unlock()
@@ -224,6 +231,10 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 			r.busy = true
 		case errors.Is(err, errRecordBusy):
 			r.lockBusy = append(r.lockBusy, id)
+		case errors.Is(err, errQueueBlocked):
+			if b, err := r.s.blockedQueues(); err == nil {
+				r.blocked = b
+			}
 		case errors.Is(err, jobstore.ErrClosed):
 			r.closed = err
 		case err != nil:
@@ -282,7 +293,7 @@ func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimR
 		if errors.Is(err, jobstore.ErrClosed) {
 			return jobs, err
 		}
-		if err != nil && !errors.Is(err, errLeaseBusy) && wctx.Err() == nil {
+		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && wctx.Err() == nil {
 			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
 		}
 		if wctx.Err() != nil {
@@ -311,13 +322,17 @@ var errLeaseBusy = errors.New("lease held elsewhere")
 // NoJobError.NextRunAt) after it skipped a due job whose lease was held.
 const leaseRetry = 5 * time.Millisecond
 
-// pick returns the best due candidate req accepts that is not in tried,
-// or "" and the earliest RunAt among accepted candidates not yet due; see
-// candIndex.pick for aside.
-func (s *Store) pick(req jobstore.ClaimRequest, now time.Time, tried map[string]bool, aside *[]candItem) (string, time.Time) {
+// errQueueBlocked is claimOne's answer when the job's queue was paused
+// since the claim began.
+var errQueueBlocked = errors.New("the job's queue is paused")
+
+// pick returns the best due candidate req accepts, of a queue not in
+// blocked, that is not in tried, or "" and the earliest RunAt among those
+// candidates not yet due; see candIndex.pick for aside.
+func (s *Store) pick(req jobstore.ClaimRequest, blocked map[string]bool, now time.Time, tried map[string]bool, aside *[]candItem) (string, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cands.pick(req, now, tried, aside)
+	return s.cands.pick(req, blocked, now, tried, aside)
 }
 
 // restore gives back to the candidate set what the run's picks set aside.
@@ -394,11 +409,21 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 		s.dropCand(id)
 		return jobstore.Job{}, false, nil
 	}
-	if !rec.Job.Due(now) || !req.Accepts(rec.Job.Kind) {
+	if !rec.Job.Due(now) || !req.Accepts(rec.Job.Queue, rec.Job.Kind) {
 		s.mu.Lock()
 		s.cands.set(id, candOf(rec.Job))
 		s.mu.Unlock()
 		return jobstore.Job{}, false, nil
+	}
+	// The queue's settings as they are now, read after the lease and the
+	// record lock are held: a pause that returned before this point stops
+	// this claim, whenever the claim began.
+	blocked, err := s.blockedQueues()
+	if err != nil {
+		return jobstore.Job{}, false, err
+	}
+	if blocked[rec.Job.Queue] {
+		return jobstore.Job{}, false, errQueueBlocked
 	}
 	j, err := storekit.ApplyClaim(rec.Job, req.Worker, now)
 	if err != nil {

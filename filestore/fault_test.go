@@ -285,6 +285,62 @@ var faultCases = []faultCase{
 		check: batchFaultCheck,
 	},
 	{
+		// A pause either holds, for every claim after it, or is
+		// reported failed; the other queue's pause, made before, stays.
+		name: "PauseQueue",
+		setup: func(t *testing.T, s *Store) *faultState {
+			require.NoError(t, s.PauseQueue(t.Context(), "before"))
+			return &faultState{}
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			return s.PauseQueue(ctx, "p")
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			qs, err := s.Queues(t.Context())
+			require.NoError(t, err)
+			paused := map[string]bool{}
+			for _, q := range qs {
+				paused[q.Queue] = q.Paused
+			}
+			require.True(t, paused["before"], "an earlier pause was lost")
+			if opErr == nil {
+				require.True(t, paused["p"], "an acknowledged pause was lost")
+			}
+			j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Queue: "p"})
+			require.NoError(t, err)
+			c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+			if paused["p"] {
+				require.ErrorIs(t, err, jobstore.ErrNoJob, "a job of a paused queue was claimed")
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, j.ID, c.ID)
+			}
+		},
+	},
+	{
+		name: "ResumeQueue",
+		setup: func(t *testing.T, s *Store) *faultState {
+			require.NoError(t, s.PauseQueue(t.Context(), "p"))
+			require.NoError(t, s.PauseQueue(t.Context(), "other"))
+			return &faultState{}
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			return s.ResumeQueue(ctx, "p")
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			qs, err := s.Queues(t.Context())
+			require.NoError(t, err)
+			paused := map[string]bool{}
+			for _, q := range qs {
+				paused[q.Queue] = q.Paused
+			}
+			require.True(t, paused["other"], "another queue's pause was lost")
+			if opErr == nil {
+				require.False(t, paused["p"], "an acknowledged resume was lost")
+			}
+		},
+	},
+	{
 		name:  "Claim",
 		setup: submitKeyed,
 		op: func(ctx context.Context, s *Store, st *faultState) error {

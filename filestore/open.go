@@ -139,6 +139,7 @@ func (s *Store) Close() error {
 		if s.tmpLock != nil {
 			_ = s.tmpLock.Unlock()
 		}
+		s.queueCache.close()
 		if s.pins != nil {
 			s.pins.close()
 		}

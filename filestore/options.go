@@ -80,16 +80,19 @@ const (
 
 // FormatVersion is the on-disk format this package reads and writes. It is
 // recorded in the FORMAT file of every store directory and in every record
-// it writes. Format 3 guards each job's record with a lock file of its own
+// it writes. Format 4 puts each job in a queue (a record without one, of an
+// older format, is in jobstore.DefaultQueue) and keeps queue settings,
+// such as a pause, in the file QUEUES, which every claim consults. Format 3
+// guards each job's record with a lock file of its own
 // (made at submit, removed with the job), so that a process stopped while
 // it holds one delays only that job; format 2 had 1,024 lock files shared
 // by all jobs; format 1 had a lock file per job and rewrote the record at
-// each claim (format 2 and 3 claim with a note in the lease file). Open
-// upgrades a store of format 1 or 2 in place (its files are all valid in
-// format 3): every process sharing it must be upgraded together, as the
+// each claim (format 2 and later claim with a note in the lease file). Open
+// upgrades a store of format 1, 2 or 3 in place (its files are all valid in
+// format 4): every process sharing it must be upgraded together, as the
 // lock protocols do not exclude each other (docs/operations.md in the
 // jobdir repository).
-const FormatVersion = 3
+const FormatVersion = 4
 
 // Errors returned by Open. Test for them with errors.Is.
 var (

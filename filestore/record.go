@@ -195,7 +195,12 @@ func decodeRecord(path, id string, data []byte, limit int64) (envelope, error) {
 		return corrupt("holds job %s, not %s", env.Job.ID, id)
 	case !env.Job.State.Valid():
 		return corrupt("unknown state %q", env.Job.State)
+	case env.Job.Queue != "" && jobstore.ValidateQueue(env.Job.Queue) != nil:
+		return corrupt("bad queue name %q", env.Job.Queue)
 	}
+	// A record of format 3 or older has no queue: its job is in the
+	// default queue.
+	env.Job.Queue = jobstore.QueueOf(env.Job.Queue)
 	return env, nil
 }
 

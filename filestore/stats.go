@@ -50,6 +50,7 @@ type statsEntry struct {
 	mtime int64
 	state jobstore.State
 	kind  string
+	queue string
 	runAt time.Time
 	// seen is the call that last found the record in dir; counted says
 	// that call counted it (a record whose state belongs to another
@@ -116,7 +117,7 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	if err != nil {
 		return jobstore.Stats{}, err
 	}
-	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int)}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int), Queues: make(map[string]map[jobstore.State]int)}
 	for _, state := range jobstore.States() {
 		st.Counts[state] = 0
 	}
@@ -221,15 +222,16 @@ func (s *Store) countMoved(ctx context.Context, st *jobstore.Stats, id string, n
 		}
 		return nil // gone meanwhile, or unreadable as in the directory reads
 	}
-	ent := &statsEntry{state: j.State, kind: j.Kind, runAt: j.RunAt, seen: s.stats.call, counted: true}
+	ent := &statsEntry{state: j.State, kind: j.Kind, queue: j.Queue, runAt: j.RunAt, seen: s.stats.call, counted: true}
 	s.stats.m[id] = ent
 	countEntry(st, ent, 1, now)
 	return nil
 }
 
-// countEntry adds n (1 or -1) jobs of ent's state and kind to st.
+// countEntry adds n (1 or -1) jobs of ent's state, kind and queue to st.
 func countEntry(st *jobstore.Stats, ent *statsEntry, n int, now time.Time) {
 	st.Counts[ent.state] += n
+	st.AddQueue(ent.queue, ent.state, n)
 	st.AddKind(ent.kind, ent.state, n)
 	if n < 0 && st.Kinds[ent.kind][ent.state] == 0 {
 		delete(st.Kinds[ent.kind], ent.state)
@@ -238,7 +240,7 @@ func countEntry(st *jobstore.Stats, ent *statsEntry, n int, now time.Time) {
 		}
 	}
 	if n > 0 && ent.state == jobstore.StateQueued && !ent.runAt.After(now) {
-		st.AddDue(ent.kind, ent.runAt)
+		st.AddDue(ent.queue, ent.kind, ent.runAt)
 	}
 }
 
@@ -274,7 +276,7 @@ func (s *Store) statEntry(dir, id string, old *statsEntry, check bool) *statsEnt
 		state = jobstore.StateRunning
 	}
 	s.kinds.put(id, env.Job.Kind)
-	ent := &statsEntry{dir: dir, ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), state: state, kind: env.Job.Kind, runAt: env.Job.RunAt}
+	ent := &statsEntry{dir: dir, ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), state: state, kind: env.Job.Kind, queue: env.Job.Queue, runAt: env.Job.RunAt}
 	s.stats.m[id] = ent
 	return ent
 }

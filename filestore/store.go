@@ -44,6 +44,8 @@ type Store struct {
 
 	// stats caches what Stats read, per record file.
 	stats statsCache
+	// queueCache holds the queue settings last read (queues.go).
+	queueCache queueCache
 	// kinds remembers the kinds of jobs seen, for List's kind filter.
 	kinds kindIndex
 	// trustErr, set at Open, is why the store is not trusted with running

@@ -65,6 +65,12 @@ func (s *Store) newWatcher() (*fsnotify.Watcher, error) {
 			return nil, err
 		}
 	}
+	// The store's own directory, for the queue settings (queues.go): a
+	// resume must wake the workers that wait.
+	if err := w.Add(s.dir); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -139,6 +145,12 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 	name := filepath.Base(ev.Name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if filepath.Dir(ev.Name) == s.dir {
+		if name == queuesFile && ev.Op&(fsnotify.Create|fsnotify.Rename|fsnotify.Write) != 0 {
+			s.signalWork() // a resume, perhaps
+		}
+		return
+	}
 	if dir == dirKeys {
 		if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
 			delete(s.keys, strings.TrimSuffix(name, recordExt))
@@ -247,7 +259,7 @@ func (s *Store) refreshCands() (int, error) {
 }
 
 func candOf(j jobstore.Job) cand {
-	return cand{kind: j.Kind, priority: j.Priority, runAt: j.RunAt}
+	return cand{queue: j.Queue, kind: j.Kind, priority: j.Priority, runAt: j.RunAt}
 }
 
 // setCand records that job j is queued (or, if it is not, that it is no

@@ -41,6 +41,10 @@ type Job struct {
 	Key string `json:"key,omitempty"`
 	// Kind selects the handler that runs the job.
 	Kind string `json:"kind"`
+	// Queue is the queue the job is in, DefaultQueue unless its Spec named
+	// another. Workers choose the queues they take (ClaimRequest.Queues),
+	// and a paused queue's jobs are not claimed (QueueController).
+	Queue string `json:"queue"`
 	// Payload is the job's input, a JSON value.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// State is where the job is in its lifecycle.
@@ -194,7 +198,7 @@ func (j Job) Holds(l Lease) bool {
 }
 
 // jobOverhead is what Size counts for the fields of a job's JSON form
-// whose size is bounded: names, times, numbers, ID, state and kind.
+// whose size is bounded: names, times, numbers, ID, state, kind and queue.
 const jobOverhead = 512
 
 // Size approximates the bytes of j's JSON form: its payload, result, last
@@ -212,6 +216,9 @@ type Spec struct {
 	// Key is an optional idempotency key: printable UTF-8, at most MaxKeyLen
 	// bytes.
 	Key string `json:"key,omitempty"`
+	// Queue names the job's queue (see ValidateQueue); empty means
+	// DefaultQueue.
+	Queue string `json:"queue,omitempty"`
 	// Payload is the job's input, a JSON value (empty means none).
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// MaxAttempts bounds the attempts; zero means DefaultMaxAttempts.
@@ -233,6 +240,11 @@ func (s Spec) Validate(maxPayload int) error {
 	}
 	if s.Key != "" {
 		if err := ValidateKey(s.Key); err != nil {
+			return err
+		}
+	}
+	if s.Queue != "" {
+		if err := ValidateQueue(s.Queue); err != nil {
 			return err
 		}
 	}
@@ -259,6 +271,7 @@ func NewJob(spec Spec, now time.Time) Job {
 		ID:          NewID(now),
 		Key:         spec.Key,
 		Kind:        spec.Kind,
+		Queue:       QueueOf(spec.Queue),
 		Payload:     compactOrNil(spec.Payload),
 		State:       StateQueued,
 		MaxAttempts: spec.MaxAttempts,
@@ -336,10 +349,7 @@ func ValidateKind(kind string) error {
 		return fmt.Errorf("%w: kind is %d bytes, limit %d", ErrInvalidInput, len(kind), MaxKindLen)
 	}
 	for i := 0; i < len(kind); i++ {
-		c := kind[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '_' || c == ':' || c == '/' || c == '-'
-		if !ok {
+		if !nameByte(kind[i]) {
 			return fmt.Errorf("%w: kind %q: only letters, digits and ._:/- are allowed", ErrInvalidInput, clip.String(kind, 64))
 		}
 	}

@@ -244,7 +244,7 @@ func TestJobJSONFieldNames(t *testing.T) {
 	// The JSON names are the on-disk format (and the CLI's --json);
 	// changing one breaks existing stores and scripts.
 	j := jobstore.Job{
-		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Key: "k", Kind: "kind", Payload: json.RawMessage(`1`),
+		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Key: "k", Kind: "kind", Queue: "q", Payload: json.RawMessage(`1`),
 		State: jobstore.StateRunning, Attempt: 1, MaxAttempts: 3, Priority: 2,
 		RunAt: time.Unix(1, 0).UTC(), Timeout: time.Second, CreatedAt: time.Unix(2, 0).UTC(),
 		UpdatedAt: time.Unix(3, 0).UTC(), StartedAt: time.Unix(4, 0).UTC(), FinishedAt: time.Unix(5, 0).UTC(),
@@ -261,7 +261,7 @@ func TestJobJSONFieldNames(t *testing.T) {
 		keys = append(keys, k)
 	}
 	require.ElementsMatch(t, []string{
-		"id", "key", "kind", "payload", "state", "attempt", "max_attempts", "priority", "run_at",
+		"id", "key", "kind", "queue", "payload", "state", "attempt", "max_attempts", "priority", "run_at",
 		"timeout_ns", "created_at", "updated_at", "started_at", "finished_at", "result", "last_error",
 		"cancel_requested", "worker", "history",
 	}, keys)
@@ -311,12 +311,33 @@ func TestOutcomeHelpers(t *testing.T) {
 }
 
 func TestClaimRequestAccepts(t *testing.T) {
-	require.True(t, jobstore.ClaimRequest{}.Accepts("anything"))
+	require.True(t, jobstore.ClaimRequest{}.Accepts("q", "anything"))
 	req := jobstore.ClaimRequest{Kinds: []string{"a", "b"}}
-	require.True(t, req.Accepts("a"))
-	require.True(t, req.Accepts("b"))
-	require.False(t, req.Accepts("c"))
-	require.False(t, req.Accepts(""))
+	require.True(t, req.Accepts("q", "a"))
+	require.True(t, req.Accepts("", "b"))
+	require.False(t, req.Accepts("q", "c"))
+	require.False(t, req.Accepts("q", ""))
+	req = jobstore.ClaimRequest{Kinds: []string{"a"}, Queues: []string{"q", jobstore.DefaultQueue}}
+	require.True(t, req.Accepts("q", "a"))
+	require.True(t, req.Accepts("", "a"), "an empty queue is the default queue")
+	require.False(t, req.Accepts("r", "a"))
+	require.False(t, req.Accepts("q", "b"))
+	require.True(t, req.AcceptsQueue("q"))
+	require.False(t, req.AcceptsQueue("r"))
+}
+
+func TestValidateQueue(t *testing.T) {
+	for _, q := range []string{"default", "a", "emails.eu-1", "team/a:b_c"} {
+		require.NoError(t, jobstore.ValidateQueue(q), q)
+	}
+	for _, q := range []string{"", "a b", "é", "a;b", strings.Repeat("q", jobstore.MaxQueueLen+1)} {
+		require.ErrorIs(t, jobstore.ValidateQueue(q), jobstore.ErrInvalidInput, q)
+	}
+	require.Equal(t, jobstore.DefaultQueue, jobstore.QueueOf(""))
+	require.Equal(t, "q", jobstore.QueueOf("q"))
+	require.Equal(t, jobstore.DefaultQueue, jobstore.NewJob(jobstore.Spec{Kind: "k"}, time.Now()).Queue)
+	require.Equal(t, "q", jobstore.NewJob(jobstore.Spec{Kind: "k", Queue: "q"}, time.Now()).Queue)
+	require.ErrorIs(t, jobstore.Spec{Kind: "k", Queue: "a b"}.Validate(0), jobstore.ErrInvalidInput)
 }
 
 // FuzzValidateID checks that whatever ValidateID accepts is safe as a file

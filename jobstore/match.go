@@ -25,6 +25,9 @@ func (j Job) MatchesList(opts ListOptions) bool {
 	if opts.Kind != "" && j.Kind != opts.Kind {
 		return false
 	}
+	if opts.Queue != "" && QueueOf(j.Queue) != opts.Queue {
+		return false
+	}
 	if len(opts.States) == 0 {
 		return true
 	}
@@ -45,6 +48,11 @@ func (opts ListOptions) Normalize() (ListOptions, error) {
 	}
 	if opts.Kind != "" {
 		if err := ValidateKind(opts.Kind); err != nil {
+			return opts, err
+		}
+	}
+	if opts.Queue != "" {
+		if err := ValidateQueue(opts.Queue); err != nil {
 			return opts, err
 		}
 	}

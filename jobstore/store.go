@@ -170,6 +170,10 @@ type ClaimRequest struct {
 	Worker string
 	// Kinds limits the claim to jobs of these kinds; empty means any kind.
 	Kinds []string
+	// Queues limits the claim to jobs of these queues; empty means every
+	// queue. Kinds filter within them. A paused queue's jobs are never
+	// claimed, whatever the request.
+	Queues []string
 }
 
 // Validate checks the fields of a claim request a caller passes to a
@@ -186,20 +190,25 @@ func (req ClaimRequest) Validate() error {
 			return err
 		}
 	}
+	for _, q := range req.Queues {
+		if err := ValidateQueue(q); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// Accepts reports whether req may claim a job of the given kind.
-func (req ClaimRequest) Accepts(kind string) bool {
-	if len(req.Kinds) == 0 {
-		return true
-	}
-	for _, k := range req.Kinds {
-		if k == kind {
-			return true
-		}
-	}
-	return false
+// Accepts reports whether req may claim a job of the given queue and kind
+// (pauses aside: the store knows those).
+func (req ClaimRequest) Accepts(queue, kind string) bool {
+	return (len(req.Kinds) == 0 || slices.Contains(req.Kinds, kind)) &&
+		(len(req.Queues) == 0 || slices.Contains(req.Queues, QueueOf(queue)))
+}
+
+// AcceptsQueue reports whether req may claim jobs of queue, whatever
+// their kind.
+func (req ClaimRequest) AcceptsQueue(queue string) bool {
+	return len(req.Queues) == 0 || slices.Contains(req.Queues, QueueOf(queue))
 }
 
 // Order is the order in which List returns jobs.
@@ -225,6 +234,8 @@ type ListOptions struct {
 	States []State
 	// Kind keeps only jobs of this kind; empty means all.
 	Kind string
+	// Queue keeps only jobs of this queue; empty means all.
+	Queue string
 	// Limit is the page size: zero means DefaultListLimit; at most
 	// MaxListLimit.
 	Limit int
@@ -316,12 +327,19 @@ type Stats struct {
 	// OldestQueuedByKind holds, for each kind that has a due queued job,
 	// the RunAt of its longest-waiting one; nil when no job is due.
 	OldestQueuedByKind map[string]time.Time `json:"oldest_queued_by_kind,omitempty"`
+	// Queues holds, for each queue that has jobs, its number of jobs in
+	// each state that has some of them, as Kinds does for kinds. It is
+	// never nil.
+	Queues map[string]map[State]int `json:"queues"`
+	// OldestQueuedByQueue holds, for each queue that has a due queued
+	// job, the RunAt of its longest-waiting one; nil when no job is due.
+	OldestQueuedByQueue map[string]time.Time `json:"oldest_queued_by_queue,omitempty"`
 }
 
-// AddDue records a due queued job of kind whose RunAt is runAt in
-// OldestQueuedAt and OldestQueuedByKind, if it waited longer than those
-// recorded so far. Stores use it to fill Stats.
-func (s *Stats) AddDue(kind string, runAt time.Time) {
+// AddDue records a due queued job of queue and kind whose RunAt is runAt
+// in OldestQueuedAt, OldestQueuedByKind and OldestQueuedByQueue, if it
+// waited longer than those recorded so far. Stores use it to fill Stats.
+func (s *Stats) AddDue(queue, kind string, runAt time.Time) {
 	if s.OldestQueuedAt.IsZero() || runAt.Before(s.OldestQueuedAt) {
 		s.OldestQueuedAt = runAt
 	}
@@ -330,6 +348,13 @@ func (s *Stats) AddDue(kind string, runAt time.Time) {
 	}
 	if old, ok := s.OldestQueuedByKind[kind]; !ok || runAt.Before(old) {
 		s.OldestQueuedByKind[kind] = runAt
+	}
+	queue = QueueOf(queue)
+	if s.OldestQueuedByQueue == nil {
+		s.OldestQueuedByQueue = make(map[string]time.Time)
+	}
+	if old, ok := s.OldestQueuedByQueue[queue]; !ok || runAt.Before(old) {
+		s.OldestQueuedByQueue[queue] = runAt
 	}
 }
 
@@ -369,6 +394,29 @@ func (s Stats) Matching(kind string, states []State) int {
 		}
 	}
 	return n
+}
+
+// AddQueue adds n jobs of queue in state to s.Queues, which it makes if
+// nil, and drops the entries that n (negative) brings to zero. Stores use
+// it to fill Stats.
+func (s *Stats) AddQueue(queue string, state State, n int) {
+	addCount(&s.Queues, QueueOf(queue), state, n)
+}
+
+func addCount(m *map[string]map[State]int, name string, state State, n int) {
+	if *m == nil {
+		*m = make(map[string]map[State]int)
+	}
+	if (*m)[name] == nil {
+		(*m)[name] = make(map[State]int)
+	}
+	(*m)[name][state] += n
+	if (*m)[name][state] == 0 {
+		delete((*m)[name], state)
+		if len((*m)[name]) == 0 {
+			delete(*m, name)
+		}
+	}
 }
 
 // AddKind adds n jobs of kind in state to s.Kinds, which it makes if nil.

@@ -32,6 +32,8 @@ type WorkerInfo struct {
 	StartedAt time.Time `json:"started_at"`
 	// Kinds lists the kinds it claims, sorted; empty means every kind.
 	Kinds []string `json:"kinds"`
+	// Queues lists the queues it takes, sorted; empty means every queue.
+	Queues []string `json:"queues"`
 	// Concurrency is how many jobs it runs at once at most.
 	Concurrency int `json:"concurrency"`
 	// Version is the version of the program, if it says.
@@ -59,6 +61,14 @@ func (info WorkerInfo) Validate() error {
 			return err
 		}
 	}
+	if len(info.Queues) > MaxWorkerKinds {
+		return fmt.Errorf("%w: worker %s takes %d queues, more than %d", ErrInvalidInput, info.ID, len(info.Queues), MaxWorkerKinds)
+	}
+	for _, q := range info.Queues {
+		if err := ValidateQueue(q); err != nil {
+			return err
+		}
+	}
 	if info.Concurrency < 1 {
 		return fmt.Errorf("%w: worker %s: concurrency %d, less than 1", ErrInvalidInput, info.ID, info.Concurrency)
 	}
@@ -71,21 +81,29 @@ func (info WorkerInfo) Validate() error {
 	return nil
 }
 
-// Normalized returns a copy of info as a registry stores it: kinds sorted
-// and without repeats, StartedAt in UTC (now if zero), and no Running.
+// Normalized returns a copy of info as a registry stores it: kinds and
+// queues sorted and without repeats, StartedAt in UTC (now if zero), and no
+// Running.
 func (info WorkerInfo) Normalized() WorkerInfo {
-	kinds := slices.Clone(info.Kinds)
-	slices.Sort(kinds)
-	info.Kinds = slices.Compact(kinds)
-	if info.Kinds == nil {
-		info.Kinds = []string{}
-	}
+	info.Kinds = sortedSet(info.Kinds)
+	info.Queues = sortedSet(info.Queues)
 	if info.StartedAt.IsZero() {
 		info.StartedAt = time.Now()
 	}
 	info.StartedAt = info.StartedAt.UTC().Round(time.Microsecond)
 	info.Running = nil
 	return info
+}
+
+// sortedSet returns names sorted, without repeats, never nil.
+func sortedSet(names []string) []string {
+	out := slices.Clone(names)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if out == nil {
+		out = []string{}
+	}
+	return out
 }
 
 // Serves reports whether the worker claims jobs of kind.

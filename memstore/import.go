@@ -31,6 +31,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 			return n, fmt.Errorf("memstore: import: job %s: %w: key %q belongs to job %s", j.ID, jobstore.ErrKeyTaken, j.Key, owner)
 		}
 		j = clone(j)
+		j.Queue = jobstore.QueueOf(j.Queue)
 		j.History = slices.Clone(j.History)
 		s.jobs[j.ID] = &entry{job: j, changed: make(chan struct{})}
 		i, _ := slices.BinarySearch(s.ids, j.ID)

@@ -50,6 +50,9 @@ type Store struct {
 	noJobAt time.Time
 	// workers holds the registered workers by ID (see RegisterWorker).
 	workers map[string]worker
+	// queues holds the settings of the queues that have some (see
+	// queues.go).
+	queues map[string]jobstore.QueueSettings
 }
 
 // entry is one job and the channel that announces its next change.
@@ -309,7 +312,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	var next time.Time
 	for _, e := range s.jobs {
 		j := &e.job
-		if j.State != jobstore.StateQueued || !req.Accepts(j.Kind) {
+		if j.State != jobstore.StateQueued || !req.Accepts(j.Queue, j.Kind) || s.queues[j.Queue].Paused {
 			continue
 		}
 		if !j.Due(now) {
@@ -611,7 +614,7 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 		return jobstore.Stats{}, err
 	}
 	defer s.mu.Unlock()
-	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int)}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int), Queues: make(map[string]map[jobstore.State]int)}
 	for _, state := range jobstore.States() {
 		st.Counts[state] = 0
 	}
@@ -619,8 +622,9 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	for _, e := range s.jobs {
 		st.Counts[e.job.State]++
 		st.AddKind(e.job.Kind, e.job.State, 1)
+		st.AddQueue(e.job.Queue, e.job.State, 1)
 		if e.job.Due(now) {
-			st.AddDue(e.job.Kind, e.job.RunAt)
+			st.AddDue(e.job.Queue, e.job.Kind, e.job.RunAt)
 		}
 	}
 	return st, nil
@@ -642,6 +646,7 @@ func (s *Store) Close() error {
 	s.keys = nil
 	s.ids = nil
 	s.workers = nil
+	s.queues = nil
 	return nil
 }
 

@@ -80,9 +80,12 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 	now := usec(time.Now())
 	var br pgx.BatchResults
 	var err error
-	if len(req.Kinds) == 0 {
+	switch {
+	case len(req.Queues) > 0:
+		br, err = s.onGenericPlan(ctx, s.q.claimQueues, req.Worker, sess.id, now, req.Queues, kindsOrNone(req.Kinds), s.ns)
+	case len(req.Kinds) == 0:
 		br, err = s.onGenericPlan(ctx, s.q.claim, req.Worker, sess.id, now, s.ns)
-	} else {
+	default:
 		br, err = s.onGenericPlan(ctx, s.q.claimKinds, req.Worker, sess.id, now, req.Kinds, s.ns)
 	}
 	if err != nil {
@@ -113,6 +116,15 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 	}
 
 	return jobstore.Job{}, s.noJob(ctx, "claim", req, now, seq, sess)
+}
+
+// kindsOrNone is the kinds argument of the claims with queues: an empty
+// array, not NULL, for any kind.
+func kindsOrNone(kinds []string) []string {
+	if kinds == nil {
+		return []string{}
+	}
+	return kinds
 }
 
 // genericPlan, run first in a claim's transaction, makes the claim use
@@ -149,9 +161,12 @@ func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest,
 	var next *time.Time
 	var live bool
 	var err error
-	if len(req.Kinds) == 0 {
+	switch {
+	case len(req.Queues) > 0:
+		err = s.pool.QueryRow(ctx, s.q.nextQueues, sess.id, s.ns, req.Queues, kindsOrNone(req.Kinds)).Scan(&next, &live)
+	case len(req.Kinds) == 0:
 		err = s.pool.QueryRow(ctx, s.q.nextDue, sess.id, s.ns).Scan(&next, &live)
-	} else {
+	default:
 		err = s.pool.QueryRow(ctx, s.q.nextKinds, sess.id, s.ns, req.Kinds).Scan(&next, &live)
 	}
 	if err != nil {

@@ -56,9 +56,12 @@ func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 	s.mu.Unlock()
 	now := usec(time.Now())
 	var br pgx.BatchResults
-	if len(req.Kinds) == 0 {
+	switch {
+	case len(req.Queues) > 0:
+		br, err = s.onGenericPlan(ctx, s.q.manyQueues, req.Worker, sess.id, now, req.Queues, kindsOrNone(req.Kinds), max, s.ns)
+	case len(req.Kinds) == 0:
 		br, err = s.onGenericPlan(ctx, s.q.claimMany, req.Worker, sess.id, now, max, s.ns)
-	} else {
+	default:
 		br, err = s.onGenericPlan(ctx, s.q.manyKinds, req.Worker, sess.id, now, req.Kinds, max, s.ns)
 	}
 	if err != nil {

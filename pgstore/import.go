@@ -45,6 +45,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 	n := len(jobs)
 	var (
 		ids, kinds, states, workers = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		queues                      = make([]string, n)
 		keys                        = make([]*string, n)
 		prios, attempts             = make([]int32, n), make([]int32, n)
 		runAts, updated             = make([]time.Time, n), make([]time.Time, n)
@@ -60,6 +61,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 			return 0, fmt.Errorf("pgstore: import: job %s: %w", j.ID, err)
 		}
 		ids[i], kinds[i], states[i], workers[i] = j.ID, j.Kind, string(j.State), j.Worker
+		queues[i] = jobstore.QueueOf(j.Queue)
 		if j.Key != "" {
 			keys[i] = &j.Key
 		}
@@ -85,7 +87,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 	insert := func(tx pgx.Tx) error {
 		added = 0
 		rs, err := tx.Query(ctx, s.q.importMany, ids, keys, kinds, states, prios, runAts, attempts, workers,
-			started, updated, finished, cancels, payloads, results, docs)
+			started, updated, finished, cancels, payloads, results, docs, queues)
 		if err != nil {
 			return err
 		}

@@ -89,6 +89,9 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	if opts.Kind != "" {
 		where = append(where, "kind = "+arg(opts.Kind))
 	}
+	if opts.Queue != "" {
+		where = append(where, "queue = "+arg(opts.Queue))
+	}
 	order := "DESC"
 	if opts.Order == jobstore.OldestFirst {
 		order = "ASC"
@@ -148,7 +151,7 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	if err := s.check(ctx, "stats"); err != nil {
 		return jobstore.Stats{}, err
 	}
-	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int)}
+	st := jobstore.Stats{Counts: make(map[jobstore.State]int), Kinds: make(map[string]map[jobstore.State]int), Queues: make(map[string]map[jobstore.State]int)}
 	for _, state := range jobstore.States() {
 		st.Counts[state] = 0
 	}
@@ -158,13 +161,14 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var kind, state string
+		var queue, kind, state string
 		var n int
-		if err := rows.Scan(&kind, &state, &n); err != nil {
+		if err := rows.Scan(&queue, &kind, &state, &n); err != nil {
 			return jobstore.Stats{}, s.fail(ctx, "stats", err)
 		}
 		st.Counts[jobstore.State(state)] += n
 		st.AddKind(kind, jobstore.State(state), n)
+		st.AddQueue(queue, jobstore.State(state), n)
 	}
 	if err := rows.Err(); err != nil {
 		return jobstore.Stats{}, s.fail(ctx, "stats", err)
@@ -174,7 +178,8 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 		return jobstore.Stats{}, s.fail(ctx, "stats", err)
 	}
 	// The earliest RunAt of all queued jobs is the longest-waiting due
-	// job's if any is due; then each kind's, read from its claim index.
+	// job's if any is due; then each kind's and each queue's, read from
+	// their claim indexes.
 	now := time.Now()
 	if earliest == nil || earliest.After(now) {
 		return st, nil
@@ -198,7 +203,37 @@ func (s *Store) Stats(ctx context.Context) (jobstore.Stats, error) {
 			return jobstore.Stats{}, s.fail(ctx, "stats", err)
 		}
 		if !at.After(now) {
-			st.AddDue(kind, at.UTC())
+			if st.OldestQueuedByKind == nil {
+				st.OldestQueuedByKind = make(map[string]time.Time)
+			}
+			st.OldestQueuedByKind[kind] = at.UTC()
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return jobstore.Stats{}, s.fail(ctx, "stats", err)
+	}
+	var queues []string
+	for queue, counts := range st.Queues {
+		if counts[jobstore.StateQueued] > 0 {
+			queues = append(queues, queue)
+		}
+	}
+	rows, err = s.pool.Query(ctx, s.q.earliestByQueue, queues)
+	if err != nil {
+		return jobstore.Stats{}, s.fail(ctx, "stats", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var queue string
+		var at time.Time
+		if err := rows.Scan(&queue, &at); err != nil {
+			return jobstore.Stats{}, s.fail(ctx, "stats", err)
+		}
+		if !at.After(now) {
+			if st.OldestQueuedByQueue == nil {
+				st.OldestQueuedByQueue = make(map[string]time.Time)
+			}
+			st.OldestQueuedByQueue[queue] = at.UTC()
 		}
 	}
 	if err := rows.Err(); err != nil {

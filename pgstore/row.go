@@ -13,7 +13,7 @@ import (
 
 // cols are the columns every read of a whole job selects, in the order
 // scanRow expects.
-const cols = `id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
+const cols = `id, key, kind, queue, state, priority, run_at, attempt, worker, started_at, updated_at,
 	finished_at, cancel_requested, session, waited, version, payload, result, doc`
 
 // row is one job as stored.
@@ -31,7 +31,8 @@ type row struct {
 func scanRow(r pgx.Row, extra ...any) (row, error) {
 	var (
 		out                  row
-		id, kind, state, w   string
+		id, kind, queue      string
+		state, w             string
 		key                  *string
 		prio, attempt        int32
 		runAt, updated       time.Time
@@ -40,7 +41,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		session              *int32
 		payload, result, doc []byte
 	)
-	dest := []any{&id, &key, &kind, &state, &prio, &runAt, &attempt, &w, &started, &updated,
+	dest := []any{&id, &key, &kind, &queue, &state, &prio, &runAt, &attempt, &w, &started, &updated,
 		&finished, &cancelReq, &session, &out.waited, &out.version, &payload, &result, &doc}
 	err := r.Scan(append(dest, extra...)...)
 	if err != nil {
@@ -52,7 +53,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 	}
 	j := &out.job
 	j.MaxAttempts, j.Timeout, j.CreatedAt, j.LastError, j.History = d.MaxAttempts, d.Timeout, d.CreatedAt.UTC(), d.LastError, d.History
-	j.ID, j.Kind, j.State, j.Worker = id, kind, jobstore.State(state), w
+	j.ID, j.Kind, j.Queue, j.State, j.Worker = id, kind, queue, jobstore.State(state), w
 	j.Key = ""
 	if key != nil {
 		j.Key = *key
@@ -178,10 +179,13 @@ type queries struct {
 	presentIDs    string
 	claim         string
 	claimKinds    string
+	claimQueues   string
 	claimMany     string
 	manyKinds     string
+	manyQueues    string
 	nextDue       string
 	nextKinds     string
+	nextQueues    string
 	update        string
 	// completeMany is update for many rows at once, without notifyJob.
 	completeMany string
@@ -197,14 +201,19 @@ type queries struct {
 	vacuumCounts string
 	// earliest is the earliest RunAt of the queued jobs; earliestByKind
 	// that of each kind of $1 that has queued jobs.
-	earliest       string
-	earliestByKind string
-	announce       string
-	newSession     string
-	renew          string
-	findDead       string
-	rescue         string
-	running        string
+	earliest        string
+	earliestByKind  string
+	earliestByQueue string
+	// The queues' settings (queues.go).
+	queueSettings string
+	pauseQueue    string
+	resumeQueue   string
+	announce      string
+	newSession    string
+	renew         string
+	findDead      string
+	rescue        string
+	running       string
 	// The registry of workers (workers.go).
 	registerWorker   string
 	workers          string
@@ -216,31 +225,31 @@ func newQueries(schema string) queries {
 	t := s + ".jobs"
 	q := queries{schema: s, chanWork: schema + ".work", chanJob: schema + ".job", chanLog: schema + ".log"}
 	q.get = `SELECT ` + cols + ` FROM ` + t + ` WHERE id = $1`
-	q.insert = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, updated_at, payload, doc)
-		VALUES ($1, $2, $3, 'queued', $4, $5, 0, $6, $7, $8)
+	q.insert = `INSERT INTO ` + t + ` (id, key, kind, queue, state, priority, run_at, attempt, updated_at, payload, doc)
+		VALUES ($1, $2, $3, $9, 'queued', $4, $5, 0, $6, $7, $8)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
 	q.byKey = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1`
 	q.byKeys = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = ANY($1)`
-	q.insertMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, updated_at, payload, doc)
-		SELECT id, key, kind, 'queued', priority, run_at, 0, updated_at, payload, doc
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::bytea[], $8::bytea[])
-			AS u(id, key, kind, priority, run_at, updated_at, payload, doc)
+	q.insertMany = `INSERT INTO ` + t + ` (id, key, kind, queue, state, priority, run_at, attempt, updated_at, payload, doc)
+		SELECT id, key, kind, queue, 'queued', priority, run_at, 0, updated_at, payload, doc
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::bytea[], $8::bytea[], $9::text[])
+			AS u(id, key, kind, priority, run_at, updated_at, payload, doc, queue)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
-	q.insertManyNew = `INSERT INTO ` + t + ` (id, kind, state, priority, run_at, attempt, updated_at, payload, doc)
-		SELECT id, kind, 'queued', priority, run_at, 0, updated_at, payload, doc
-		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::bytea[], $7::bytea[])
-			AS u(id, kind, priority, run_at, updated_at, payload, doc)`
+	q.insertManyNew = `INSERT INTO ` + t + ` (id, kind, queue, state, priority, run_at, attempt, updated_at, payload, doc)
+		SELECT id, kind, queue, 'queued', priority, run_at, 0, updated_at, payload, doc
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::bytea[], $7::bytea[], $8::text[])
+			AS u(id, kind, priority, run_at, updated_at, payload, doc, queue)`
 	// announce notifies the work channel ($1) in a transaction that does
 	// not wait for its commit to be flushed (see announceWork).
 	q.announce = `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')`
 	// importMany inserts whole jobs of another store, skipping those whose
 	// ID (or key) is taken.
 	q.importMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
-			finished_at, cancel_requested, payload, result, doc)
+			finished_at, cancel_requested, payload, result, doc, queue)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[],
-			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $14::bytea[], $15::bytea[])
+			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $14::bytea[], $15::bytea[], $16::text[])
 		ON CONFLICT DO NOTHING
 		RETURNING id`
 	q.presentIDs = `SELECT coalesce(array_agg(id), '{}') FROM ` + t + ` WHERE id = ANY($1)`
@@ -268,6 +277,10 @@ func newQueries(schema string) queries {
 	// leave its job running under a session that no recovery will look at
 	// again.
 	ss := s + ".sessions"
+	// A paused queue's jobs are passed over, whatever the request: the
+	// list of paused queues is read by the claim's own statement, so a
+	// claim that begins after a pause committed sees it.
+	notPaused := `queue <> ALL(ARRAY(SELECT name FROM ` + s + `.queues WHERE paused))`
 	claim := func(pick, ns string) string {
 		return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true) AS off),
 		live AS (SELECT id FROM ` + ss + `
@@ -282,7 +295,7 @@ func newQueries(schema string) queries {
 		RETURNING ` + cols
 	}
 	q.claim = claim(`SELECT id FROM `+t+`
-		WHERE state = 'queued' AND run_at <= $3
+		WHERE state = 'queued' AND run_at <= $3 AND `+notPaused+`
 		ORDER BY priority DESC, run_at, id
 		LIMIT 1
 		FOR UPDATE SKIP LOCKED`, "$4")
@@ -290,13 +303,28 @@ func newQueries(schema string) queries {
 		WHERE j.id IN (
 			SELECT c.id FROM unnest($4::text[]) AS k(kind),
 			LATERAL (SELECT id FROM `+t+`
-				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3
+				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3 AND `+notPaused+`
 				ORDER BY priority DESC, run_at, id
 				LIMIT 8) c)
 		AND j.state = 'queued' AND j.run_at <= $3
 		ORDER BY j.priority DESC, j.run_at, j.id
 		LIMIT 1
 		FOR UPDATE OF j SKIP LOCKED`, "$5")
+	// With queues ($4), and kinds ($5, none for any), the candidates are
+	// read from the claim index of each queue that is not paused.
+	q.claimQueues = claim(`SELECT j.id FROM `+t+` j
+		WHERE j.id IN (
+			SELECT c.id FROM unnest($4::text[]) AS qq(queue),
+			LATERAL (SELECT id FROM `+t+`
+				WHERE state = 'queued' AND queue = qq.queue AND run_at <= $3
+				AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
+				ORDER BY priority DESC, run_at, id
+				LIMIT 8) c
+			WHERE qq.`+notPaused+`)
+		AND j.state = 'queued' AND j.run_at <= $3
+		ORDER BY j.priority DESC, j.run_at, j.id
+		LIMIT 1
+		FOR UPDATE OF j SKIP LOCKED`, "$6")
 	// claimMany claims up to $4 jobs ($5 with kinds, $4 the kinds) in one
 	// statement, as claim does one, only under a live session ($2, its
 	// lock in the space $5, $6 with kinds): the candidates are picked and locked
@@ -317,7 +345,7 @@ func newQueries(schema string) queries {
 		RETURNING ` + qualified(cols, t)
 	}
 	q.claimMany = claimMany(`SELECT id AS pid FROM `+t+`
-		WHERE state = 'queued' AND run_at <= $3
+		WHERE state = 'queued' AND run_at <= $3 AND `+notPaused+`
 		ORDER BY priority DESC, run_at, id
 		LIMIT $4
 		FOR UPDATE SKIP LOCKED`, "$5")
@@ -325,13 +353,27 @@ func newQueries(schema string) queries {
 		WHERE j.id IN (
 			SELECT c.id FROM unnest($4::text[]) AS k(kind),
 			LATERAL (SELECT id FROM `+t+`
-				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3
+				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3 AND `+notPaused+`
 				ORDER BY priority DESC, run_at, id
 				LIMIT greatest(8, $5)) c)
 		AND j.state = 'queued' AND j.run_at <= $3
 		ORDER BY j.priority DESC, j.run_at, j.id
 		LIMIT $5
 		FOR UPDATE OF j SKIP LOCKED`, "$6")
+	// manyQueues is claimQueues for up to $6 jobs, its lock in the space $7.
+	q.manyQueues = claimMany(`SELECT j.id AS pid FROM `+t+` j
+		WHERE j.id IN (
+			SELECT c.id FROM unnest($4::text[]) AS qq(queue),
+			LATERAL (SELECT id FROM `+t+`
+				WHERE state = 'queued' AND queue = qq.queue AND run_at <= $3
+				AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
+				ORDER BY priority DESC, run_at, id
+				LIMIT greatest(8, $6)) c
+			WHERE qq.`+notPaused+`)
+		AND j.state = 'queued' AND j.run_at <= $3
+		ORDER BY j.priority DESC, j.run_at, j.id
+		LIMIT $6
+		FOR UPDATE OF j SKIP LOCKED`, "$7")
 	// After a claim that found nothing: the earliest RunAt of the
 	// queued jobs, and whether the session $1 (its lock in the space $2)
 	// still lives.
@@ -339,10 +381,16 @@ func newQueries(schema string) queries {
 		AND NOT pg_try_advisory_xact_lock($2::int, $1)`
 	q.earliest = earliestRunAt(t, "")
 	q.earliestByKind = `SELECT k.kind, e.run_at FROM unnest($1::text[]) AS k(kind),
-		LATERAL (` + earliestRunAt(t, "k.kind") + `) e WHERE e.run_at IS NOT NULL`
-	q.nextDue = `SELECT (` + q.earliest + `), ` + sessionLive
+		LATERAL (` + earliestRunAt(t, "kind = k.kind") + `) e WHERE e.run_at IS NOT NULL`
+	q.earliestByQueue = `SELECT qq.queue, e.run_at FROM unnest($1::text[]) AS qq(queue),
+		LATERAL (` + earliestRunAt(t, "queue = qq.queue") + `) e WHERE e.run_at IS NOT NULL`
+	// The next jobs of paused queues are not work to wait for.
+	q.nextDue = `SELECT (` + earliestRunAt(t, notPaused) + `), ` + sessionLive
 	q.nextKinds = `SELECT (SELECT min(e.run_at) FROM unnest($3::text[]) AS k(kind),
-		LATERAL (` + earliestRunAt(t, "k.kind") + `) e), ` + sessionLive
+		LATERAL (` + earliestRunAt(t, "kind = k.kind AND "+notPaused) + `) e), ` + sessionLive
+	q.nextQueues = `SELECT (SELECT min(e.run_at) FROM unnest($3::text[]) AS qq(queue),
+		LATERAL (` + earliestRunAt(t, "queue = qq.queue AND (cardinality($4::text[]) = 0 OR kind = ANY($4::text[]))") + `) e
+		WHERE qq.` + notPaused + `), ` + sessionLive
 	// update writes a job read at version $2 back, notifying the work
 	// channel if it is now queued and the job channel if $14 says so or
 	// it reached a terminal state while a Wait watches it.
@@ -400,7 +448,7 @@ func newQueries(schema string) queries {
 	// migration 0004): a table of a few rows per (kind, state) after a
 	// compaction, however many jobs there are.
 	c := s + ".counts"
-	q.counts = `SELECT kind, state, sum(n)::bigint FROM ` + c + ` GROUP BY kind, state HAVING sum(n) <> 0`
+	q.counts = `SELECT queue, kind, state, sum(n)::bigint FROM ` + c + ` GROUP BY queue, kind, state HAVING sum(n) <> 0`
 	// compact replaces the count deltas by their sums, unless each pair
 	// has one row already. The DELETE removes only the rows of its
 	// snapshot, and of those only the ones no concurrent compaction
@@ -410,14 +458,25 @@ func newQueries(schema string) queries {
 	// deleted and the rows written.
 	q.compact = `WITH d AS (
 		DELETE FROM ` + c + `
-		WHERE (SELECT count(*) > count(DISTINCT (kind, state)) FROM ` + c + `)
-		RETURNING kind, state, n),
+		WHERE (SELECT count(*) > count(DISTINCT (queue, kind, state)) FROM ` + c + `)
+		RETURNING queue, kind, state, n),
 	ins AS (
-		INSERT INTO ` + c + ` (kind, state, n)
-		SELECT kind, state, sum(n) FROM d GROUP BY kind, state HAVING sum(n) <> 0
+		INSERT INTO ` + c + ` (queue, kind, state, n)
+		SELECT queue, kind, state, sum(n) FROM d GROUP BY queue, kind, state HAVING sum(n) <> 0
 		RETURNING 1)
 	SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM ins)`
 	q.vacuumCounts = `VACUUM (SKIP_LOCKED) ` + c
+	// The queues' settings. A pause is an upsert committed with the
+	// session's synchronous_commit, as a claim's statement reads it; a
+	// resume notifies the work channel ($2) in its transaction, so that
+	// waiting workers of every process claim again.
+	qs := s + ".queues"
+	q.queueSettings = `SELECT name, paused FROM ` + qs + ` WHERE paused`
+	q.pauseQueue = `INSERT INTO ` + qs + ` (name, paused) VALUES ($1, true)
+		ON CONFLICT (name) DO UPDATE SET paused = true, updated_at = now() WHERE NOT ` + qs + `.paused`
+	q.resumeQueue = `WITH u AS (
+		UPDATE ` + qs + ` SET paused = false, updated_at = now() WHERE name = $1 AND paused RETURNING 1)
+	SELECT pg_notify($2, '') FROM u`
 
 	// A new session: a fresh id, locked at once on this connection.
 	q.newSession = `INSERT INTO ` + ss + ` (id, host, pid, backend_pid, expires_at)
@@ -467,16 +526,16 @@ func newQueries(schema string) queries {
 }
 
 // earliestRunAt returns a query of the earliest RunAt of the queued jobs
-// of table t (a row with NULL if none), of the kind that the expression
-// kind names if it is not empty. It reads a claim index (jobs_claim, or
-// jobs_claim_kind with a kind), whose entries are in the order priority
+// of table t (a row with NULL if none) that meet the condition cond, if it
+// is not empty. It reads a claim index (jobs_claim; jobs_claim_kind when
+// cond names a kind, jobs_claim_queue when it names a queue), whose entries are in the order priority
 // descending, then RunAt: the first entry of each priority holds that
 // priority's earliest RunAt, so it visits two entries per priority in use,
 // however many jobs are queued. Priorities lie between -1000 and 1000.
-func earliestRunAt(t, kind string) string {
+func earliestRunAt(t, cond string) string {
 	queued := `state = 'queued'`
-	if kind != "" {
-		queued += ` AND kind = ` + kind
+	if cond != "" {
+		queued += ` AND ` + cond
 	}
 	return `WITH RECURSIVE p(priority) AS (
 		(SELECT priority FROM ` + t + ` WHERE ` + queued + ` ORDER BY priority DESC LIMIT 1)

@@ -72,13 +72,15 @@ func requireStatsExact(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool, step 
 	counts, kinds := tableCounts(t.Context(), t, pool, s.Schema())
 	require.Equal(t, counts, st.Counts, "counts after %s", step)
 	require.Equal(t, kinds, st.Kinds, "counts by kind after %s", step)
+	_, queues := groupCounts(t.Context(), t, pool, `SELECT queue, state, count(*) FROM `+s.Schema()+`.jobs GROUP BY queue, state`)
+	require.Equal(t, queues, st.Queues, "counts by queue after %s", step)
 }
 
 // countRows returns the rows of the counts table and the (kind, state)
 // pairs among them.
 func countRows(t *testing.T, pool *pgxpool.Pool, schema string) (rows, pairs int) {
 	t.Helper()
-	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT (kind, state)) FROM `+schema+`.counts`).
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT (queue, kind, state)) FROM `+schema+`.counts`).
 		Scan(&rows, &pairs))
 	return rows, pairs
 }

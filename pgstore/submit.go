@@ -64,7 +64,7 @@ func (s *Store) insertJob(ctx context.Context, q querier, spec jobstore.Spec, op
 		}
 		var id string
 		err = q.QueryRow(ctx, s.q.insert, j.ID, nullKey(j.Key), j.Kind, j.Priority, j.RunAt, j.UpdatedAt,
-			nullBytes(j.Payload), doc).Scan(&id)
+			nullBytes(j.Payload), doc, j.Queue).Scan(&id)
 		if err == nil {
 			return j, true, nil
 		}
@@ -101,7 +101,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 	if len(b.keyed) == 0 {
 		// No key can be taken: one statement inserts every job, one
 		// round trip and one commit.
-		tag, err := s.pool.Exec(ctx, s.q.insertManyNew, b.ids, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs)
+		tag, err := s.pool.Exec(ctx, s.q.insertManyNew, b.ids, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues)
 		if err == nil && tag.RowsAffected() != int64(len(b.rows)) {
 			err = fmt.Errorf("inserted %d jobs of %d", tag.RowsAffected(), len(b.rows))
 		}
@@ -138,6 +138,7 @@ type batch struct {
 	first           map[string]int // key -> index of the first spec with it
 	rows            []int          // the specs that make a job, unless their key has one
 	ids, kinds      []string
+	queues          []string
 	keys            []*string
 	prios           []int32
 	runAts, updated []time.Time
@@ -174,7 +175,7 @@ func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) 
 	// other's key locks in one order and cannot deadlock.
 	slices.SortStableFunc(b.rows, func(x, y int) int { return cmp.Compare(specs[x].Key, specs[y].Key) })
 	n := len(b.rows)
-	b.ids, b.kinds = make([]string, n), make([]string, n)
+	b.ids, b.kinds, b.queues = make([]string, n), make([]string, n), make([]string, n)
 	b.keys = make([]*string, n)
 	b.prios = make([]int32, n)
 	b.runAts, b.updated = make([]time.Time, n), make([]time.Time, n)
@@ -185,7 +186,7 @@ func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) 
 		if err != nil {
 			return b, fmt.Errorf("pgstore: %s: spec %d: %w", op, i, err)
 		}
-		b.ids[k], b.kinds[k], b.prios[k] = j.ID, j.Kind, int32(j.Priority)
+		b.ids[k], b.kinds[k], b.queues[k], b.prios[k] = j.ID, j.Kind, j.Queue, int32(j.Priority)
 		b.runAts[k], b.updated[k], b.docs[k] = j.RunAt, j.UpdatedAt, doc
 		if len(j.Payload) > 0 {
 			b.payloads[k] = j.Payload
@@ -203,7 +204,7 @@ func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) 
 // pruned meanwhile.
 func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b *batch) error {
 	b.created, b.existing = map[string]bool{}, map[string]jobstore.Job{}
-	rs, err := tx.Query(ctx, s.q.insertMany, b.ids, b.keys, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs)
+	rs, err := tx.Query(ctx, s.q.insertMany, b.ids, b.keys, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,8 @@ var groups = []group{
 	{"ClaimBatch", claimBatchTests},
 	{"Errors", errorTests},
 	{"Workers", workerTests},
+	{"Queue", queueTests},
+	{"Queues", queueControlTests},
 }
 
 // Run runs the conformance suite: one subtest per rule of the

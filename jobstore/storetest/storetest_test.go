@@ -82,7 +82,7 @@ type doubleClaim struct {
 func (s *doubleClaim) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.last != nil && req.Accepts(s.last.Kind) {
+	if s.last != nil && req.Accepts(s.last.Queue, s.last.Kind) {
 		j := *s.last
 		s.last = nil
 		if cur, err := s.Get(ctx, j.ID); err == nil && cur.State == jobstore.StateRunning {

@@ -1,0 +1,178 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// queueControlTests are the rules of jobstore.QueueController.
+var queueControlTests = []test{
+	{"ListsQueues", testQueuesList},
+	{"PauseStopsClaims", testQueuesPause},
+	{"PauseStopsClaimBatch", testQueuesPauseBatch},
+	{"PauseKeepsRunningJobs", testQueuesPauseRunning},
+	{"ResumeWakesAwaitWork", testQueuesResumeWakes},
+	{"Idempotent", testQueuesIdempotent},
+	{"InvalidName", testQueuesInvalid},
+	{"AfterClose", testQueuesClose},
+}
+
+// controller returns s as a QueueController, or skips the test.
+func controller(t *testing.T, s jobstore.Store) jobstore.QueueController {
+	t.Helper()
+	qc, ok := s.(jobstore.QueueController)
+	if !ok {
+		t.Skip("the store is not a jobstore.QueueController")
+	}
+	return qc
+}
+
+// queueInfo returns the QueueInfo of queue, failing the test if it is not
+// listed.
+func queueInfo(t *testing.T, qc jobstore.QueueController, queue string) jobstore.QueueInfo {
+	t.Helper()
+	qs, err := qc.Queues(t.Context())
+	require.NoError(t, err)
+	for _, q := range qs {
+		if q.Queue == queue {
+			return q
+		}
+	}
+	require.Failf(t, "queue not listed", "Queues does not list %q: %+v", queue, qs)
+	return jobstore.QueueInfo{}
+}
+
+func testQueuesList(t *testing.T, s jobstore.Store) {
+	qc := controller(t, s)
+	qs, err := qc.Queues(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, qs, "a new store has no queues")
+	submit(t, s, jobstore.Spec{Kind: "k", Queue: "b"})
+	submit(t, s, jobstore.Spec{Kind: "k", Queue: "b"})
+	r := submit(t, s, jobstore.Spec{Kind: "k", Queue: "a"})
+	claimFrom(t, s, "a", r.ID)
+	require.NoError(t, qc.PauseQueue(t.Context(), "c")) // settings, no jobs
+	qs, err = qc.Queues(t.Context())
+	require.NoError(t, err)
+	require.Len(t, qs, 3)
+	require.Equal(t, []string{"a", "b", "c"}, []string{qs[0].Queue, qs[1].Queue, qs[2].Queue}, "sorted by name")
+	require.Equal(t, 1, qs[0].Running)
+	require.Zero(t, qs[0].Queued)
+	require.False(t, qs[0].Paused)
+	require.Equal(t, 2, qs[1].Queued)
+	require.False(t, qs[1].OldestDueAt.IsZero(), "b has due jobs")
+	require.True(t, qs[2].Paused)
+	require.Zero(t, qs[2].Queued+qs[2].Running)
+}
+
+func testQueuesPause(t *testing.T, s jobstore.Store) {
+	qc := controller(t, s)
+	p := submit(t, s, jobstore.Spec{Kind: "k", Queue: "p", Priority: 10})
+	o := submit(t, s, jobstore.Spec{Kind: "k", Queue: "o"})
+	require.NoError(t, qc.PauseQueue(t.Context(), "p"))
+	require.True(t, queueInfo(t, qc, "p").Paused)
+	got := claim(t, s, "w")
+	require.Equal(t, o.ID, got.ID, "a paused queue's jobs are passed over, whatever their priority")
+	requireNoJob(t, s)
+	_, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Queues: []string{"p"}})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "naming a paused queue does not claim from it")
+	// Submits are accepted while paused.
+	p2 := submit(t, s, jobstore.Spec{Kind: "k", Queue: "p"})
+	require.Equal(t, jobstore.StateQueued, get(t, s, p2.ID).State)
+
+	require.NoError(t, qc.ResumeQueue(t.Context(), "p"))
+	require.False(t, queueInfo(t, qc, "p").Paused)
+	got = claimWhenDue(t, s, "w")
+	require.Equal(t, p.ID, got.ID)
+	got = claimWhenDue(t, s, "w")
+	require.Equal(t, p2.ID, got.ID)
+}
+
+func testQueuesPauseBatch(t *testing.T, s jobstore.Store) {
+	qc := controller(t, s)
+	bc, ok := s.(jobstore.BatchClaimer)
+	if !ok {
+		t.Skip("the store is not a jobstore.BatchClaimer")
+	}
+	for range 3 {
+		submit(t, s, jobstore.Spec{Kind: "k", Queue: "p"})
+	}
+	o := submit(t, s, jobstore.Spec{Kind: "k"})
+	require.NoError(t, qc.PauseQueue(t.Context(), "p"))
+	jobs, err := bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 10)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, o.ID, jobs[0].ID)
+	_, err = bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 10)
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
+}
+
+func testQueuesPauseRunning(t *testing.T, s jobstore.Store) {
+	qc := controller(t, s)
+	j := submit(t, s, jobstore.Spec{Kind: "k", Queue: "p"})
+	c := claimID(t, s, "w", j.ID)
+	require.NoError(t, qc.PauseQueue(t.Context(), "p"))
+	require.Equal(t, 1, queueInfo(t, qc, "p").Running)
+	// The running job goes on: its worker completes it, and a failure
+	// queues it again, to wait for the resume.
+	done := complete(t, s, c, jobstore.Outcome{Error: "again"})
+	require.Equal(t, jobstore.StateQueued, done.State)
+	requireNoJob(t, s)
+	require.NoError(t, qc.ResumeQueue(t.Context(), "p"))
+	got := claimWhenDue(t, s, "w")
+	require.Equal(t, j.ID, got.ID)
+	require.Equal(t, 2, got.Attempt)
+}
+
+func testQueuesResumeWakes(t *testing.T, s jobstore.Store) {
+	qc := controller(t, s)
+	require.NoError(t, qc.PauseQueue(t.Context(), "p"))
+	j := submit(t, s, jobstore.Spec{Kind: "k", Queue: "p"})
+	ctx, cancel := context.WithTimeout(t.Context(), eventually)
+	defer cancel()
+	var got jobstore.Job
+	w := start(func() (err error) { got, err = awaitAndClaim(ctx, s, "w"); return err })
+	w.requireBlocked(t) // a worker does not claim from a paused queue
+	require.NoError(t, qc.ResumeQueue(t.Context(), "p"))
+	require.NoError(t, w.result(t), "AwaitWork did not wake on resume")
+	require.Equal(t, j.ID, got.ID)
+}
+
+func testQueuesIdempotent(t *testing.T, s jobstore.Store) {
+	qc := controller(t, s)
+	require.NoError(t, qc.ResumeQueue(t.Context(), "never-paused"))
+	require.NoError(t, qc.PauseQueue(t.Context(), "p"))
+	require.NoError(t, qc.PauseQueue(t.Context(), "p"))
+	require.True(t, queueInfo(t, qc, "p").Paused)
+	require.NoError(t, qc.ResumeQueue(t.Context(), "p"))
+	require.NoError(t, qc.ResumeQueue(t.Context(), "p"))
+	qs, err := qc.Queues(t.Context())
+	require.NoError(t, err)
+	for _, q := range qs {
+		require.False(t, q.Paused, "queue %s", q.Queue)
+	}
+}
+
+func testQueuesInvalid(t *testing.T, s jobstore.Store) {
+	qc := controller(t, s)
+	for _, q := range []string{"", "has space", string(make([]byte, jobstore.MaxQueueLen+1))} {
+		require.ErrorIs(t, qc.PauseQueue(t.Context(), q), jobstore.ErrInvalidInput, "pause %q", q)
+		require.ErrorIs(t, qc.ResumeQueue(t.Context(), q), jobstore.ErrInvalidInput, "resume %q", q)
+	}
+	qs, err := qc.Queues(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, qs, "a refused change leaves no queue behind")
+}
+
+func testQueuesClose(t *testing.T, s jobstore.Store) {
+	qc := controller(t, s)
+	require.NoError(t, s.Close())
+	_, err := qc.Queues(t.Context())
+	require.ErrorIs(t, err, jobstore.ErrClosed)
+	require.ErrorIs(t, qc.PauseQueue(t.Context(), "p"), jobstore.ErrClosed)
+	require.ErrorIs(t, qc.ResumeQueue(t.Context(), "p"), jobstore.ErrClosed)
+}
