@@ -29,6 +29,7 @@ import (
 type submitRequest struct {
 	Kind        strictString    `json:"kind"`
 	Key         strictString    `json:"key"`
+	Queue       strictString    `json:"queue"`
 	Payload     json.RawMessage `json:"payload"`
 	MaxAttempts int             `json:"max_attempts"`
 	Priority    int             `json:"priority"`
@@ -96,6 +97,7 @@ func jsonValueKind(data []byte) string {
 var fieldForms = map[string]struct{ want, send string }{
 	"kind":         {"a string", `a kind such as "email.send"`},
 	"key":          {"a string", `a key such as "invoice-1001"`},
+	"queue":        {"a string", `a queue name such as "emails"`},
 	"run_at":       {"a string", `an RFC 3339 time such as "2026-01-02T15:04:05Z"`},
 	"timeout":      {"a string", `a duration such as "30s" or "1h30m"`},
 	"max_attempts": {"an integer", "a whole number such as 3, without quotes"},
@@ -377,6 +379,7 @@ func (req submitRequest) spec() (jobstore.Spec, error) {
 	spec := jobstore.Spec{
 		Kind:        string(req.Kind),
 		Key:         string(req.Key),
+		Queue:       string(req.Queue),
 		MaxAttempts: req.MaxAttempts,
 		Priority:    req.Priority,
 	}
@@ -434,7 +437,7 @@ func decodeError(err error) error {
 }
 
 // listQueryKeys are the query parameters GET /v1/jobs accepts.
-var listQueryKeys = map[string]bool{"state": true, "kind": true, "limit": true, "cursor": true, "order": true}
+var listQueryKeys = map[string]bool{"state": true, "kind": true, "queue": true, "limit": true, "cursor": true, "order": true}
 
 // parseListQuery turns the query of GET /v1/jobs into list options. state
 // may repeat and may hold a comma-separated list; order is "newest" (the
@@ -444,7 +447,7 @@ func parseListQuery(q url.Values) (jobstore.ListOptions, error) {
 	var opts jobstore.ListOptions
 	for k, vs := range q {
 		if !listQueryKeys[k] {
-			return opts, fmt.Errorf("%w: unknown query parameter %q (want state, kind, limit, cursor or order)", jobstore.ErrInvalidInput, truncate(k, 64))
+			return opts, fmt.Errorf("%w: unknown query parameter %q (want state, kind, queue, limit, cursor or order)", jobstore.ErrInvalidInput, truncate(k, 64))
 		}
 		for _, v := range vs {
 			if !utf8.ValidString(v) {
@@ -467,6 +470,9 @@ func parseListQuery(q url.Values) (jobstore.ListOptions, error) {
 	}
 	var err error
 	if opts.Kind, err = single(q, "kind"); err != nil {
+		return opts, err
+	}
+	if opts.Queue, err = single(q, "queue"); err != nil {
 		return opts, err
 	}
 	if opts.Cursor, err = single(q, "cursor"); err != nil {

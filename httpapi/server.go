@@ -318,6 +318,9 @@ func New(store jobstore.Client, opts *Options) (*Server, error) {
 		{routeLog, http.HandlerFunc(s.handleLog)},
 		{routeStats, http.HandlerFunc(s.handleStats)},
 		{routeWorkers, http.HandlerFunc(s.handleWorkers)},
+		{routeQueues, http.HandlerFunc(s.handleQueues)},
+		{routeQueuePause, http.HandlerFunc(s.handleQueuePause)},
+		{routeQueueResume, http.HandlerFunc(s.handleQueueResume)},
 		{routeHealth, http.HandlerFunc(s.handleHealth)},
 		{routeMetrics, s.metricsHandler()},
 	} {

@@ -138,7 +138,7 @@ func TestSubmit(t *testing.T) {
 	// duration string, and in nanoseconds under its deprecated name.
 	stored, err := e.store.Get(t.Context(), job.ID)
 	require.NoError(t, err)
-	want := fmt.Sprintf(`{"id":%q,"key":"order-7","kind":"email.send","payload":{"to":"a@example.com"},"state":"queued",
+	want := fmt.Sprintf(`{"id":%q,"key":"order-7","kind":"email.send","queue":"default","payload":{"to":"a@example.com"},"state":"queued",
 		"attempt":0,"max_attempts":5,"priority":10,"run_at":%q,"timeout":"1m30s","timeout_ns":90000000000,
 		"created_at":%q,"updated_at":%q}`, job.ID, runAt.Format(time.RFC3339Nano),
 		stored.CreatedAt.Format(time.RFC3339Nano), stored.UpdatedAt.Format(time.RFC3339Nano))

@@ -59,6 +59,10 @@ type Options struct {
 	// Middleware[0] is called first and returns last. A panic in a
 	// middleware is the attempt's, as one in the handler is (PanicError).
 	Middleware []Middleware
+	// Queues limits the runner to jobs of these queues (see
+	// jobstore.ClaimRequest.Queues); empty means every queue. A paused
+	// queue's jobs are not claimed either way.
+	Queues []string
 	// Version is the version of the program, listed with the worker where
 	// the store keeps a list of workers (jobstore.WorkerRegistry). Empty
 	// means the main module's version from the build information, if any.
@@ -107,6 +111,7 @@ type settings struct {
 	onEvent         func(Event)
 	middleware      []Middleware
 	version         string
+	queues          []string
 }
 
 func (o *Options) settings() settings {
@@ -117,6 +122,7 @@ func (o *Options) settings() settings {
 		concurrency:     o.Concurrency,
 		worker:          o.Worker,
 		version:         o.Version,
+		queues:          slices.Clone(o.Queues),
 		pollInterval:    o.PollInterval,
 		jobTimeout:      o.JobTimeout,
 		shutdownGrace:   o.ShutdownGrace,

@@ -88,8 +88,14 @@ func (r *Runner) Kinds() []string {
 // jobstore.ErrUntrusted, before running anything.
 // Run returns ErrNoHandlers if no handler is registered, ErrRunning if it is
 // already running, and an error wrapping jobstore.ErrInvalidInput if the
-// worker name is invalid. A Runner may Run again after Run returns.
+// worker name or a queue of Options.Queues is invalid. A Runner may Run
+// again after Run returns.
 func (r *Runner) Run(ctx context.Context) error {
+	for _, q := range r.s.queues {
+		if err := jobstore.ValidateQueue(q); err != nil {
+			return fmt.Errorf("runner: Options.Queues: %w", err)
+		}
+	}
 	if err := jobstore.ValidateWorker(r.s.worker); err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
@@ -107,7 +113,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	l := &loop{
 		r:        r,
 		handlers: handlers,
-		req:      jobstore.ClaimRequest{Worker: r.s.worker, Kinds: kinds},
+		req:      jobstore.ClaimRequest{Worker: r.s.worker, Kinds: kinds, Queues: r.s.queues},
 		slots:    make(chan struct{}, r.s.concurrency),
 		idle:     make(chan jobstore.Job),
 		stopped:  make(chan struct{}),

@@ -29,6 +29,7 @@ func (r *Runner) register(ctx context.Context, kinds []string) func() {
 		PID:         os.Getpid(),
 		StartedAt:   time.Now(),
 		Kinds:       kinds,
+		Queues:      r.s.queues,
 		Concurrency: r.s.concurrency,
 		Version:     r.s.version,
 	}

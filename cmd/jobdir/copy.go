@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,7 +27,8 @@ func (a *app) copyCommand() *cobra.Command {
 		Long: `Copy every job of the store --from into the store --to, each as it is: its
 ID, key, state, attempts, times, payload, result, errors and history, and
 the output of exec jobs (the log files of a directory, the logs table of
-PostgreSQL). A store is a directory (a path or file:///path) or
+PostgreSQL). A queue paused in --from is paused in --to too, before any job
+is copied. A store is a directory (a path or file:///path) or
 postgres://USER@HOST/DB?schema=NAME, in either direction: to move from a
 directory to PostgreSQL, or back.
 
@@ -160,6 +162,10 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 		return withHint(fmt.Errorf("%d jobs run in %s (for example %s, by worker %s): nothing copied", len(running), in.name, running[0].ID, running[0].Worker),
 			"Stop the workers of the store you copy from and run copy again once no job runs, or pass --skip-running to copy every other job now.")
 	}
+	paused, err := copyPauses(ctx, in, out)
+	if err != nil {
+		return err
+	}
 	var (
 		seen, added, skipped, corrupt, logs int
 		batch                               []jobstore.Job
@@ -217,6 +223,9 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 		return err
 	}
 	fmt.Fprintf(a.stdout, "copied %d jobs and %d logs from %s to %s; %d jobs were there already\n", added, logs, in.name, out.name, seen-skipped-added)
+	if len(paused) > 0 {
+		fmt.Fprintf(a.stdout, "paused in %s too: %s\n", out.name, strings.Join(paused, ", "))
+	}
 	if skipped > 0 {
 		fmt.Fprintf(a.stdout, "not copied: %d running jobs; run copy again once they have finished\n", skipped)
 	}
@@ -224,6 +233,38 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 		return errors.New("some records of the source could not be read and were not copied (see above); run jobdir fsck on it")
 	}
 	return nil
+}
+
+// copyPauses pauses in out every queue paused in in, and returns their
+// names, sorted.
+func copyPauses(ctx context.Context, in, out *cliStore) ([]string, error) {
+	src, ok := in.Store.(jobstore.QueueController)
+	if !ok {
+		return nil, nil
+	}
+	qs, err := src.Queues(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", in.name, err)
+	}
+	var paused []string
+	for _, q := range qs {
+		if q.Paused {
+			paused = append(paused, q.Queue)
+		}
+	}
+	if len(paused) == 0 {
+		return nil, nil
+	}
+	dst, ok := out.Store.(jobstore.QueueController)
+	if !ok {
+		return nil, fmt.Errorf("queues %s are paused in %s, and %s keeps no queue settings", strings.Join(paused, ", "), in.name, out.name)
+	}
+	for _, q := range paused {
+		if err := dst.PauseQueue(ctx, q); err != nil {
+			return nil, fmt.Errorf("copy into %s: %w", out.name, err)
+		}
+	}
+	return paused, nil
 }
 
 // copyLog copies what the log of job id in in has and its log in out lacks:

@@ -35,8 +35,9 @@ func listAll(t *testing.T, store string) []jobstore.Job {
 }
 
 // TestCopyBetweenStores: copy moves every job from a directory into
-// PostgreSQL and back, as it is; a second copy copies nothing; the keys
-// and queued jobs work in the new store.
+// PostgreSQL and back, as it is, with its queues and their pauses; a
+// second copy copies nothing; the keys and queued jobs work in the new
+// store.
 func TestCopyBetweenStores(t *testing.T) {
 	dir, pg, back := newStoreDir(t), pgStore(t), newStoreDir(t)
 	t.Chdir(t.TempDir())
@@ -46,28 +47,33 @@ func TestCopyBetweenStores(t *testing.T) {
 	later := submit(t, dir, "--delay", "1h", "--key", "later", "--priority", "9", "--", "true")
 	gone := submit(t, dir, "--delay", "1h", "--", "true")
 	jdOK(t, dir, "cancel", gone)
+	mail := submit(t, dir, "--queue", "mail", "--", "true")
+	jdOK(t, dir, "queue", "pause", "mail")
 	want := listAll(t, dir)
-	require.Len(t, want, 4)
+	require.Len(t, want, 5)
 
 	okLog, badLog := jdOK(t, dir, "logs", ok).stdout, jdOK(t, dir, "logs", bad).stdout
 	require.Contains(t, okLog, "copied output")
 
 	r := jdOK(t, "", "copy", "--from", dir, "--to", pg)
-	require.Contains(t, r.stdout, "copied 4 jobs and 2 logs from "+dir+" to postgres://")
+	require.Contains(t, r.stdout, "copied 5 jobs and 2 logs from "+dir+" to postgres://")
 	require.Contains(t, r.stdout, "; 0 jobs were there already")
+	require.Contains(t, r.stdout, "\npaused in postgres://")
+	require.Contains(t, r.stdout, " too: mail\n")
 	require.Equal(t, want, listAll(t, pg), "every field of every job")
 	require.Equal(t, okLog, jdOK(t, pg, "logs", ok).stdout, "the logs, byte for byte")
 	require.Equal(t, badLog, jdOK(t, pg, "logs", bad).stdout)
 
 	r = jdOK(t, "", "copy", "--from", dir, "--to", pg)
 	require.Contains(t, r.stdout, "copied 0 jobs and 0 logs")
-	require.Contains(t, r.stdout, "4 jobs were there already")
+	require.Contains(t, r.stdout, "5 jobs were there already")
 	require.Equal(t, want, listAll(t, pg))
 	require.Equal(t, okLog, jdOK(t, pg, "logs", ok).stdout, "nothing twice")
 
 	r = jdOK(t, "", "copy", "--from", pg, "--to", "file://"+back)
-	require.Contains(t, r.stdout, "copied 4 jobs and 2 logs")
+	require.Contains(t, r.stdout, "copied 5 jobs and 2 logs")
 	require.Equal(t, want, listAll(t, back), "and back")
+	require.Contains(t, jdOK(t, back, "queue", "list").stdout, "paused")
 	require.Equal(t, okLog, jdOK(t, back, "logs", ok).stdout)
 
 	// The copy is a store like any other: its keys hold, its queued job
@@ -80,6 +86,7 @@ func TestCopyBetweenStores(t *testing.T) {
 	require.Equal(t, jobstore.StateSucceeded, getJob(t, pg, gone).State)
 	require.Equal(t, jobstore.StateCanceled, getJob(t, dir, gone).State, "the source is left as it was")
 	require.Equal(t, jobstore.StateQueued, getJob(t, pg, later).State)
+	require.Equal(t, jobstore.StateQueued, getJob(t, pg, mail).State, "the queue is paused in the copy too")
 
 	// A key that names another job in the target stops the copy.
 	other := newStoreDir(t)

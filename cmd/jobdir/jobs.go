@@ -68,6 +68,7 @@ func (a *app) listCommand() *cobra.Command {
 	var (
 		states []string
 		kind   string
+		queue  string
 		limit  int
 		oldest bool
 		asJSON bool
@@ -83,8 +84,9 @@ the HTTP API's), or as --format, a Go template applied to each job (its
 fields are those of jobdir get --json, named as in Go: .ID, .State, .Kind,
 .Key, .Priority, .Attempt, .MaxAttempts, .RunAt, .Timeout, .LastError, ...).
 
-The table gives each job's ID, state, kind, priority, key, attempts, age and
-command; -o wide adds the worker, how long the latest attempt ran, and the
+The table gives each job's ID, state, kind, queue (when a job is in a queue
+other than the default one), priority, key, attempts, age and command; -o
+wide adds the worker, how long the latest attempt ran, and the
 start of the last error. A queued job that is not due yet shows as
 "scheduled (in 5m)", or "retrying (in 30s, attempt 2/3)" when it waits to be
 tried again.
@@ -99,7 +101,7 @@ stderr says how many more. --limit 0 lists every job.`,
   jobdir list --state failed --json | jq -r '.[].id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := jobstore.ListOptions{Kind: kind}
+			opts := jobstore.ListOptions{Kind: kind, Queue: queue}
 			if oldest {
 				opts.Order = jobstore.OldestFirst
 			}
@@ -112,6 +114,11 @@ stderr says how many more. --limit 0 lists every job.`,
 			if kind != "" {
 				if err := jobstore.ValidateKind(kind); err != nil {
 					return usagef("--kind: %v", err)
+				}
+			}
+			if queue != "" {
+				if err := jobstore.ValidateQueue(queue); err != nil {
+					return usagef("--queue: %v", err)
 				}
 			}
 			if limit < 0 {
@@ -153,7 +160,7 @@ stderr says how many more. --limit 0 lists every job.`,
 				if err != nil || !more {
 					return err
 				}
-				fmt.Fprintln(a.stderr, moreLine(cmd.Context(), st, opts, keep != nil, len(jobs)))
+				fmt.Fprintln(a.stderr, moreLine(cmd.Context(), st, opts, keep != nil || queue != "", len(jobs)))
 				return nil
 			})
 		},
@@ -161,6 +168,7 @@ stderr says how many more. --limit 0 lists every job.`,
 	f := cmd.Flags()
 	f.StringSliceVar(&states, "state", nil, "only jobs in this `STATE` (repeatable, or comma-separated): queued (due now), scheduled, retrying (waiting for their time), running, succeeded, failed, canceled")
 	f.StringVar(&kind, "kind", "", "only jobs of this `KIND`")
+	f.StringVar(&queue, "queue", "", "only jobs of this `QUEUE`")
 	f.IntVar(&limit, "limit", jobstore.DefaultListLimit, "at most `N` jobs (0: all)")
 	f.BoolVar(&oldest, "oldest-first", false, "list the oldest jobs first")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array of jobs, each as the HTTP API sends it")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -239,14 +240,25 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 // run time and the start of the last error.
 func printTable(w io.Writer, jobs []jobstore.Job, now time.Time, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "ID\tSTATE\tKIND\tPRI\tKEY\tATTEMPT\tCREATED\t"
+	// The queue column only when a job is in a queue other than the
+	// default one.
+	queues := slices.ContainsFunc(jobs, func(j jobstore.Job) bool { return jobstore.QueueOf(j.Queue) != jobstore.DefaultQueue })
+	head := "ID\tSTATE\tKIND\t"
+	if queues {
+		head += "QUEUE\t"
+	}
+	head += "PRI\tKEY\tATTEMPT\tCREATED\t"
 	if wide {
 		head += "WORKER\tDURATION\tLAST ERROR\t"
 	}
 	fmt.Fprintln(tw, head+"COMMAND")
 	for _, j := range jobs {
 		used, limit, _ := j.CountedAttempts()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d/%d\t%s\t", j.ID, stateAt(j, now), j.Kind, j.Priority, orDash(oneLine(j.Key, 24)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t", j.ID, stateAt(j, now), j.Kind)
+		if queues {
+			fmt.Fprintf(tw, "%s\t", jobstore.QueueOf(j.Queue))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%s\t", j.Priority, orDash(oneLine(j.Key, 24)),
 			used, limit, agoCoarse(j.CreatedAt, now))
 		if wide {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", orDash(j.Worker), runTime(j, now), orDash(oneLine(plainMessage(j.LastError), 40)))

@@ -104,6 +104,9 @@ process handed to it.`,
 			if workers < 0 {
 				return usagef("--work must not be negative")
 			}
+			if err := wf.checkQueues(); err != nil {
+				return err
+			}
 			if maxRequests < 0 || maxWaits < 0 {
 				return usagef("--max-requests and --max-waits must not be negative")
 			}

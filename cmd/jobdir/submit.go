@@ -18,6 +18,7 @@ func (a *app) submitCommand() *cobra.Command {
 		priority    int
 		delay       time.Duration
 		at          string
+		queue       string
 		timeout     time.Duration
 		env         []string
 		asJSON      bool
@@ -51,6 +52,7 @@ on stderr says that the job waits for one; with --require-worker the job is
 not submitted and the exit status is 1.`,
 		Example: `  jobdir submit -- make test
   jobdir submit --key deploy-42 --max-attempts 1 -- ./deploy.sh v42
+  jobdir submit --queue emails -- ./send-digest.sh
   jobdir submit --delay 10m --timeout 1h -- backup --full /srv
   jobdir submit --at 'tomorrow 03:00' -- ./nightly.sh
   jobdir submit --json -- sh -c 'date; sleep 5'
@@ -79,7 +81,7 @@ not submitted and the exit status is 1.`,
 			if err != nil {
 				return usagef("%v", err)
 			}
-			spec.Key, spec.MaxAttempts, spec.Priority, spec.Timeout = key, maxAttempts, priority, timeout
+			spec.Key, spec.MaxAttempts, spec.Priority, spec.Timeout, spec.Queue = key, maxAttempts, priority, timeout, queue
 			if delay > 0 {
 				spec.RunAt = time.Now().Add(delay)
 			}
@@ -128,6 +130,7 @@ not submitted and the exit status is 1.`,
 	f.StringVar(&key, "key", "", "idempotency key: submit only if no job has this `KEY`")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "`N` attempts before the job fails for good (default 3: an attempt also ends when its worker dies, and running the job again elsewhere is then the point; give 1 for a program that must never run twice)")
 	f.IntVar(&priority, "priority", 0, "priority `P`: higher runs first, from -1000 to 1000")
+	f.StringVar(&queue, "queue", "", "put the job in this `QUEUE` (default: the queue named default); workers choose their queues with jobdir work --queue, and jobdir queue pauses one")
 	durationVar(f, &delay, "delay", 0, "run no sooner than this long from now, e.g. 90s, 2h or 1d")
 	f.StringVar(&at, "at", "", "run no sooner than `TIME`: 18:30 (the next one), tomorrow 09:00, 2026-11-29 18:30 (local time) or RFC 3339")
 	durationVar(f, &timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")

@@ -37,6 +37,18 @@ type workerFlags struct {
 	// startTracing).
 	otel    bool
 	tracing runner.Middleware
+	// queues is --queue: the queues to take jobs from, none for all.
+	queues []string
+}
+
+// checkQueues refuses a --queue that is not a queue name.
+func (wf *workerFlags) checkQueues() error {
+	for _, q := range wf.queues {
+		if err := jobstore.ValidateQueue(q); err != nil {
+			return usagef("--queue: %v", err)
+		}
+	}
+	return nil
 }
 
 func (wf *workerFlags) register(cmd *cobra.Command) {
@@ -51,6 +63,7 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&wf.cleanEnv, "clean-env", false, "give programs only PATH, HOME, LANG, TZ and USER of this process's environment (and their own env)")
 	f.BoolVar(&wf.otel, "otel", false,
 		"trace each attempt with OpenTelemetry, sent by OTLP over HTTP where OTEL_EXPORTER_OTLP_ENDPOINT says (default http://localhost:4318)")
+	f.StringSliceVar(&wf.queues, "queue", nil, "take jobs only from this `QUEUE` (repeatable, or comma-separated; default: every queue that is not paused)")
 	f.StringVar(&wf.containment, "containment", "auto",
 		"how each job's processes are kept together: auto (a cgroup v2 per job where this process may make one, else a supervisor), cgroup (require a cgroup), or supervisor (never a cgroup)")
 }
@@ -109,6 +122,7 @@ func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency in
 	r := runner.New(st.Store, &runner.Options{
 		Middleware:    mws,
 		Concurrency:   concurrency,
+		Queues:        wf.queues,
 		Version:       version(),
 		ShutdownGrace: wf.shutdownGrace,
 		JobTimeout:    wf.jobTimeout,
@@ -219,7 +233,11 @@ signal (as PID 1 of a container, with exit status 128+signal), and its jobs
 run again elsewhere as after a kill. As PID 1 it also reaps every orphan
 process handed to it.
 
-With --exit-when-idle, it exits once no job is due and none of its jobs runs.
+With --queue, it takes jobs only from the queues named; without it, from every
+queue. It never takes a job of a paused queue (see jobdir queue).
+
+With --exit-when-idle, it exits once no job it could take is due and none of
+its jobs runs.
 
 Whoever can write a store chooses the programs its workers run, so work
 refuses a store that is not private to this user, like ssh's StrictModes: the
@@ -235,11 +253,15 @@ store in PostgreSQL is trusted as the database's permissions say: whoever
 may write its schema chooses the programs its workers run.`,
 		Example: `  jobdir work
   jobdir work --concurrency 8
+  jobdir work --queue deploys,reports
   jobdir work --exit-when-idle   # drain the queue, then exit`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if concurrency < 1 {
 				return usagef("--concurrency must be at least 1")
+			}
+			if err := wf.checkQueues(); err != nil {
+				return err
 			}
 			defer reapOrphans()()
 			ctx := cmd.Context()
@@ -287,7 +309,7 @@ may write its schema chooses the programs its workers run.`,
 				defer stop()
 				if exitIdle {
 					go func() {
-						if waitIdle(runCtx, st, &active, &claims) == nil {
+						if waitIdle(runCtx, st.Store, wf.queues, &active, &claims) == nil {
 							stop()
 						}
 					}()
@@ -338,11 +360,22 @@ func serveWorkerMetrics(st *cliStore, addr string) (*http.Server, func(runner.Ev
 	return srv, runner.FeedMetrics(api), nil
 }
 
-// hasDueJob reports whether st holds a queued job that is due. It reads
-// only queued jobs (Stats would read finished ones too) and stops at the
-// first due one.
-func hasDueJob(ctx context.Context, st jobstore.Client) (bool, error) {
+// hasDueJob reports whether st holds a queued job that is due, of one of
+// queues (any if none) that is not paused. It reads only queued jobs
+// (Stats would read finished ones too) and stops at the first due one.
+func hasDueJob(ctx context.Context, st jobstore.Client, queues []string) (bool, error) {
 	opts := jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued}, Order: jobstore.OldestFirst, Limit: jobstore.MaxListLimit}
+	paused := map[string]bool{}
+	if qc, ok := st.(jobstore.QueueController); ok {
+		qs, err := qc.Queues(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, q := range qs {
+			paused[q.Queue] = q.Paused
+		}
+	}
+	req := jobstore.ClaimRequest{Queues: queues}
 	now := time.Now()
 	for {
 		page, err := st.List(ctx, opts)
@@ -350,7 +383,7 @@ func hasDueJob(ctx context.Context, st jobstore.Client) (bool, error) {
 			return false, err
 		}
 		for _, j := range page.Jobs {
-			if j.Due(now) {
+			if j.Due(now) && req.AcceptsQueue(j.Queue) && !paused[j.Queue] {
 				return true, nil
 			}
 		}
@@ -364,7 +397,7 @@ func hasDueJob(ctx context.Context, st jobstore.Client) (bool, error) {
 // waitIdle returns nil once the store has no due job and this process runs
 // none, on two checks in a row with no claim between them (a claim is
 // reported just after the store records it).
-func waitIdle(ctx context.Context, st jobstore.Client, active, claims *atomic.Int64) error {
+func waitIdle(ctx context.Context, st jobstore.Client, queues []string, active, claims *atomic.Int64) error {
 	t := time.NewTicker(idlePoll)
 	defer t.Stop()
 	quiet, last := 0, claims.Load()
@@ -380,7 +413,7 @@ func waitIdle(ctx context.Context, st jobstore.Client, active, claims *atomic.In
 		}
 		idle := active.Load() == 0
 		if idle {
-			due, err := hasDueJob(ctx, st)
+			due, err := hasDueJob(ctx, st, queues)
 			idle = err == nil && !due
 		}
 		if !idle || claims.Load() != c || active.Load() != 0 {

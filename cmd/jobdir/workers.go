@@ -22,7 +22,7 @@ func (a *app) workersCommand() *cobra.Command {
 		Short: "List the live workers and what they run",
 		Long: `List the workers that serve the store now, in every process on it ("jobdir
 work", "jobdir serve --work", and programs that embed a runner): each one's
-name, host, process ID, the kinds it runs, how many jobs it runs of how many
+name, host, process ID, the kinds it runs, the queues it takes, how many jobs it runs of how many
 it may run at once, since when, and its version. Then name the kinds that have
 queued jobs but no live worker to run them.
 
@@ -75,10 +75,10 @@ func printWorkers(w io.Writer, v httpapi.WorkersResponse, now time.Time) error {
 		fmt.Fprintln(w, `No live workers. Start one with "jobdir work".`)
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "WORKER\tHOST\tPID\tKINDS\tRUNNING\tSTARTED\tVERSION")
+		fmt.Fprintln(tw, "WORKER\tHOST\tPID\tKINDS\tQUEUES\tRUNNING\tSTARTED\tVERSION")
 		for _, wk := range v.Workers {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", wk.ID, dash(wk.Host), dash(pidText(wk.PID)),
-				kindsText(wk.Kinds), len(wk.Running), wk.Concurrency, agoCoarse(wk.StartedAt, now), dash(wk.Version))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", wk.ID, dash(wk.Host), dash(pidText(wk.PID)),
+				kindsText(wk.Kinds), kindsText(wk.Queues), len(wk.Running), wk.Concurrency, agoCoarse(wk.StartedAt, now), dash(wk.Version))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -96,7 +96,8 @@ func printUnserved(w io.Writer, kinds []string) {
 	}
 }
 
-// kindsText lists a worker's kinds for a table: "any" for every kind.
+// kindsText lists a worker's kinds (or queues) for a table: "any" for
+// every kind.
 func kindsText(kinds []string) string {
 	if len(kinds) == 0 {
 		return "any"

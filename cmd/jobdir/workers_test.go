@@ -52,8 +52,8 @@ func testWorkersListsTheLiveWorkers(t *testing.T, dir string) {
 	require.Empty(t, v.UnservedKinds)
 
 	r = jdOK(t, dir, "workers")
-	require.Regexp(t, `(?m)^WORKER\s+HOST\s+PID\s+KINDS\s+RUNNING\s+STARTED\s+VERSION$`, r.stdout)
-	require.Regexp(t, `(?m)^`+w.ID+`\s+\S+\s+\d+\s+exec\s+0/3\s+`, r.stdout)
+	require.Regexp(t, `(?m)^WORKER\s+HOST\s+PID\s+KINDS\s+QUEUES\s+RUNNING\s+STARTED\s+VERSION$`, r.stdout)
+	require.Regexp(t, `(?m)^`+w.ID+`\s+\S+\s+\d+\s+exec\s+any\s+0/3\s+`, r.stdout)
 	r = jdOK(t, dir, "submit", "--require-worker", "--", "sleep", "5")
 	require.Empty(t, r.stderr, "a note although a worker runs exec jobs")
 	id := strings.TrimSpace(r.stdout)

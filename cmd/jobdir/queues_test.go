@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// TestQueueCommands: "submit --queue" puts a job in a queue, "list --queue"
+// finds it, "queue pause" keeps every worker from starting it (a draining
+// "work --exit-when-idle" leaves it queued and exits), "queue list" shows
+// the pause, and after "queue resume" a worker runs it; a worker that
+// takes other queues leaves it alone; bad names are refused; on a file
+// store and in PostgreSQL.
+func TestQueueCommands(t *testing.T) {
+	t.Run("file", func(t *testing.T) { testQueueCommands(t, newStoreDir(t)) })
+	t.Run("postgres", func(t *testing.T) { testQueueCommands(t, pgStore(t)) })
+}
+
+func testQueueCommands(t *testing.T, dir string) {
+	t.Chdir(t.TempDir())
+	r := jdOK(t, dir, "queue", "list")
+	require.Contains(t, r.stdout, "No queues yet")
+
+	id := strings.TrimSpace(jdOK(t, dir, "submit", "--queue", "emails", "--", "true").stdout)
+	plain := strings.TrimSpace(jdOK(t, dir, "submit", "--", "true").stdout)
+	r = jdOK(t, dir, "list", "--queue", "emails")
+	require.Contains(t, r.stdout, id)
+	require.NotContains(t, r.stdout, plain)
+	require.Regexp(t, `(?m)^ID\s+STATE\s+KIND\s+QUEUE\s+PRI`, r.stdout, "a queue column when a job is in a queue other than default")
+	require.Regexp(t, `(?m)^`+id+`\s+queued\s+exec\s+emails\s`, r.stdout)
+
+	r = jdOK(t, dir, "queue", "pause", "emails")
+	require.Equal(t, "queue emails paused\n", r.stdout)
+	r = jdOK(t, dir, "queue", "list")
+	require.Regexp(t, `(?m)^QUEUE\s+STATE\s+QUEUED\s+RUNNING\s+OLDEST WAIT$`, r.stdout)
+	require.Regexp(t, `(?m)^default\s+running\s+1\s+0\s+\S+`, r.stdout)
+	require.Regexp(t, `(?m)^emails\s+paused\s+1\s+0\s+\S+`, r.stdout)
+	var qs []jobstore.QueueInfo
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "queue", "list", "--json").stdout), &qs))
+	require.Len(t, qs, 2)
+	require.Equal(t, "emails", qs[1].Queue)
+	require.True(t, qs[1].Paused)
+	require.Equal(t, 1, qs[1].Queued)
+
+	// A draining worker runs the default queue's job, leaves the paused
+	// queue's job queued, and exits: it has nothing it may start.
+	jdOK(t, dir, "work", "--exit-when-idle", "--quiet")
+	requireJobState(t, dir, plain, jobstore.StateSucceeded)
+	requireJobState(t, dir, id, jobstore.StateQueued)
+
+	r = jdOK(t, dir, "queue", "resume", "emails")
+	require.Equal(t, "queue emails resumed\n", r.stdout)
+	jdOK(t, dir, "work", "--exit-when-idle", "--quiet", "--queue", "reports")
+	requireJobState(t, dir, id, jobstore.StateQueued) // a worker of other queues leaves it
+	jdOK(t, dir, "work", "--exit-when-idle", "--quiet", "--queue", "reports,emails")
+	requireJobState(t, dir, id, jobstore.StateSucceeded)
+
+	for _, args := range [][]string{
+		{"queue", "pause", "bad name"},
+		{"queue", "resume", ""},
+		{"queue", "pause"},
+		{"submit", "--queue", "bad name", "--", "true"},
+		{"list", "--queue", "a;b"},
+		{"work", "--queue", "a b"},
+	} {
+		r := jd(t, dir, args...)
+		require.Equal(t, 2, r.code, "jobdir %s: %s", strings.Join(args, " "), r)
+		require.NotContains(t, r.stderr, "filestore:", "a plain message")
+	}
+	r = jdOK(t, dir, "queue", "list", "--json")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &qs))
+	require.Len(t, qs, 2, "a refused command made no queue")
+}
+
+// requireJobState checks the state of job id through "jobdir get --json".
+func requireJobState(t *testing.T, dir, id string, want jobstore.State) {
+	t.Helper()
+	var j struct {
+		State jobstore.State `json:"state"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "get", "--json", id).stdout), &j))
+	require.Equal(t, want, j.State, "job %s", id)
+}

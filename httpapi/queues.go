@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// The routes of the queues (jobstore.QueueController).
+const (
+	routeQueues      = "GET /v1/queues"
+	routeQueuePause  = "POST /v1/queues/{queue}/pause"
+	routeQueueResume = "POST /v1/queues/{queue}/resume"
+)
+
+// QueuesResponse is the body of the answer to GET /v1/queues.
+type QueuesResponse struct {
+	// Queues holds every queue that has jobs or settings, sorted by name;
+	// never null.
+	Queues []jobstore.QueueInfo `json:"queues"`
+}
+
+// QueueResponse is the body of the answer to a queue's pause and resume:
+// the queue as it is once the change is made.
+type QueueResponse struct {
+	Queue jobstore.QueueInfo `json:"queue"`
+}
+
+// queueController returns the store's queue settings, or answers 501
+// not_implemented for a store that keeps none.
+func (s *Server) queueController(w http.ResponseWriter, r *http.Request) (jobstore.QueueController, bool) {
+	qc, ok := s.store.(jobstore.QueueController)
+	if !ok {
+		s.writeError(w, r, newError(http.StatusNotImplemented, CodeNotImplemented, "this store keeps no queue settings"))
+	}
+	return qc, ok
+}
+
+func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) {
+	qc, ok := s.queueController(w, r)
+	if !ok {
+		return
+	}
+	qs, err := qc.Queues(r.Context())
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	if qs == nil {
+		qs = []jobstore.QueueInfo{}
+	}
+	s.writeJSON(w, http.StatusOK, QueuesResponse{Queues: qs})
+}
+
+func (s *Server) handleQueuePause(w http.ResponseWriter, r *http.Request) {
+	s.changeQueue(w, r, true)
+}
+
+func (s *Server) handleQueueResume(w http.ResponseWriter, r *http.Request) {
+	s.changeQueue(w, r, false)
+}
+
+// changeQueue pauses or resumes the queue of the request's path, and
+// answers with the queue as it is then.
+func (s *Server) changeQueue(w http.ResponseWriter, r *http.Request, pause bool) {
+	qc, ok := s.queueController(w, r)
+	if !ok {
+		return
+	}
+	name := r.PathValue("queue")
+	if err := jobstore.ValidateQueue(name); err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	change := qc.ResumeQueue
+	if pause {
+		change = qc.PauseQueue
+	}
+	if err := change(r.Context(), name); err != nil {
+		s.fail(w, r, fmt.Errorf("queue %s: %w", name, err), http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	qs, err := qc.Queues(r.Context())
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	q := jobstore.QueueInfo{Queue: name}
+	for _, info := range qs {
+		if info.Queue == name {
+			q = info
+		}
+	}
+	s.writeJSON(w, http.StatusOK, QueueResponse{Queue: q})
+}
