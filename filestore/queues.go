@@ -13,6 +13,9 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -88,6 +91,33 @@ func fileIDOf(fi os.FileInfo) (fileID, bool) {
 	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino), size: fi.Size(), mtime: fi.ModTime().UnixNano()}, true
 }
 
+// statQueues returns the identity of queuesFile as it is now: one
+// fstatat(2) relative to the store's pinned directory, which allocates
+// nothing (a claim makes one), or an lstat through the root for a Store
+// whose file operations are not the real ones.
+func (s *Store) statQueues() (fileID, error) {
+	if s.pins == nil {
+		fi, err := s.root.Lstat(queuesFile)
+		if err != nil {
+			return fileID{}, err
+		}
+		id, _ := fileIDOf(fi)
+		return id, nil
+	}
+	d, err := s.pins.get(".")
+	if err != nil {
+		return fileID{}, err
+	}
+	var st unix.Stat_t
+	err = d.use(func(fd int) error {
+		return ignoringEINTR(func() error { return unix.Fstatat(fd, queuesFile, &st, unix.AT_SYMLINK_NOFOLLOW) })
+	})
+	if err != nil {
+		return fileID{}, &os.PathError{Op: "lstat", Path: filepath.Join(s.dir, queuesFile), Err: err}
+	}
+	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino), size: st.Size, mtime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)).UnixNano()}, nil
+}
+
 var noQueues = &queueView{}
 
 // queues returns the queue settings as they are now: one lstat of
@@ -97,7 +127,7 @@ func (s *Store) queues() (*queueView, error) {
 	c := &s.queueCache
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fi, err := s.root.Lstat(queuesFile)
+	id, err := s.statQueues()
 	if errors.Is(err, fs.ErrNotExist) {
 		c.drop()
 		c.view = noQueues
@@ -106,7 +136,7 @@ func (s *Store) queues() (*queueView, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read queue settings: %w", err)
 	}
-	if id, ok := fileIDOf(fi); ok && c.f != nil && id == c.id {
+	if c.f != nil && id == c.id {
 		return c.view, nil
 	}
 	f, err := s.root.OpenFile(queuesFile, os.O_RDONLY|noFollow, 0)
