@@ -41,6 +41,8 @@ type metrics struct {
 	// label value is a series kept forever.
 	mu    sync.Mutex
 	kinds map[string]bool
+	// queues bounds the queue label in the same way.
+	queues map[string]bool
 }
 
 // maxKindLabels is how many distinct kinds get a label value of their own;
@@ -49,6 +51,21 @@ const maxKindLabels = 100
 
 // otherKinds is the kind label of kinds past maxKindLabels.
 const otherKinds = "_other"
+
+// queue returns the label value for queue: queues past maxKindLabels
+// share otherKinds.
+func (m *metrics) queue(queue string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.queues[queue] {
+		return queue
+	}
+	if len(m.queues) >= maxKindLabels {
+		return otherKinds
+	}
+	m.queues[queue] = true
+	return queue
+}
 
 // kind returns the label value for kind.
 func (m *metrics) kind(kind string) string {
@@ -79,6 +96,7 @@ func newMetrics(reg *prometheus.Registry, store jobstore.Client) (*metrics, erro
 	}
 	m := &metrics{
 		kinds:     make(map[string]bool),
+		queues:    make(map[string]bool),
 		submitted: counter("jobs_submitted_total", "Jobs created through this process's HTTP API.", "kind"),
 		claimed:   counter("jobs_claimed_total", "Attempts claimed by this process's runner.", "kind"),
 		completed: counter("jobs_completed_total", "Jobs this process's runner completed successfully.", "kind"),
@@ -270,6 +288,16 @@ var (
 	// Only for a store that keeps a list of workers.
 	workersDesc = prometheus.NewDesc("jobdir_workers",
 		"Live workers serving the store, in every process on it, read at scrape time.", nil, nil)
+	// Only for a store that keeps queue settings.
+	queueJobsDesc = prometheus.NewDesc("jobdir_queue_jobs",
+		"Queued and running jobs of each queue that has jobs or settings, read at scrape time; queues past the bound on queue labels are summed under _other.",
+		[]string{"queue", "state"}, nil)
+	queuePausedDesc = prometheus.NewDesc("jobdir_queue_paused",
+		"1 for a paused queue (no worker starts its jobs), 0 for one that runs, read at scrape time; _other is 1 if any queue past the bound is paused.",
+		[]string{"queue"}, nil)
+	queueOldestDesc = prometheus.NewDesc("jobdir_queue_oldest_due_age_seconds",
+		"How long the longest-waiting due job of each queue has been due; 0 when none is due.",
+		[]string{"queue"}, nil)
 	unservedDesc = prometheus.NewDesc("jobdir_unserved_jobs",
 		"Queued jobs of each kind that no live worker runs, read at scrape time (no series for a kind a worker runs); alert when their sum is above 0. Kinds past the bound on kind labels are summed under _other.",
 		[]string{"kind"}, nil)
@@ -284,6 +312,9 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- upDesc
 	ch <- workersDesc
 	ch <- unservedDesc
+	ch <- queueJobsDesc
+	ch <- queuePausedDesc
+	ch <- queueOldestDesc
 }
 
 // Collect reads the store's Stats and sends the store series.
@@ -333,6 +364,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for kind, age := range ages {
 		ch <- prometheus.MustNewConstMetric(oldestByKindDesc, prometheus.GaugeValue, age, kind)
 	}
+	c.collectQueues(ctx, ch)
 	if reg, ok := c.store.(jobstore.WorkerRegistry); ok {
 		ws, err := reg.Workers(ctx)
 		if err != nil {
@@ -347,5 +379,48 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		for kind, n := range unserved {
 			ch <- prometheus.MustNewConstMetric(unservedDesc, prometheus.GaugeValue, float64(n), kind)
 		}
+	}
+}
+
+// collectQueues sends the series of each queue, for a store that keeps
+// queue settings.
+func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus.Metric) {
+	qc, ok := c.store.(jobstore.QueueController)
+	if !ok {
+		return
+	}
+	qs, err := qc.Queues(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(queueJobsDesc, err)
+		return
+	}
+	type sums struct {
+		queued, running int
+		paused          bool
+		age             float64
+	}
+	by := make(map[string]*sums, len(qs))
+	for _, q := range qs { // sorted by name: which queues get a label does not depend on a map's order
+		label := c.m.queue(q.Queue)
+		if by[label] == nil {
+			by[label] = &sums{}
+		}
+		b := by[label]
+		b.queued += q.Queued
+		b.running += q.Running
+		b.paused = b.paused || q.Paused
+		if !q.OldestDueAt.IsZero() {
+			b.age = max(b.age, time.Since(q.OldestDueAt).Seconds(), 0)
+		}
+	}
+	for queue, b := range by {
+		ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(b.queued), queue, string(jobstore.StateQueued))
+		ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(b.running), queue, string(jobstore.StateRunning))
+		paused := 0.0
+		if b.paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, queue)
+		ch <- prometheus.MustNewConstMetric(queueOldestDesc, prometheus.GaugeValue, b.age, queue)
 	}
 }

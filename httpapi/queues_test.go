@@ -84,3 +84,41 @@ func TestQueuesRoutesWithoutController(t *testing.T) {
 		r.apiError(t, http.StatusNotImplemented, httpapi.CodeNotImplemented)
 	}
 }
+
+// TestQueueMetrics: each queue that has jobs or settings has its queued
+// and running jobs, whether it is paused, and its longest wait as gauges.
+func TestQueueMetrics(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	e.do("POST", "/v1/jobs", `{"kind": "mail", "queue": "mail"}`).job(t, http.StatusCreated)
+	e.do("POST", "/v1/jobs", `{"kind": "mail", "queue": "mail"}`).job(t, http.StatusCreated)
+	e.do("POST", "/v1/jobs", `{"kind": "k"}`).job(t, http.StatusCreated)
+	_, err := e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Queues: []string{"mail"}})
+	require.NoError(t, err)
+	require.NoError(t, e.store.PauseQueue(t.Context(), "held"))
+	text := string(e.do("GET", "/metrics", "").body)
+	for series, want := range map[string]float64{
+		`jobdir_queue_jobs{queue="mail",state="queued"}`:     1,
+		`jobdir_queue_jobs{queue="mail",state="running"}`:    1,
+		`jobdir_queue_jobs{queue="default",state="queued"}`:  1,
+		`jobdir_queue_jobs{queue="default",state="running"}`: 0,
+		`jobdir_queue_jobs{queue="held",state="queued"}`:     0,
+		`jobdir_queue_paused{queue="held"}`:                  1,
+		`jobdir_queue_paused{queue="mail"}`:                  0,
+		`jobdir_queue_oldest_due_age_seconds{queue="held"}`:  0,
+	} {
+		require.Equal(t, want, metricValue(t, text, series), series)
+	}
+	require.Contains(t, text, `jobdir_queue_oldest_due_age_seconds{queue="mail"} `)
+}
+
+// TestQueueRoutesSlashInName: a queue whose name holds a slash is named in
+// the path with it escaped.
+func TestQueueRoutesSlashInName(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	r := e.do("POST", "/v1/queues/team%2Fa/pause", "")
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	var q httpapi.QueueResponse
+	strictDecode(t, r.body, &q)
+	require.Equal(t, "team/a", q.Queue.Queue)
+	require.True(t, q.Queue.Paused)
+}

@@ -20,6 +20,7 @@ import (
 type filter struct {
 	States []jobstore.State
 	Kind   string
+	Queue  string
 	// Key keeps the jobs whose key contains it.
 	Key string
 	// Prefix keeps the jobs whose ID starts with it (upper case).
@@ -38,7 +39,7 @@ type filter struct {
 const maxSelected = 500
 
 // parseFilter reads a filter from the query: state (repeatable), kind,
-// key, id (a prefix), text and order (newest or oldest).
+// queue, key, id (a prefix), text and order (newest or oldest).
 func parseFilter(q url.Values) (filter, error) {
 	var f filter
 	for _, s := range q["state"] {
@@ -57,6 +58,12 @@ func parseFilter(q url.Values) (filter, error) {
 	if f.Kind != "" {
 		if err := jobstore.ValidateKind(f.Kind); err != nil {
 			return f, errors.New("a kind has only letters, digits and ._:/-")
+		}
+	}
+	f.Queue = strings.TrimSpace(q.Get("queue"))
+	if f.Queue != "" {
+		if err := jobstore.ValidateQueue(f.Queue); err != nil {
+			return f, errors.New("a queue name has only letters, digits and ._:/-")
 		}
 	}
 	f.Key = q.Get("key")
@@ -99,6 +106,9 @@ func (f filter) query() url.Values {
 	}
 	if f.Kind != "" {
 		q.Set("kind", f.Kind)
+	}
+	if f.Queue != "" {
+		q.Set("queue", f.Queue)
 	}
 	if f.Key != "" {
 		q.Set("key", f.Key)
@@ -160,7 +170,7 @@ var errStop = errors.New("stop")
 // whose ID lies outside f.Prefix: IDs sort, so the prefix is a range of the
 // store's cursor.
 func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, batch int, fn func(jobstore.Job) error) (string, error) {
-	opts := jobstore.ListOptions{States: f.States, Kind: f.Kind, Order: f.Order, Cursor: cursor, MaxBytes: maxListBytes}
+	opts := jobstore.ListOptions{States: f.States, Kind: f.Kind, Queue: f.Queue, Order: f.Order, Cursor: cursor, MaxBytes: maxListBytes}
 	if len(f.IDs) > 0 {
 		return "", h.scanIDs(ctx, f, opts, fn)
 	}
@@ -325,10 +335,10 @@ type stateOption struct {
 
 // jobsPage is the data of the jobs table.
 type jobsPage struct {
-	Kind, Key, Prefix, Text string
-	Oldest                  bool
-	States                  []stateOption
-	Rows                    []jobRow
+	Kind, Queue, Key, Prefix, Text string
+	Oldest                         bool
+	States                         []stateOption
+	Rows                           []jobRow
 	// Next is the URL of the next page; empty on the last.
 	Next string
 	// First is the URL of the first page, when this is not it; Prev the
@@ -353,7 +363,7 @@ type jobsPage struct {
 func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, ferr := parseFilter(q)
-	data := jobsPage{Kind: f.Kind, Key: f.Key, Prefix: f.Prefix, Text: f.Text, Oldest: f.Order == jobstore.OldestFirst, Query: f.query().Encode(), Budget: ScanBudget}
+	data := jobsPage{Kind: f.Kind, Queue: f.Queue, Key: f.Key, Prefix: f.Prefix, Text: f.Text, Oldest: f.Order == jobstore.OldestFirst, Query: f.query().Encode(), Budget: ScanBudget}
 	_, data.CanDelete = h.store.(jobstore.Deleter)
 	for _, s := range jobstore.States() {
 		data.States = append(data.States, stateOption{Value: string(s), Selected: slices.Contains(f.States, s)})
@@ -402,7 +412,7 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 			}
 			data.Prev = prev
 		}
-		if f.Key == "" && f.Text == "" && f.Prefix == "" && len(f.IDs) == 0 {
+		if f.Key == "" && f.Text == "" && f.Prefix == "" && f.Queue == "" && len(f.IDs) == 0 {
 			st, err := h.store.Stats(r.Context())
 			if err != nil {
 				h.storeError(w, r, err)
@@ -598,7 +608,7 @@ func (h *Handler) handleAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == nil {
-			j, _, err = h.store.Submit(r.Context(), jobstore.Spec{Kind: j.Kind, Payload: j.Payload, MaxAttempts: j.MaxAttempts,
+			j, _, err = h.store.Submit(r.Context(), jobstore.Spec{Kind: j.Kind, Queue: j.Queue, Payload: j.Payload, MaxAttempts: j.MaxAttempts,
 				Priority: j.Priority, Timeout: j.Timeout})
 		}
 		res.Message = "Submitted a new job with the same kind and payload: " + j.ID + "."

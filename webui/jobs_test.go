@@ -152,7 +152,7 @@ func TestRetryAndRerun(t *testing.T) {
 	e := newEnv(t, &webui.Options{Tokens: []string{testToken}})
 	csrf := e.signIn(testToken)
 	ctx := t.Context()
-	job, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k", Key: "once", Payload: json.RawMessage(`{"n":1}`), Priority: 3})
+	job, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k", Key: "once", Queue: "reports", Payload: json.RawMessage(`{"n":1}`), Priority: 3})
 	require.NoError(t, err)
 
 	r := e.act(csrf, "/ui/jobs/"+job.ID+"/retry", nil)
@@ -178,6 +178,7 @@ func TestRetryAndRerun(t *testing.T) {
 	require.Equal(t, "k", copyJob.Kind)
 	require.JSONEq(t, `{"n":1}`, string(copyJob.Payload))
 	require.Equal(t, 3, copyJob.Priority)
+	require.Equal(t, "reports", copyJob.Queue, "a re-run stays in its queue")
 	require.Empty(t, copyJob.Key, "a key would name the old job")
 
 	// Exec jobs are re-run only where the server accepts them.

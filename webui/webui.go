@@ -214,6 +214,8 @@ func New(store Store, opts *Options) (*Handler, error) {
 	mux.HandleFunc("GET "+Prefix+"jobs/{id}/log", h.authed(h.handleLog))
 	mux.HandleFunc("POST "+Prefix+"jobs/{id}/{action}", h.authed(h.handleAction))
 	mux.HandleFunc("GET "+Prefix+"workers", h.authed(h.handleWorkers))
+	mux.HandleFunc("GET "+Prefix+"queues", h.authed(h.handleQueues))
+	mux.HandleFunc("POST "+Prefix+"queues/{queue}/{action}", h.authed(h.handleQueueAction))
 	mux.HandleFunc("GET "+Prefix+"bulk", h.authed(h.handleBulkCount))
 	mux.HandleFunc("POST "+Prefix+"bulk", h.authed(h.handleBulk))
 	mux.HandleFunc("GET "+Prefix+"static/", h.static.ServeHTTP)

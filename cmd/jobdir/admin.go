@@ -27,8 +27,10 @@ func (a *app) statsCommand() *cobra.Command {
 		Long: `Say which store this is, count the jobs in each state, say how long the
 oldest due job has been waiting in the queue (a growing wait means the
 workers do not keep up), and count the jobs of each kind by state, with the
-wait of each kind's oldest due job. Then name the kinds whose queued jobs
-no live worker runs (see "jobdir workers").`,
+wait of each kind's oldest due job; the same for each queue when jobs are in
+queues other than the default one, or a queue is paused. Then name the paused
+queues (see "jobdir queue") and the kinds whose queued jobs no live worker
+runs (see "jobdir workers").`,
 		Example: `  jobdir stats
   jobdir stats --json | jq .counts.queued`,
 		Args: cobra.NoArgs,
@@ -42,6 +44,10 @@ no live worker runs (see "jobdir workers").`,
 				if err != nil {
 					return err
 				}
+				paused, err := pausedQueues(cmd.Context(), st.Store)
+				if err != nil {
+					return err
+				}
 				now := time.Now()
 				if asJSON {
 					out := struct {
@@ -49,13 +55,14 @@ no live worker runs (see "jobdir workers").`,
 						jobstore.Stats
 						OldestQueuedAgeSeconds float64  `json:"oldest_queued_age_seconds"`
 						UnservedKinds          []string `json:"unserved_kinds"`
-					}{Store: st.name, Stats: s, UnservedKinds: unserved}
+						PausedQueues           []string `json:"paused_queues"`
+					}{Store: st.name, Stats: s, UnservedKinds: unserved, PausedQueues: paused}
 					if !s.OldestQueuedAt.IsZero() {
 						out.OldestQueuedAgeSeconds = now.Sub(s.OldestQueuedAt).Seconds()
 					}
 					return writeJSON(a.stdout, out)
 				}
-				return printStats(a.stdout, st.name, s, unserved, now)
+				return printStats(a.stdout, st.name, s, unserved, paused, now)
 			})
 		},
 	}
@@ -78,9 +85,29 @@ func unservedKinds(ctx context.Context, store jobstore.Store, s jobstore.Stats) 
 	return jobstore.UnservedKinds(s, ws), nil
 }
 
+// pausedQueues returns the paused queues of store, sorted, never nil; none
+// if the store keeps no queue settings.
+func pausedQueues(ctx context.Context, store jobstore.Store) ([]string, error) {
+	qc, ok := store.(jobstore.QueueController)
+	if !ok {
+		return []string{}, nil
+	}
+	qs, err := qc.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paused := []string{}
+	for _, q := range qs {
+		if q.Paused {
+			paused = append(paused, q.Queue)
+		}
+	}
+	return paused, nil
+}
+
 // printStats writes the stats of the store in dir for people, with the
-// kinds no live worker runs.
-func printStats(w io.Writer, dir string, s jobstore.Stats, unserved []string, now time.Time) error {
+// paused queues and the kinds no live worker runs.
+func printStats(w io.Writer, dir string, s jobstore.Stats, unserved, paused []string, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "store\t%s\n", dir)
 	for _, state := range jobstore.States() {
@@ -107,28 +134,45 @@ func printStats(w io.Writer, dir string, s jobstore.Stats, unserved []string, no
 		return nil
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "KIND")
+	if err := printCounts(w, "KIND", s.Kinds, s.OldestQueuedByKind, now); err != nil {
+		return err
+	}
+	_, others := s.Queues[jobstore.DefaultQueue]
+	others = len(s.Queues) > 1 || (len(s.Queues) == 1 && !others)
+	if others || len(paused) > 0 {
+		fmt.Fprintln(w)
+		if err := printCounts(w, "QUEUE", s.Queues, s.OldestQueuedByQueue, now); err != nil {
+			return err
+		}
+	}
+	if len(paused) > 0 {
+		fmt.Fprintf(w, "\nPaused queues, whose jobs no worker starts until \"jobdir queue resume\": %s\n", strings.Join(paused, ", "))
+	}
+	printUnserved(w, unserved)
+	return nil
+}
+
+// printCounts writes a table of the jobs of each kind or queue (what
+// heads its first column) by state, with the wait of its oldest due job.
+func printCounts(w io.Writer, what string, counts map[string]map[jobstore.State]int, oldestDue map[string]time.Time, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, what)
 	for _, state := range jobstore.States() {
 		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(state)))
 	}
 	fmt.Fprintln(tw, "\tOLDEST DUE")
-	for _, kind := range slices.Sorted(maps.Keys(s.Kinds)) {
-		fmt.Fprint(tw, kind)
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprint(tw, name)
 		for _, state := range jobstore.States() {
-			fmt.Fprintf(tw, "\t%d", s.Kinds[kind][state])
+			fmt.Fprintf(tw, "\t%d", counts[name][state])
 		}
 		oldest := "-"
-		if at, ok := s.OldestQueuedByKind[kind]; ok {
+		if at, ok := oldestDue[name]; ok {
 			oldest = "waiting " + roundDuration(now.Sub(at)).Truncate(time.Second).String()
 		}
 		fmt.Fprintf(tw, "\t%s\n", oldest)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	printUnserved(w, unserved)
-	return nil
+	return tw.Flush()
 }
 
 func (a *app) pruneCommand() *cobra.Command {

@@ -12,8 +12,8 @@ import (
 
 // TestQueueCommands: "submit --queue" puts a job in a queue, "list --queue"
 // finds it, "queue pause" keeps every worker from starting it (a draining
-// "work --exit-when-idle" leaves it queued and exits), "queue list" shows
-// the pause, and after "queue resume" a worker runs it; a worker that
+// "work --exit-when-idle" leaves it queued and exits), "queue list" and
+// "stats" show the pause, and after "queue resume" a worker runs it; a worker that
 // takes other queues leaves it alone; bad names are refused; on a file
 // store and in PostgreSQL.
 func TestQueueCommands(t *testing.T) {
@@ -40,6 +40,17 @@ func testQueueCommands(t *testing.T, dir string) {
 	require.Regexp(t, `(?m)^QUEUE\s+STATE\s+QUEUED\s+RUNNING\s+OLDEST WAIT$`, r.stdout)
 	require.Regexp(t, `(?m)^default\s+running\s+1\s+0\s+\S+`, r.stdout)
 	require.Regexp(t, `(?m)^emails\s+paused\s+1\s+0\s+\S+`, r.stdout)
+	r = jdOK(t, dir, "stats")
+	require.Regexp(t, `(?m)^QUEUE\s+QUEUED\s+RUNNING`, r.stdout)
+	require.Regexp(t, `(?m)^emails\s+1\s+0`, r.stdout)
+	require.Contains(t, r.stdout, "Paused queues, whose jobs no worker starts until \"jobdir queue resume\": emails\n")
+	var stats struct {
+		Queues       map[string]map[jobstore.State]int `json:"queues"`
+		PausedQueues []string                          `json:"paused_queues"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "stats", "--json").stdout), &stats))
+	require.Equal(t, []string{"emails"}, stats.PausedQueues)
+	require.Equal(t, 1, stats.Queues["emails"][jobstore.StateQueued])
 	var qs []jobstore.QueueInfo
 	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "queue", "list", "--json").stdout), &qs))
 	require.Len(t, qs, 2)

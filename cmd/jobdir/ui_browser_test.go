@@ -359,6 +359,16 @@ func TestUIScreenshotsForDocs(t *testing.T) {
 	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "ui-workers.png"), png, 0o644))
+
+	runBin(t, dir, wd, "queue", "pause", "emails")
+	for i := range 3 {
+		submitBin(t, dir, wd, "--queue", "emails", "--key", fmt.Sprintf("digest-%d", i), "--", "sh", "-c", "echo sent digest")
+	}
+	submitBin(t, dir, wd, "--queue", "reports", "--delay", "1h", "--", "make", "report")
+	do(t, ctx, chromedp.Navigate(srv.url+"/ui/queues"), chromedp.WaitVisible("#queues"))
+	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "ui-queues.png"), png, 0o644))
 	runBin(t, dir, wd, "cancel", build)
 	runBin(t, dir, wd, "cancel", other)
 	worker.stop(t)
@@ -416,6 +426,8 @@ func TestUIBrowserAccessibility(t *testing.T) {
 	submitBin(t, dir, wd, "--key", "nightly", "--delay", "1h", "--", "make", "report")
 	worker := start(t, jobdirCmd(dir, wd, "work", "--concurrency", "1", "-q"))
 	running := submitBin(t, dir, wd, "--key", "build-42", "--", "sh", "-c", "echo compiling; exec sleep 300")
+	runBin(t, dir, wd, "queue", "pause", "emails")
+	submitBin(t, dir, wd, "--queue", "emails", "--", "sh", "-c", "echo sent")
 	t.Cleanup(func() {
 		runBin(t, dir, wd, "cancel", running)
 		worker.stop(t)
@@ -429,6 +441,7 @@ func TestUIBrowserAccessibility(t *testing.T) {
 		{"/ui/jobs/" + failed, "#last-error"},
 		{"/ui/jobs/00000000000000000000000000", "#main"},
 		{"/ui/workers", "#workers"},
+		{"/ui/queues", "#queues"},
 	}
 	for _, scheme := range []string{"light", "dark"} {
 		for _, width := range []int64{1280, 390} {

@@ -1,0 +1,95 @@
+package webui
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// queueRow is one queue on the queues page.
+type queueRow struct {
+	Queue string
+	// Path is Queue escaped for a URL path segment: a queue name may hold
+	// a slash.
+	Path            string
+	Paused          bool
+	Queued, Running int
+	// Wait is how long its oldest due job has waited; empty when none is
+	// due.
+	Wait string
+}
+
+// queuesData is the data of the queues page.
+type queuesData struct {
+	// Supported is false for a store that keeps no queue settings.
+	Supported bool
+	Queues    []queueRow
+	// Paused counts the paused queues.
+	Paused int
+}
+
+func (h *Handler) handleQueues(w http.ResponseWriter, r *http.Request) {
+	qc, ok := h.store.(jobstore.QueueController)
+	if !ok {
+		h.render(w, r, http.StatusOK, "queues", "Queues", queuesData{})
+		return
+	}
+	qs, err := qc.Queues(r.Context())
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	d := queuesData{Supported: true}
+	now := time.Now()
+	for _, q := range qs {
+		row := queueRow{Queue: q.Queue, Path: url.PathEscape(q.Queue), Paused: q.Paused, Queued: q.Queued, Running: q.Running}
+		if !q.OldestDueAt.IsZero() {
+			row.Wait = ago(now.Sub(q.OldestDueAt))
+		}
+		if q.Paused {
+			d.Paused++
+		}
+		d.Queues = append(d.Queues, row)
+	}
+	h.render(w, r, http.StatusOK, "queues", "Queues", d)
+}
+
+// handleQueueAction pauses or resumes the queue of the path, and sends the
+// browser back to the queues page (or answers JSON to the page's script).
+func (h *Handler) handleQueueAction(w http.ResponseWriter, r *http.Request) {
+	qc, ok := h.store.(jobstore.QueueController)
+	if !ok {
+		h.refuse(w, r, http.StatusNotImplemented, "this store keeps no queue settings")
+		return
+	}
+	name := r.PathValue("queue")
+	if err := jobstore.ValidateQueue(name); err != nil {
+		h.refuse(w, r, http.StatusBadRequest, "a queue name has only letters, digits and ._:/-")
+		return
+	}
+	var res actionResult
+	var err error
+	switch r.PathValue("action") {
+	case "pause":
+		err = qc.PauseQueue(r.Context(), name)
+		res.Message = "Paused " + name + ": no worker starts its jobs until it is resumed."
+	case "resume":
+		err = qc.ResumeQueue(r.Context(), name)
+		res.Message = "Resumed " + name + "."
+	default:
+		h.refuse(w, r, http.StatusNotFound, "no such action: pause or resume")
+		return
+	}
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	res.Location = Prefix + "queues"
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	http.Redirect(w, r, res.Location, http.StatusSeeOther)
+}

@@ -1,0 +1,85 @@
+package webui_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
+	"github.com/jobdir/jobdir/webui"
+)
+
+// TestQueuesPage: the queues page lists each queue with its state, jobs
+// and wait, links to its jobs, and pauses and resumes it for the store's
+// claims; the jobs page filters by queue; a bad name is refused.
+func TestQueuesPage(t *testing.T) {
+	e := newEnv(t, nil)
+	csrf := e.signIn(testToken)
+	ctx := t.Context()
+	r := e.do("GET", "/ui/queues", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `id="no-queues"`)
+	require.Contains(t, r.body, `href="/ui/queues" aria-current="page"`)
+
+	mail, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "team/mail"})
+	require.NoError(t, err)
+	other, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	r = e.do("GET", "/ui/queues", nil)
+	require.Regexp(t, `<th scope="row"><a href="/ui/jobs\?queue=team%2fmail">team/mail</a></th><td><span class="badge state-running">running</span></td><td>1</td><td>0</td>`, r.body)
+	require.Contains(t, r.body, `action="/ui/queues/team%2Fmail/pause"`)
+
+	r = e.act(csrf, "/ui/queues/team%2Fmail/pause", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "Paused team/mail")
+	got, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.Equal(t, other.ID, got.ID, "the paused queue's job is passed over")
+	r = e.do("GET", "/ui/queues", nil)
+	require.Contains(t, r.body, `<span class="badge state-canceled">paused</span>`)
+	require.Contains(t, r.body, `<strong>1</strong> paused`)
+	require.Contains(t, r.body, `action="/ui/queues/team%2Fmail/resume"`)
+
+	r = e.do("GET", "/ui/jobs?queue=team%2Fmail", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, mail.ID)
+	require.NotContains(t, r.body, other.ID)
+	r = e.do("GET", "/ui/jobs?queue=bad+name", nil)
+	require.Equal(t, http.StatusBadRequest, r.status, r.body)
+
+	r = e.act(csrf, "/ui/queues/team%2Fmail/resume", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	got, err = e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.Equal(t, mail.ID, got.ID)
+
+	r = e.act(csrf, "/ui/queues/bad%20name/pause", nil)
+	require.Equal(t, http.StatusBadRequest, r.status, r.body)
+	r = e.act(csrf, "/ui/queues/q/explode", nil)
+	require.Equal(t, http.StatusNotFound, r.status, r.body)
+	r = e.act("wrong", "/ui/queues/q/pause", nil)
+	require.Equal(t, http.StatusForbidden, r.status, "a pause needs the page's CSRF token")
+	qs, err := e.store.Queues(ctx)
+	require.NoError(t, err)
+	for _, q := range qs {
+		require.False(t, q.Paused, "a refused action paused %s", q.Queue)
+	}
+}
+
+// TestQueuesPageWithoutController: a store that keeps no queue settings
+// gets a page that says so, and its actions are refused.
+func TestQueuesPageWithoutController(t *testing.T) {
+	store := memstore.New(nil)
+	t.Cleanup(func() { _ = store.Close() })
+	ui, err := webui.New(plainStore{store}, &webui.Options{Tokens: []string{testToken}})
+	require.NoError(t, err)
+	e := newEnvOn(t, store, ui)
+	csrf := e.signIn(testToken)
+	r := e.do("GET", "/ui/queues", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `id="queues-unsupported"`)
+	r = e.act(csrf, "/ui/queues/q/pause", nil)
+	require.Equal(t, http.StatusNotImplemented, r.status, r.body)
+}
