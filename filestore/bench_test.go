@@ -94,6 +94,47 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimCompleteLimit measures what a queue's concurrency limit
+// costs a claim: one claim and completion at a time (no fsync), of a queue
+// without a limit, limited to 1 (each claim probes one slot and counts
+// none), and limited to 8 with 7 jobs running (each claim probes up to 8
+// slots and counts 7 busy ones), side by side in one run.
+func BenchmarkClaimCompleteLimit(b *testing.B) {
+	for _, tc := range []struct {
+		name           string
+		limit, running int
+	}{{"None", 0, 0}, {"Limit1", 1, 0}, {"Limit8Running7", 8, 7}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
+			require.NoError(b, err)
+			defer s.Close()
+			if tc.limit > 0 {
+				require.NoError(b, s.SetQueueLimit(b.Context(), "q", tc.limit))
+			}
+			for range b.N + tc.running {
+				if _, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "bench", Queue: "q"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range tc.running {
+				_, err := s.Claim(b.Context(), jobstore.ClaimRequest{Worker: "held"})
+				require.NoError(b, err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				j, err := s.Claim(b.Context(), jobstore.ClaimRequest{Worker: "w"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Complete(b.Context(), j.Lease(), jobstore.Succeeded(nil)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claim+complete/s")
+		})
+	}
+}
+
 // BenchmarkClaimParallel measures durable claims alone from 8 goroutines
 // of one process over a backlog: no claim waits for an fsync; the claim
 // flusher fsyncs claimed/ once for every claim made while the one before

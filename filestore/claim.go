@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -67,11 +68,11 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 	if err != nil {
 		return nil, fmt.Errorf("filestore: claim: scan queue: %w", err)
 	}
-	blocked, err := s.blockedQueues()
+	qv, err := s.queues()
 	if err != nil {
 		return nil, fmt.Errorf("filestore: claim: %w", err)
 	}
-	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool), blocked: blocked}
+	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool), blocked: qv.blocked}
 	defer r.restore()
 	rescanned := false
 	for {
@@ -232,9 +233,20 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 		case errors.Is(err, errRecordBusy):
 			r.lockBusy = append(r.lockBusy, id)
 		case errors.Is(err, errQueueBlocked):
-			if b, err := r.s.blockedQueues(); err == nil {
-				r.blocked = b
+			if qv, err := r.s.queues(); err == nil {
+				r.blocked = qv.blocked
 			}
+		case errors.Is(err, errQueueFull):
+			// Pass over the rest of the queue's jobs in this run; a slot
+			// that frees wakes AwaitWork (handleEvent).
+			r.blocked = maps.Clone(r.blocked)
+			if r.blocked == nil {
+				r.blocked = make(map[string]bool)
+			}
+			r.blocked[j.Queue] = true
+			r.s.mu.Lock()
+			r.s.slotWait = true
+			r.s.mu.Unlock()
 		case errors.Is(err, jobstore.ErrClosed):
 			r.closed = err
 		case err != nil:
@@ -293,7 +305,7 @@ func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimR
 		if errors.Is(err, jobstore.ErrClosed) {
 			return jobs, err
 		}
-		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && wctx.Err() == nil {
+		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && !errors.Is(err, errQueueFull) && wctx.Err() == nil {
 			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
 		}
 		if wctx.Err() != nil {
@@ -418,12 +430,25 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	// The queue's settings as they are now, read after the lease and the
 	// record lock are held: a pause that returned before this point stops
 	// this claim, whenever the claim began.
-	blocked, err := s.blockedQueues()
+	qv, err := s.queues()
 	if err != nil {
 		return jobstore.Job{}, false, err
 	}
-	if blocked[rec.Job.Queue] {
+	if qv.blocked[rec.Job.Queue] {
 		return jobstore.Job{}, false, errQueueBlocked
+	}
+	if limit := qv.limits[rec.Job.Queue]; limit > 0 {
+		slot, err := s.takeSlot(rec.Job.Queue, limit, id)
+		if errors.Is(err, errQueueFull) {
+			return jobstore.Job{Queue: rec.Job.Queue}, false, errQueueFull
+		}
+		if err != nil {
+			return jobstore.Job{}, false, fmt.Errorf("take a slot of queue %s: %w", rec.Job.Queue, err)
+		}
+		// Released with the lease, if the claim fails below.
+		leases.Lock()
+		h.slot = slot
+		leases.Unlock()
 	}
 	j, err := storekit.ApplyClaim(rec.Job, req.Worker, now)
 	if err != nil {

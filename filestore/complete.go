@@ -37,6 +37,10 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)
 	}
+	// The attempt's handler is done: its slot of a limited queue, if it
+	// has one, is free from now, before the record leaves claimed/, whose
+	// event wakes the claims that wait for one.
+	releaseSlot(h)
 	if done, ok := recordedOf(h); ok {
 		return s.completeAgain(lp, h, done, unlock)
 	}

@@ -131,7 +131,8 @@ package filestore
 //	migrate.go      upgrading the old single-process store (legacy.go: its records)
 //	ping.go         Ping
 //	workers.go      the registry of live workers (workers/)
-//	queues.go       queue settings: pause and resume (QUEUES)
+//	queues.go       queue settings: pause, resume and limits (QUEUES)
+//	slots.go        the slots of a limited queue's running jobs (slots/)
 //	probe.go        IsStore and OtherFiles
 //	sys_linux.go    Linux: filesystem check, where syncfs(2) reaches the disk, syncfs
 //	sys_unix.go     every Unix system: open flags, inode numbers

@@ -285,6 +285,27 @@ var faultCases = []faultCase{
 		check: batchFaultCheck,
 	},
 	{
+		// A claim of a limited queue's job, whose slot file is written:
+		// an error anywhere leaves the job queued, and its slot free.
+		name: "ClaimLimited",
+		setup: func(t *testing.T, s *Store) *faultState {
+			require.NoError(t, s.SetQueueLimit(t.Context(), "q", 1))
+			j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Queue: "q"})
+			require.NoError(t, err)
+			return &faultState{id: j.ID}
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			mustState(t, s, st.id, jobstore.StateQueued)
+			j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w2", Queues: []string{"q"}})
+			require.NoError(t, err, "the slot was left taken")
+			require.Equal(t, st.id, j.ID)
+		},
+	},
+	{
 		// A pause either holds, for every claim after it, or is
 		// reported failed; the other queue's pause, made before, stays.
 		name: "PauseQueue",

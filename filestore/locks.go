@@ -241,6 +241,9 @@ type leaseHold struct {
 	// recorded is the outcome a Complete wrote whose fsync failed, with
 	// the lease still held; a retried Complete makes it durable.
 	recorded *record
+	// slot is the slot file of a job of a limited queue (slots.go),
+	// flock'd until the attempt's handler is done; nil for other jobs.
+	slot *os.File
 }
 
 // tryLease takes the lease lock at path without blocking. It returns
@@ -291,10 +294,15 @@ func tryLease(s *Store, path string) (*leaseHold, bool, error) {
 func releaseLease(path string, h *leaseHold) {
 	leases.Lock()
 	mine := leases.m[path] == h
+	var slot *os.File
 	if mine {
 		delete(leases.m, path)
+		slot, h.slot = h.slot, nil
 	}
 	leases.Unlock()
+	if slot != nil {
+		unlockFile(slot)
+	}
 	if mine {
 		unlockFile(h.f)
 	}
@@ -353,6 +361,10 @@ func releaseOwned(s *Store) {
 	for p, h := range leases.m {
 		if h.owner == s {
 			delete(leases.m, p)
+			if h.slot != nil {
+				unlockFile(h.slot)
+				h.slot = nil
+			}
 			unlockFile(h.f)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-var _ jobstore.QueueController = (*Store)(nil)
+var _ jobstore.QueueLimiter = (*Store)(nil)
 
 // queuesFile, in the store's directory, holds the settings of the queues
 // that have some, as JSON (docs/format.md, "Queues"). Its name has no
@@ -51,7 +51,11 @@ type queuesDoc struct {
 // keep.
 type queueDoc struct {
 	Paused bool `json:"paused,omitempty"`
+	Limit  int  `json:"limit,omitempty"`
 }
+
+// queueDocFields are the JSON names of queueDoc's fields.
+var queueDocFields = []string{"paused", "limit"}
 
 // queueView is the settings of every queue as read from one version of
 // queuesFile. It is never changed once made.
@@ -62,6 +66,8 @@ type queueView struct {
 	blocked map[string]bool
 	// unknown holds the queues with settings this program does not know.
 	unknown map[string]bool
+	// limits holds the concurrency limit of each limited queue.
+	limits map[string]int
 }
 
 // queueCache holds the last version of queuesFile this Store read, and the
@@ -226,23 +232,21 @@ func decodeQueues(path string, data []byte) (*queueView, error) {
 			v.blocked[name] = true
 			q = plain
 		}
-		v.settings[name] = jobstore.QueueSettings{Paused: q.Paused}
+		if q.Limit < 0 || q.Limit > jobstore.MaxQueueLimit {
+			return nil, &CorruptError{Path: path, Reason: fmt.Sprintf("queue %s: limit %d out of range 0..%d", name, q.Limit, jobstore.MaxQueueLimit)}
+		}
+		v.settings[name] = jobstore.QueueSettings{Paused: q.Paused, Limit: q.Limit}
 		if q.Paused {
 			v.blocked[name] = true
 		}
+		if q.Limit > 0 {
+			if v.limits == nil {
+				v.limits = make(map[string]int)
+			}
+			v.limits[name] = q.Limit
+		}
 	}
 	return v, nil
-}
-
-// blockedQueues returns the queues whose jobs Claim must not take now, or
-// an error if the settings cannot be read, in which case Claim takes no
-// job: a pause it cannot see must not be ignored.
-func (s *Store) blockedQueues() (map[string]bool, error) {
-	v, err := s.queues()
-	if err != nil {
-		return nil, err
-	}
-	return v.blocked, nil
 }
 
 // Queues returns every queue that has jobs or settings, sorted by name. It
@@ -282,6 +286,17 @@ func (s *Store) PauseQueue(ctx context.Context, queue string) error {
 // implements jobstore.QueueController.
 func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
 	return s.changeQueue(ctx, "resume queue", queue, func(q *queueDoc) { q.Paused = false })
+}
+
+// SetQueueLimit makes limit the most jobs of queue that run at once, in
+// every process; 0 removes the limit. Each running job of a limited queue
+// holds a slot file (slots.go), which its claim takes. It implements
+// jobstore.QueueLimiter.
+func (s *Store) SetQueueLimit(ctx context.Context, queue string, limit int) error {
+	if err := jobstore.ValidateQueueLimit(limit); err != nil {
+		return fmt.Errorf("filestore: limit queue: %w", err)
+	}
+	return s.changeQueue(ctx, "limit queue", queue, func(q *queueDoc) { q.Limit = limit })
 }
 
 // changeQueue applies change to queue's settings in queuesFile, durably,
@@ -348,7 +363,9 @@ func (s *Store) changeQueueLocked(ctx context.Context, queue string, change func
 	if err != nil {
 		return err
 	}
-	delete(fields, "paused")
+	for _, f := range queueDocFields {
+		delete(fields, f)
+	}
 	if err := json.Unmarshal(known, &fields); err != nil {
 		return err
 	}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,7 +97,7 @@ func TestProcessesPauseAndResume(t *testing.T) {
 // TestQueueSettingsFile: a pause is written to QUEUES durably and read
 // by a Store opened later; a setting this program does not know (of a
 // newer one) keeps its queue's jobs from being claimed and is kept as it
-// is by a change of another setting; a damaged file stops claims with an
+// is by a change of another queue's setting; a damaged file stops claims with an
 // error that names it, rather than let a pause go unseen.
 func TestQueueSettingsFile(t *testing.T) {
 	dir := t.TempDir()
@@ -116,7 +118,7 @@ func TestQueueSettingsFile(t *testing.T) {
 	// A newer program's setting on queue b.
 	b, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "b"})
 	require.NoError(t, err)
-	newer := `{"queues": {"a": {"paused": true}, "b": {"limit": 2}}}`
+	newer := `{"queues": {"a": {"paused": true}, "b": {"rate": "10/1s"}}}`
 	require.NoError(t, os.WriteFile(filepath.Join(dir, queuesFile), []byte(newer), 0o600))
 	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
 	require.ErrorIs(t, err, jobstore.ErrNoJob, "a queue with a setting this program does not know is not claimed")
@@ -129,7 +131,7 @@ func TestQueueSettingsFile(t *testing.T) {
 	require.NoError(t, err)
 	var doc map[string]map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(data, &doc))
-	require.JSONEq(t, `{"limit": 2}`, string(doc["queues"]["b"]), "the unknown setting is kept")
+	require.JSONEq(t, `{"rate": "10/1s"}`, string(doc["queues"]["b"]), "the unknown setting is kept")
 	require.NotContains(t, doc["queues"], "a", "a queue without settings has no entry")
 	j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
 	require.NoError(t, err)
@@ -169,4 +171,144 @@ func TestQueueSettingsConcurrentChanges(t *testing.T) {
 	for _, q := range qs {
 		require.True(t, q.Paused, "queue %s", q.Queue)
 	}
+}
+
+// TestProcessesQueueLimit: four worker processes of eight slots each work
+// off the jobs of a queue limited to 3, each job recording when it started
+// and ended; one process is SIGKILLed while it runs jobs. At no instant do
+// more than 3 jobs of the queue run, 3 run at some instant, and every job
+// succeeds (the killed process's jobs on another worker).
+func TestProcessesQueueLimit(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: 50 * time.Millisecond})
+	ctx := t.Context()
+	const limit, jobs = 3, 60
+	require.NoError(t, s.SetQueueLimit(ctx, "deploys", limit))
+	var ids []string
+	for range jobs {
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "deploys"})
+		require.NoError(t, err)
+		ids = append(ids, j.ID)
+	}
+	var workers []*testproc.Proc
+	for range 4 {
+		c := startChild(t, dir, "limit-worker", childNoSync+"=1")
+		require.Equal(t, "ready", c.Next(t))
+		workers = append(workers, c)
+	}
+	// Kill the first worker once it has started a job.
+	for {
+		if strings.HasPrefix(workers[0].Next(t), "start ") {
+			break
+		}
+	}
+	killedAt := time.Now()
+	require.NoError(t, workers[0].Signal(syscall.SIGKILL))
+	for _, id := range ids {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		j, err := s.Wait(wctx, id)
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+	}
+	type event struct {
+		at    time.Time
+		delta int
+		// killed marks the end of a job of the killed process, at the
+		// kill.
+		killed bool
+	}
+	var events []event
+	for i, c := range workers {
+		if i > 0 {
+			require.NoError(t, c.Signal(syscall.SIGTERM))
+		}
+		open := map[string]time.Time{}
+		for _, l := range strings.Split(c.Output(), "\n") {
+			f := strings.Fields(l)
+			if len(f) != 3 || (f[0] != "start" && f[0] != "end") {
+				continue
+			}
+			ns, err := strconv.ParseInt(f[2], 10, 64)
+			require.NoError(t, err)
+			at := time.Unix(0, ns)
+			if f[0] == "start" {
+				events = append(events, event{at, 1, false})
+				open[f[1]] = at
+			} else {
+				events = append(events, event{at, -1, false})
+				delete(open, f[1])
+			}
+		}
+		// The killed process's jobs ended with it; it was killed after
+		// killedAt, and no job of another process could start before.
+		for _, started := range open {
+			require.Zero(t, i, "a job of a live worker did not end")
+			events = append(events, event{maxTime(started, killedAt), -1, true})
+		}
+	}
+	slices.SortFunc(events, func(a, b event) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta // an end before a start at the same instant
+	})
+	// The gaps from an end that freed a slot of the full queue to the
+	// next start, in another process or the same: how soon a waiting
+	// worker took the slot.
+	running, peak := 0, 0
+	var freed time.Time
+	var gaps []time.Duration
+	for _, e := range events {
+		if e.delta < 0 && running == limit && !e.killed {
+			freed = e.at
+		}
+		if e.delta > 0 && !freed.IsZero() {
+			gaps = append(gaps, e.at.Sub(freed))
+			freed = time.Time{}
+		}
+		running += e.delta
+		peak = max(peak, running)
+	}
+	slices.Sort(gaps)
+	if len(gaps) > 0 {
+		t.Logf("a freed slot taken after %s (median of %d), %s at most", gaps[len(gaps)/2], len(gaps), gaps[len(gaps)-1])
+	}
+	t.Logf("%d starts; peak concurrency %d with a limit of %d", len(events)/2, peak, limit)
+	require.Equal(t, limit, peak, "at most the limit ran at once, and the limit was reached")
+}
+
+// TestQueueLimitSlotOutlivesClaimant: the slot of a job of a limited
+// queue stays taken while a process of its attempt (here, as execjob's
+// supervisor is, a process that holds a copy of the lease) outlives the
+// process that claimed it, and is free once that process is gone too.
+func TestQueueLimitSlotOutlivesClaimant(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	ctx := t.Context()
+	require.NoError(t, s.SetQueueLimit(ctx, "q", 1))
+	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "work", Queue: "q"})
+	require.NoError(t, err)
+	next, _, err := s.Submit(ctx, jobstore.Spec{Kind: "work", Queue: "q"})
+	require.NoError(t, err)
+	c := startChild(t, dir, "hold-lease-file")
+	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
+	holder := holderPid(t, c.Next(t))
+	t.Cleanup(func() { _ = syscall.Kill(holder, syscall.SIGKILL) })
+
+	require.NoError(t, c.Signal(syscall.SIGKILL))
+	_ = c.Wait(ctx)
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "the slot was freed while a process of the attempt still ran")
+
+	require.NoError(t, syscall.Kill(holder, syscall.SIGKILL))
+	require.Eventually(t, func() bool {
+		got, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+		if err != nil {
+			require.ErrorIs(t, err, jobstore.ErrNoJob)
+			return false
+		}
+		require.Equal(t, next.ID, got.ID)
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the slot is free once the attempt's last process is gone")
 }

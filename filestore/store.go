@@ -46,6 +46,9 @@ type Store struct {
 	stats statsCache
 	// queueCache holds the queue settings last read (queues.go).
 	queueCache queueCache
+	// slotDirs holds the slot directories this Store made or found
+	// (slots.go), so that a claim makes them once.
+	slotDirs sync.Map
 	// kinds remembers the kinds of jobs seen, for List's kind filter.
 	kinds kindIndex
 	// trustErr, set at Open, is why the store is not trusted with running
@@ -100,6 +103,10 @@ type Store struct {
 	// Claim that found nothing skipped a due job whose lease was held:
 	// the holder's release makes no event (see leaseRetry).
 	busyRetry time.Time
+	// slotWait is set once a claim found a limited queue full: from then
+	// on a record leaving claimed/ (an attempt that ended, in any
+	// process) wakes AwaitWork, as it may have freed a slot.
+	slotWait bool
 	// changed holds a channel per watched job ID, closed and removed on any
 	// event about that job (Wait, WatchCancel).
 	changed map[string]*idWatch

@@ -295,6 +295,9 @@ var (
 	queuePausedDesc = prometheus.NewDesc("jobdir_queue_paused",
 		"1 for a paused queue (no worker starts its jobs), 0 for one that runs, read at scrape time; _other is 1 if any queue past the bound is paused.",
 		[]string{"queue"}, nil)
+	queueLimitDesc = prometheus.NewDesc("jobdir_queue_limit",
+		"The most jobs of each queue that run at once in every process together, 0 for none, read at scrape time; _other has the largest limit past the bound.",
+		[]string{"queue"}, nil)
 	queueOldestDesc = prometheus.NewDesc("jobdir_queue_oldest_due_age_seconds",
 		"How long the longest-waiting due job of each queue has been due; 0 when none is due.",
 		[]string{"queue"}, nil)
@@ -314,6 +317,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- unservedDesc
 	ch <- queueJobsDesc
 	ch <- queuePausedDesc
+	ch <- queueLimitDesc
 	ch <- queueOldestDesc
 }
 
@@ -396,6 +400,7 @@ func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus
 	}
 	type sums struct {
 		queued, running int
+		limit           int
 		paused          bool
 		age             float64
 	}
@@ -409,6 +414,7 @@ func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus
 		b.queued += q.Queued
 		b.running += q.Running
 		b.paused = b.paused || q.Paused
+		b.limit = max(b.limit, q.Limit)
 		if !q.OldestDueAt.IsZero() {
 			b.age = max(b.age, time.Since(q.OldestDueAt).Seconds(), 0)
 		}
@@ -421,6 +427,7 @@ func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus
 			paused = 1
 		}
 		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, queue)
+		ch <- prometheus.MustNewConstMetric(queueLimitDesc, prometheus.GaugeValue, float64(b.limit), queue)
 		ch <- prometheus.MustNewConstMetric(queueOldestDesc, prometheus.GaugeValue, b.age, queue)
 	}
 }

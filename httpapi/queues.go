@@ -12,7 +12,15 @@ const (
 	routeQueues      = "GET /v1/queues"
 	routeQueuePause  = "POST /v1/queues/{queue}/pause"
 	routeQueueResume = "POST /v1/queues/{queue}/resume"
+	routeQueueLimit  = "POST /v1/queues/{queue}/limit"
 )
+
+// LimitRequest is the body of POST /v1/queues/{queue}/limit.
+type LimitRequest struct {
+	// Limit is the most jobs of the queue that run at once, in every
+	// process of the store together; 0 removes the limit. Required.
+	Limit *int `json:"limit"`
+}
 
 // QueuesResponse is the body of the answer to GET /v1/queues.
 type QueuesResponse struct {
@@ -54,16 +62,37 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleQueuePause(w http.ResponseWriter, r *http.Request) {
-	s.changeQueue(w, r, true)
+	s.changeQueue(w, r, func(qc jobstore.QueueController, name string) error { return qc.PauseQueue(r.Context(), name) })
 }
 
 func (s *Server) handleQueueResume(w http.ResponseWriter, r *http.Request) {
-	s.changeQueue(w, r, false)
+	s.changeQueue(w, r, func(qc jobstore.QueueController, name string) error { return qc.ResumeQueue(r.Context(), name) })
 }
 
-// changeQueue pauses or resumes the queue of the request's path, and
+// handleQueueLimit sets or clears a queue's concurrency limit; 501
+// not_implemented for a store that keeps no limits.
+func (s *Server) handleQueueLimit(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.store.(jobstore.QueueLimiter); !ok {
+		s.writeError(w, r, newError(http.StatusNotImplemented, CodeNotImplemented, "this store does not limit queues"))
+		return
+	}
+	var req LimitRequest
+	if err := decodeBody(r.Body, &req); err != nil {
+		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+		return
+	}
+	if req.Limit == nil {
+		s.writeError(w, r, newError(http.StatusBadRequest, CodeInvalidInput, `request body has no "limit"; want {"limit": 2} (0: no limit)`))
+		return
+	}
+	s.changeQueue(w, r, func(qc jobstore.QueueController, name string) error {
+		return qc.(jobstore.QueueLimiter).SetQueueLimit(r.Context(), name, *req.Limit)
+	})
+}
+
+// changeQueue makes change to the queue of the request's path, and
 // answers with the queue as it is then.
-func (s *Server) changeQueue(w http.ResponseWriter, r *http.Request, pause bool) {
+func (s *Server) changeQueue(w http.ResponseWriter, r *http.Request, change func(jobstore.QueueController, string) error) {
 	qc, ok := s.queueController(w, r)
 	if !ok {
 		return
@@ -73,11 +102,7 @@ func (s *Server) changeQueue(w http.ResponseWriter, r *http.Request, pause bool)
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	change := qc.ResumeQueue
-	if pause {
-		change = qc.PauseQueue
-	}
-	if err := change(r.Context(), name); err != nil {
+	if err := change(qc, name); err != nil {
 		s.fail(w, r, fmt.Errorf("queue %s: %w", name, err), http.StatusBadRequest, CodeInvalidInput)
 		return
 	}

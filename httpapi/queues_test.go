@@ -95,6 +95,7 @@ func TestQueueMetrics(t *testing.T) {
 	_, err := e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Queues: []string{"mail"}})
 	require.NoError(t, err)
 	require.NoError(t, e.store.PauseQueue(t.Context(), "held"))
+	require.NoError(t, e.store.SetQueueLimit(t.Context(), "mail", 4))
 	text := string(e.do("GET", "/metrics", "").body)
 	for series, want := range map[string]float64{
 		`jobdir_queue_jobs{queue="mail",state="queued"}`:     1,
@@ -105,6 +106,8 @@ func TestQueueMetrics(t *testing.T) {
 		`jobdir_queue_paused{queue="held"}`:                  1,
 		`jobdir_queue_paused{queue="mail"}`:                  0,
 		`jobdir_queue_oldest_due_age_seconds{queue="held"}`:  0,
+		`jobdir_queue_limit{queue="mail"}`:                   4,
+		`jobdir_queue_limit{queue="held"}`:                   0,
 	} {
 		require.Equal(t, want, metricValue(t, text, series), series)
 	}
@@ -121,4 +124,36 @@ func TestQueueRoutesSlashInName(t *testing.T) {
 	strictDecode(t, r.body, &q)
 	require.Equal(t, "team/a", q.Queue.Queue)
 	require.True(t, q.Queue.Paused)
+}
+
+// TestQueueLimitRoute: POST /v1/queues/{queue}/limit sets and clears a
+// queue's limit, which the store's claims keep; a bad body or limit is
+// refused and changes nothing.
+func TestQueueLimitRoute(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	r := e.do("POST", "/v1/queues/deploys/limit", `{"limit": 1}`)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	var q httpapi.QueueResponse
+	strictDecode(t, r.body, &q)
+	require.Equal(t, 1, q.Queue.Limit)
+	for range 2 {
+		e.do("POST", "/v1/jobs", `{"kind": "deploy", "queue": "deploys"}`).job(t, http.StatusCreated)
+	}
+	_, err := e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	_, err = e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "the limit holds")
+
+	for _, body := range []string{`{}`, `{"limit": -1}`, `{"limit": 10001}`, `{"limit": "2"}`, `{"limit": 2, "rate": 1}`, `not json`} {
+		e.do("POST", "/v1/queues/deploys/limit", body).apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+	}
+	e.do("POST", "/v1/queues/bad%20name/limit", `{"limit": 1}`).apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+	qs, err := e.store.Queues(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, qs[0].Limit, "a refused request changes nothing")
+
+	r = e.do("POST", "/v1/queues/deploys/limit", `{"limit": 0}`)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	_, err = e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err, "no limit any more")
 }

@@ -321,6 +321,7 @@ func New(store jobstore.Client, opts *Options) (*Server, error) {
 		{routeQueues, http.HandlerFunc(s.handleQueues)},
 		{routeQueuePause, http.HandlerFunc(s.handleQueuePause)},
 		{routeQueueResume, http.HandlerFunc(s.handleQueueResume)},
+		{routeQueueLimit, http.HandlerFunc(s.handleQueueLimit)},
 		{routeHealth, http.HandlerFunc(s.handleHealth)},
 		{routeMetrics, s.metricsHandler()},
 	} {

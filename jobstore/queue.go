@@ -57,7 +57,14 @@ type QueueSettings struct {
 	// store, until the queue is resumed. Running jobs go on, and submits
 	// are accepted.
 	Paused bool `json:"paused"`
+	// Limit, when positive, is the most jobs of the queue that run at
+	// once, in every process of the store together; 0 means no limit
+	// (see QueueLimiter).
+	Limit int `json:"limit"`
 }
+
+// MaxQueueLimit is the largest concurrency limit a queue takes.
+const MaxQueueLimit = 10000
 
 // QueueInfo describes one queue: its settings and what it holds.
 type QueueInfo struct {
@@ -93,6 +100,34 @@ type QueueController interface {
 	// Resuming a queue that runs changes nothing. Returns an error
 	// wrapping ErrInvalidInput for an invalid name.
 	ResumeQueue(ctx context.Context, queue string) error
+}
+
+// QueueLimiter is implemented by stores that bound how many jobs of a
+// queue run at once across every process of the store: memstore and
+// filestore. storetest.Run checks every store that implements it.
+type QueueLimiter interface {
+	QueueController
+
+	// SetQueueLimit makes limit the most jobs of queue that run at once,
+	// in every process together; 0 removes the limit. Claims pass over the
+	// jobs of a queue that has limit jobs running and go on to other
+	// queues' jobs; a limit lowered below the running count lets the
+	// running jobs finish and starts none until fewer run. A job counts
+	// from its claim until its attempt ends: its Complete or Release, or
+	// the end of every process that holds its lease (a worker that died,
+	// and the processes of its attempt, such as execjob's supervisor).
+	// Returns an error wrapping ErrInvalidInput for an invalid name or a
+	// limit out of 0..MaxQueueLimit, and changes nothing then.
+	SetQueueLimit(ctx context.Context, queue string, limit int) error
+}
+
+// ValidateQueueLimit checks a concurrency limit for SetQueueLimit: 0 (none)
+// to MaxQueueLimit. Its error wraps ErrInvalidInput.
+func ValidateQueueLimit(limit int) error {
+	if limit < 0 || limit > MaxQueueLimit {
+		return fmt.Errorf("%w: queue limit %d out of range 0..%d (0: no limit)", ErrInvalidInput, limit, MaxQueueLimit)
+	}
+	return nil
 }
 
 // QueueInfos builds the QueueInfo of every queue from a store's Stats and

@@ -1,8 +1,11 @@
 package webui
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -15,6 +18,7 @@ type queueRow struct {
 	// a slash.
 	Path            string
 	Paused          bool
+	Limit           int
 	Queued, Running int
 	// Wait is how long its oldest due job has waited; empty when none is
 	// due.
@@ -28,6 +32,8 @@ type queuesData struct {
 	Queues    []queueRow
 	// Paused counts the paused queues.
 	Paused int
+	// Limits is set when the store keeps concurrency limits.
+	Limits bool
 }
 
 func (h *Handler) handleQueues(w http.ResponseWriter, r *http.Request) {
@@ -41,10 +47,11 @@ func (h *Handler) handleQueues(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	d := queuesData{Supported: true}
+	_, limits := h.store.(jobstore.QueueLimiter)
+	d := queuesData{Supported: true, Limits: limits}
 	now := time.Now()
 	for _, q := range qs {
-		row := queueRow{Queue: q.Queue, Path: url.PathEscape(q.Queue), Paused: q.Paused, Queued: q.Queued, Running: q.Running}
+		row := queueRow{Queue: q.Queue, Path: url.PathEscape(q.Queue), Paused: q.Paused, Limit: q.Limit, Queued: q.Queued, Running: q.Running}
 		if !q.OldestDueAt.IsZero() {
 			row.Wait = ago(now.Sub(q.OldestDueAt))
 		}
@@ -78,18 +85,33 @@ func (h *Handler) handleQueueAction(w http.ResponseWriter, r *http.Request) {
 	case "resume":
 		err = qc.ResumeQueue(r.Context(), name)
 		res.Message = "Resumed " + name + "."
+	case "limit":
+		ql, ok := qc.(jobstore.QueueLimiter)
+		if !ok {
+			h.refuse(w, r, http.StatusNotImplemented, "this store does not limit queues")
+			return
+		}
+		n, perr := strconv.Atoi(strings.TrimSpace(r.FormValue("limit")))
+		if perr != nil || jobstore.ValidateQueueLimit(n) != nil {
+			h.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("a limit is a whole number from 0 (no limit) to %d", jobstore.MaxQueueLimit))
+			return
+		}
+		err = ql.SetQueueLimit(r.Context(), name, n)
+		res.Message = fmt.Sprintf("At most %d jobs of %s run at once.", n, name)
+		if n == 0 {
+			res.Message = name + " has no limit."
+		}
 	default:
-		h.refuse(w, r, http.StatusNotFound, "no such action: pause or resume")
+		h.refuse(w, r, http.StatusNotFound, "no such action: pause, resume or limit")
 		return
 	}
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	res.Location = Prefix + "queues"
 	if wantsJSON(r) {
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	http.Redirect(w, r, res.Location, http.StatusSeeOther)
+	http.Redirect(w, r, Prefix+"queues", http.StatusSeeOther)
 }

@@ -28,7 +28,7 @@ func TestQueuesPage(t *testing.T) {
 	other, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
 	r = e.do("GET", "/ui/queues", nil)
-	require.Regexp(t, `<th scope="row"><a href="/ui/jobs\?queue=team%2fmail">team/mail</a></th><td><span class="badge state-running">running</span></td><td>1</td><td>0</td>`, r.body)
+	require.Regexp(t, `<th scope="row"><a href="/ui/jobs\?queue=team%2fmail">team/mail</a></th><td><span class="badge state-running">running</span></td><td><form [^\n]*value="0"[^\n]*</form></td><td>1</td><td>0</td>`, r.body)
 	require.Contains(t, r.body, `action="/ui/queues/team%2Fmail/pause"`)
 
 	r = e.act(csrf, "/ui/queues/team%2Fmail/pause", nil)
@@ -55,13 +55,28 @@ func TestQueuesPage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, mail.ID, got.ID)
 
+	r = e.act(csrf, "/ui/queues/team%2Fmail/limit?limit=2", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "At most 2 jobs of team/mail run at once.")
+	r = e.do("GET", "/ui/queues", nil)
+	require.Contains(t, r.body, `name="limit" type="number" min="0" max="10000" value="2"`)
+	for _, bad := range []string{"-1", "x", "10001", ""} {
+		r = e.act(csrf, "/ui/queues/team%2Fmail/limit?limit="+bad, nil)
+		require.Equal(t, http.StatusBadRequest, r.status, "limit %q: %s", bad, r.body)
+	}
+	qs, err := e.store.Queues(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, qs[1].Limit, "a refused limit changes nothing")
+	r = e.act(csrf, "/ui/queues/team%2Fmail/limit?limit=0", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "team/mail has no limit.")
 	r = e.act(csrf, "/ui/queues/bad%20name/pause", nil)
 	require.Equal(t, http.StatusBadRequest, r.status, r.body)
 	r = e.act(csrf, "/ui/queues/q/explode", nil)
 	require.Equal(t, http.StatusNotFound, r.status, r.body)
 	r = e.act("wrong", "/ui/queues/q/pause", nil)
 	require.Equal(t, http.StatusForbidden, r.status, "a pause needs the page's CSRF token")
-	qs, err := e.store.Queues(ctx)
+	qs, err = e.store.Queues(ctx)
 	require.NoError(t, err)
 	for _, q := range qs {
 		require.False(t, q.Paused, "a refused action paused %s", q.Queue)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -27,18 +28,23 @@ starts until "jobdir queue resume Q". Jobs of Q that run go on, and submits to
 Q are accepted; they wait. After a resume, waiting workers start Q's due jobs
 at once.
 
-A pause is kept in the store: it holds across restarts, and every process sees
-it, including those that start later.`,
+"jobdir queue limit Q N" lets at most N jobs of Q run at once, in every process
+on the store together, however many workers they have; claims pass over Q's
+jobs while N run and take other queues' jobs.
+
+A pause and a limit are kept in the store: they hold across restarts, and every
+process sees them, including those that start later.`,
 		Example: `  jobdir queue list
   jobdir queue pause emails     # the mail provider is down
   jobdir queue resume emails
+  jobdir queue limit deploys 2  # at most 2 deploys at once
   jobdir queue list --json | jq '.[] | select(.paused) | .queue'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(a.queueListCommand(), a.queuePauseCommand(true), a.queuePauseCommand(false))
+	cmd.AddCommand(a.queueListCommand(), a.queuePauseCommand(true), a.queuePauseCommand(false), a.queueLimitCommand())
 	return cmd
 }
 
@@ -48,9 +54,10 @@ func (a *app) queueListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List the queues, with their settings and jobs",
 		Long: `List every queue that has jobs or settings: its name, whether it is paused,
-how many of its jobs are queued and running, and how long its longest-waiting
-due job has waited. With --json, an array of objects with the fields queue,
-paused, queued, running and oldest_due_at (as GET /v1/queues sends them).`,
+its concurrency limit (-: none), how many of its jobs are queued and running,
+and how long its longest-waiting due job has waited. With --json, an array of
+objects with the fields queue, paused, limit (0: none), queued, running and
+oldest_due_at (as GET /v1/queues sends them).`,
 		Example: `  jobdir queue list
   jobdir queue list --json | jq -r '.[] | select(.paused) | .queue'`,
 		Args: cobra.NoArgs,
@@ -126,6 +133,68 @@ name may be paused, whether or not a job names it yet.`
 	}
 }
 
+func (a *app) queueLimitCommand() *cobra.Command {
+	var unlimited bool
+	cmd := &cobra.Command{
+		Use:   "limit QUEUE N | --unlimited QUEUE",
+		Short: "Bound how many jobs of a queue run at once, in every process together",
+		Long: `Let at most N jobs of QUEUE run at once, in every process on the store together,
+however many workers they have. Claims pass over QUEUE's jobs while N of them
+run, and take the jobs of other queues instead; when one of them ends (or its
+worker dies), a waiting worker starts the next at once. N 0 or --unlimited
+removes the limit.
+
+A limit lowered below the jobs that run lets them finish, and starts none until
+fewer than N run. A job counts from its claim until its attempt is over: every
+process of it gone, so a job whose worker was killed counts until the
+processes it started are gone too. A worker that is stopped (SIGSTOP) keeps
+its jobs, and so their places.
+
+The file store keeps limits; a store in PostgreSQL does not yet.`,
+		Example: `  jobdir queue limit deploys 2
+  jobdir queue limit --unlimited deploys`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if unlimited && len(args) != 1 || !unlimited && len(args) != 2 {
+				return usagef("limit needs a QUEUE and a number N (or --unlimited and a QUEUE)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := args[0]
+			if err := jobstore.ValidateQueue(q); err != nil {
+				return usagef("%v", err)
+			}
+			n := 0
+			if !unlimited {
+				var err error
+				if n, err = strconv.Atoi(args[1]); err != nil {
+					return usagef("limit %q is not a whole number (0 or --unlimited: no limit)", args[1])
+				}
+				if err := jobstore.ValidateQueueLimit(n); err != nil {
+					return usagef("%v", err)
+				}
+			}
+			return a.withStore(cmd.Context(), func(st *cliStore) error {
+				ql, ok := st.Store.(jobstore.QueueLimiter)
+				if !ok {
+					return fmt.Errorf("the store %s does not limit queues (a file store does)", st.name)
+				}
+				if err := ql.SetQueueLimit(cmd.Context(), q, n); err != nil {
+					return err
+				}
+				if n == 0 {
+					fmt.Fprintf(a.stdout, "queue %s has no limit\n", q)
+				} else {
+					fmt.Fprintf(a.stdout, "queue %s runs at most %d at once\n", q, n)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&unlimited, "unlimited", false, "remove the queue's limit")
+	return cmd
+}
+
 // queueController returns the store's queue settings, or says in plain
 // words that it keeps none.
 func queueController(st *cliStore) (jobstore.QueueController, error) {
@@ -143,7 +212,7 @@ func printQueues(w io.Writer, qs []jobstore.QueueInfo, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tSTATE\tQUEUED\tRUNNING\tOLDEST WAIT")
+	fmt.Fprintln(tw, "QUEUE\tSTATE\tLIMIT\tQUEUED\tRUNNING\tOLDEST WAIT")
 	for _, q := range qs {
 		state := "running"
 		if q.Paused {
@@ -153,7 +222,11 @@ func printQueues(w io.Writer, qs []jobstore.QueueInfo, now time.Time) error {
 		if !q.OldestDueAt.IsZero() {
 			oldest = humantime.Duration(max(now.Sub(q.OldestDueAt), 0))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", q.Queue, state, q.Queued, q.Running, oldest)
+		limit := "-"
+		if q.Limit > 0 {
+			limit = strconv.Itoa(q.Limit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", q.Queue, state, limit, q.Queued, q.Running, oldest)
 	}
 	return tw.Flush()
 }

@@ -37,9 +37,9 @@ func testQueueCommands(t *testing.T, dir string) {
 	r = jdOK(t, dir, "queue", "pause", "emails")
 	require.Equal(t, "queue emails paused\n", r.stdout)
 	r = jdOK(t, dir, "queue", "list")
-	require.Regexp(t, `(?m)^QUEUE\s+STATE\s+QUEUED\s+RUNNING\s+OLDEST WAIT$`, r.stdout)
-	require.Regexp(t, `(?m)^default\s+running\s+1\s+0\s+\S+`, r.stdout)
-	require.Regexp(t, `(?m)^emails\s+paused\s+1\s+0\s+\S+`, r.stdout)
+	require.Regexp(t, `(?m)^QUEUE\s+STATE\s+LIMIT\s+QUEUED\s+RUNNING\s+OLDEST WAIT$`, r.stdout)
+	require.Regexp(t, `(?m)^default\s+running\s+-\s+1\s+0\s+\S+`, r.stdout)
+	require.Regexp(t, `(?m)^emails\s+paused\s+-\s+1\s+0\s+\S+`, r.stdout)
 	r = jdOK(t, dir, "stats")
 	require.Regexp(t, `(?m)^QUEUE\s+QUEUED\s+RUNNING`, r.stdout)
 	require.Regexp(t, `(?m)^emails\s+1\s+0`, r.stdout)
@@ -71,7 +71,27 @@ func testQueueCommands(t *testing.T, dir string) {
 	jdOK(t, dir, "work", "--exit-when-idle", "--quiet", "--queue", "reports,emails")
 	requireJobState(t, dir, id, jobstore.StateSucceeded)
 
+	if strings.Contains(dir, "://") {
+		r := jd(t, dir, "queue", "limit", "emails", "2")
+		require.Equal(t, 1, r.code, "%s", r)
+		require.Contains(t, r.stderr, "does not limit queues")
+	} else {
+		r = jdOK(t, dir, "queue", "limit", "emails", "2")
+		require.Equal(t, "queue emails runs at most 2 at once\n", r.stdout)
+		require.Regexp(t, `(?m)^emails\s+running\s+2\s+`, jdOK(t, dir, "queue", "list").stdout)
+		require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "queue", "list", "--json").stdout), &qs))
+		require.Equal(t, 2, qs[1].Limit)
+		r = jdOK(t, dir, "queue", "limit", "--unlimited", "emails")
+		require.Equal(t, "queue emails has no limit\n", r.stdout)
+		require.Regexp(t, `(?m)^emails\s+running\s+-\s+`, jdOK(t, dir, "queue", "list").stdout)
+	}
 	for _, args := range [][]string{
+		{"queue", "limit", "emails", "x"},
+		{"queue", "limit", "emails", "--", "-1"},
+		{"queue", "limit", "emails", "10001"},
+		{"queue", "limit", "emails"},
+		{"queue", "limit", "--unlimited", "emails", "3"},
+		{"queue", "limit", "bad name", "3"},
 		{"queue", "pause", "bad name"},
 		{"queue", "resume", ""},
 		{"queue", "pause"},

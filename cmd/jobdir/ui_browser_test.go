@@ -365,6 +365,7 @@ func TestUIScreenshotsForDocs(t *testing.T) {
 		submitBin(t, dir, wd, "--queue", "emails", "--key", fmt.Sprintf("digest-%d", i), "--", "sh", "-c", "echo sent digest")
 	}
 	submitBin(t, dir, wd, "--queue", "reports", "--delay", "1h", "--", "make", "report")
+	runBin(t, dir, wd, "queue", "limit", "reports", "2")
 	do(t, ctx, chromedp.Navigate(srv.url+"/ui/queues"), chromedp.WaitVisible("#queues"))
 	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)

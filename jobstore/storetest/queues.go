@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,6 +20,47 @@ var queueControlTests = []test{
 	{"Idempotent", testQueuesIdempotent},
 	{"InvalidName", testQueuesInvalid},
 	{"AfterClose", testQueuesClose},
+	{"LimitBoundsRunning", testQueuesLimit},
+	{"LimitBoundsClaimBatch", testQueuesLimitBatch},
+	{"LimitLowered", testQueuesLimitLowered},
+	{"LimitFreedByReleaseAndCleared", testQueuesLimitReleaseClear},
+	{"LimitFreeSlotWakesAwaitWork", testQueuesLimitWakes},
+	{"LimitInvalid", testQueuesLimitInvalid},
+}
+
+// limiter returns s as a QueueLimiter, or skips the test.
+func limiter(t *testing.T, s jobstore.Store) jobstore.QueueLimiter {
+	t.Helper()
+	ql, ok := s.(jobstore.QueueLimiter)
+	if !ok {
+		t.Skip("the store is not a jobstore.QueueLimiter")
+	}
+	return ql
+}
+
+// submitN submits n jobs of kind k to queue and returns them.
+func submitN(t *testing.T, s jobstore.Store, queue string, n int) []jobstore.Job {
+	t.Helper()
+	var jobs []jobstore.Job
+	for range n {
+		jobs = append(jobs, submit(t, s, jobstore.Spec{Kind: "k", Queue: queue}))
+	}
+	return jobs
+}
+
+// claimQueue claims a job of queue, failing the test if there is none.
+func claimQueue(t *testing.T, s jobstore.Store, queue string) jobstore.Job {
+	t.Helper()
+	j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Queues: []string{queue}})
+	require.NoError(t, err, "claim of queue %s", queue)
+	return j
+}
+
+// requireQueueFull checks that Claim finds no job of queue.
+func requireQueueFull(t *testing.T, s jobstore.Store, queue string) {
+	t.Helper()
+	j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Queues: []string{queue}})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "claimed %s of queue %s, which runs as many jobs as its limit allows", j.ID, queue)
 }
 
 // controller returns s as a QueueController, or skips the test.
@@ -175,4 +217,112 @@ func testQueuesClose(t *testing.T, s jobstore.Store) {
 	require.ErrorIs(t, err, jobstore.ErrClosed)
 	require.ErrorIs(t, qc.PauseQueue(t.Context(), "p"), jobstore.ErrClosed)
 	require.ErrorIs(t, qc.ResumeQueue(t.Context(), "p"), jobstore.ErrClosed)
+}
+
+func testQueuesLimit(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 2))
+	require.Equal(t, 2, queueInfo(t, ql, "q").Limit)
+	jobs := submitN(t, s, "q", 4)
+	other := submit(t, s, jobstore.Spec{Kind: "k", Queue: "other", Priority: -5})
+	a := claim(t, s, "w")
+	b := claim(t, s, "w")
+	require.Equal(t, []string{jobs[0].ID, jobs[1].ID}, []string{a.ID, b.ID})
+	got := claim(t, s, "w")
+	require.Equal(t, other.ID, got.ID, "a full queue's jobs are passed over for other queues' jobs, whatever their priority")
+	requireNoJob(t, s)
+	requireQueueFull(t, s, "q")
+	complete(t, s, a, jobstore.Succeeded(nil))
+	c := claimQueue(t, s, "q")
+	require.Equal(t, jobs[2].ID, c.ID, "a completion frees a slot")
+	requireQueueFull(t, s, "q")
+	info := queueInfo(t, ql, "q")
+	require.Equal(t, 2, info.Running)
+	require.Equal(t, 1, info.Queued)
+}
+
+func testQueuesLimitBatch(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	bc, ok := s.(jobstore.BatchClaimer)
+	if !ok {
+		t.Skip("the store is not a jobstore.BatchClaimer")
+	}
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 3))
+	submitN(t, s, "q", 6)
+	submitN(t, s, "other", 2)
+	jobs, err := bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 10)
+	require.NoError(t, err)
+	byQueue := map[string]int{}
+	for _, j := range jobs {
+		byQueue[j.Queue]++
+	}
+	require.Equal(t, map[string]int{"q": 3, "other": 2}, byQueue)
+	_, err = bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 10)
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
+}
+
+func testQueuesLimitLowered(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 3))
+	submitN(t, s, "q", 5)
+	running := []jobstore.Job{claimQueue(t, s, "q"), claimQueue(t, s, "q"), claimQueue(t, s, "q")}
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 1))
+	// The three running jobs go on; none starts until fewer than one run.
+	complete(t, s, running[0], jobstore.Succeeded(nil))
+	requireQueueFull(t, s, "q")
+	complete(t, s, running[1], jobstore.Succeeded(nil))
+	requireQueueFull(t, s, "q")
+	complete(t, s, running[2], jobstore.Succeeded(nil))
+	next := claimQueue(t, s, "q")
+	requireQueueFull(t, s, "q")
+	complete(t, s, next, jobstore.Succeeded(nil))
+	claimQueue(t, s, "q")
+}
+
+func testQueuesLimitReleaseClear(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 1))
+	submitN(t, s, "q", 3)
+	a := claimQueue(t, s, "q")
+	requireQueueFull(t, s, "q")
+	require.NoError(t, s.Release(t.Context(), a.Lease()))
+	again := claimQueue(t, s, "q") // a released attempt frees its slot
+	requireQueueFull(t, s, "q")
+	// A failed attempt queued again for a retry frees it too.
+	complete(t, s, again, jobstore.Outcome{Error: "again", RetryAfter: time.Hour})
+	b := claimQueue(t, s, "q")
+	require.NotEqual(t, again.ID, b.ID)
+	requireQueueFull(t, s, "q")
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 0))
+	require.Zero(t, queueInfo(t, ql, "q").Limit)
+	claimQueue(t, s, "q") // a cleared limit bounds nothing
+	require.Equal(t, 2, queueInfo(t, ql, "q").Running)
+}
+
+func testQueuesLimitWakes(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 1))
+	jobs := submitN(t, s, "q", 2)
+	first := claimQueue(t, s, "q")
+	ctx, cancel := context.WithTimeout(t.Context(), eventually)
+	defer cancel()
+	var got jobstore.Job
+	w := start(func() (err error) { got, err = awaitAndClaim(ctx, s, "w2"); return err })
+	w.requireBlocked(t)
+	complete(t, s, first, jobstore.Succeeded(nil))
+	require.NoError(t, w.result(t), "AwaitWork did not wake when a slot freed")
+	require.Equal(t, jobs[1].ID, got.ID)
+}
+
+func testQueuesLimitInvalid(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 2))
+	for _, n := range []int{-1, jobstore.MaxQueueLimit + 1} {
+		require.ErrorIs(t, ql.SetQueueLimit(t.Context(), "q", n), jobstore.ErrInvalidInput, "limit %d", n)
+	}
+	require.ErrorIs(t, ql.SetQueueLimit(t.Context(), "bad name", 1), jobstore.ErrInvalidInput)
+	require.Equal(t, 2, queueInfo(t, ql, "q").Limit, "a refused change changes nothing")
+	qs, err := ql.Queues(t.Context())
+	require.NoError(t, err)
+	require.Len(t, qs, 1)
 }

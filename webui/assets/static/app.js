@@ -110,7 +110,12 @@
     var form = e.target;
     if (!form.hasAttribute('data-action')) return;
     e.preventDefault();
-    send('POST', form.action).then(function (j) {
+    // The form's fields but the CSRF token (sent as a header) go in the
+    // query: a queue's limit.
+    var fields = new URLSearchParams(new FormData(form));
+    fields.delete('csrf');
+    var url = form.action + (fields.toString() ? '?' + fields.toString() : '');
+    send('POST', url).then(function (j) {
       say(j.message);
       if (j.location) {
         var a = document.createElement('a');

@@ -1,0 +1,218 @@
+package filestore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// dirSlots holds, for each queue that has a concurrency limit, the slot
+// files of its running jobs: slots/<sha256 of the queue's name>/<i>, made
+// when first needed (docs/format.md, "Limits"). A claim of a job of a
+// limited queue takes a free slot and holds it, flock'd, for the attempt,
+// with the job's ID written in it.
+const dirSlots = "slots"
+
+// errQueueFull is claimOne's answer when the job's queue runs as many jobs
+// as its limit allows.
+var errQueueFull = errors.New("the job's queue runs as many jobs as its limit allows")
+
+// slotDir returns the directory of queue's slot files.
+func (s *Store) slotDir(queue string) string {
+	return filepath.Join(s.dir, dirSlots, keyName(queue))
+}
+
+// takeSlot takes a slot of queue, whose limit is limit, for job id, whose
+// lease the caller holds. It returns the slot file, flock'd, with id
+// written in it: the caller holds it until the attempt ends (see
+// leaseHold.slot). It returns errQueueFull if limit jobs of the queue run.
+//
+// A slot is busy while the flock of its file is held (by the process that
+// claimed the job), or while the lease of the job its file names is held
+// (by the processes of that attempt, which may outlive the process that
+// claimed it: execjob's supervisor holds a copy of the lease). A claim
+// first takes a free slot below limit, then counts the busy slots among
+// all of them, its own included; if that is more than limit (a limit
+// lowered below the running jobs), it gives the slot back. Every claim
+// holds its slot while it counts, so of claims that race, the last to
+// take a slot sees every other: no more than limit jobs run at once.
+func (s *Store) takeSlot(queue string, limit int, id string) (*os.File, error) {
+	dir := s.slotDir(queue)
+	if _, made := s.slotDirs.Load(dir); !made {
+		if err := s.fs.Mkdir(filepath.Join(s.dir, dirSlots), s.dirPerm); err != nil {
+			return nil, err
+		}
+		if err := s.fs.Mkdir(dir, s.dirPerm); err != nil {
+			return nil, err
+		}
+		s.slotDirs.Store(dir, true)
+	}
+	var mine *os.File
+	at := -1
+	// Another claim's count holds a slot's flock for a moment: look again,
+	// once, a moment later, before calling the queue full, as nothing
+	// would wake this claim when that count let go.
+	for try := 0; mine == nil && try < 2; try++ {
+		if try > 0 {
+			time.Sleep(slotRetry)
+		}
+		for i := range limit {
+			f, free, err := s.probeSlot(dir, i, id, true)
+			if err != nil {
+				return nil, err
+			}
+			if free {
+				mine, at = f, i
+				break
+			}
+		}
+	}
+	if mine == nil {
+		return nil, errQueueFull
+	}
+	busy, err := s.busySlots(dir, at, id)
+	if err == nil && busy+1 > limit {
+		time.Sleep(slotRetry)
+		busy, err = s.busySlots(dir, at, id)
+	}
+	if err == nil && busy+1 > limit {
+		err = errQueueFull
+	}
+	if err == nil {
+		err = s.fs.Overwrite(filepath.Join(dir, strconv.Itoa(at)), []byte(id))
+	}
+	if err != nil {
+		unlockFile(mine)
+		return nil, err
+	}
+	return mine, nil
+}
+
+// slotRetry is how long a claim waits before it looks again at slots
+// that another claim's count held.
+const slotRetry = 200 * time.Microsecond
+
+// probeSlot opens (creating it if create) slot i of dir and tries its flock
+// without blocking. It reports free, with the slot locked in f, if no one
+// held the flock and the job the slot names is not running, or no process
+// holds its lease (but for self, the job being claimed, whose lease the
+// caller holds); else it leaves the slot unlocked. A slot that does not
+// exist is free, with f nil. The job's record must be in claimed/ for its
+// lease to count: a lease is also held for a moment by a recovery pass or
+// a claim that looks at a job, which must not make its old slot busy.
+func (s *Store) probeSlot(dir string, i int, self string, create bool) (f *os.File, free bool, err error) {
+	rel, err := filepath.Rel(s.dir, filepath.Join(dir, strconv.Itoa(i)))
+	if err != nil {
+		return nil, false, err
+	}
+	flag := os.O_RDWR | noFollow
+	if create {
+		flag |= os.O_CREATE
+	}
+	// O_NONBLOCK: a FIFO planted for a slot does not block the open; its
+	// read fails below.
+	f, err = s.root.OpenFile(rel, flag|syscall.O_NONBLOCK, s.filePerm)
+	if errors.Is(err, fs.ErrNotExist) && !create {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("open slot: %w", err)
+	}
+	err = flockFile(f, unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		_ = f.Close()
+		return nil, false, nil
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, false, err
+	}
+	var b [64]byte
+	n, err := f.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		unlockFile(f)
+		return nil, false, fmt.Errorf("slot %s: %w", filepath.Join(dir, strconv.Itoa(i)), err)
+	}
+	if other := string(b[:n]); other != "" && other != self && jobstore.ValidateID(other) == nil && s.inClaimed(other) && s.leaseHeld(other) {
+		unlockFile(f)
+		return nil, false, nil
+	}
+	return f, true, nil
+}
+
+// busySlots counts the busy slot files of dir other than slot skip, from
+// slot 0 up to the first above skip that does not exist (slots are made in
+// order, so there is none past it).
+func (s *Store) busySlots(dir string, skip int, self string) (int, error) {
+	busy := 0
+	for i := 0; ; i++ {
+		if i == skip {
+			continue
+		}
+		f, free, err := s.probeSlot(dir, i, self, false)
+		if err != nil {
+			return 0, err
+		}
+		if f == nil && free {
+			if i > skip {
+				return busy, nil // no such slot: the last is behind
+			}
+			continue
+		}
+		if f != nil {
+			unlockFile(f)
+		}
+		if !free {
+			busy++
+		}
+	}
+}
+
+// inClaimed reports whether job id has a record in claimed/.
+func (s *Store) inClaimed(id string) bool {
+	_, err := os.Lstat(s.recordPath(dirClaimed, id))
+	return err == nil
+}
+
+// leaseHeld reports whether any process holds the lease of job id: this
+// one (its table), or another (the flock cannot be taken).
+func (s *Store) leaseHeld(id string) bool {
+	lp := s.leasePath(id)
+	if _, held := heldLease(lp); held {
+		return true
+	}
+	f, err := os.OpenFile(lp, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return false // no lease file: no attempt holds it
+	}
+	defer f.Close()
+	err = flockFile(f, unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return true
+	}
+	if err == nil {
+		_ = flockFile(f, unix.LOCK_UN)
+	}
+	return false
+}
+
+// releaseSlot gives back the slot of an attempt, once its handler is done.
+func releaseSlot(h *leaseHold) {
+	leases.Lock()
+	f := h.slot
+	h.slot = nil
+	leases.Unlock()
+	if f != nil {
+		unlockFile(f)
+	}
+}
