@@ -16,6 +16,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/jobdir/jobdir/internal/queuetest"
 	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -131,30 +132,7 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 			}
 		}
 	case "claim-starts":
-		// Claim from every queue, waiting for work between claims, and
-		// print each claimed job's queue and start time; a job of kind
-		// "stop" ends the child.
-		fmt.Println("ready")
-		for {
-			j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
-			var nj *jobstore.NoJobError
-			if errors.As(err, &nj) {
-				if err := s.AwaitWorkSince(ctx, nj); err != nil {
-					return err
-				}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Printf("started %s %s %d\n", j.ID, j.Queue, j.StartedAt.UnixNano())
-			if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
-				return err
-			}
-			if j.Kind == "stop" {
-				return nil
-			}
-		}
+		return queuetest.ClaimStarts(ctx, s, worker)
 	case "pause-queues":
 		// Pause ten queues named for this child's number (childKey).
 		for i := range 10 {

@@ -317,12 +317,7 @@ var faultCases = []faultCase{
 			return s.PauseQueue(ctx, "p")
 		},
 		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
-			qs, err := s.Queues(t.Context())
-			require.NoError(t, err)
-			paused := map[string]bool{}
-			for _, q := range qs {
-				paused[q.Queue] = q.Paused
-			}
+			paused := pausedQueues(t, s)
 			require.True(t, paused["before"], "an earlier pause was lost")
 			if opErr == nil {
 				require.True(t, paused["p"], "an acknowledged pause was lost")
@@ -349,12 +344,7 @@ var faultCases = []faultCase{
 			return s.ResumeQueue(ctx, "p")
 		},
 		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
-			qs, err := s.Queues(t.Context())
-			require.NoError(t, err)
-			paused := map[string]bool{}
-			for _, q := range qs {
-				paused[q.Queue] = q.Paused
-			}
+			paused := pausedQueues(t, s)
 			require.True(t, paused["other"], "another queue's pause was lost")
 			if opErr == nil {
 				require.False(t, paused["p"], "an acknowledged resume was lost")
@@ -494,6 +484,18 @@ var faultCases = []faultCase{
 			require.Equal(t, 1, j.Attempt)
 		},
 	},
+}
+
+// pausedQueues returns which queues of s are paused.
+func pausedQueues(t *testing.T, s *Store) map[string]bool {
+	t.Helper()
+	qs, err := s.Queues(t.Context())
+	require.NoError(t, err)
+	paused := map[string]bool{}
+	for _, q := range qs {
+		paused[q.Queue] = q.Paused
+	}
+	return paused
 }
 
 // injected reports whether err is one of the errors the tests inject.

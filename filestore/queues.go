@@ -135,9 +135,7 @@ func (s *Store) queues() (*queueView, error) {
 	defer c.mu.Unlock()
 	id, err := s.statQueues()
 	if errors.Is(err, fs.ErrNotExist) {
-		c.drop()
-		c.view = noQueues
-		return c.view, nil
+		return c.none(), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read queue settings: %w", err)
@@ -147,9 +145,7 @@ func (s *Store) queues() (*queueView, error) {
 	}
 	f, err := s.root.OpenFile(queuesFile, os.O_RDONLY|noFollow, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		c.drop()
-		c.view = noQueues
-		return c.view, nil
+		return c.none(), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read queue settings: %w", err)
@@ -162,6 +158,14 @@ func (s *Store) queues() (*queueView, error) {
 	c.drop()
 	c.f, c.id, c.view = f, id, view
 	return view, nil
+}
+
+// none records that there is no queuesFile, and returns the settings of
+// a store without one. The caller holds c.mu.
+func (c *queueCache) none() *queueView {
+	c.drop()
+	c.view = noQueues
+	return c.view
 }
 
 // drop closes the cached file. The caller holds c.mu.

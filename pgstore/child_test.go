@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
+	"github.com/jobdir/jobdir/internal/queuetest"
 	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/pgstore"
@@ -83,30 +84,7 @@ func runChild(role string) int {
 func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error {
 	switch role {
 	case "claim-starts":
-		// Claim from every queue, waiting for work between claims, and
-		// print each claimed job's queue and start time; a job of kind
-		// "stop" ends the child.
-		fmt.Println("ready")
-		for {
-			j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
-			var nj *jobstore.NoJobError
-			if errors.As(err, &nj) {
-				if err := s.AwaitWorkSince(ctx, nj); err != nil {
-					return err
-				}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Printf("started %s %s %d\n", j.ID, j.Queue, j.StartedAt.UnixNano())
-			if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
-				return err
-			}
-			if j.Kind == "stop" {
-				return nil
-			}
-		}
+		return queuetest.ClaimStarts(ctx, s, worker)
 	case "register-worker":
 		// Register as a worker and stay registered until killed.
 		if _, err := s.RegisterWorker(ctx, jobstore.WorkerInfo{ID: worker, PID: os.Getpid(), Concurrency: 1}); err != nil {

@@ -1,15 +1,13 @@
 package pgstore_test
 
 import (
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobdir/jobdir/internal/pgtest"
+	"github.com/jobdir/jobdir/internal/queuetest"
 	"github.com/jobdir/jobdir/internal/testproc"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/pgstore"
@@ -25,70 +23,13 @@ import (
 func TestProcessesPauseAndResume(t *testing.T) {
 	schema := pgtest.Schema(t)
 	s := openStore(t, schema, nil)
-	ctx := t.Context()
 	var children []*testproc.Proc
 	for range 2 {
 		c := startChild(t, schema, "claim-starts")
 		require.Equal(t, "ready", c.Next(t))
 		children = append(children, c)
 	}
-	submitFor := func(queue string, d time.Duration) (last jobstore.Job) {
-		for end := time.Now().Add(d); time.Now().Before(end); {
-			j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Queue: queue})
-			require.NoError(t, err)
-			last = j
-			time.Sleep(time.Millisecond)
-		}
-		return last
-	}
-	submitFor("p", 200*time.Millisecond)
-	require.NoError(t, s.PauseQueue(ctx, "p"))
-	paused := time.Now()
-	var wg sync.WaitGroup
-	wg.Go(func() { submitFor("other", 300*time.Millisecond) })
-	submitFor("p", 300*time.Millisecond)
-	wg.Wait()
-	resuming := time.Now()
-	require.NoError(t, s.ResumeQueue(ctx, "p"))
-	resumed := time.Now()
-	last := submitFor("p", 50*time.Millisecond)
-	_, err := s.Wait(ctx, last.ID)
-	require.NoError(t, err)
-	for range children {
-		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "stop", Queue: "control"})
-		require.NoError(t, err)
-	}
-
-	var before, during, after int
-	first := time.Duration(-1)
-	for _, c := range children {
-		for _, l := range c.Lines(t) {
-			f := strings.Fields(l)
-			require.Len(t, f, 4, "line %q", l)
-			ns, err := strconv.ParseInt(f[3], 10, 64)
-			require.NoError(t, err)
-			at := time.Unix(0, ns)
-			switch {
-			case f[2] == "other" && at.After(paused) && at.Before(resuming):
-				during++
-			case f[2] != "p":
-			case !at.After(paused):
-				before++
-			default:
-				require.False(t, at.Before(resuming), "job %s of the paused queue started %s after the pause returned", f[1], at.Sub(paused))
-				after++
-				if d := at.Sub(resumed); first < 0 || d < first {
-					first = d
-				}
-			}
-		}
-	}
-	t.Logf("queue p: %d jobs started before the pause, %d after the resume; the other queue: %d started during the pause; the first start %s after the resume returned",
-		before, after, during, first)
-	require.Positive(t, before)
-	require.Positive(t, during, "the other queue ran while p was paused")
-	require.Positive(t, after)
-	require.Less(t, first, time.Second, "the workers started the queue's jobs again soon after the resume")
+	queuetest.PauseAndResume(t, s, children)
 }
 
 // TestOpenUpgradesToQueues: a schema of version 5, the release before
