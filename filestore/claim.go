@@ -72,6 +72,9 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 	if err != nil {
 		return nil, fmt.Errorf("filestore: claim: %w", err)
 	}
+	if len(qv.limits) > 0 && !s.slotWait.Load() {
+		s.slotWait.Store(true)
+	}
 	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool), blocked: qv.blocked}
 	defer r.restore()
 	rescanned := false
@@ -244,9 +247,6 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 				r.blocked = make(map[string]bool)
 			}
 			r.blocked[j.Queue] = true
-			r.s.mu.Lock()
-			r.s.slotWait = true
-			r.s.mu.Unlock()
 		case errors.Is(err, jobstore.ErrClosed):
 			r.closed = err
 		case err != nil:
@@ -438,6 +438,9 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 		return jobstore.Job{}, false, errQueueBlocked
 	}
 	if limit := qv.limits[rec.Job.Queue]; limit > 0 {
+		if !s.slotWait.Load() {
+			s.slotWait.Store(true) // a limit set since the claim began
+		}
 		slot, err := s.takeSlot(rec.Job.Queue, limit, id)
 		if errors.Is(err, errQueueFull) {
 			return jobstore.Job{Queue: rec.Job.Queue}, false, errQueueFull

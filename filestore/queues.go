@@ -131,9 +131,11 @@ var noQueues = &queueView{}
 // call.
 func (s *Store) queues() (*queueView, error) {
 	c := &s.queueCache
+	// The stat outside the mutex, which the claims of a batch take one
+	// after another: a version replaced after it is seen by the next call.
+	id, err := s.statQueues()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, err := s.statQueues()
 	if errors.Is(err, fs.ErrNotExist) {
 		return c.none(), nil
 	}

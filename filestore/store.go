@@ -103,10 +103,12 @@ type Store struct {
 	// Claim that found nothing skipped a due job whose lease was held:
 	// the holder's release makes no event (see leaseRetry).
 	busyRetry time.Time
-	// slotWait is set once a claim found a limited queue full: from then
-	// on a record leaving claimed/ (an attempt that ended, in any
-	// process) wakes AwaitWork, as it may have freed a slot.
-	slotWait bool
+	// slotWait is set once a claim saw a limited queue (slots.go): from
+	// then on a record leaving claimed/ (an attempt that ended, in any
+	// process) wakes AwaitWork, as it may have freed a slot. It is set
+	// before the claim looks at the slots, so that no attempt that ends
+	// after that look goes unseen.
+	slotWait atomic.Bool
 	// changed holds a channel per watched job ID, closed and removed on any
 	// event about that job (Wait, WatchCancel).
 	changed map[string]*idWatch

@@ -167,7 +167,7 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 	}
 	s.noteStatsDirty(id)
 	s.notify(id)
-	if dir == dirClaimed && s.slotWait && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+	if dir == dirClaimed && s.slotWait.Load() && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
 		s.signalWork() // an attempt ended: a slot of a limited queue may be free
 	}
 	if dir == dirQueued {

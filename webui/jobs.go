@@ -617,6 +617,17 @@ func (h *Handler) handleAction(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusNotFound, "no such action: cancel, retry or rerun")
 		return
 	}
+	loc := res.Location
+	if loc == "" {
+		loc = Prefix + "jobs/" + id
+	}
+	h.answerAction(w, r, res, err, loc)
+}
+
+// answerAction answers an action that ended with err: the store's error,
+// or res as JSON to the pages' script, or a redirect to loc for a plain
+// form.
+func (h *Handler) answerAction(w http.ResponseWriter, r *http.Request, res actionResult, err error, loc string) {
 	if err != nil {
 		h.storeError(w, r, err)
 		return
@@ -624,10 +635,6 @@ func (h *Handler) handleAction(w http.ResponseWriter, r *http.Request) {
 	if wantsJSON(r) {
 		writeJSON(w, http.StatusOK, res)
 		return
-	}
-	loc := res.Location
-	if loc == "" {
-		loc = Prefix + "jobs/" + id
 	}
 	http.Redirect(w, r, loc, http.StatusSeeOther)
 }

@@ -105,13 +105,5 @@ func (h *Handler) handleQueueAction(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusNotFound, "no such action: pause, resume or limit")
 		return
 	}
-	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	if wantsJSON(r) {
-		writeJSON(w, http.StatusOK, res)
-		return
-	}
-	http.Redirect(w, r, Prefix+"queues", http.StatusSeeOther)
+	h.answerAction(w, r, res, err, Prefix+"queues")
 }
