@@ -18,6 +18,9 @@ type WorkersResponse struct {
 	// UnservedKinds are the kinds that have queued jobs but no live
 	// worker to run them, sorted; never null.
 	UnservedKinds []string `json:"unserved_kinds"`
+	// UnservedQueues are the queues that have queued jobs but no live
+	// worker that takes them, sorted; never null.
+	UnservedQueues []string `json:"unserved_queues"`
 }
 
 // handleWorkers answers with the store's live workers and the kinds whose
@@ -39,5 +42,5 @@ func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	s.writeJSON(w, http.StatusOK, WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(st, ws)})
+	s.writeJSON(w, http.StatusOK, WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(st, ws), UnservedQueues: jobstore.UnservedQueues(st, ws)})
 }

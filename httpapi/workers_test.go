@@ -19,7 +19,7 @@ func TestWorkersRoute(t *testing.T) {
 	e := newEnv(t, nil, nil)
 	r := e.do("GET", "/v1/workers", "")
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
-	require.JSONEq(t, `{"workers": [], "unserved_kinds": []}`, string(r.body))
+	require.JSONEq(t, `{"workers": [], "unserved_kinds": [], "unserved_queues": []}`, string(r.body))
 
 	u, err := e.store.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "w1", Host: "h", PID: 7, Kinds: []string{"mail"}, Concurrency: 2, Version: "v1"})
 	require.NoError(t, err)
@@ -45,6 +45,7 @@ func TestWorkersRoute(t *testing.T) {
 	require.Equal(t, "v1", w.Version)
 	require.Equal(t, []string{mail.ID}, w.Running)
 	require.Equal(t, []string{"resize"}, got.UnservedKinds)
+	require.Empty(t, got.UnservedQueues, "a worker of no queues takes every queue")
 
 	r = e.doWith("GET", "/v1/workers", "", nil)
 	r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)

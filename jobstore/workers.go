@@ -119,6 +119,35 @@ func AnyServes(workers []WorkerInfo, kind string) bool {
 	return slices.ContainsFunc(workers, func(w WorkerInfo) bool { return w.Serves(kind) })
 }
 
+// Takes reports whether the worker claims jobs of queue (an empty queue is
+// DefaultQueue).
+func (info WorkerInfo) Takes(queue string) bool {
+	return len(info.Queues) == 0 || slices.Contains(info.Queues, QueueOf(queue))
+}
+
+// AnyServesJob reports whether one of workers claims jobs of queue and
+// kind.
+func AnyServesJob(workers []WorkerInfo, queue, kind string) bool {
+	return slices.ContainsFunc(workers, func(w WorkerInfo) bool { return w.Takes(queue) && w.Serves(kind) })
+}
+
+// UnservedQueues returns, sorted, the queues that have queued jobs in
+// stats but that no worker of workers takes, whatever the kinds. It is
+// never nil.
+func UnservedQueues(stats Stats, workers []WorkerInfo) []string {
+	out := []string{}
+	for queue, counts := range stats.Queues {
+		if counts[StateQueued] == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(workers, func(w WorkerInfo) bool { return w.Takes(queue) }) {
+			out = append(out, queue)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // WorkerRegistry is a Store that knows which workers are alive: memstore,
 // filestore and pgstore implement it. A worker registers itself while it
 // runs and is listed until it unregisters, its store is closed, or its
@@ -201,8 +230,9 @@ func UnservedKinds(stats Stats, workers []WorkerInfo) []string {
 
 // RequireWorker is a SubmitMiddleware (see WithSubmitMiddleware) that
 // refuses, before anything is submitted, a Submit or SubmitBatch with a
-// spec whose kind no live worker of reg runs, with an error wrapping
-// ErrNoWorker that names the kind: for a program that would rather fail
+// spec whose kind no live worker of reg runs, or whose queue none that runs
+// the kind takes, with an error wrapping ErrNoWorker that names the kind
+// (and the queue): for a program that would rather fail
 // than queue a job nobody will run. The check and the submit are not one
 // step: a worker that stops just after the check leaves the job queued.
 func RequireWorker(reg WorkerRegistry) SubmitMiddleware {
@@ -213,11 +243,15 @@ func RequireWorker(reg WorkerRegistry) SubmitMiddleware {
 				return nil, err
 			}
 			for i, spec := range specs {
-				if !AnyServes(ws, spec.Kind) {
-					if len(specs) == 1 {
-						return nil, fmt.Errorf("kind %q: %w", spec.Kind, ErrNoWorker)
+				if !AnyServesJob(ws, spec.Queue, spec.Kind) {
+					what := fmt.Sprintf("kind %q", spec.Kind)
+					if q := QueueOf(spec.Queue); q != DefaultQueue {
+						what += fmt.Sprintf(" in queue %q", q)
 					}
-					return nil, fmt.Errorf("spec %d: kind %q: %w", i, spec.Kind, ErrNoWorker)
+					if len(specs) == 1 {
+						return nil, fmt.Errorf("%s: %w", what, ErrNoWorker)
+					}
+					return nil, fmt.Errorf("spec %d: %s: %w", i, what, ErrNoWorker)
 				}
 			}
 			return next(ctx, specs)

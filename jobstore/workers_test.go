@@ -48,6 +48,23 @@ func TestUnservedKinds(t *testing.T) {
 	require.Empty(t, jobstore.UnservedKinds(st, []jobstore.WorkerInfo{mailer, {ID: "any"}}), "a worker of no kinds serves every kind")
 }
 
+// TestUnservedQueues: the queues with queued jobs that no worker takes are
+// named; a worker of no queues takes every queue; a job is served only by
+// a worker of its queue and its kind.
+func TestUnservedQueues(t *testing.T) {
+	st := jobstore.Stats{}
+	st.AddQueue("emails", jobstore.StateQueued, 2)
+	st.AddQueue("", jobstore.StateQueued, 1) // the default queue
+	st.AddQueue("old", jobstore.StateSucceeded, 5)
+	mailer := jobstore.WorkerInfo{ID: "m", Kinds: []string{"mail"}, Queues: []string{"emails"}}
+	require.Equal(t, []string{"default", "emails"}, jobstore.UnservedQueues(st, nil))
+	require.Equal(t, []string{"default"}, jobstore.UnservedQueues(st, []jobstore.WorkerInfo{mailer}))
+	require.Empty(t, jobstore.UnservedQueues(st, []jobstore.WorkerInfo{mailer, {ID: "any"}}))
+	require.True(t, jobstore.AnyServesJob([]jobstore.WorkerInfo{mailer}, "emails", "mail"))
+	require.False(t, jobstore.AnyServesJob([]jobstore.WorkerInfo{mailer}, "", "mail"), "the default queue is not one it takes")
+	require.False(t, jobstore.AnyServesJob([]jobstore.WorkerInfo{mailer}, "emails", "resize"))
+}
+
 // notRegistry is a Client that keeps no list of workers.
 type notRegistry struct{ jobstore.Client }
 
@@ -68,7 +85,7 @@ func TestRequireWorker(t *testing.T) {
 	require.ErrorIs(t, err, jobstore.ErrNoWorker)
 	require.Contains(t, err.Error(), `kind "mail"`)
 
-	u, err := s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "w", Kinds: []string{"mail"}, Concurrency: 1})
+	u, err := s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "w", Kinds: []string{"mail"}, Queues: []string{"default"}, Concurrency: 1})
 	require.NoError(t, err)
 	defer u()
 	_, created, err := c.Submit(t.Context(), jobstore.Spec{Kind: "mail"})
@@ -80,4 +97,8 @@ func TestRequireWorker(t *testing.T) {
 	st, err := s.Stats(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Counts[jobstore.StateQueued], "a refused batch submitted some of its jobs")
+	// The worker takes the default queue only.
+	_, _, err = c.Submit(t.Context(), jobstore.Spec{Kind: "mail", Queue: "bulk"})
+	require.ErrorIs(t, err, jobstore.ErrNoWorker)
+	require.Contains(t, err.Error(), `kind "mail" in queue "bulk"`)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/internal/humantime"
+	"github.com/jobdir/jobdir/jobstore"
 )
 
 func (a *app) submitCommand() *cobra.Command {
@@ -100,19 +101,23 @@ not submitted and the exit status is 1.`,
 				return usagef("%v", err)
 			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
-				served, err := kindServed(cmd.Context(), st.Store, spec.Kind)
+				served, err := jobServed(cmd.Context(), st.Store, spec.Queue, spec.Kind)
 				if err != nil {
 					return err
 				}
+				what, start := spec.Kind+" jobs", "jobdir work"
+				if jobstore.QueueOf(queue) != jobstore.DefaultQueue {
+					what, start = spec.Kind+" jobs of queue "+queue, "jobdir work --queue "+queue
+				}
 				if !served && needWorker {
-					return fmt.Errorf("no live worker runs %s jobs on this store, so the job was not submitted: start one with \"jobdir work\", or submit without --require-worker", spec.Kind)
+					return fmt.Errorf("no live worker runs %s on this store, so the job was not submitted: start one with \"%s\", or submit without --require-worker", what, start)
 				}
 				job, created, err := st.Submit(cmd.Context(), spec)
 				if err != nil {
 					return err
 				}
 				if !served && created {
-					fmt.Fprintf(a.stderr, "jobdir: no live worker runs %s jobs on this store; the job waits until one starts (\"jobdir work\")\n", spec.Kind)
+					fmt.Fprintf(a.stderr, "jobdir: no live worker runs %s on this store; the job waits until one starts (\"%s\")\n", what, start)
 				}
 				if !created {
 					fmt.Fprintf(a.stderr, "jobdir: job %s already exists for key %q (%s); not submitted again\n", job.ID, key, job.State)

@@ -43,7 +43,7 @@ stopped (SIGSTOP) but alive stays listed on a file store.`,
 					return err
 				}
 				// The body of GET /v1/workers.
-				v := httpapi.WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(s, ws)}
+				v := httpapi.WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(s, ws), UnservedQueues: jobstore.UnservedQueues(s, ws)}
 				if asJSON {
 					return writeJSON(a.stdout, v)
 				}
@@ -55,9 +55,9 @@ stopped (SIGSTOP) but alive stays listed on a file store.`,
 	return cmd
 }
 
-// kindServed reports whether a live worker of store runs jobs of kind;
-// true if the store keeps no list of workers, which cannot tell.
-func kindServed(ctx context.Context, store jobstore.Store, kind string) (bool, error) {
+// jobServed reports whether a live worker of store runs jobs of kind in
+// queue; true if the store keeps no list of workers, which cannot tell.
+func jobServed(ctx context.Context, store jobstore.Store, queue, kind string) (bool, error) {
 	reg, ok := store.(jobstore.WorkerRegistry)
 	if !ok {
 		return true, nil
@@ -66,7 +66,7 @@ func kindServed(ctx context.Context, store jobstore.Store, kind string) (bool, e
 	if err != nil {
 		return false, err
 	}
-	return jobstore.AnyServes(ws, kind), nil
+	return jobstore.AnyServesJob(ws, queue, kind), nil
 }
 
 // printWorkers writes v for people.
@@ -85,6 +85,9 @@ func printWorkers(w io.Writer, v httpapi.WorkersResponse, now time.Time) error {
 		}
 	}
 	printUnserved(w, v.UnservedKinds)
+	if len(v.UnservedQueues) > 0 {
+		fmt.Fprintf(w, "\nNo live worker takes these queues, whose queued jobs wait: %s (\"jobdir work --queue\")\n", strings.Join(v.UnservedQueues, ", "))
+	}
 	return nil
 }
 

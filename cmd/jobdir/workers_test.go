@@ -68,7 +68,7 @@ func testWorkersListsTheLiveWorkers(t *testing.T, dir string) {
 	stop()
 	require.Equal(t, 0, <-done, "jobdir work: %s", werr.String())
 	r = jdOK(t, dir, "workers", "--json")
-	require.JSONEq(t, `{"workers": [], "unserved_kinds": []}`, r.stdout)
+	require.JSONEq(t, `{"workers": [], "unserved_kinds": [], "unserved_queues": []}`, r.stdout)
 
 	r = jdOK(t, dir, "submit", "--", "true")
 	require.Equal(t, noWorkerNote, r.stderr)
