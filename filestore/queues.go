@@ -107,6 +107,9 @@ func (s *Store) statQueues() (fileID, error) {
 		if err != nil {
 			return fileID{}, err
 		}
+		if !fi.Mode().IsRegular() {
+			return fileID{}, s.queuesNotFile()
+		}
 		id, _ := fileIDOf(fi)
 		return id, nil
 	}
@@ -120,6 +123,9 @@ func (s *Store) statQueues() (fileID, error) {
 	})
 	if err != nil {
 		return fileID{}, &os.PathError{Op: "lstat", Path: filepath.Join(s.dir, queuesFile), Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fileID{}, s.queuesNotFile()
 	}
 	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino), size: st.Size, mtime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)).UnixNano()}, nil
 }
@@ -138,6 +144,10 @@ func (s *Store) queues() (*queueView, error) {
 	defer c.mu.Unlock()
 	if errors.Is(err, fs.ErrNotExist) {
 		return c.none(), nil
+	}
+	var se *settingsError
+	if errors.As(err, &se) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read queue settings: %w", err)
@@ -195,7 +205,7 @@ func (s *Store) readQueues(f *os.File) (*queueView, fileID, error) {
 	}
 	id, ok := fileIDOf(fi)
 	if !fi.Mode().IsRegular() || !ok {
-		return nil, fileID{}, &CorruptError{Path: path, Reason: fmt.Sprintf("is not a regular file (%s)", fi.Mode().Type())}
+		return nil, fileID{}, &settingsError{path: path, reason: fmt.Sprintf("is not a regular file (%s)", fi.Mode().Type())}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxQueuesFile+1))
 	if err != nil {
@@ -208,19 +218,38 @@ func (s *Store) readQueues(f *os.File) (*queueView, fileID, error) {
 	return view, id, nil
 }
 
+// settingsError says that queuesFile cannot be used as it is. It wraps
+// jobstore.ErrCorrupt: claims stop, as a pause they cannot read must not
+// be ignored.
+type settingsError struct {
+	path, reason string
+}
+
+func (e *settingsError) Error() string {
+	return fmt.Sprintf("the queue settings %s cannot be read: %s", e.path, e.reason)
+}
+
+func (e *settingsError) Unwrap() error { return jobstore.ErrCorrupt }
+
+// queuesNotFile is the error of a queuesFile that is not a regular file,
+// such as a link planted for it, which the store never follows.
+func (s *Store) queuesNotFile() error {
+	return &settingsError{path: filepath.Join(s.dir, queuesFile), reason: "is not a regular file (a link is never followed): remove it, then set the queues' settings again"}
+}
+
 // decodeQueues parses the contents of queuesFile.
 func decodeQueues(path string, data []byte) (*queueView, error) {
 	if len(data) > maxQueuesFile {
-		return nil, &CorruptError{Path: path, Reason: fmt.Sprintf("larger than %d bytes", maxQueuesFile)}
+		return nil, &settingsError{path: path, reason: fmt.Sprintf("larger than %d bytes", maxQueuesFile)}
 	}
 	var doc queuesDoc
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, &CorruptError{Path: path, Reason: fmt.Sprintf("not queue settings: %v", err)}
+		return nil, &settingsError{path: path, reason: fmt.Sprintf("not queue settings: %v", err)}
 	}
 	v := &queueView{settings: make(map[string]jobstore.QueueSettings, len(doc.Queues)), blocked: make(map[string]bool)}
 	for name, raw := range doc.Queues {
 		if err := jobstore.ValidateQueue(name); err != nil {
-			return nil, &CorruptError{Path: path, Reason: fmt.Sprintf("bad queue name: %v", err)}
+			return nil, &settingsError{path: path, reason: fmt.Sprintf("bad queue name: %v", err)}
 		}
 		var q queueDoc
 		dec := json.NewDecoder(bytes.NewReader(raw))
@@ -228,7 +257,7 @@ func decodeQueues(path string, data []byte) (*queueView, error) {
 		if err := dec.Decode(&q); err != nil {
 			var plain queueDoc
 			if json.Unmarshal(raw, &plain) != nil {
-				return nil, &CorruptError{Path: path, Reason: fmt.Sprintf("queue %s: %v", name, err)}
+				return nil, &settingsError{path: path, reason: fmt.Sprintf("queue %s: %v", name, err)}
 			}
 			// A setting of a newer program: keep off the queue.
 			if v.unknown == nil {
@@ -239,7 +268,7 @@ func decodeQueues(path string, data []byte) (*queueView, error) {
 			q = plain
 		}
 		if q.Limit < 0 || q.Limit > jobstore.MaxQueueLimit {
-			return nil, &CorruptError{Path: path, Reason: fmt.Sprintf("queue %s: limit %d out of range 0..%d", name, q.Limit, jobstore.MaxQueueLimit)}
+			return nil, &settingsError{path: path, reason: fmt.Sprintf("queue %s: limit %d out of range 0..%d", name, q.Limit, jobstore.MaxQueueLimit)}
 		}
 		v.settings[name] = jobstore.QueueSettings{Paused: q.Paused, Limit: q.Limit}
 		if q.Paused {
@@ -329,6 +358,9 @@ func (s *Store) changeQueueLocked(ctx context.Context, queue string, change func
 	defer unlock()
 	path := filepath.Join(s.dir, queuesFile)
 	doc := queuesDoc{Queues: make(map[string]json.RawMessage)}
+	if _, err := s.statQueues(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	f, err := s.root.OpenFile(queuesFile, os.O_RDONLY|noFollow, 0)
 	switch {
 	case err == nil:

@@ -255,3 +255,32 @@ func TestQueueLimitSlotOutlivesClaimant(t *testing.T) {
 		return true
 	}, 10*time.Second, 5*time.Millisecond, "the slot is free once the attempt's last process is gone")
 }
+
+// TestQueueSettingsPlantedLink: a link planted for QUEUES, to a file
+// outside the store, is never followed: claims and changes fail with an
+// error that names it and says what to do, and the file it points to is
+// neither read nor written; once it is removed, the store works again.
+func TestQueueSettingsPlantedLink(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	outside := filepath.Join(t.TempDir(), "settings")
+	const theirs = `{"queues": {"x": {"paused": true}}}`
+	require.NoError(t, os.WriteFile(outside, []byte(theirs), 0o600))
+	link := filepath.Join(dir, queuesFile)
+	require.NoError(t, os.Symlink(outside, link))
+	_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrCorrupt)
+	require.Contains(t, err.Error(), "the queue settings "+link+" cannot be read: is not a regular file")
+	require.ErrorIs(t, s.PauseQueue(ctx, "p"), jobstore.ErrCorrupt)
+	data, err := os.ReadFile(outside)
+	require.NoError(t, err)
+	require.Equal(t, theirs, string(data), "nothing was written through the link")
+
+	require.NoError(t, os.Remove(link))
+	require.NoError(t, s.PauseQueue(ctx, "p"))
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+}
