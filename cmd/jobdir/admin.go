@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobdir/jobdir/internal/humantime"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -116,7 +117,7 @@ func printStats(w io.Writer, dir string, s jobstore.Stats, unserved, paused []st
 	var oldest string
 	switch queued := s.Counts[jobstore.StateQueued]; {
 	case !s.OldestQueuedAt.IsZero():
-		oldest = "waiting " + roundDuration(now.Sub(s.OldestQueuedAt)).Truncate(time.Second).String() +
+		oldest = "waiting " + humantime.Duration(now.Sub(s.OldestQueuedAt)) +
 			" (due since " + s.OldestQueuedAt.Local().Format("2006-01-02 15:04:05") + ")"
 	case queued > 0:
 		oldest = "none: the queued job waits for its time or a retry"
@@ -168,7 +169,7 @@ func printCounts(w io.Writer, what string, counts map[string]map[jobstore.State]
 		}
 		oldest := "-"
 		if at, ok := oldestDue[name]; ok {
-			oldest = "waiting " + roundDuration(now.Sub(at)).Truncate(time.Second).String()
+			oldest = "waiting " + humantime.Duration(now.Sub(at))
 		}
 		fmt.Fprintf(tw, "\t%s\n", oldest)
 	}

@@ -189,3 +189,30 @@ func TestSetupFlagsOnlyWhereTheyMatter(t *testing.T) {
 	}
 	jdOK(t, newStoreDir(t), "--syncfs", "list")
 }
+
+// TestGetWritesTimesAsTheDashboard: get writes a job's times from now in
+// the words the list and the dashboard use ("in 5h 22m"), not Go's
+// "5h22m0s".
+func TestGetWritesTimesAsTheDashboard(t *testing.T) {
+	dir := newStoreDir(t)
+	t.Chdir(t.TempDir())
+	id := strings.TrimSpace(jdOK(t, dir, "submit", "--delay", "5h22m30s", "--", "true").stdout)
+	out := jdOK(t, dir, "get", id).stdout
+	require.Regexp(t, `\(in 5h 2[12]m\)`, out)
+	require.NotRegexp(t, `\d+h\d+m\d+s`, out)
+	require.Regexp(t, `scheduled \(in 5h 2[12]m\)`, jdOK(t, dir, "list").stdout, "list says the same")
+}
+
+// TestMaxAttemptsDefaultSaysWhy: exec jobs keep the default of 3 attempts,
+// and submit's help says why and when to give 1, as a shell command that
+// must never run twice needs.
+func TestMaxAttemptsDefaultSaysWhy(t *testing.T) {
+	help := jdOK(t, "", "submit", "--help").stdout
+	help = strings.Join(strings.Fields(help), " ")
+	require.Contains(t, help, "attempts before the job fails for good (default 3: an attempt also ends when its worker dies")
+	require.Contains(t, help, "give 1 for a program that must never run twice")
+	dir := newStoreDir(t)
+	t.Chdir(t.TempDir())
+	id := strings.TrimSpace(jdOK(t, dir, "submit", "--", "true").stdout)
+	require.Contains(t, jdOK(t, dir, "get", "--json", id).stdout, `"max_attempts": 3`)
+}

@@ -77,6 +77,7 @@ func TestStateAtSaysWhenAQueuedJobRuns(t *testing.T) {
 	}
 
 	require.Equal(t, "-", runTime(jobstore.Job{State: jobstore.StateQueued}, now))
-	require.Equal(t, "1m0s", runTime(jobstore.Job{State: jobstore.StateRunning, StartedAt: now.Add(-time.Minute)}, now))
+	require.Equal(t, "1m", runTime(jobstore.Job{State: jobstore.StateRunning, StartedAt: now.Add(-time.Minute)}, now))
+	require.Equal(t, "5h 22m", runTime(jobstore.Job{State: jobstore.StateRunning, StartedAt: now.Add(-5*time.Hour - 22*time.Minute)}, now), "as the dashboard writes it")
 	require.Equal(t, "2.5s", runTime(jobstore.Job{State: jobstore.StateFailed, StartedAt: now, FinishedAt: now.Add(2500 * time.Millisecond)}, now))
 }

@@ -70,9 +70,9 @@ func describeWork(j jobstore.Job) string {
 func ago(t, now time.Time) string {
 	d := now.Sub(t)
 	if d < 0 {
-		return "in " + roundDuration(-d).String()
+		return "in " + human(-d)
 	}
-	return roundDuration(d).String() + " ago"
+	return human(d) + " ago"
 }
 
 // agoCoarse is ago in whole seconds or more, for tables.
@@ -85,6 +85,16 @@ func agoCoarse(t, now time.Time) string {
 		return "in " + humantime.Duration(d)
 	}
 	return humantime.Duration(d) + " ago"
+}
+
+// human writes a length of time for people: below a minute as precisely
+// as roundDuration keeps it ("2.5s", "340ms"), from a minute on in the two
+// largest units, as the dashboard writes it (humantime: "5m 3s", "5h 22m").
+func human(d time.Duration) string {
+	if d < time.Minute && d > -time.Minute {
+		return roundDuration(d).String()
+	}
+	return humantime.Duration(d)
 }
 
 func roundDuration(d time.Duration) time.Duration {
@@ -147,13 +157,13 @@ func runTime(j jobstore.Job, now time.Time) string {
 	case j.StartedAt.IsZero():
 		return "-"
 	case j.State == jobstore.StateRunning:
-		return roundDuration(now.Sub(j.StartedAt)).String()
+		return human(now.Sub(j.StartedAt))
 	case !j.FinishedAt.IsZero() && !j.FinishedAt.Before(j.StartedAt):
-		return roundDuration(j.FinishedAt.Sub(j.StartedAt)).String()
+		return human(j.FinishedAt.Sub(j.StartedAt))
 	}
 	if n := len(j.History); n > 0 {
 		a := j.History[n-1]
-		return roundDuration(a.FinishedAt.Sub(a.StartedAt)).String()
+		return human(a.FinishedAt.Sub(a.StartedAt))
 	}
 	return "-"
 }
@@ -223,7 +233,7 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 				end += " (not counted)"
 			}
 			fmt.Fprintf(hw, "  %d\t%s\t%s\tafter %s\t%s\n", a.Attempt, end, a.Worker,
-				roundDuration(a.FinishedAt.Sub(a.StartedAt)), oneLine(plainMessage(a.Error), 60))
+				human(a.FinishedAt.Sub(a.StartedAt)), oneLine(plainMessage(a.Error), 60))
 		}
 		if err := hw.Flush(); err != nil {
 			return err

@@ -186,7 +186,7 @@ func TestE2ESecondSignalEndsAtOnce(t *testing.T) {
 			waitForFile(t, filepath.Join(wd, "started"))
 
 			require.NoError(t, syscall.Kill(pid, tc.sig))
-			waitForOutput(t, p, "stopping: waiting up to 1m0s for 1 running job")
+			waitForOutput(t, p, "stopping: waiting up to 1m for 1 running job")
 			sent := time.Now()
 			require.NoError(t, syscall.Kill(pid, tc.sig))
 			<-p.done

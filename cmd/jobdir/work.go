@@ -157,14 +157,14 @@ func eventLine(ev runner.Event) string {
 		used, limit, _ := j.CountedAttempts()
 		return fmt.Sprintf("%s  started attempt %d of %d: %s", j.ID, used, limit, oneLine(describeWork(j), 80))
 	case runner.EventFinished:
-		took := roundDuration(ev.RunDuration).String()
+		took := human(ev.RunDuration)
 		switch {
 		case j.State == jobstore.StateQueued && ev.Outcome.Interrupted:
 			return fmt.Sprintf("%s  interrupted by the shutdown after %s: queued again, the attempt not counted", j.ID, took)
 		case j.State == jobstore.StateQueued:
 			when := "now"
 			if d := j.RunAt.Sub(ev.Time); d > 0 {
-				when = "in " + roundDuration(d).String()
+				when = "in " + human(d)
 			}
 			used, limit, _ := j.CountedAttempts()
 			return fmt.Sprintf("%s  failed after %s: %s; retrying %s (attempt %d of %d)", j.ID, took,
@@ -321,7 +321,7 @@ may write its schema chooses the programs its workers run.`,
 				go func() {
 					<-runCtx.Done()
 					if n := active.Load(); ctx.Err() != nil && !wf.quiet && n > 0 {
-						log.Info(fmt.Sprintf("stopping: waiting up to %s for %s", wf.shutdownGrace, plural(n, "running job")))
+						log.Info(fmt.Sprintf("stopping: waiting up to %s for %s", human(wf.shutdownGrace), plural(n, "running job")))
 					}
 				}()
 				err = r.Run(runCtx)
