@@ -159,6 +159,35 @@ func (f filter) keeps(j jobstore.Job) bool {
 	return strings.Contains(strings.ToLower(j.LastError), text) || strings.Contains(strings.ToLower(string(j.Payload)), text)
 }
 
+// crockford is the alphabet of IDs, in order.
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// prefixBound returns the cursor just outside the IDs that start with
+// prefix (shorter than an ID), on the side a listing starts from: newest
+// first, the smallest ID after every one of them (the next prefix, padded
+// with 0); oldest first, the largest ID before them (the previous prefix,
+// padded with Z). It returns "" when there is no such ID: the listing
+// starts at its beginning.
+func prefixBound(prefix string, oldest bool) string {
+	b := []byte(prefix)
+	step, pad, edge := 1, byte('0'), byte('Z')
+	if oldest {
+		step, pad, edge = -1, 'Z', '0'
+	}
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == edge {
+			continue
+		}
+		b[i] = crockford[strings.IndexByte(crockford, b[i])+step]
+		id := string(b[:i+1]) + strings.Repeat(string(pad), 26-i-1)
+		if jobstore.ValidateID(id) != nil {
+			return "" // past the last ID there can be
+		}
+		return id
+	}
+	return ""
+}
+
 // errStop ends a scan early; scan reports it as no error.
 var errStop = errors.New("stop")
 
@@ -197,12 +226,10 @@ func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, bat
 			}
 			return "", nil
 		}
-		// Just outside the range, at the end the order starts from.
-		pad := "Z"
-		if f.Order == jobstore.OldestFirst {
-			pad = "0"
-		}
-		opts.Cursor = f.Prefix + strings.Repeat(pad, 26-len(f.Prefix))
+		// Just outside the range, at the end the order starts from: the
+		// cursor is exclusive, and the prefix padded with Z (or 0) may be
+		// an ID, so it is the neighbouring prefix's far end.
+		opts.Cursor = prefixBound(f.Prefix, f.Order == jobstore.OldestFirst)
 	}
 	read := 0
 	for {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -636,4 +637,35 @@ func TestBulkActionsOnSelectedJobs(t *testing.T) {
 
 	r = e.do("GET", "/ui/bulk?action=cancel&job=nope", nil, "Jobdir-UI: 1")
 	require.Equal(t, http.StatusBadRequest, r.status)
+}
+
+// TestJobsTablePrefixAtTheRangesEdge: a prefix search finds the IDs at
+// both ends of its range, the prefix padded with Z and with 0, newest and
+// oldest first.
+func TestJobsTablePrefixAtTheRangesEdge(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	now := time.Now().UTC()
+	first := jobstore.NewJob(jobstore.Spec{Kind: "k"}, now)
+	last := first
+	first.ID = first.ID[:10] + strings.Repeat("0", 16)
+	last.ID = last.ID[:10] + strings.Repeat("Z", 16)
+	_, err := e.store.Import(t.Context(), []jobstore.Job{first, last})
+	require.NoError(t, err)
+	for _, prefix := range []string{first.ID[:10], first.ID[:25], last.ID[:25]} {
+		for _, order := range []string{"newest", "oldest"} {
+			r := e.do("GET", "/ui/jobs?id="+prefix+"&order="+order, nil)
+			require.Equal(t, http.StatusOK, r.status, r.body)
+			var want []string
+			for _, id := range []string{last.ID, first.ID} {
+				if strings.HasPrefix(id, prefix) {
+					want = append(want, id)
+				}
+			}
+			if order == "oldest" {
+				slices.Reverse(want)
+			}
+			require.Equal(t, want, rows(r.body), "id=%s, %s first", prefix, order)
+		}
+	}
 }
