@@ -3,6 +3,7 @@ package filestore
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -97,13 +98,19 @@ func BenchmarkClaimComplete(b *testing.B) {
 // BenchmarkClaimCompleteLimit measures what a queue's concurrency limit
 // costs a claim: one claim and completion at a time (no fsync), of a queue
 // without a limit, limited to 1 (each claim probes one slot and counts
-// none), and limited to 8 with 7 jobs running (each claim probes up to 8
-// slots and counts 7 busy ones), side by side in one run.
+// none), limited to 8 with 7 jobs running (each claim probes up to 8
+// slots and counts 7 busy ones), and with a per-partition limit of 1 (each
+// claim makes a partition's slot directory and file, which its end
+// removes), side by side in one run.
 func BenchmarkClaimCompleteLimit(b *testing.B) {
 	for _, tc := range []struct {
 		name           string
 		limit, running int
-	}{{"None", 0, 0}, {"Limit1", 1, 0}, {"Limit8Running7", 8, 7}} {
+		// per is the per-partition limit; each job has a partition of its
+		// own when it is set, so that every claim makes its partition's
+		// slot directory and its end removes it.
+		per int
+	}{{"None", 0, 0, 0}, {"Limit1", 1, 0, 0}, {"Limit8Running7", 8, 7, 0}, {"PerPartition1", 0, 0, 1}, {"Limit8PerPartition1", 8, 0, 1}} {
 		b.Run(tc.name, func(b *testing.B) {
 			s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
 			require.NoError(b, err)
@@ -111,8 +118,15 @@ func BenchmarkClaimCompleteLimit(b *testing.B) {
 			if tc.limit > 0 {
 				require.NoError(b, s.SetQueueLimit(b.Context(), "q", tc.limit))
 			}
-			for range b.N + tc.running {
-				if _, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "bench", Queue: "q"}); err != nil {
+			if tc.per > 0 {
+				require.NoError(b, s.SetPartitionLimit(b.Context(), "q", tc.per))
+			}
+			for i := range b.N + tc.running {
+				spec := jobstore.Spec{Kind: "bench", Queue: "q"}
+				if tc.per > 0 {
+					spec.Partition = strconv.Itoa(i)
+				}
+				if _, _, err := s.Submit(b.Context(), spec); err != nil {
 					b.Fatal(err)
 				}
 			}

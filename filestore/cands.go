@@ -23,14 +23,18 @@ type candIndex struct {
 	items int // heap items, current or not
 }
 
+// part names a partition of a queue.
+type part struct{ queue, partition string }
+
 // group is the queue and kind of a set of candidates.
 type group struct{ queue, kind string }
 
 type cand struct {
-	queue    string
-	kind     string
-	priority int
-	runAt    time.Time
+	queue     string
+	partition string
+	kind      string
+	priority  int
+	runAt     time.Time
 }
 
 type candEntry struct {
@@ -149,13 +153,15 @@ func (x *candIndex) settle(kind group, now time.Time) *kindQueue {
 	return q
 }
 
-// pick returns the best due candidate of a queue and kind req accepts,
-// of a queue not in blocked, that is not in tried, or "" and the earliest
-// RunAt among those candidates not yet due. The tried candidates it meets
-// on the way are taken off the heaps and added to aside, so that the next
-// pick of the same claim does not meet them again; the claim gives them
-// back with restore when it ends.
-func (x *candIndex) pick(req jobstore.ClaimRequest, blocked map[string]bool, now time.Time, tried map[string]bool, aside *[]candItem) (string, time.Time) {
+// pick returns the best due candidate of a queue and kind req accepts, of
+// a queue not in blocked and a partition not in parts, that is not in
+// tried, or an empty one (id "") and the earliest RunAt among those
+// candidates not yet due.
+// The tried candidates, and those of the partitions in parts, that it
+// meets on the way are taken off the heaps and added to aside, so that
+// the next pick of the same claim does not meet them again; the claim
+// gives them back with restore when it ends.
+func (x *candIndex) pick(req jobstore.ClaimRequest, blocked map[string]bool, parts map[part]bool, now time.Time, tried map[string]bool, aside *[]candItem) (candItem, time.Time) {
 	var best candItem
 	var next time.Time
 	for k := range x.kinds {
@@ -169,8 +175,9 @@ func (x *candIndex) pick(req jobstore.ClaimRequest, blocked map[string]bool, now
 		if len(q.future) > 0 && (next.IsZero() || q.future[0].c.runAt.Before(next)) {
 			next = q.future[0].c.runAt
 		}
-		// Set aside the candidates this claim already tried.
-		for len(q.due) > 0 && (tried[q.due[0].id] || !x.live(q.due[0])) {
+		// Set aside the candidates this claim already tried, and those of
+		// the partitions it found full.
+		for len(q.due) > 0 && (tried[q.due[0].id] || !x.live(q.due[0]) || (len(parts) > 0 && q.due[0].c.partition != "" && parts[part{k.queue, q.due[0].c.partition}])) {
 			it := heap.Pop(&q.due).(candItem)
 			x.items--
 			if x.live(it) {
@@ -184,7 +191,7 @@ func (x *candIndex) pick(req jobstore.ClaimRequest, blocked map[string]bool, now
 			}
 		}
 	}
-	return best.id, next
+	return best, next
 }
 
 // restore gives back the candidates that picks set aside, those still

@@ -13,7 +13,8 @@ import (
 
 // TestCandIndexMatchesBruteForce checks the heaps against a plain scan of
 // the candidates after random sets, deletes and claims, with kind filters,
-// claims of several picks that set tried candidates aside (and give them
+// claims that pass over full partitions, claims of several picks that set
+// tried candidates aside (and give them
 // back when they end) while the set changes, and time passing.
 func TestCandIndexMatchesBruteForce(t *testing.T) {
 	t.Parallel()
@@ -23,11 +24,12 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 	base := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
 	kinds := []string{"a", "b", "c"}
 	queues := []string{"default", "q1", "q2"}
+	partitions := []string{"", "p1", "p2"}
 	var ids []string
 	for range 300 {
 		ids = append(ids, jobstore.NewID(base))
 	}
-	brute := func(req jobstore.ClaimRequest, blocked map[string]bool, now time.Time, tried map[string]bool) (string, time.Time) {
+	brute := func(req jobstore.ClaimRequest, blocked map[string]bool, parts map[part]bool, now time.Time, tried map[string]bool) (string, time.Time) {
 		var best jobstore.Job
 		var next time.Time
 		for id, c := range ref {
@@ -40,7 +42,7 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 				}
 				continue
 			}
-			if tried[id] {
+			if tried[id] || (c.partition != "" && parts[part{c.queue, c.partition}]) {
 				continue
 			}
 			j := jobstore.Job{ID: id, Priority: c.priority, RunAt: c.runAt}
@@ -56,6 +58,7 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 	var (
 		req     jobstore.ClaimRequest
 		blocked map[string]bool
+		parts   map[part]bool
 		tried   map[string]bool
 		aside   []candItem
 	)
@@ -63,9 +66,9 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 		id := ids[rng.IntN(len(ids))]
 		switch op := rng.IntN(10); {
 		case op < 5:
-			c := cand{queue: queues[rng.IntN(len(queues))], kind: kinds[rng.IntN(len(kinds))], priority: rng.IntN(3), runAt: base.Add(time.Duration(rng.IntN(600)) * time.Second)}
+			c := cand{queue: queues[rng.IntN(len(queues))], partition: partitions[rng.IntN(len(partitions))], kind: kinds[rng.IntN(len(kinds))], priority: rng.IntN(3), runAt: base.Add(time.Duration(rng.IntN(600)) * time.Second)}
 			if k, ok := ref[id]; ok {
-				c.kind, c.queue = k.kind, k.queue // a job's kind and queue never change
+				c.kind, c.queue, c.partition = k.kind, k.queue, k.partition // they never change
 			}
 			x.set(id, c)
 			ref[id] = c
@@ -90,13 +93,18 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					blocked[queues[rng.IntN(len(queues))]] = true
 				}
+				parts = map[part]bool{}
+				if rng.IntN(2) == 0 {
+					parts[part{queues[rng.IntN(len(queues))], partitions[1+rng.IntN(2)]}] = true
+				}
 				tried = map[string]bool{}
 				for range rng.IntN(3) {
 					tried[ids[rng.IntN(len(ids))]] = true
 				}
 			}
-			gotID, gotNext := x.pick(req, blocked, now, tried, &aside)
-			wantID, wantNext := brute(req, blocked, now, tried)
+			got, gotNext := x.pick(req, blocked, parts, now, tried, &aside)
+			gotID := got.id
+			wantID, wantNext := brute(req, blocked, parts, now, tried)
 			require.Equal(t, wantID, gotID, "step %d", step)
 			require.True(t, wantNext.Equal(gotNext), "step %d: next %v, want %v", step, gotNext, wantNext)
 			if gotID != "" {
@@ -115,8 +123,9 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 	x.restore(aside)
 	for len(ref) > 0 {
 		req := jobstore.ClaimRequest{Worker: "w"}
-		gotID, _ := x.pick(req, nil, base.Add(time.Hour), map[string]bool{}, new([]candItem))
-		wantID, _ := brute(req, nil, base.Add(time.Hour), nil)
+		got, _ := x.pick(req, nil, nil, base.Add(time.Hour), map[string]bool{}, new([]candItem))
+		gotID := got.id
+		wantID, _ := brute(req, nil, nil, base.Add(time.Hour), nil)
 		require.Equal(t, wantID, gotID)
 		x.del(gotID)
 		delete(ref, gotID)

@@ -72,10 +72,10 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 	if err != nil {
 		return nil, fmt.Errorf("filestore: claim: %w", err)
 	}
-	if len(qv.limits) > 0 && !s.slotWait.Load() {
+	if (len(qv.limits) > 0 || len(qv.perPartition) > 0) && !s.slotWait.Load() {
 		s.slotWait.Store(true)
 	}
-	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool), blocked: qv.blocked}
+	r := &claimRun{s: s, req: req, want: want, tried: make(map[string]bool), blocked: qv.blocked, perPartition: qv.perPartition}
 	defer r.restore()
 	rescanned := false
 	for {
@@ -164,9 +164,16 @@ type claimRun struct {
 	s    *Store
 	req  jobstore.ClaimRequest
 	want int
-	// blocked holds the queues whose jobs the run must not claim (paused),
-	// as last read; claimOne reads the settings again before each claim.
+	// blocked holds the queues whose jobs the run must not claim (paused,
+	// or full), as last read; claimOne reads the settings again before
+	// each claim.
 	blocked map[string]bool
+	// fullParts holds the partitions the run passes over: those it found
+	// full, and those of a job someone else held (holdPartition).
+	fullParts map[part]bool
+	// perPartition holds the per-partition limits, as read when the run
+	// began.
+	perPartition map[string]int
 
 	mu    sync.Mutex
 	tried map[string]bool
@@ -216,7 +223,8 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 			r.mu.Unlock()
 			return
 		}
-		id, next := r.s.pick(r.req, r.blocked, now, r.tried, &r.aside)
+		c, next := r.s.pick(r.req, r.blocked, r.fullParts, now, r.tried, &r.aside)
+		id := c.id
 		if id == "" {
 			r.next = next
 			r.mu.Unlock()
@@ -233,8 +241,10 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 		switch {
 		case errors.Is(err, errLeaseBusy):
 			r.busy = true
+			r.holdPartition(c.c)
 		case errors.Is(err, errRecordBusy):
 			r.lockBusy = append(r.lockBusy, id)
+			r.holdPartition(c.c)
 		case errors.Is(err, errQueueBlocked):
 			if qv, err := r.s.queues(); err == nil {
 				r.blocked = qv.blocked
@@ -247,6 +257,9 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 				r.blocked = make(map[string]bool)
 			}
 			r.blocked[j.Queue] = true
+		case errors.Is(err, errPartitionFull):
+			// Pass over the rest of the partition's jobs, likewise.
+			r.skipPartition(part{j.Queue, j.Partition})
 		case errors.Is(err, jobstore.ErrClosed):
 			r.closed = err
 		case err != nil:
@@ -259,6 +272,26 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 			r.jobs = append(r.jobs, j)
 		}
 		r.mu.Unlock()
+	}
+}
+
+// skipPartition makes the run pass over the jobs of p. The caller holds
+// r.mu.
+func (r *claimRun) skipPartition(p part) {
+	if r.fullParts == nil {
+		r.fullParts = make(map[part]bool)
+	}
+	r.fullParts[p] = true
+}
+
+// holdPartition is for a candidate c that someone else held (its lease or
+// its record lock): if c's queue limits its partitions, the run passes
+// over the partition's later jobs rather than start one of them before
+// c, so that the jobs of a partition start in claim order. The caller
+// holds r.mu.
+func (r *claimRun) holdPartition(c cand) {
+	if c.partition != "" && r.perPartition[c.queue] > 0 {
+		r.skipPartition(part{c.queue, c.partition})
 	}
 }
 
@@ -305,7 +338,7 @@ func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimR
 		if errors.Is(err, jobstore.ErrClosed) {
 			return jobs, err
 		}
-		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && !errors.Is(err, errQueueFull) && wctx.Err() == nil {
+		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && !errors.Is(err, errQueueFull) && !errors.Is(err, errPartitionFull) && wctx.Err() == nil {
 			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
 		}
 		if wctx.Err() != nil {
@@ -339,12 +372,13 @@ const leaseRetry = 5 * time.Millisecond
 var errQueueBlocked = errors.New("the job's queue is paused")
 
 // pick returns the best due candidate req accepts, of a queue not in
-// blocked, that is not in tried, or "" and the earliest RunAt among those
-// candidates not yet due; see candIndex.pick for aside.
-func (s *Store) pick(req jobstore.ClaimRequest, blocked map[string]bool, now time.Time, tried map[string]bool, aside *[]candItem) (string, time.Time) {
+// blocked and a partition not in parts, that is not in tried, or "" and
+// the earliest RunAt among those candidates not yet due; see
+// candIndex.pick for aside.
+func (s *Store) pick(req jobstore.ClaimRequest, blocked map[string]bool, parts map[part]bool, now time.Time, tried map[string]bool, aside *[]candItem) (candItem, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cands.pick(req, blocked, now, tried, aside)
+	return s.cands.pick(req, blocked, parts, now, tried, aside)
 }
 
 // restore gives back to the candidate set what the run's picks set aside.
@@ -437,21 +471,8 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	if qv.blocked[rec.Job.Queue] {
 		return jobstore.Job{}, false, errQueueBlocked
 	}
-	if limit := qv.limits[rec.Job.Queue]; limit > 0 {
-		if !s.slotWait.Load() {
-			s.slotWait.Store(true) // a limit set since the claim began
-		}
-		slot, err := s.takeSlot(rec.Job.Queue, limit, id)
-		if errors.Is(err, errQueueFull) {
-			return jobstore.Job{Queue: rec.Job.Queue}, false, errQueueFull
-		}
-		if err != nil {
-			return jobstore.Job{}, false, fmt.Errorf("take a slot of queue %s: %w", rec.Job.Queue, err)
-		}
-		// Released with the lease, if the claim fails below.
-		leases.Lock()
-		h.slot = slot
-		leases.Unlock()
+	if err := s.takeSlots(h, qv, rec.Job); err != nil {
+		return jobstore.Job{Queue: rec.Job.Queue, Partition: rec.Job.Partition}, false, err
 	}
 	j, err := storekit.ApplyClaim(rec.Job, req.Worker, now)
 	if err != nil {
@@ -502,6 +523,50 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	claimed = true
 	s.noteClaim()
 	return j, true, nil
+}
+
+// takeSlots takes the slots that job j needs, by the limits of qv: one of
+// its partition's, then one of its queue's. They are set in h, whose lease
+// gives them back if the claim fails after this. It returns
+// errPartitionFull or errQueueFull when one has none free.
+func (s *Store) takeSlots(h *leaseHold, qv *queueView, j jobstore.Job) error {
+	limit := qv.limits[j.Queue]
+	per := 0
+	if j.Partition != "" {
+		per = qv.perPartition[j.Queue]
+	}
+	if limit == 0 && per == 0 {
+		return nil
+	}
+	if !s.slotWait.Load() {
+		s.slotWait.Store(true) // a limit set since the claim began
+	}
+	var slots []heldSlot
+	if per > 0 {
+		sl, err := s.takePartitionSlot(j.Queue, j.Partition, per, j.ID)
+		if errors.Is(err, errPartitionFull) {
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("take a slot of partition %q of queue %s: %w", j.Partition, j.Queue, err)
+		}
+		slots = append(slots, sl)
+	}
+	if limit > 0 {
+		f, err := s.takeSlot(j.Queue, limit, j.ID)
+		if err != nil {
+			freeSlots(slots)
+			if errors.Is(err, errQueueFull) {
+				return err
+			}
+			return fmt.Errorf("take a slot of queue %s: %w", j.Queue, err)
+		}
+		slots = append(slots, heldSlot{f: f, s: s})
+	}
+	leases.Lock()
+	h.slots = slots
+	leases.Unlock()
+	return nil
 }
 
 // noCands reports whether the candidate set is empty.

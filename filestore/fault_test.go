@@ -306,6 +306,29 @@ var faultCases = []faultCase{
 		},
 	},
 	{
+		// A claim of a job of a partition of a queue limited both ways,
+		// which takes two slots: an error anywhere leaves the job queued
+		// and both slots free.
+		name: "ClaimPartition",
+		setup: func(t *testing.T, s *Store) *faultState {
+			require.NoError(t, s.SetQueueLimit(t.Context(), "q", 1))
+			require.NoError(t, s.SetPartitionLimit(t.Context(), "q", 1))
+			j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Queue: "q", Partition: "p"})
+			require.NoError(t, err)
+			return &faultState{id: j.ID}
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			mustState(t, s, st.id, jobstore.StateQueued)
+			j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w2", Queues: []string{"q"}})
+			require.NoError(t, err, "a slot was left taken")
+			require.Equal(t, st.id, j.ID)
+		},
+	},
+	{
 		// A pause either holds, for every claim after it, or is
 		// reported failed; the other queue's pause, made before, stays.
 		name: "PauseQueue",

@@ -241,9 +241,10 @@ type leaseHold struct {
 	// recorded is the outcome a Complete wrote whose fsync failed, with
 	// the lease still held; a retried Complete makes it durable.
 	recorded *record
-	// slot is the slot file of a job of a limited queue (slots.go),
-	// flock'd until the attempt's handler is done; nil for other jobs.
-	slot *os.File
+	// slots are the slots of a job of a limited queue or partition
+	// (slots.go), held until the attempt's handler is done; nil for other
+	// jobs.
+	slots []heldSlot
 }
 
 // tryLease takes the lease lock at path without blocking. It returns
@@ -294,15 +295,13 @@ func tryLease(s *Store, path string) (*leaseHold, bool, error) {
 func releaseLease(path string, h *leaseHold) {
 	leases.Lock()
 	mine := leases.m[path] == h
-	var slot *os.File
+	var slots []heldSlot
 	if mine {
 		delete(leases.m, path)
-		slot, h.slot = h.slot, nil
+		slots, h.slots = h.slots, nil
 	}
 	leases.Unlock()
-	if slot != nil {
-		unlockFile(slot)
-	}
+	freeSlots(slots)
 	if mine {
 		unlockFile(h.f)
 	}
@@ -361,10 +360,8 @@ func releaseOwned(s *Store) {
 	for p, h := range leases.m {
 		if h.owner == s {
 			delete(leases.m, p)
-			if h.slot != nil {
-				unlockFile(h.slot)
-				h.slot = nil
-			}
+			freeSlots(h.slots)
+			h.slots = nil
 			unlockFile(h.f)
 		}
 	}

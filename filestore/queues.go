@@ -50,12 +50,13 @@ type queuesDoc struct {
 // is a setting of a newer program (a limit, say) that this one cannot
 // keep.
 type queueDoc struct {
-	Paused bool `json:"paused,omitempty"`
-	Limit  int  `json:"limit,omitempty"`
+	Paused       bool `json:"paused,omitempty"`
+	Limit        int  `json:"limit,omitempty"`
+	PerPartition int  `json:"per_partition,omitempty"`
 }
 
 // queueDocFields are the JSON names of queueDoc's fields.
-var queueDocFields = []string{"paused", "limit"}
+var queueDocFields = []string{"paused", "limit", "per_partition"}
 
 // queueView is the settings of every queue as read from one version of
 // queuesFile. It is never changed once made.
@@ -68,6 +69,9 @@ type queueView struct {
 	unknown map[string]bool
 	// limits holds the concurrency limit of each limited queue.
 	limits map[string]int
+	// perPartition holds the per-partition limit of each queue that has
+	// one.
+	perPartition map[string]int
 }
 
 // queueCache holds the last version of queuesFile this Store read, and the
@@ -270,7 +274,10 @@ func decodeQueues(path string, data []byte) (*queueView, error) {
 		if q.Limit < 0 || q.Limit > jobstore.MaxQueueLimit {
 			return nil, &settingsError{path: path, reason: fmt.Sprintf("queue %s: limit %d out of range 0..%d", name, q.Limit, jobstore.MaxQueueLimit)}
 		}
-		v.settings[name] = jobstore.QueueSettings{Paused: q.Paused, Limit: q.Limit}
+		if q.PerPartition < 0 || q.PerPartition > jobstore.MaxQueueLimit {
+			return nil, &settingsError{path: path, reason: fmt.Sprintf("queue %s: per-partition limit %d out of range 0..%d", name, q.PerPartition, jobstore.MaxQueueLimit)}
+		}
+		v.settings[name] = jobstore.QueueSettings{Paused: q.Paused, Limit: q.Limit, PerPartition: q.PerPartition}
 		if q.Paused {
 			v.blocked[name] = true
 		}
@@ -279,6 +286,12 @@ func decodeQueues(path string, data []byte) (*queueView, error) {
 				v.limits = make(map[string]int)
 			}
 			v.limits[name] = q.Limit
+		}
+		if q.PerPartition > 0 {
+			if v.perPartition == nil {
+				v.perPartition = make(map[string]int)
+			}
+			v.perPartition[name] = q.PerPartition
 		}
 	}
 	return v, nil
@@ -332,6 +345,18 @@ func (s *Store) SetQueueLimit(ctx context.Context, queue string, limit int) erro
 		return fmt.Errorf("filestore: limit queue: %w", err)
 	}
 	return s.changeQueue(ctx, "limit queue", queue, func(q *queueDoc) { q.Limit = limit })
+}
+
+// SetPartitionLimit makes limit the most jobs of each partition of queue
+// that run at once, in every process; 0 removes the limit. Each running
+// job of a partition of such a queue holds a slot file of its partition
+// (slots.go), which its claim takes and its end removes. It implements
+// jobstore.QueueLimiter.
+func (s *Store) SetPartitionLimit(ctx context.Context, queue string, limit int) error {
+	if err := jobstore.ValidateQueueLimit(limit); err != nil {
+		return fmt.Errorf("filestore: limit partitions: %w", err)
+	}
+	return s.changeQueue(ctx, "limit partitions", queue, func(q *queueDoc) { q.PerPartition = limit })
 }
 
 // changeQueue applies change to queue's settings in queuesFile, durably,

@@ -154,41 +154,9 @@ func TestProcessesQueueLimit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateSucceeded, j.State)
 	}
-	type event struct {
-		at    time.Time
-		delta int
-		// killed marks the end of a job of the killed process, at the
-		// kill.
-		killed bool
-	}
 	var events []event
-	for i, c := range workers {
-		if i > 0 {
-			require.NoError(t, c.Signal(syscall.SIGTERM))
-		}
-		open := map[string]time.Time{}
-		for _, l := range strings.Split(c.Output(), "\n") {
-			f := strings.Fields(l)
-			if len(f) != 3 || (f[0] != "start" && f[0] != "end") {
-				continue
-			}
-			ns, err := strconv.ParseInt(f[2], 10, 64)
-			require.NoError(t, err)
-			at := time.Unix(0, ns)
-			if f[0] == "start" {
-				events = append(events, event{at, 1, false})
-				open[f[1]] = at
-			} else {
-				events = append(events, event{at, -1, false})
-				delete(open, f[1])
-			}
-		}
-		// The killed process's jobs ended with it; it was killed after
-		// killedAt, and no job of another process could start before.
-		for _, started := range open {
-			require.Zero(t, i, "a job of a live worker did not end")
-			events = append(events, event{maxTime(started, killedAt), -1, true})
-		}
+	for _, r := range workerRuns(t, workers, killedAt) {
+		events = append(events, event{r.start, 1, false}, event{r.end, -1, r.killed})
 	}
 	slices.SortFunc(events, func(a, b event) int {
 		if c := a.at.Compare(b.at); c != 0 {
@@ -221,39 +189,227 @@ func TestProcessesQueueLimit(t *testing.T) {
 	require.Equal(t, limit, peak, "at most the limit ran at once, and the limit was reached")
 }
 
-// TestQueueLimitSlotOutlivesClaimant: the slot of a job of a limited
-// queue stays taken while a process of its attempt (here, as execjob's
-// supervisor is, a process that holds a copy of the lease) outlives the
-// process that claimed it, and is free once that process is gone too.
-func TestQueueLimitSlotOutlivesClaimant(t *testing.T) {
-	dir := t.TempDir()
-	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
-	ctx := t.Context()
-	require.NoError(t, s.SetQueueLimit(ctx, "q", 1))
-	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "work", Queue: "q"})
-	require.NoError(t, err)
-	next, _, err := s.Submit(ctx, jobstore.Spec{Kind: "work", Queue: "q"})
-	require.NoError(t, err)
-	c := startChild(t, dir, "hold-lease-file")
-	require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
-	holder := holderPid(t, c.Next(t))
-	t.Cleanup(func() { _ = syscall.Kill(holder, syscall.SIGKILL) })
+// event is a job's start (delta 1) or end (-1); killed marks the end of a
+// job of a killed process, at the kill.
+type event struct {
+	at     time.Time
+	delta  int
+	killed bool
+}
 
-	require.NoError(t, c.Signal(syscall.SIGKILL))
-	_ = c.Wait(ctx)
-	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
-	require.ErrorIs(t, err, jobstore.ErrNoJob, "the slot was freed while a process of the attempt still ran")
+// run is one attempt that a limit-worker child reported.
+type run struct {
+	id         string
+	start, end time.Time
+	// killed marks an attempt of workers[0], killed at killedAt while it
+	// ran: its end is the kill.
+	killed bool
+}
 
-	require.NoError(t, syscall.Kill(holder, syscall.SIGKILL))
-	require.Eventually(t, func() bool {
-		got, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
-		if err != nil {
-			require.ErrorIs(t, err, jobstore.ErrNoJob)
-			return false
+// workerRuns stops the limit-worker children but the first, which was
+// SIGKILLed at killedAt, and returns the attempts they all reported.
+func workerRuns(t *testing.T, workers []*testproc.Proc, killedAt time.Time) []run {
+	t.Helper()
+	var runs []run
+	for i, c := range workers {
+		if i > 0 {
+			require.NoError(t, c.Signal(syscall.SIGTERM))
 		}
-		require.Equal(t, next.ID, got.ID)
-		return true
-	}, 10*time.Second, 5*time.Millisecond, "the slot is free once the attempt's last process is gone")
+		// Its exit, and the end of its output: a line the child wrote may
+		// not have been read yet.
+		_ = c.Wait(t.Context())
+		open := map[string]time.Time{}
+		for _, l := range strings.Split(c.Output(), "\n") {
+			f := strings.Fields(l)
+			if len(f) != 3 || (f[0] != "start" && f[0] != "end") {
+				continue
+			}
+			ns, err := strconv.ParseInt(f[2], 10, 64)
+			require.NoError(t, err)
+			at := time.Unix(0, ns)
+			if f[0] == "start" {
+				open[f[1]] = at
+				continue
+			}
+			started, ok := open[f[1]]
+			require.True(t, ok, "an end of a job that did not start: %s", l)
+			runs = append(runs, run{id: f[1], start: started, end: at})
+			delete(open, f[1])
+		}
+		// The killed process's jobs ended with it; it was killed after
+		// killedAt, and no job of another process could start before.
+		for id, started := range open {
+			require.Zero(t, i, "a job of a live worker did not end")
+			runs = append(runs, run{id: id, start: started, end: maxTime(started, killedAt), killed: true})
+		}
+	}
+	return runs
+}
+
+// TestProcessesPartitionLimit: four worker processes of eight slots each
+// work off 5 jobs of each of 20 partitions of a queue whose per-partition
+// limit is 1, and one of them is SIGKILLed while it runs jobs: no two jobs
+// of a partition ran at once, each partition's jobs started in the order
+// they were submitted (claim order; but for those the kill ended, which
+// ran again after their recovery), and partitions ran in parallel.
+func TestProcessesPartitionLimit(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: 50 * time.Millisecond})
+	ctx := t.Context()
+	const partitions, each = 20, 5
+	require.NoError(t, s.SetPartitionLimit(ctx, "customers", 1))
+	partOf := map[string]string{}
+	var ids []string
+	for range each {
+		for p := range partitions {
+			j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "customers", Partition: "customer-" + strconv.Itoa(p)})
+			require.NoError(t, err)
+			partOf[j.ID] = j.Partition
+			ids = append(ids, j.ID)
+		}
+	}
+	var workers []*testproc.Proc
+	for range 4 {
+		c := startChild(t, dir, "limit-worker", childNoSync+"=1")
+		require.Equal(t, "ready", c.Next(t))
+		workers = append(workers, c)
+	}
+	for {
+		if strings.HasPrefix(workers[0].Next(t), "start ") {
+			break
+		}
+	}
+	killedAt := time.Now()
+	require.NoError(t, workers[0].Signal(syscall.SIGKILL))
+	retried := map[string]bool{}
+	for _, id := range ids {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		j, err := s.Wait(wctx, id)
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		// A job whose first attempt the kill ended ran again after its
+		// recovery; the killed process may have died before it said so.
+		retried[id] = j.Attempt > 1
+	}
+	runs := workerRuns(t, workers, killedAt)
+	slices.SortFunc(runs, func(a, b run) int { return a.start.Compare(b.start) })
+	lastEnd := map[string]time.Time{}
+	firstStarts := map[string][]string{}
+	started := map[string]bool{}
+	var events []event
+	for _, r := range runs {
+		p := partOf[r.id]
+		require.NotEmpty(t, p, "a job not submitted here ran: %s", r.id)
+		require.False(t, r.start.Before(lastEnd[p]), "job %s of %s started at %s, before the one before it ended (%s)", r.id, p, r.start, lastEnd[p])
+		lastEnd[p] = maxTime(lastEnd[p], r.end)
+		if !started[r.id] && !retried[r.id] {
+			started[r.id] = true
+			firstStarts[p] = append(firstStarts[p], r.id)
+		}
+		events = append(events, event{r.start, 1, false}, event{r.end, -1, r.killed})
+	}
+	for p, order := range firstStarts {
+		require.True(t, slices.IsSorted(order), "the jobs of %s started out of claim order: %v", p, order)
+	}
+	slices.SortFunc(events, func(a, b event) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta
+	})
+	running, peak := 0, 0
+	for _, e := range events {
+		running += e.delta
+		peak = max(peak, running)
+	}
+	t.Logf("%d attempts of %d jobs in %d partitions; peak concurrency %d", len(runs), len(ids), partitions, peak)
+	require.GreaterOrEqual(t, peak, 5, "partitions ran in parallel")
+	require.LessOrEqual(t, peak, partitions)
+}
+
+// TestPartitionSlotsDoNotPileUp: the slot files of a queue's partitions
+// are removed when their jobs end, with their directories, so that a queue
+// that has seen many partitions keeps no file for them.
+func TestPartitionSlotsDoNotPileUp(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	require.NoError(t, s.SetPartitionLimit(ctx, "q", 2))
+	for p := range 50 {
+		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "q", Partition: "p" + strconv.Itoa(p)})
+		require.NoError(t, err)
+	}
+	partsDir := filepath.Join(dir, dirSlots, keyName("q"), dirPartitions)
+	var running []jobstore.Job
+	for range 50 {
+		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+		require.NoError(t, err)
+		running = append(running, j)
+	}
+	ents, err := os.ReadDir(partsDir)
+	require.NoError(t, err)
+	require.Len(t, ents, 50, "a slot directory for each partition that runs a job")
+	for i, j := range running {
+		if i%2 == 0 {
+			_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+		} else {
+			err = s.Release(ctx, j.Lease())
+		}
+		require.NoError(t, err)
+	}
+	ents, err = os.ReadDir(partsDir)
+	require.NoError(t, err)
+	require.Empty(t, ents, "the slots of ended attempts are removed")
+}
+
+// TestQueueLimitSlotOutlivesClaimant: the slot of a job of a limited
+// queue, or of a limited partition, stays taken while a process of its
+// attempt (here, as execjob's supervisor is, a process that holds a copy
+// of the lease) outlives the process that claimed it, and is free once
+// that process is gone too.
+func TestQueueLimitSlotOutlivesClaimant(t *testing.T) {
+	for _, partition := range []string{"", "customer-1"} {
+		name := "queue"
+		if partition != "" {
+			name = "partition"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+			ctx := t.Context()
+			if partition == "" {
+				require.NoError(t, s.SetQueueLimit(ctx, "q", 1))
+			} else {
+				require.NoError(t, s.SetPartitionLimit(ctx, "q", 1))
+			}
+			spec := jobstore.Spec{Kind: "work", Queue: "q", Partition: partition}
+			j, _, err := s.Submit(ctx, spec)
+			require.NoError(t, err)
+			next, _, err := s.Submit(ctx, spec)
+			require.NoError(t, err)
+			c := startChild(t, dir, "hold-lease-file")
+			require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
+			holder := holderPid(t, c.Next(t))
+			t.Cleanup(func() { _ = syscall.Kill(holder, syscall.SIGKILL) })
+
+			require.NoError(t, c.Signal(syscall.SIGKILL))
+			_ = c.Wait(ctx)
+			_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+			require.ErrorIs(t, err, jobstore.ErrNoJob, "the slot was freed while a process of the attempt still ran")
+
+			require.NoError(t, syscall.Kill(holder, syscall.SIGKILL))
+			require.Eventually(t, func() bool {
+				got, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+				if err != nil {
+					require.ErrorIs(t, err, jobstore.ErrNoJob)
+					return false
+				}
+				require.Equal(t, next.ID, got.ID)
+				return true
+			}, 10*time.Second, 5*time.Millisecond, "the slot is free once the attempt's last process is gone")
+		})
+	}
 }
 
 // TestQueueSettingsPlantedLink: a link planted for QUEUES, to a file

@@ -197,6 +197,8 @@ func decodeRecord(path, id string, data []byte, limit int64) (envelope, error) {
 		return corrupt("unknown state %q", env.Job.State)
 	case env.Job.Queue != "" && jobstore.ValidateQueue(env.Job.Queue) != nil:
 		return corrupt("bad queue name %q", env.Job.Queue)
+	case env.Job.Partition != "" && jobstore.ValidatePartition(env.Job.Partition) != nil:
+		return corrupt("bad partition %q", env.Job.Partition)
 	}
 	// A record of format 3 or older has no queue: its job is in the
 	// default queue.

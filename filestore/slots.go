@@ -23,9 +23,50 @@ import (
 // with the job's ID written in it.
 const dirSlots = "slots"
 
+// dirPartitions, in a queue's slot directory, holds a directory of slot
+// files for each partition of the queue that has a running job, when the
+// queue has a per-partition limit: slots/<queue>/partitions/<sha256 of the
+// partition>/<i>. A partition's slot file is removed when its attempt
+// gives it back, and its directory when it was the last, so that they do
+// not pile up with the partitions a queue has seen.
+const dirPartitions = "partitions"
+
 // errQueueFull is claimOne's answer when the job's queue runs as many jobs
 // as its limit allows.
 var errQueueFull = errors.New("the job's queue runs as many jobs as its limit allows")
+
+// errPartitionFull is claimOne's answer when the job's partition runs as
+// many jobs as its queue's per-partition limit allows.
+var errPartitionFull = errors.New("the job's partition runs as many jobs as its queue's per-partition limit allows")
+
+// errSlotGone says that a partition's slot file, or its directory, was
+// removed while a claim looked at it: the claim looks again.
+var errSlotGone = errors.New("slot removed meanwhile")
+
+// heldSlot is a slot that an attempt holds: its file, flock'd, and, for a
+// partition's slot, the path that giving it back removes.
+type heldSlot struct {
+	f *os.File
+	// path is the file of a partition's slot; "" for a queue's slot,
+	// which is kept for the next claim.
+	path string
+	s    *Store
+}
+
+// free gives the slot back: a partition's slot file is removed first
+// (and its directory, if that was the last file in it), while its flock
+// is still held, so that a claim that opened it meanwhile finds it gone
+// (probeSlot's check) rather than holds a file no one else can see.
+func (h heldSlot) free() {
+	if h.f == nil {
+		return
+	}
+	if h.path != "" {
+		_ = h.s.fs.Remove(h.path)
+		_ = h.s.fs.Remove(filepath.Dir(h.path)) // fails while other slots are in it
+	}
+	unlockFile(h.f)
+}
 
 // slotDir returns the directory of queue's slot files.
 func (s *Store) slotDir(queue string) string {
@@ -48,14 +89,8 @@ func (s *Store) slotDir(queue string) string {
 // take a slot sees every other: no more than limit jobs run at once.
 func (s *Store) takeSlot(queue string, limit int, id string) (*os.File, error) {
 	dir := s.slotDir(queue)
-	if _, made := s.slotDirs.Load(dir); !made {
-		if err := s.fs.Mkdir(filepath.Join(s.dir, dirSlots), s.dirPerm); err != nil {
-			return nil, err
-		}
-		if err := s.fs.Mkdir(dir, s.dirPerm); err != nil {
-			return nil, err
-		}
-		s.slotDirs.Store(dir, true)
+	if err := s.makeSlotDirs(dir); err != nil {
+		return nil, err
 	}
 	var mine *os.File
 	at := -1
@@ -67,7 +102,7 @@ func (s *Store) takeSlot(queue string, limit int, id string) (*os.File, error) {
 			time.Sleep(slotRetry)
 		}
 		for i := range limit {
-			f, free, err := s.probeSlot(dir, i, id, true)
+			f, free, err := s.probeSlot(dir, i, id, true, false)
 			if err != nil {
 				return nil, err
 			}
@@ -98,20 +133,149 @@ func (s *Store) takeSlot(queue string, limit int, id string) (*os.File, error) {
 	return mine, nil
 }
 
+// makeSlotDirs makes, once per Store, the slot directory dir of a queue
+// and those above it.
+func (s *Store) makeSlotDirs(dir string) error {
+	if _, made := s.slotDirs.Load(dir); made {
+		return nil
+	}
+	if err := s.fs.Mkdir(filepath.Join(s.dir, dirSlots), s.dirPerm); err != nil {
+		return err
+	}
+	if err := s.fs.Mkdir(dir, s.dirPerm); err != nil {
+		return err
+	}
+	s.slotDirs.Store(dir, true)
+	return nil
+}
+
+// takePartitionSlot takes a slot of the partition of queue, whose
+// per-partition limit is limit, for job id, as takeSlot takes a queue's.
+// Its slots live in a directory of their own that is removed with its
+// last slot file (heldSlot.free); a claim that meets a file or directory
+// removed meanwhile looks again.
+func (s *Store) takePartitionSlot(queue, partition string, limit int, id string) (heldSlot, error) {
+	qdir := s.slotDir(queue)
+	if err := s.makeSlotDirs(qdir); err != nil {
+		return heldSlot{}, err
+	}
+	pdir := filepath.Join(qdir, dirPartitions)
+	if err := s.makeSlotDirs(pdir); err != nil {
+		return heldSlot{}, err
+	}
+	dir := filepath.Join(pdir, keyName(partition))
+	for try := 0; ; try++ {
+		h, err := s.tryPartitionSlot(dir, limit, id)
+		if errors.Is(err, errSlotGone) && try < 100 {
+			continue // a slot given back under this claim: a moment's race
+		}
+		return h, err
+	}
+}
+
+// tryPartitionSlot is one try of takePartitionSlot in the partition's
+// slot directory dir.
+func (s *Store) tryPartitionSlot(dir string, limit int, id string) (heldSlot, error) {
+	if err := s.fs.Mkdir(dir, s.dirPerm); err != nil {
+		return heldSlot{}, err
+	}
+	var mine *os.File
+	at := -1
+	for try := 0; mine == nil && try < 2; try++ {
+		if try > 0 {
+			time.Sleep(slotRetry)
+		}
+		for i := range limit {
+			f, free, err := s.probeSlot(dir, i, id, true, true)
+			if err != nil {
+				return heldSlot{}, err
+			}
+			if free {
+				mine, at = f, i
+				break
+			}
+		}
+	}
+	if mine == nil {
+		return heldSlot{}, errPartitionFull
+	}
+	h := heldSlot{f: mine, path: filepath.Join(dir, strconv.Itoa(at)), s: s}
+	busy, err := s.busyPartitionSlots(dir, at, id)
+	if err == nil && busy+1 > limit {
+		time.Sleep(slotRetry)
+		busy, err = s.busyPartitionSlots(dir, at, id)
+	}
+	if err == nil && busy+1 > limit {
+		err = errPartitionFull
+	}
+	if err == nil {
+		err = s.fs.Overwrite(h.path, []byte(id))
+	}
+	if err != nil {
+		h.free()
+		return heldSlot{}, err
+	}
+	return h, nil
+}
+
+// busyPartitionSlots counts the busy slot files in the partition's slot
+// directory dir other than slot skip. Its files are removed when given
+// back, so it lists the directory rather than count up to the first
+// missing one, as busySlots does.
+func (s *Store) busyPartitionSlots(dir string, skip int, self string) (int, error) {
+	rel, err := filepath.Rel(s.dir, dir)
+	if err != nil {
+		return 0, err
+	}
+	d, err := s.root.Open(rel)
+	if err != nil {
+		return 0, fmt.Errorf("list slots: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	_ = d.Close()
+	if err != nil {
+		return 0, fmt.Errorf("list slots: %w", err)
+	}
+	busy := 0
+	for _, name := range names {
+		i, err := strconv.Atoi(name)
+		if err != nil || i < 0 || i == skip || strconv.Itoa(i) != name {
+			continue // not a slot
+		}
+		f, free, err := s.probeSlot(dir, i, self, false, true)
+		if errors.Is(err, errSlotGone) {
+			continue // given back meanwhile
+		}
+		if err != nil {
+			return 0, err
+		}
+		if f != nil {
+			unlockFile(f)
+		}
+		if !free {
+			busy++
+		}
+	}
+	return busy, nil
+}
+
 // slotRetry is how long a claim waits before it looks again at slots
 // that another claim's count held.
 const slotRetry = 200 * time.Microsecond
 
 // probeSlot opens (creating it if create) slot i of dir and tries its flock
-// without blocking. It reports free, with the slot locked in f, if no one
+// without blocking. With removable (a partition's slots, which are removed
+// when given back), a file or directory that is gone, or a file that was
+// removed between its open and its flock, gives errSlotGone. It reports free, with the slot locked in f, if no one
 // held the flock and the job the slot names is not running, or no process
 // holds its lease (but for self, the job being claimed, whose lease the
 // caller holds); else it leaves the slot unlocked. A slot that does not
 // exist is free, with f nil. The job's record must be in claimed/ for its
 // lease to count: a lease is also held for a moment by a recovery pass or
 // a claim that looks at a job, which must not make its old slot busy.
-func (s *Store) probeSlot(dir string, i int, self string, create bool) (f *os.File, free bool, err error) {
-	rel, err := filepath.Rel(s.dir, filepath.Join(dir, strconv.Itoa(i)))
+func (s *Store) probeSlot(dir string, i int, self string, create, removable bool) (f *os.File, free bool, err error) {
+	path := filepath.Join(dir, strconv.Itoa(i))
+	rel, err := filepath.Rel(s.dir, path)
 	if err != nil {
 		return nil, false, err
 	}
@@ -122,6 +286,9 @@ func (s *Store) probeSlot(dir string, i int, self string, create bool) (f *os.Fi
 	// O_NONBLOCK: a FIFO planted for a slot does not block the open; its
 	// read fails below.
 	f, err = s.root.OpenFile(rel, flag|syscall.O_NONBLOCK, s.filePerm)
+	if errors.Is(err, fs.ErrNotExist) && removable {
+		return nil, false, errSlotGone
+	}
 	if errors.Is(err, fs.ErrNotExist) && !create {
 		return nil, true, nil
 	}
@@ -137,11 +304,17 @@ func (s *Store) probeSlot(dir string, i int, self string, create bool) (f *os.Fi
 		_ = f.Close()
 		return nil, false, err
 	}
+	if removable {
+		if same, err := sameInode(f, path, 0); err != nil || !same {
+			unlockFile(f)
+			return nil, false, errSlotGone
+		}
+	}
 	var b [64]byte
 	n, err := f.ReadAt(b[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		unlockFile(f)
-		return nil, false, fmt.Errorf("slot %s: %w", filepath.Join(dir, strconv.Itoa(i)), err)
+		return nil, false, fmt.Errorf("slot %s: %w", path, err)
 	}
 	if other := string(b[:n]); other != "" && other != self && jobstore.ValidateID(other) == nil && s.inClaimed(other) && s.leaseHeld(other) {
 		unlockFile(f)
@@ -159,7 +332,7 @@ func (s *Store) busySlots(dir string, skip int, self string) (int, error) {
 		if i == skip {
 			continue
 		}
-		f, free, err := s.probeSlot(dir, i, self, false)
+		f, free, err := s.probeSlot(dir, i, self, false, false)
 		if err != nil {
 			return 0, err
 		}
@@ -206,13 +379,19 @@ func (s *Store) leaseHeld(id string) bool {
 	return false
 }
 
-// releaseSlot gives back the slot of an attempt, once its handler is done.
+// releaseSlot gives back the slots of an attempt, once its handler is
+// done.
 func releaseSlot(h *leaseHold) {
 	leases.Lock()
-	f := h.slot
-	h.slot = nil
+	slots := h.slots
+	h.slots = nil
 	leases.Unlock()
-	if f != nil {
-		unlockFile(f)
+	freeSlots(slots)
+}
+
+// freeSlots gives back slots.
+func freeSlots(slots []heldSlot) {
+	for _, sl := range slots {
+		sl.free()
 	}
 }

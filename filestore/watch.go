@@ -262,7 +262,7 @@ func (s *Store) refreshCands() (int, error) {
 }
 
 func candOf(j jobstore.Job) cand {
-	return cand{queue: j.Queue, kind: j.Kind, priority: j.Priority, runAt: j.RunAt}
+	return cand{queue: j.Queue, partition: j.Partition, kind: j.Kind, priority: j.Priority, runAt: j.RunAt}
 }
 
 // setCand records that job j is queued (or, if it is not, that it is no

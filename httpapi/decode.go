@@ -30,6 +30,7 @@ type submitRequest struct {
 	Kind        strictString    `json:"kind"`
 	Key         strictString    `json:"key"`
 	Queue       strictString    `json:"queue"`
+	Partition   strictString    `json:"partition"`
 	Payload     json.RawMessage `json:"payload"`
 	MaxAttempts int             `json:"max_attempts"`
 	Priority    int             `json:"priority"`
@@ -98,6 +99,7 @@ var fieldForms = map[string]struct{ want, send string }{
 	"kind":         {"a string", `a kind such as "email.send"`},
 	"key":          {"a string", `a key such as "invoice-1001"`},
 	"queue":        {"a string", `a queue name such as "emails"`},
+	"partition":    {"a string", `a partition such as "customer-42"`},
 	"run_at":       {"a string", `an RFC 3339 time such as "2026-01-02T15:04:05Z"`},
 	"timeout":      {"a string", `a duration such as "30s" or "1h30m"`},
 	"max_attempts": {"an integer", "a whole number such as 3, without quotes"},
@@ -380,6 +382,7 @@ func (req submitRequest) spec() (jobstore.Spec, error) {
 		Kind:        string(req.Kind),
 		Key:         string(req.Key),
 		Queue:       string(req.Queue),
+		Partition:   string(req.Partition),
 		MaxAttempts: req.MaxAttempts,
 		Priority:    req.Priority,
 	}

@@ -298,6 +298,9 @@ var (
 	queueLimitDesc = prometheus.NewDesc("jobdir_queue_limit",
 		"The most jobs of each queue that run at once in every process together, 0 for none, read at scrape time; _other has the largest limit past the bound.",
 		[]string{"queue"}, nil)
+	queuePartitionLimitDesc = prometheus.NewDesc("jobdir_queue_partition_limit",
+		"The most jobs of each partition of each queue that run at once in every process together, 0 for none, read at scrape time; _other has the largest past the bound.",
+		[]string{"queue"}, nil)
 	queueOldestDesc = prometheus.NewDesc("jobdir_queue_oldest_due_age_seconds",
 		"How long the longest-waiting due job of each queue has been due; 0 when none is due.",
 		[]string{"queue"}, nil)
@@ -318,6 +321,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueJobsDesc
 	ch <- queuePausedDesc
 	ch <- queueLimitDesc
+	ch <- queuePartitionLimitDesc
 	ch <- queueOldestDesc
 }
 
@@ -400,7 +404,7 @@ func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus
 	}
 	type sums struct {
 		queued, running int
-		limit           int
+		limit, per      int
 		paused          bool
 		age             float64
 	}
@@ -415,6 +419,7 @@ func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus
 		b.running += q.Running
 		b.paused = b.paused || q.Paused
 		b.limit = max(b.limit, q.Limit)
+		b.per = max(b.per, q.PerPartition)
 		if !q.OldestDueAt.IsZero() {
 			b.age = max(b.age, time.Since(q.OldestDueAt).Seconds(), 0)
 		}
@@ -428,6 +433,7 @@ func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus
 		}
 		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, queue)
 		ch <- prometheus.MustNewConstMetric(queueLimitDesc, prometheus.GaugeValue, float64(b.limit), queue)
+		ch <- prometheus.MustNewConstMetric(queuePartitionLimitDesc, prometheus.GaugeValue, float64(b.per), queue)
 		ch <- prometheus.MustNewConstMetric(queueOldestDesc, prometheus.GaugeValue, b.age, queue)
 	}
 }

@@ -18,8 +18,13 @@ const (
 // LimitRequest is the body of POST /v1/queues/{queue}/limit.
 type LimitRequest struct {
 	// Limit is the most jobs of the queue that run at once, in every
-	// process of the store together; 0 removes the limit. Required.
-	Limit *int `json:"limit"`
+	// process of the store together; 0 removes the limit. Absent leaves
+	// it as it is.
+	Limit *int `json:"limit,omitempty"`
+	// PerPartition is the most jobs of each partition of the queue that
+	// run at once; 0 removes that limit. Absent leaves it as it is. One of
+	// the two is required.
+	PerPartition *int `json:"per_partition,omitempty"`
 }
 
 // QueuesResponse is the body of the answer to GET /v1/queues.
@@ -69,7 +74,8 @@ func (s *Server) handleQueueResume(w http.ResponseWriter, r *http.Request) {
 	s.changeQueue(w, r, func(qc jobstore.QueueController, name string) error { return qc.ResumeQueue(r.Context(), name) })
 }
 
-// handleQueueLimit sets or clears a queue's concurrency limit; 501
+// handleQueueLimit sets or clears a queue's concurrency limit, its
+// per-partition limit, or both; 501
 // not_implemented for a store that keeps no limits.
 func (s *Server) handleQueueLimit(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.store.(jobstore.QueueLimiter); !ok {
@@ -81,12 +87,32 @@ func (s *Server) handleQueueLimit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	if req.Limit == nil {
-		s.writeError(w, r, newError(http.StatusBadRequest, CodeInvalidInput, `request body has no "limit"; want {"limit": 2} (0: no limit)`))
+	if req.Limit == nil && req.PerPartition == nil {
+		s.writeError(w, r, newError(http.StatusBadRequest, CodeInvalidInput, `request body has neither "limit" nor "per_partition"; want {"limit": 2} or {"per_partition": 1} (0: no limit)`))
 		return
 	}
+	// Both are checked before either is set, so that a refused request
+	// changes nothing.
+	for _, n := range []*int{req.Limit, req.PerPartition} {
+		if n == nil {
+			continue
+		}
+		if err := jobstore.ValidateQueueLimit(*n); err != nil {
+			s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
+			return
+		}
+	}
 	s.changeQueue(w, r, func(qc jobstore.QueueController, name string) error {
-		return qc.(jobstore.QueueLimiter).SetQueueLimit(r.Context(), name, *req.Limit)
+		ql := qc.(jobstore.QueueLimiter)
+		if req.Limit != nil {
+			if err := ql.SetQueueLimit(r.Context(), name, *req.Limit); err != nil {
+				return err
+			}
+		}
+		if req.PerPartition != nil {
+			return ql.SetPartitionLimit(r.Context(), name, *req.PerPartition)
+		}
+		return nil
 	})
 }
 

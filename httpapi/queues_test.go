@@ -96,6 +96,7 @@ func TestQueueMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.store.PauseQueue(t.Context(), "held"))
 	require.NoError(t, e.store.SetQueueLimit(t.Context(), "mail", 4))
+	require.NoError(t, e.store.SetPartitionLimit(t.Context(), "mail", 1))
 	text := string(e.do("GET", "/metrics", "").body)
 	for series, want := range map[string]float64{
 		`jobdir_queue_jobs{queue="mail",state="queued"}`:     1,
@@ -108,6 +109,8 @@ func TestQueueMetrics(t *testing.T) {
 		`jobdir_queue_oldest_due_age_seconds{queue="held"}`:  0,
 		`jobdir_queue_limit{queue="mail"}`:                   4,
 		`jobdir_queue_limit{queue="held"}`:                   0,
+		`jobdir_queue_partition_limit{queue="mail"}`:         1,
+		`jobdir_queue_partition_limit{queue="held"}`:         0,
 	} {
 		require.Equal(t, want, metricValue(t, text, series), series)
 	}
@@ -156,4 +159,45 @@ func TestQueueLimitRoute(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 	_, err = e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
 	require.NoError(t, err, "no limit any more")
+}
+
+// TestPartitionLimitRoute: POST /v1/queues/{queue}/limit with
+// per_partition sets the queue's per-partition limit and leaves its limit
+// as it is, and the other way round; a job's partition is submitted and
+// sent with the job; a request with one bad value changes neither.
+func TestPartitionLimitRoute(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	r := e.do("POST", "/v1/queues/mail/limit", `{"limit": 5}`)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	r = e.do("POST", "/v1/queues/mail/limit", `{"per_partition": 1}`)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	var q httpapi.QueueResponse
+	strictDecode(t, r.body, &q)
+	require.Equal(t, 5, q.Queue.Limit, "the limit is left as it was")
+	require.Equal(t, 1, q.Queue.PerPartition)
+	require.Contains(t, string(r.body), `"per_partition":1`)
+
+	a := e.do("POST", "/v1/jobs", `{"kind": "mail", "queue": "mail", "partition": "customer-1"}`).job(t, http.StatusCreated)
+	require.Equal(t, "customer-1", a.Partition)
+	e.do("POST", "/v1/jobs", `{"kind": "mail", "queue": "mail", "partition": "customer-1"}`).job(t, http.StatusCreated)
+	got := e.do("GET", "/v1/jobs/"+a.ID, "").job(t, http.StatusOK)
+	require.Equal(t, "customer-1", got.Partition)
+	_, err := e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	_, err = e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "one job of the partition at a time")
+
+	e.do("POST", "/v1/jobs", `{"kind": "mail", "partition": "a\tb"}`).apiError(t, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec)
+	for _, body := range []string{`{"limit": 3, "per_partition": -1}`, `{"limit": -1, "per_partition": 3}`, `{"per_partition": "1"}`} {
+		e.do("POST", "/v1/queues/mail/limit", body).apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+	}
+	qs, err := e.store.Queues(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 5, qs[0].Limit, "a refused request changes nothing")
+	require.Equal(t, 1, qs[0].PerPartition, "a refused request changes nothing")
+	r = e.do("POST", "/v1/queues/mail/limit", `{"limit": 0, "per_partition": 0}`)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	strictDecode(t, r.body, &q)
+	require.Zero(t, q.Queue.Limit)
+	require.Zero(t, q.Queue.PerPartition)
 }

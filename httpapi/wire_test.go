@@ -24,7 +24,7 @@ func fullJob(t *testing.T) jobstore.Job {
 	t.Helper()
 	at := func(s int64) time.Time { return time.Unix(1_800_000_000+s, 123456789).UTC() }
 	j := jobstore.Job{
-		ID: "01M8M7AB6JD9EYQ6QDAWZ282C2", Key: "nightly", Kind: "report.build", Queue: "reports", Payload: json.RawMessage(`{"day":"2026-11-29"}`),
+		ID: "01M8M7AB6JD9EYQ6QDAWZ282C2", Key: "nightly", Kind: "report.build", Queue: "reports", Partition: "customer-7", Payload: json.RawMessage(`{"day":"2026-11-29"}`),
 		State: jobstore.StateRunning, Attempt: 2, MaxAttempts: 5, Priority: -7, RunAt: at(1), Timeout: 90 * time.Second,
 		CreatedAt: at(0), UpdatedAt: at(9), StartedAt: at(5), FinishedAt: at(8), Result: json.RawMessage(`{"rows":3}`),
 		LastError: "disk full", CancelRequested: true, Worker: "build-7",
@@ -68,7 +68,7 @@ func TestWireJobRoundTrip(t *testing.T) {
 	b, err := json.Marshal(w)
 	require.NoError(t, err)
 	require.Equal(t, []string{"attempt", "cancel_requested", "created_at", "finished_at", "history", "id", "key", "kind",
-		"last_error", "max_attempts", "payload", "priority", "queue", "result", "run_at", "started_at", "state", "timeout",
+		"last_error", "max_attempts", "partition", "payload", "priority", "queue", "result", "run_at", "started_at", "state", "timeout",
 		"timeout_ns", "updated_at", "worker"}, jsonKeys(t, b))
 	require.Equal(t, jsonTags(reflect.TypeFor[httpapi.Job]()), jsonKeys(t, b), "every field of the wire type is sent")
 	require.Contains(t, string(b), `"timeout":"1m30s","timeout_ns":90000000000,`)
@@ -123,7 +123,7 @@ func TestWireJobTimeoutSpellings(t *testing.T) {
 // request form and back unchanged, its JSON names the documented fields,
 // and the server reads it as that spec.
 func TestWireSubmitRequestRoundTrip(t *testing.T) {
-	spec := jobstore.Spec{Kind: "report.build", Key: "nightly", Queue: "reports", Payload: json.RawMessage(`{"day":"2026-11-29"}`),
+	spec := jobstore.Spec{Kind: "report.build", Key: "nightly", Queue: "reports", Partition: "customer-7", Payload: json.RawMessage(`{"day":"2026-11-29"}`),
 		MaxAttempts: 5, Priority: -7, RunAt: time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC), Timeout: 90 * time.Second}
 	v := reflect.ValueOf(spec)
 	for i := range v.NumField() {
@@ -133,7 +133,7 @@ func TestWireSubmitRequestRoundTrip(t *testing.T) {
 	require.Equal(t, spec, req.ToSpec())
 	b, err := json.Marshal(req)
 	require.NoError(t, err)
-	require.Equal(t, []string{"key", "kind", "max_attempts", "payload", "priority", "queue", "run_at", "timeout"}, jsonKeys(t, b))
+	require.Equal(t, []string{"key", "kind", "max_attempts", "partition", "payload", "priority", "queue", "run_at", "timeout"}, jsonKeys(t, b))
 	require.Contains(t, string(b), `"run_at":"2030-01-02T03:04:05.000000006Z","timeout":"1m30s"`)
 	var back httpapi.SubmitRequest
 	strictDecode(t, b, &back)
@@ -141,7 +141,7 @@ func TestWireSubmitRequestRoundTrip(t *testing.T) {
 
 	e := newEnv(t, nil, nil)
 	job := e.do("POST", "/v1/jobs", string(b)).job(t, http.StatusCreated)
-	require.Equal(t, spec, jobstore.Spec{Kind: job.Kind, Key: job.Key, Queue: job.Queue, Payload: job.Payload, MaxAttempts: job.MaxAttempts,
+	require.Equal(t, spec, jobstore.Spec{Kind: job.Kind, Key: job.Key, Queue: job.Queue, Partition: job.Partition, Payload: job.Payload, MaxAttempts: job.MaxAttempts,
 		Priority: job.Priority, RunAt: job.RunAt, Timeout: job.Timeout})
 
 	b, err = json.Marshal(httpapi.BatchRequest{Jobs: []httpapi.SubmitRequest{req, httpapi.FromSpec(jobstore.Spec{Kind: "k"})}})
@@ -309,7 +309,7 @@ func TestEveryJobRouteAnswersTheWireType(t *testing.T) {
 	}
 
 	runAt := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano)
-	a := job(e.do("POST", "/v1/jobs", fmt.Sprintf(`{"kind":"a","key":"a1","payload":{"n":1},"max_attempts":1,"priority":3,"run_at":%q,"timeout":"1m"}`, runAt)), http.StatusCreated)
+	a := job(e.do("POST", "/v1/jobs", fmt.Sprintf(`{"kind":"a","key":"a1","partition":"p1","payload":{"n":1},"max_attempts":1,"priority":3,"run_at":%q,"timeout":"1m"}`, runAt)), http.StatusCreated)
 	require.Equal(t, time.Minute, a.Timeout)
 
 	r := e.do("POST", "/v1/jobs/batch", batchOf(`{"kind":"b"}`, `{"kind":"a","key":"a1"}`))

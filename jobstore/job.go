@@ -45,6 +45,10 @@ type Job struct {
 	// another. Workers choose the queues they take (ClaimRequest.Queues),
 	// and a paused queue's jobs are not claimed (QueueController).
 	Queue string `json:"queue"`
+	// Partition is the job's partition within its queue, empty for none:
+	// a queue's per-partition limit bounds how many jobs of each partition
+	// run at once (QueueLimiter.SetPartitionLimit).
+	Partition string `json:"partition,omitempty"`
 	// Payload is the job's input, a JSON value.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// State is where the job is in its lifecycle.
@@ -202,10 +206,18 @@ func (j Job) Holds(l Lease) bool {
 const jobOverhead = 512
 
 // Size approximates the bytes of j's JSON form: its payload, result, last
-// error, key and worker name, plus a fixed 512 bytes for the other fields.
+// error, key, partition and worker name, plus a fixed 512 bytes for the other fields.
 // ListOptions.MaxBytes counts it.
 func (j Job) Size() int {
-	return jobOverhead + len(j.Payload) + len(j.Result) + len(j.LastError) + len(j.Key) + len(j.Worker)
+	return jobOverhead + len(j.Payload) + len(j.Result) + len(j.LastError) + len(j.Key) + len(j.Partition) + len(j.Worker)
+}
+
+// RerunSpec returns the spec of a new job that does what j does: its kind,
+// queue, partition, payload, attempts, priority and timeout, without its
+// key (which names j) and due at once.
+func (j Job) RerunSpec() Spec {
+	return Spec{Kind: j.Kind, Queue: j.Queue, Partition: j.Partition, Payload: j.Payload,
+		MaxAttempts: j.MaxAttempts, Priority: j.Priority, Timeout: j.Timeout}
 }
 
 // Spec describes a job to submit.
@@ -219,6 +231,11 @@ type Spec struct {
 	// Queue names the job's queue (see ValidateQueue); empty means
 	// DefaultQueue.
 	Queue string `json:"queue,omitempty"`
+	// Partition puts the job in a partition of its queue (a customer's ID,
+	// say; see ValidatePartition), empty for none. A queue's per-partition
+	// limit bounds how many jobs of each partition run at once; a job
+	// without a partition is bounded only by the queue's own limit.
+	Partition string `json:"partition,omitempty"`
 	// Payload is the job's input, a JSON value (empty means none).
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// MaxAttempts bounds the attempts; zero means DefaultMaxAttempts.
@@ -248,6 +265,11 @@ func (s Spec) Validate(maxPayload int) error {
 			return err
 		}
 	}
+	if s.Partition != "" {
+		if err := ValidatePartition(s.Partition); err != nil {
+			return err
+		}
+	}
 	if err := ValidatePayload(s.Payload, maxPayload); err != nil {
 		return err
 	}
@@ -272,6 +294,7 @@ func NewJob(spec Spec, now time.Time) Job {
 		Key:         spec.Key,
 		Kind:        spec.Kind,
 		Queue:       QueueOf(spec.Queue),
+		Partition:   spec.Partition,
 		Payload:     compactOrNil(spec.Payload),
 		State:       StateQueued,
 		MaxAttempts: spec.MaxAttempts,
@@ -362,15 +385,35 @@ func ValidateKey(key string) error {
 	if len(key) > MaxKeyLen {
 		return fmt.Errorf("%w: key is %d bytes, limit %d", ErrInvalidInput, len(key), MaxKeyLen)
 	}
-	if !utf8.ValidString(key) {
-		return fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidInput)
+	return checkPrintable("key", key)
+}
+
+// checkPrintable checks that s, the what of a job, is printable UTF-8.
+func checkPrintable(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidInput, what)
 	}
-	for _, r := range key {
+	for _, r := range s {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return fmt.Errorf("%w: key contains control character %U", ErrInvalidInput, r)
+			return fmt.Errorf("%w: %s contains control character %U", ErrInvalidInput, what, r)
 		}
 	}
 	return nil
+}
+
+// MaxPartitionLen is the longest partition accepted, in bytes.
+const MaxPartitionLen = 256
+
+// ValidatePartition checks a job's partition: 1 to MaxPartitionLen bytes of
+// printable UTF-8, as a key. Its error wraps ErrInvalidInput.
+func ValidatePartition(partition string) error {
+	if partition == "" {
+		return fmt.Errorf("%w: partition is empty", ErrInvalidInput)
+	}
+	if len(partition) > MaxPartitionLen {
+		return fmt.Errorf("%w: partition is %d bytes, limit %d", ErrInvalidInput, len(partition), MaxPartitionLen)
+	}
+	return checkPrintable("partition", partition)
 }
 
 // ValidateLookupKey checks the key of a lookup by key (Client.GetByKey):

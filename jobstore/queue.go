@@ -61,6 +61,11 @@ type QueueSettings struct {
 	// once, in every process of the store together; 0 means no limit
 	// (see QueueLimiter).
 	Limit int `json:"limit"`
+	// PerPartition, when positive, is the most jobs of each partition of
+	// the queue (Job.Partition) that run at once, in every process
+	// together; 0 means no such limit. A job without a partition is
+	// bounded by Limit only.
+	PerPartition int `json:"per_partition"`
 }
 
 // MaxQueueLimit is the largest concurrency limit a queue takes.
@@ -119,13 +124,24 @@ type QueueLimiter interface {
 	// Returns an error wrapping ErrInvalidInput for an invalid name or a
 	// limit out of 0..MaxQueueLimit, and changes nothing then.
 	SetQueueLimit(ctx context.Context, queue string, limit int) error
+
+	// SetPartitionLimit makes limit the most jobs of each partition of
+	// queue that run at once, in every process together; 0 removes it.
+	// With a limit of 1 the jobs of a partition run one after another, in
+	// claim order. It counts jobs as SetQueueLimit does, and holds beside
+	// the queue's own limit: a job starts only when both have room. Jobs
+	// without a partition are not bounded by it. Returns an error wrapping
+	// ErrInvalidInput for an invalid name or a limit out of
+	// 0..MaxQueueLimit, and changes nothing then.
+	SetPartitionLimit(ctx context.Context, queue string, limit int) error
 }
 
-// ValidateQueueLimit checks a concurrency limit for SetQueueLimit: 0 (none)
-// to MaxQueueLimit. Its error wraps ErrInvalidInput.
+// ValidateQueueLimit checks a concurrency limit for SetQueueLimit and
+// SetPartitionLimit: 0 (none) to MaxQueueLimit. Its error wraps
+// ErrInvalidInput.
 func ValidateQueueLimit(limit int) error {
 	if limit < 0 || limit > MaxQueueLimit {
-		return fmt.Errorf("%w: queue limit %d out of range 0..%d (0: no limit)", ErrInvalidInput, limit, MaxQueueLimit)
+		return fmt.Errorf("%w: limit %d out of range 0..%d (0: no limit)", ErrInvalidInput, limit, MaxQueueLimit)
 	}
 	return nil
 }

@@ -121,12 +121,12 @@ var _ jobstore.Pinger = (*Store)(nil)
 // set stores j as the new state of e and wakes whoever waits on e. The
 // caller holds s.mu.
 func (s *Store) set(e *entry, j jobstore.Job) {
-	freed := e.job.State == jobstore.StateRunning && j.State != jobstore.StateRunning && s.queues[j.Queue].Limit > 0
+	freed := e.job.State == jobstore.StateRunning && j.State != jobstore.StateRunning && s.limited(&j)
 	e.job = j
 	close(e.changed)
 	e.changed = make(chan struct{})
 	if j.State == jobstore.StateQueued || freed {
-		// Queued work, or a limited queue's slot freed.
+		// Queued work, or a limited queue's or partition's slot freed.
 		s.signalWork()
 	}
 }
@@ -312,10 +312,10 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	now := time.Now()
 	var best *entry
 	var next time.Time
-	full := s.fullQueues()
+	full := s.full()
 	for _, e := range s.jobs {
 		j := &e.job
-		if j.State != jobstore.StateQueued || !req.Accepts(j.Queue, j.Kind) || s.queues[j.Queue].Paused || full[j.Queue] {
+		if j.State != jobstore.StateQueued || !req.Accepts(j.Queue, j.Kind) || s.queues[j.Queue].Paused || full.has(j) {
 			continue
 		}
 		if !j.Due(now) {

@@ -46,33 +46,84 @@ func (s *Store) SetQueueLimit(ctx context.Context, queue string, limit int) erro
 	return s.changeQueue(ctx, "limit queue", queue, func(q *jobstore.QueueSettings) { q.Limit = limit })
 }
 
-// fullQueues returns the limited queues that run as many jobs as their
-// limit allows, or more. The caller holds s.mu.
-func (s *Store) fullQueues() map[string]bool {
-	var full map[string]bool
-	running := map[string]int{}
-	for q, st := range s.queues {
-		if st.Limit > 0 {
-			running[q] = 0
+// SetPartitionLimit makes limit the most jobs of each partition of queue
+// that run at once; 0 removes the limit. It implements
+// jobstore.QueueLimiter.
+func (s *Store) SetPartitionLimit(ctx context.Context, queue string, limit int) error {
+	if err := jobstore.ValidateQueueLimit(limit); err != nil {
+		return fmt.Errorf("memstore: limit partitions: %w", err)
+	}
+	return s.changeQueue(ctx, "limit partitions", queue, func(q *jobstore.QueueSettings) { q.PerPartition = limit })
+}
+
+// part names one partition of one queue.
+type part struct{ queue, partition string }
+
+// fullSet holds the limited queues and partitions that run as many jobs
+// as their limits allow, or more.
+type fullSet struct {
+	queues map[string]bool
+	parts  map[part]bool
+}
+
+// has reports whether j's queue or partition is full.
+func (f fullSet) has(j *jobstore.Job) bool {
+	return f.queues[j.Queue] || (j.Partition != "" && f.parts[part{j.Queue, j.Partition}])
+}
+
+// full returns the limited queues and partitions that are full. The
+// caller holds s.mu.
+func (s *Store) full() fullSet {
+	var f fullSet
+	limited := false
+	for _, st := range s.queues {
+		if st.Limit > 0 || st.PerPartition > 0 {
+			limited = true
+			break
 		}
 	}
-	if len(running) == 0 {
-		return nil
+	if !limited {
+		return f
 	}
+	queues := map[string]int{}
+	parts := map[part]int{}
 	for _, e := range s.jobs {
-		if n, ok := running[e.job.Queue]; ok && e.job.State == jobstore.StateRunning {
-			running[e.job.Queue] = n + 1
+		j := &e.job
+		if j.State != jobstore.StateRunning {
+			continue
+		}
+		st := s.queues[j.Queue]
+		if st.Limit > 0 {
+			queues[j.Queue]++
+		}
+		if st.PerPartition > 0 && j.Partition != "" {
+			parts[part{j.Queue, j.Partition}]++
 		}
 	}
-	for q, n := range running {
+	for q, n := range queues {
 		if n >= s.queues[q].Limit {
-			if full == nil {
-				full = make(map[string]bool)
+			if f.queues == nil {
+				f.queues = make(map[string]bool)
 			}
-			full[q] = true
+			f.queues[q] = true
 		}
 	}
-	return full
+	for p, n := range parts {
+		if n >= s.queues[p.queue].PerPartition {
+			if f.parts == nil {
+				f.parts = make(map[part]bool)
+			}
+			f.parts[p] = true
+		}
+	}
+	return f
+}
+
+// limited reports whether a running job j counts against a limit of its
+// queue. The caller holds s.mu.
+func (s *Store) limited(j *jobstore.Job) bool {
+	st := s.queues[j.Queue]
+	return st.Limit > 0 || (st.PerPartition > 0 && j.Partition != "")
 }
 
 // changeQueue applies change to queue's settings, and wakes AwaitWork,

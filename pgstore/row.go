@@ -52,6 +52,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		return out, &corruptError{id: id, err: err}
 	}
 	j := &out.job
+	j.Partition = d.Partition
 	j.MaxAttempts, j.Timeout, j.CreatedAt, j.LastError, j.History = d.MaxAttempts, d.Timeout, d.CreatedAt.UTC(), d.LastError, d.History
 	j.ID, j.Kind, j.Queue, j.State, j.Worker = id, kind, queue, jobstore.State(state), w
 	j.Key = ""
@@ -136,6 +137,7 @@ func nullKey(k string) any {
 // win (a claim changes only them). TestDocFieldsCoverJob fails when jobstore.Job gains a
 // field that is neither a column nor here.
 type docFields struct {
+	Partition   string                   `json:"partition,omitempty"`
 	MaxAttempts int                      `json:"max_attempts"`
 	Timeout     time.Duration            `json:"timeout_ns,omitempty"`
 	CreatedAt   time.Time                `json:"created_at"`
@@ -146,6 +148,7 @@ type docFields struct {
 // encodeDoc returns the doc column of j: the JSON of its docFields.
 func encodeDoc(j jobstore.Job) ([]byte, error) {
 	return json.Marshal(docFields{
+		Partition:   j.Partition,
 		MaxAttempts: j.MaxAttempts,
 		Timeout:     j.Timeout,
 		CreatedAt:   j.CreatedAt,

@@ -555,7 +555,7 @@ func (h *Handler) handleJob(w http.ResponseWriter, r *http.Request) {
 		timeout = j.Timeout.String()
 	}
 	d.Fields = []field{
-		{"ID", j.ID}, {"Kind", j.Kind}, {"Key", j.Key}, {"State", string(j.State)},
+		{"ID", j.ID}, {"Kind", j.Kind}, {"Queue", jobstore.QueueOf(j.Queue)}, {"Partition", j.Partition}, {"Key", j.Key}, {"State", string(j.State)},
 		{"Attempt", attemptText(j)}, {"Priority", fmt.Sprint(j.Priority)},
 		{"Timeout", timeout}, {"Worker", j.Worker}, {"Cancel requested", fmt.Sprint(j.CancelRequested)},
 		{"Created", timeField(j.CreatedAt, now)}, {"Run at", timeField(j.RunAt, now)},
@@ -635,8 +635,7 @@ func (h *Handler) handleAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == nil {
-			j, _, err = h.store.Submit(r.Context(), jobstore.Spec{Kind: j.Kind, Queue: j.Queue, Payload: j.Payload, MaxAttempts: j.MaxAttempts,
-				Priority: j.Priority, Timeout: j.Timeout})
+			j, _, err = h.store.Submit(r.Context(), j.RerunSpec())
 		}
 		res.Message = "Submitted a new job with the same kind and payload: " + j.ID + "."
 		res.Location = Prefix + "jobs/" + j.ID

@@ -19,6 +19,7 @@ type queueRow struct {
 	Path            string
 	Paused          bool
 	Limit           int
+	PerPartition    int
 	Queued, Running int
 	// Wait is how long its oldest due job has waited; empty when none is
 	// due.
@@ -51,7 +52,7 @@ func (h *Handler) handleQueues(w http.ResponseWriter, r *http.Request) {
 	d := queuesData{Supported: true, Limits: limits}
 	now := time.Now()
 	for _, q := range qs {
-		row := queueRow{Queue: q.Queue, Path: url.PathEscape(q.Queue), Paused: q.Paused, Limit: q.Limit, Queued: q.Queued, Running: q.Running}
+		row := queueRow{Queue: q.Queue, Path: url.PathEscape(q.Queue), Paused: q.Paused, Limit: q.Limit, PerPartition: q.PerPartition, Queued: q.Queued, Running: q.Running}
 		if !q.OldestDueAt.IsZero() {
 			row.Wait = ago(now.Sub(q.OldestDueAt))
 		}
@@ -91,15 +92,33 @@ func (h *Handler) handleQueueAction(w http.ResponseWriter, r *http.Request) {
 			h.refuse(w, r, http.StatusNotImplemented, "this store does not limit queues")
 			return
 		}
-		n, perr := strconv.Atoi(strings.TrimSpace(r.FormValue("limit")))
+		// One form sets the limit, another the per-partition limit.
+		field, per := "limit", false
+		_ = r.FormValue(field) // parses the form, of either encoding
+		if _, ok := r.Form["per_partition"]; ok {
+			field, per = "per_partition", true
+		}
+		n, perr := strconv.Atoi(strings.TrimSpace(r.FormValue(field)))
 		if perr != nil || jobstore.ValidateQueueLimit(n) != nil {
 			h.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("a limit is a whole number from 0 (no limit) to %d", jobstore.MaxQueueLimit))
 			return
 		}
-		err = ql.SetQueueLimit(r.Context(), name, n)
-		res.Message = fmt.Sprintf("At most %d jobs of %s run at once.", n, name)
-		if n == 0 {
-			res.Message = name + " has no limit."
+		switch {
+		case per:
+			err = ql.SetPartitionLimit(r.Context(), name, n)
+			res.Message = fmt.Sprintf("At most %d jobs of each partition of %s run at once.", n, name)
+			if n == 1 {
+				res.Message = "The jobs of each partition of " + name + " run one at a time."
+			}
+			if n == 0 {
+				res.Message = name + " has no per-partition limit."
+			}
+		default:
+			err = ql.SetQueueLimit(r.Context(), name, n)
+			res.Message = fmt.Sprintf("At most %d jobs of %s run at once.", n, name)
+			if n == 0 {
+				res.Message = name + " has no limit."
+			}
 		}
 	default:
 		h.refuse(w, r, http.StatusNotFound, "no such action: pause, resume or limit")

@@ -70,6 +70,26 @@ func TestQueuesPage(t *testing.T) {
 	r = e.act(csrf, "/ui/queues/team%2Fmail/limit?limit=0", nil)
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Contains(t, r.body, "team/mail has no limit.")
+
+	// The per-partition limit has a form of its own, and leaves the
+	// queue's limit as it is.
+	require.NoError(t, e.store.SetQueueLimit(ctx, "team/mail", 4))
+	r = e.act(csrf, "/ui/queues/team%2Fmail/limit?per_partition=1", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "The jobs of each partition of team/mail run one at a time.")
+	r = e.do("GET", "/ui/queues", nil)
+	require.Contains(t, r.body, `name="per_partition" type="number" min="0" max="10000" value="1"`)
+	for _, bad := range []string{"-1", "x", ""} {
+		r = e.act(csrf, "/ui/queues/team%2Fmail/limit?per_partition="+bad, nil)
+		require.Equal(t, http.StatusBadRequest, r.status, "per_partition %q: %s", bad, r.body)
+	}
+	qs, err = e.store.Queues(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, qs[1].Limit, "the per-partition form leaves the limit")
+	require.Equal(t, 1, qs[1].PerPartition, "a refused limit changes nothing")
+	r = e.act(csrf, "/ui/queues/team%2Fmail/limit?per_partition=0", nil)
+	require.Contains(t, r.body, "team/mail has no per-partition limit.")
+	require.NoError(t, e.store.SetQueueLimit(ctx, "team/mail", 0))
 	r = e.act(csrf, "/ui/queues/bad%20name/pause", nil)
 	require.Equal(t, http.StatusBadRequest, r.status, r.body)
 	r = e.act(csrf, "/ui/queues/q/explode", nil)

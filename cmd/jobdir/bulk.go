@@ -171,8 +171,7 @@ succeeded; "jobdir retry" queues a failed or canceled job itself again.`,
 				if err != nil {
 					return a.explainJob(id, err)
 				}
-				spec := jobstore.Spec{Kind: j.Kind, Queue: j.Queue, Payload: j.Payload, MaxAttempts: j.MaxAttempts, Priority: j.Priority, Timeout: j.Timeout}
-				nj, _, err := st.Submit(ctx, spec)
+				nj, _, err := st.Submit(ctx, j.RerunSpec())
 				if err != nil {
 					return err
 				}

@@ -27,8 +27,9 @@ func (a *app) copyCommand() *cobra.Command {
 		Long: `Copy every job of the store --from into the store --to, each as it is: its
 ID, key, state, attempts, times, payload, result, errors and history, and
 the output of exec jobs (the log files of a directory, the logs table of
-PostgreSQL). A queue paused in --from is paused in --to too, before any job
-is copied. A store is a directory (a path or file:///path) or
+PostgreSQL). A queue paused in --from is paused in --to too, and a queue's
+limits are set in --to too, before any job is copied; if --to cannot keep a
+limit (a store in PostgreSQL, for now), nothing is copied. A store is a directory (a path or file:///path) or
 postgres://USER@HOST/DB?schema=NAME, in either direction: to move from a
 directory to PostgreSQL, or back.
 
@@ -162,7 +163,7 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 		return withHint(fmt.Errorf("%d jobs run in %s (for example %s, by worker %s): nothing copied", len(running), in.name, running[0].ID, running[0].Worker),
 			"Stop the workers of the store you copy from and run copy again once no job runs, or pass --skip-running to copy every other job now.")
 	}
-	paused, err := copyPauses(ctx, in, out)
+	settings, err := copySettings(ctx, in, out)
 	if err != nil {
 		return err
 	}
@@ -223,8 +224,11 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 		return err
 	}
 	fmt.Fprintf(a.stdout, "copied %d jobs and %d logs from %s to %s; %d jobs were there already\n", added, logs, in.name, out.name, seen-skipped-added)
-	if len(paused) > 0 {
-		fmt.Fprintf(a.stdout, "paused in %s too: %s\n", out.name, strings.Join(paused, ", "))
+	if len(settings.paused) > 0 {
+		fmt.Fprintf(a.stdout, "paused in %s too: %s\n", out.name, strings.Join(settings.paused, ", "))
+	}
+	if len(settings.limited) > 0 {
+		fmt.Fprintf(a.stdout, "limited in %s too: %s\n", out.name, strings.Join(settings.limited, ", "))
 	}
 	if skipped > 0 {
 		fmt.Fprintf(a.stdout, "not copied: %d running jobs; run copy again once they have finished\n", skipped)
@@ -235,36 +239,76 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 	return nil
 }
 
-// copyPauses pauses in out every queue paused in in, and returns their
-// names, sorted.
-func copyPauses(ctx context.Context, in, out *cliStore) ([]string, error) {
+// copiedSettings says which queue settings copySettings copied, for
+// people: the paused queues and the limited ones, sorted.
+type copiedSettings struct {
+	paused, limited []string
+}
+
+// copySettings gives the queues of out the settings they have in in: it
+// pauses every queue paused in in, and sets every limit and per-partition
+// limit set in in. It changes nothing in out if out cannot keep one of
+// them.
+func copySettings(ctx context.Context, in, out *cliStore) (copiedSettings, error) {
+	var c copiedSettings
 	src, ok := in.Store.(jobstore.QueueController)
 	if !ok {
-		return nil, nil
+		return c, nil
 	}
 	qs, err := src.Queues(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", in.name, err)
+		return c, fmt.Errorf("read %s: %w", in.name, err)
 	}
-	var paused []string
+	var limited []jobstore.QueueInfo
 	for _, q := range qs {
 		if q.Paused {
-			paused = append(paused, q.Queue)
+			c.paused = append(c.paused, q.Queue)
+		}
+		if q.Limit > 0 || q.PerPartition > 0 {
+			limited = append(limited, q)
+			word := q.Queue + " ("
+			if q.Limit > 0 {
+				word += fmt.Sprintf("at most %d", q.Limit)
+			}
+			if q.PerPartition > 0 {
+				if q.Limit > 0 {
+					word += ", "
+				}
+				word += fmt.Sprintf("%d per partition", q.PerPartition)
+			}
+			c.limited = append(c.limited, word+")")
 		}
 	}
-	if len(paused) == 0 {
-		return nil, nil
+	if len(c.paused) == 0 && len(limited) == 0 {
+		return c, nil
 	}
 	dst, ok := out.Store.(jobstore.QueueController)
 	if !ok {
-		return nil, fmt.Errorf("queues %s are paused in %s, and %s keeps no queue settings", strings.Join(paused, ", "), in.name, out.name)
+		return c, fmt.Errorf("queues %s are paused in %s, and %s keeps no queue settings", strings.Join(c.paused, ", "), in.name, out.name)
 	}
-	for _, q := range paused {
+	lim, ok := out.Store.(jobstore.QueueLimiter)
+	if !ok && len(limited) > 0 {
+		return c, withHint(fmt.Errorf("queues %s have limits in %s, and %s keeps no limits: nothing copied", strings.Join(c.limited, ", "), in.name, out.name),
+			"Remove the limits in the store you copy from (jobdir queue limit --unlimited Q --per-partition 0), or copy into a file store.")
+	}
+	for _, q := range c.paused {
 		if err := dst.PauseQueue(ctx, q); err != nil {
-			return nil, fmt.Errorf("copy into %s: %w", out.name, err)
+			return c, fmt.Errorf("copy into %s: %w", out.name, err)
 		}
 	}
-	return paused, nil
+	for _, q := range limited {
+		if q.Limit > 0 {
+			if err := lim.SetQueueLimit(ctx, q.Queue, q.Limit); err != nil {
+				return c, fmt.Errorf("copy into %s: %w", out.name, err)
+			}
+		}
+		if q.PerPartition > 0 {
+			if err := lim.SetPartitionLimit(ctx, q.Queue, q.PerPartition); err != nil {
+				return c, fmt.Errorf("copy into %s: %w", out.name, err)
+			}
+		}
+	}
+	return c, nil
 }
 
 // copyLog copies what the log of job id in in has and its log in out lacks:

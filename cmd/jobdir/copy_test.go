@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -214,4 +215,35 @@ func schemaExists(t *testing.T, schema string) bool {
 	var n int
 	require.NoError(t, pgtest.Pool(t, 1).QueryRow(t.Context(), `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&n))
 	return n == 1
+}
+
+// TestCopyCarriesLimits: a queue's limit and per-partition limit are set in
+// the store copied into, with its jobs' partitions; a store that keeps no
+// limits is refused, in words, before anything is copied into it.
+func TestCopyCarriesLimits(t *testing.T) {
+	dir, into := newStoreDir(t), newStoreDir(t)
+	t.Chdir(t.TempDir())
+	id := submit(t, dir, "--queue", "mail", "--partition", "customer-1", "--", "true")
+	jdOK(t, dir, "queue", "limit", "mail", "3", "--per-partition", "1")
+	jdOK(t, dir, "queue", "limit", "deploys", "2")
+
+	r := jdOK(t, "", "copy", "--from", dir, "--to", into)
+	require.Contains(t, r.stdout, "limited in "+into+" too: deploys (at most 2), mail (at most 3, 1 per partition)\n")
+	var qs []jobstore.QueueInfo
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, into, "queue", "list", "--json").stdout), &qs))
+	byName := map[string]jobstore.QueueInfo{}
+	for _, q := range qs {
+		byName[q.Queue] = q
+	}
+	require.Equal(t, 2, byName["deploys"].Limit)
+	require.Equal(t, 3, byName["mail"].Limit)
+	require.Equal(t, 1, byName["mail"].PerPartition)
+	require.Equal(t, "customer-1", getJob(t, into, id).Partition)
+
+	pg := pgStore(t)
+	r = jd(t, "", "copy", "--from", dir, "--to", pg)
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "have limits in "+dir)
+	require.Contains(t, r.stderr, "keeps no limits: nothing copied")
+	require.Empty(t, listAll(t, pg), "nothing copied")
 }

@@ -183,6 +183,12 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 	row("ID", j.ID)
 	row("State", stateText(j))
 	row("Kind", j.Kind)
+	if q := jobstore.QueueOf(j.Queue); q != jobstore.DefaultQueue {
+		row("Queue", q)
+	}
+	if j.Partition != "" {
+		row("Partition", j.Partition)
+	}
 	if j.Key != "" {
 		row("Key", j.Key)
 	}

@@ -30,7 +30,9 @@ at once.
 
 "jobdir queue limit Q N" lets at most N jobs of Q run at once, in every process
 on the store together, however many workers they have; claims pass over Q's
-jobs while N run and take other queues' jobs.
+jobs while N run and take other queues' jobs. "jobdir queue limit Q
+--per-partition M" lets at most M jobs of each partition of Q run at once (a
+job's partition is what "jobdir submit --partition" gave it).
 
 A pause and a limit are kept in the store: they hold across restarts, and every
 process sees them, including those that start later.`,
@@ -54,10 +56,11 @@ func (a *app) queueListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List the queues, with their settings and jobs",
 		Long: `List every queue that has jobs or settings: its name, whether it is paused,
-its concurrency limit (-: none), how many of its jobs are queued and running,
-and how long its longest-waiting due job has waited. With --json, an array of
-objects with the fields queue, paused, limit (0: none), queued, running and
-oldest_due_at (as GET /v1/queues sends them).`,
+its concurrency limit and per-partition limit (-: none), how many of its jobs
+are queued and running, and how long its longest-waiting due job has waited.
+With --json, an array of objects with the fields queue, paused, limit and
+per_partition (0: none), queued, running and oldest_due_at (as GET /v1/queues
+sends them).`,
 		Example: `  jobdir queue list
   jobdir queue list --json | jq -r '.[] | select(.paused) | .queue'`,
 		Args: cobra.NoArgs,
@@ -135,27 +138,46 @@ name may be paused, whether or not a job names it yet.`
 
 func (a *app) queueLimitCommand() *cobra.Command {
 	var unlimited bool
+	var perPartition int
 	cmd := &cobra.Command{
-		Use:   "limit QUEUE N | --unlimited QUEUE",
-		Short: "Bound how many jobs of a queue run at once, in every process together",
+		Use:   "limit QUEUE [N | --unlimited] [--per-partition M]",
+		Short: "Bound how many jobs of a queue, or of each of its partitions, run at once, in every process together",
 		Long: `Let at most N jobs of QUEUE run at once, in every process on the store together,
 however many workers they have. Claims pass over QUEUE's jobs while N of them
 run, and take the jobs of other queues instead; when one of them ends (or its
 worker dies), a waiting worker starts the next at once. N 0 or --unlimited
 removes the limit.
 
+--per-partition M lets at most M jobs of each partition of QUEUE run at once
+(a job's partition is what its submit gave with --partition, a customer's ID,
+say); M 1 runs the jobs of each partition one after another, in the order
+they would be claimed, while different partitions run side by side. Jobs
+without a partition are bounded by N only. --per-partition 0 removes it.
+
+Each setting is changed on its own: "limit Q 5" leaves Q's per-partition
+limit as it was, and "limit Q --per-partition 1" leaves N. A job starts only
+when both have room.
+
 A limit lowered below the jobs that run lets them finish, and starts none until
-fewer than N run. A job counts from its claim until its attempt is over: every
+fewer run. A job counts from its claim until its attempt is over: every
 process of it gone, so a job whose worker was killed counts until the
 processes it started are gone too. A worker that is stopped (SIGSTOP) keeps
 its jobs, and so their places.
 
 The file store keeps limits; a store in PostgreSQL does not yet.`,
 		Example: `  jobdir queue limit deploys 2
-  jobdir queue limit --unlimited deploys`,
+  jobdir queue limit --unlimited deploys
+  jobdir queue limit emails --per-partition 1   # one job per customer at a time
+  jobdir submit --queue emails --partition customer-42 -- ./send-digest.sh 42`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if unlimited && len(args) != 1 || !unlimited && len(args) != 2 {
-				return usagef("limit needs a QUEUE and a number N (or --unlimited and a QUEUE)")
+			per := cmd.Flags().Changed("per-partition")
+			switch {
+			case len(args) == 0 || len(args) > 2:
+				return usagef("limit needs a QUEUE, then a number N, --unlimited or --per-partition M")
+			case unlimited && len(args) == 2:
+				return usagef("give either a number N or --unlimited, not both")
+			case len(args) == 1 && !unlimited && !per:
+				return usagef("limit %s needs a number N, --unlimited or --per-partition M", args[0])
 			}
 			return nil
 		},
@@ -164,8 +186,10 @@ The file store keeps limits; a store in PostgreSQL does not yet.`,
 			if err := jobstore.ValidateQueue(q); err != nil {
 				return usagef("%v", err)
 			}
+			setQueue := unlimited || len(args) == 2
+			setPer := cmd.Flags().Changed("per-partition")
 			n := 0
-			if !unlimited {
+			if len(args) == 2 {
 				var err error
 				if n, err = strconv.Atoi(args[1]); err != nil {
 					return usagef("limit %q is not a whole number (0 or --unlimited: no limit)", args[1])
@@ -174,24 +198,45 @@ The file store keeps limits; a store in PostgreSQL does not yet.`,
 					return usagef("%v", err)
 				}
 			}
+			if setPer {
+				if err := jobstore.ValidateQueueLimit(perPartition); err != nil {
+					return usagef("--per-partition: %v", err)
+				}
+			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				ql, ok := st.Store.(jobstore.QueueLimiter)
 				if !ok {
 					return fmt.Errorf("the store %s does not limit queues (a file store does)", st.name)
 				}
-				if err := ql.SetQueueLimit(cmd.Context(), q, n); err != nil {
-					return err
+				if setQueue {
+					if err := ql.SetQueueLimit(cmd.Context(), q, n); err != nil {
+						return err
+					}
+					if n == 0 {
+						fmt.Fprintf(a.stdout, "queue %s has no limit\n", q)
+					} else {
+						fmt.Fprintf(a.stdout, "queue %s runs at most %d at once\n", q, n)
+					}
 				}
-				if n == 0 {
-					fmt.Fprintf(a.stdout, "queue %s has no limit\n", q)
-				} else {
-					fmt.Fprintf(a.stdout, "queue %s runs at most %d at once\n", q, n)
+				if setPer {
+					if err := ql.SetPartitionLimit(cmd.Context(), q, perPartition); err != nil {
+						return err
+					}
+					switch perPartition {
+					case 0:
+						fmt.Fprintf(a.stdout, "queue %s has no per-partition limit\n", q)
+					case 1:
+						fmt.Fprintf(a.stdout, "queue %s runs the jobs of each partition one at a time\n", q)
+					default:
+						fmt.Fprintf(a.stdout, "queue %s runs at most %d jobs of each partition at once\n", q, perPartition)
+					}
 				}
 				return nil
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&unlimited, "unlimited", false, "remove the queue's limit")
+	cmd.Flags().IntVar(&perPartition, "per-partition", 0, "the most jobs of each partition of the queue that run at once (0: no such limit)")
 	return cmd
 }
 
@@ -205,6 +250,14 @@ func queueController(st *cliStore) (jobstore.QueueController, error) {
 	return qc, nil
 }
 
+// limitWord is a limit in queue list: "-" for none.
+func limitWord(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
 // printQueues writes qs for people.
 func printQueues(w io.Writer, qs []jobstore.QueueInfo, now time.Time) error {
 	if len(qs) == 0 {
@@ -212,7 +265,7 @@ func printQueues(w io.Writer, qs []jobstore.QueueInfo, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tSTATE\tLIMIT\tQUEUED\tRUNNING\tOLDEST WAIT")
+	fmt.Fprintln(tw, "QUEUE\tSTATE\tLIMIT\tPER PARTITION\tQUEUED\tRUNNING\tOLDEST WAIT")
 	for _, q := range qs {
 		state := "running"
 		if q.Paused {
@@ -222,11 +275,7 @@ func printQueues(w io.Writer, qs []jobstore.QueueInfo, now time.Time) error {
 		if !q.OldestDueAt.IsZero() {
 			oldest = humantime.Duration(max(now.Sub(q.OldestDueAt), 0))
 		}
-		limit := "-"
-		if q.Limit > 0 {
-			limit = strconv.Itoa(q.Limit)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", q.Queue, state, limit, q.Queued, q.Running, oldest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", q.Queue, state, limitWord(q.Limit), limitWord(q.PerPartition), q.Queued, q.Running, oldest)
 	}
 	return tw.Flush()
 }

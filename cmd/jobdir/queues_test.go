@@ -40,9 +40,9 @@ func testQueueCommands(t *testing.T, dir string) {
 	r = jdOK(t, dir, "queue", "pause", "emails")
 	require.Equal(t, "queue emails paused\n", r.stdout)
 	r = jdOK(t, dir, "queue", "list")
-	require.Regexp(t, `(?m)^QUEUE\s+STATE\s+LIMIT\s+QUEUED\s+RUNNING\s+OLDEST WAIT$`, r.stdout)
-	require.Regexp(t, `(?m)^default\s+running\s+-\s+1\s+0\s+\S+`, r.stdout)
-	require.Regexp(t, `(?m)^emails\s+paused\s+-\s+1\s+0\s+\S+`, r.stdout)
+	require.Regexp(t, `(?m)^QUEUE\s+STATE\s+LIMIT\s+PER PARTITION\s+QUEUED\s+RUNNING\s+OLDEST WAIT$`, r.stdout)
+	require.Regexp(t, `(?m)^default\s+running\s+-\s+-\s+1\s+0\s+\S+`, r.stdout)
+	require.Regexp(t, `(?m)^emails\s+paused\s+-\s+-\s+1\s+0\s+\S+`, r.stdout)
 	r = jdOK(t, dir, "stats")
 	require.Regexp(t, `(?m)^QUEUE\s+QUEUED\s+RUNNING`, r.stdout)
 	require.Regexp(t, `(?m)^emails\s+1\s+0`, r.stdout)
@@ -84,9 +84,25 @@ func testQueueCommands(t *testing.T, dir string) {
 		require.Regexp(t, `(?m)^emails\s+running\s+2\s+`, jdOK(t, dir, "queue", "list").stdout)
 		require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "queue", "list", "--json").stdout), &qs))
 		require.Equal(t, 2, qs[1].Limit)
+		r = jdOK(t, dir, "queue", "limit", "emails", "--per-partition", "1")
+		require.Equal(t, "queue emails runs the jobs of each partition one at a time\n", r.stdout)
+		require.Regexp(t, `(?m)^emails\s+running\s+2\s+1\s+`, jdOK(t, dir, "queue", "list").stdout, "the limit is left as it was")
+		require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "queue", "list", "--json").stdout), &qs))
+		require.Equal(t, 1, qs[1].PerPartition)
 		r = jdOK(t, dir, "queue", "limit", "--unlimited", "emails")
 		require.Equal(t, "queue emails has no limit\n", r.stdout)
-		require.Regexp(t, `(?m)^emails\s+running\s+-\s+`, jdOK(t, dir, "queue", "list").stdout)
+		require.Regexp(t, `(?m)^emails\s+running\s+-\s+1\s+`, jdOK(t, dir, "queue", "list").stdout, "the per-partition limit is left as it was")
+		r = jdOK(t, dir, "queue", "limit", "emails", "3", "--per-partition", "0")
+		require.Equal(t, "queue emails runs at most 3 at once\nqueue emails has no per-partition limit\n", r.stdout)
+		require.Regexp(t, `(?m)^emails\s+running\s+3\s+-\s+`, jdOK(t, dir, "queue", "list").stdout)
+		jdOK(t, dir, "queue", "limit", "--unlimited", "emails")
+
+		// A job's partition is kept and shown.
+		pid := strings.TrimSpace(jdOK(t, dir, "submit", "--queue", "emails", "--partition", "customer 42", "--", "true").stdout)
+		r = jdOK(t, dir, "get", pid)
+		require.Regexp(t, `(?m)^Queue:\s+emails$`, r.stdout)
+		require.Regexp(t, `(?m)^Partition:\s+customer 42$`, r.stdout)
+		require.Contains(t, jdOK(t, dir, "get", "--json", pid).stdout, `"partition": "customer 42"`)
 	}
 	for _, args := range [][]string{
 		{"queue", "limit", "emails", "x"},
@@ -95,6 +111,11 @@ func testQueueCommands(t *testing.T, dir string) {
 		{"queue", "limit", "emails"},
 		{"queue", "limit", "--unlimited", "emails", "3"},
 		{"queue", "limit", "bad name", "3"},
+		{"queue", "limit", "emails", "--per-partition", "-1"},
+		{"queue", "limit", "emails", "--per-partition", "x"},
+		{"queue", "limit", "emails", "--per-partition", "10001"},
+		{"queue", "limit", "emails", "-1", "--per-partition", "1"},
+		{"submit", "--partition", "a\tb", "--", "true"},
 		{"queue", "pause", "bad name"},
 		{"queue", "resume", ""},
 		{"queue", "pause"},

@@ -20,6 +20,7 @@ func (a *app) submitCommand() *cobra.Command {
 		delay       time.Duration
 		at          string
 		queue       string
+		partition   string
 		timeout     time.Duration
 		env         []string
 		asJSON      bool
@@ -54,6 +55,7 @@ not submitted and the exit status is 1.`,
 		Example: `  jobdir submit -- make test
   jobdir submit --key deploy-42 --max-attempts 1 -- ./deploy.sh v42
   jobdir submit --queue emails -- ./send-digest.sh
+  jobdir submit --queue emails --partition customer-42 -- ./send-digest.sh 42
   jobdir submit --delay 10m --timeout 1h -- backup --full /srv
   jobdir submit --at 'tomorrow 03:00' -- ./nightly.sh
   jobdir submit --json -- sh -c 'date; sleep 5'
@@ -83,6 +85,12 @@ not submitted and the exit status is 1.`,
 				return usagef("%v", err)
 			}
 			spec.Key, spec.MaxAttempts, spec.Priority, spec.Timeout, spec.Queue = key, maxAttempts, priority, timeout, queue
+			if partition != "" {
+				if err := jobstore.ValidatePartition(partition); err != nil {
+					return usagef("--partition: %v", err)
+				}
+			}
+			spec.Partition = partition
 			if delay > 0 {
 				spec.RunAt = time.Now().Add(delay)
 			}
@@ -136,6 +144,7 @@ not submitted and the exit status is 1.`,
 	f.IntVar(&maxAttempts, "max-attempts", 0, "`N` attempts before the job fails for good (default 3: an attempt also ends when its worker dies, and running the job again elsewhere is then the point; give 1 for a program that must never run twice)")
 	f.IntVar(&priority, "priority", 0, "priority `P`: higher runs first, from -1000 to 1000")
 	f.StringVar(&queue, "queue", "", "put the job in this `QUEUE` (default: the queue named default); workers choose their queues with jobdir work --queue, and jobdir queue pauses one")
+	f.StringVar(&partition, "partition", "", "put the job in this `PARTITION` of its queue, a customer's ID say: jobdir queue limit QUEUE --per-partition M runs at most M jobs of each partition at once")
 	durationVar(f, &delay, "delay", 0, "run no sooner than this long from now, e.g. 90s, 2h or 1d")
 	f.StringVar(&at, "at", "", "run no sooner than `TIME`: 18:30 (the next one), tomorrow 09:00, 2026-11-29 18:30 (local time) or RFC 3339")
 	durationVar(f, &timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")

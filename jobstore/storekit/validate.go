@@ -32,7 +32,9 @@ func validateImport(j jobstore.Job, maxPayload int) error {
 	if err := jobstore.ValidateID(j.ID); err != nil {
 		return err
 	}
-	if err := (jobstore.Spec{Kind: j.Kind, Key: j.Key, Queue: j.Queue, Payload: j.Payload, MaxAttempts: j.MaxAttempts, Priority: j.Priority, Timeout: j.Timeout}).Validate(maxPayload); err != nil {
+	spec := j.RerunSpec()
+	spec.Key = j.Key
+	if err := spec.Validate(maxPayload); err != nil {
 		return err
 	}
 	if len(j.Result) > 0 {

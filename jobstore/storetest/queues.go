@@ -26,6 +26,12 @@ var queueControlTests = []test{
 	{"LimitFreedByReleaseAndCleared", testQueuesLimitReleaseClear},
 	{"LimitFreeSlotWakesAwaitWork", testQueuesLimitWakes},
 	{"LimitInvalid", testQueuesLimitInvalid},
+	{"PartitionLimitBoundsEachPartition", testQueuesPartitionLimit},
+	{"PartitionLimitWithQueueLimit", testQueuesPartitionAndQueueLimit},
+	{"PartitionLimitBoundsClaimBatch", testQueuesPartitionLimitBatch},
+	{"PartitionLimitLoweredAndCleared", testQueuesPartitionLimitLowered},
+	{"PartitionLimitFreeSlotWakesAwaitWork", testQueuesPartitionLimitWakes},
+	{"PartitionLimitInvalid", testQueuesPartitionLimitInvalid},
 }
 
 // limiter returns s as a QueueLimiter, or skips the test.
@@ -325,4 +331,119 @@ func testQueuesLimitInvalid(t *testing.T, s jobstore.Store) {
 	qs, err := ql.Queues(t.Context())
 	require.NoError(t, err)
 	require.Len(t, qs, 1)
+}
+
+// submitParts submits, in this order, a job of queue for each partition
+// named in parts ("" for none), and returns them.
+func submitParts(t *testing.T, s jobstore.Store, queue string, parts ...string) []jobstore.Job {
+	t.Helper()
+	var jobs []jobstore.Job
+	for _, p := range parts {
+		jobs = append(jobs, submit(t, s, jobstore.Spec{Kind: "k", Queue: queue, Partition: p}))
+	}
+	return jobs
+}
+
+func testQueuesPartitionLimit(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetPartitionLimit(t.Context(), "q", 1))
+	info := queueInfo(t, ql, "q")
+	require.Equal(t, 1, info.PerPartition)
+	require.Zero(t, info.Limit, "a per-partition limit leaves the queue's own limit alone")
+	jobs := submitParts(t, s, "q", "a", "a", "b", "", "")
+	require.Equal(t, "a", jobs[0].Partition)
+	a := claimQueue(t, s, "q")
+	require.Equal(t, jobs[0].ID, a.ID)
+	require.Equal(t, "a", a.Partition)
+	got := []string{claimQueue(t, s, "q").ID, claimQueue(t, s, "q").ID, claimQueue(t, s, "q").ID}
+	require.Equal(t, []string{jobs[2].ID, jobs[3].ID, jobs[4].ID}, got,
+		"the second job of partition a is passed over for the jobs after it, of another partition or of none")
+	requireQueueFull(t, s, "q")
+	complete(t, s, a, jobstore.Succeeded(nil))
+	next := claimQueue(t, s, "q")
+	require.Equal(t, jobs[1].ID, next.ID, "the end of the partition's job frees its slot")
+	require.Equal(t, "a", get(t, s, next.ID).Partition)
+}
+
+func testQueuesPartitionAndQueueLimit(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 2))
+	require.NoError(t, ql.SetPartitionLimit(t.Context(), "q", 1))
+	info := queueInfo(t, ql, "q")
+	require.Equal(t, 2, info.Limit)
+	require.Equal(t, 1, info.PerPartition)
+	jobs := submitParts(t, s, "q", "a", "a", "b", "c")
+	first := claimQueue(t, s, "q")
+	second := claimQueue(t, s, "q")
+	require.Equal(t, []string{jobs[0].ID, jobs[2].ID}, []string{first.ID, second.ID})
+	requireQueueFull(t, s, "q") // c has room, the queue has not
+	complete(t, s, second, jobstore.Succeeded(nil))
+	require.Equal(t, jobs[3].ID, claimQueue(t, s, "q").ID, "a has no room, c has")
+	requireQueueFull(t, s, "q")
+	complete(t, s, first, jobstore.Succeeded(nil))
+	require.Equal(t, jobs[1].ID, claimQueue(t, s, "q").ID)
+}
+
+func testQueuesPartitionLimitBatch(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	bc, ok := s.(jobstore.BatchClaimer)
+	if !ok {
+		t.Skip("the store is not a jobstore.BatchClaimer")
+	}
+	require.NoError(t, ql.SetPartitionLimit(t.Context(), "q", 2))
+	submitParts(t, s, "q", "a", "b", "c", "a", "b", "c", "a", "b", "c")
+	jobs, err := bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 20)
+	require.NoError(t, err)
+	byPart := map[string]int{}
+	for _, j := range jobs {
+		byPart[j.Partition]++
+	}
+	require.Equal(t, map[string]int{"a": 2, "b": 2, "c": 2}, byPart)
+	_, err = bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 20)
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
+}
+
+func testQueuesPartitionLimitLowered(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetPartitionLimit(t.Context(), "q", 2))
+	submitParts(t, s, "q", "a", "a", "a", "a")
+	running := []jobstore.Job{claimQueue(t, s, "q"), claimQueue(t, s, "q")}
+	requireQueueFull(t, s, "q")
+	require.NoError(t, ql.SetPartitionLimit(t.Context(), "q", 1))
+	complete(t, s, running[0], jobstore.Succeeded(nil))
+	requireQueueFull(t, s, "q") // one runs: as many as the new limit
+	// A released attempt frees its slot too.
+	require.NoError(t, s.Release(t.Context(), running[1].Lease()))
+	next := claimQueue(t, s, "q")
+	requireQueueFull(t, s, "q")
+	require.NoError(t, ql.SetPartitionLimit(t.Context(), "q", 0))
+	require.Zero(t, queueInfo(t, ql, "q").PerPartition)
+	claimQueue(t, s, "q") // a cleared limit bounds nothing
+	require.Equal(t, 2, queueInfo(t, ql, "q").Running)
+	complete(t, s, next, jobstore.Succeeded(nil))
+}
+
+func testQueuesPartitionLimitWakes(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetPartitionLimit(t.Context(), "q", 1))
+	jobs := submitParts(t, s, "q", "a", "a")
+	first := claimQueue(t, s, "q")
+	ctx, cancel := context.WithTimeout(t.Context(), eventually)
+	defer cancel()
+	var got jobstore.Job
+	w := start(func() (err error) { got, err = awaitAndClaim(ctx, s, "w2"); return err })
+	w.requireBlocked(t)
+	complete(t, s, first, jobstore.Succeeded(nil))
+	require.NoError(t, w.result(t), "AwaitWork did not wake when a partition's slot freed")
+	require.Equal(t, jobs[1].ID, got.ID)
+}
+
+func testQueuesPartitionLimitInvalid(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetPartitionLimit(t.Context(), "q", 2))
+	for _, n := range []int{-1, jobstore.MaxQueueLimit + 1} {
+		require.ErrorIs(t, ql.SetPartitionLimit(t.Context(), "q", n), jobstore.ErrInvalidInput, "limit %d", n)
+	}
+	require.ErrorIs(t, ql.SetPartitionLimit(t.Context(), "bad name", 1), jobstore.ErrInvalidInput)
+	require.Equal(t, 2, queueInfo(t, ql, "q").PerPartition, "a refused change changes nothing")
 }

@@ -51,6 +51,7 @@ func testSubmitFields(t *testing.T, s jobstore.Store) {
 	spec := jobstore.Spec{
 		Kind:        "report:monthly/v2",
 		Key:         "report 2026-11 ✓",
+		Partition:   "customer 42 ✓",
 		Payload:     json.RawMessage(`[1,2,3]`),
 		MaxAttempts: 7,
 		Priority:    -5,
@@ -60,6 +61,7 @@ func testSubmitFields(t *testing.T, s jobstore.Store) {
 	j := submit(t, s, spec)
 	require.Equal(t, spec.Kind, j.Kind)
 	require.Equal(t, spec.Key, j.Key)
+	require.Equal(t, spec.Partition, j.Partition)
 	require.JSONEq(t, `[1,2,3]`, string(j.Payload))
 	require.Equal(t, 7, j.MaxAttempts)
 	require.Equal(t, -5, j.Priority)
@@ -175,6 +177,8 @@ func testValidationSpec(t *testing.T, s jobstore.Store) {
 		"key with newline":     {Kind: "k", Key: "a\nb"},
 		"key with NUL":         {Kind: "k", Key: "a\x00b"},
 		"key not UTF-8":        {Kind: "k", Key: "\xff\xfe"},
+		"partition too long":   {Kind: "k", Partition: strings.Repeat("p", jobstore.MaxPartitionLen+1)},
+		"partition with tab":   {Kind: "k", Partition: "a\tb"},
 		"payload not JSON":     {Kind: "k", Payload: json.RawMessage(`{"a":`)},
 		"payload two values":   {Kind: "k", Payload: json.RawMessage(`1 2`)},
 		"negative attempts":    {Kind: "k", MaxAttempts: -1},
