@@ -3,6 +3,7 @@ package webui_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -668,4 +669,27 @@ func TestJobsTablePrefixAtTheRangesEdge(t *testing.T) {
 			require.Equal(t, want, rows(r.body), "id=%s, %s first", prefix, order)
 		}
 	}
+}
+
+// TestInterruptedAttemptIsNotCounted: an attempt that a graceful shutdown
+// cut short is not counted against the job's attempts, on its page and in
+// the overview's running jobs, as the command line shows it.
+func TestInterruptedAttemptIsNotCounted(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	ctx := t.Context()
+	j, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k", MaxAttempts: 3})
+	require.NoError(t, err)
+	claimed, err := e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	_, err = e.store.Complete(ctx, claimed.Lease(), jobstore.Interrupted(errors.New("worker shutting down")))
+	require.NoError(t, err)
+	r := e.do("GET", "/ui/jobs/"+j.ID, nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "<dt>Attempt</dt><dd>0 of 3 (and 1 interrupted, not counted)</dd>")
+	_, err = e.store.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	r = e.do("GET", "/ui/", nil)
+	require.Regexp(t, `<td>1/3</td></tr>`, r.body, "the running attempt is the first that counts")
+	require.NotContains(t, r.body, "<td>2/4</td>")
 }

@@ -447,6 +447,9 @@ func TestStats(t *testing.T) {
 	r = jdOK(t, later, "stats")
 	require.Regexp(t, `(?m)^oldest due job\s+none: the queued job waits for its time or a retry$`, r.stdout)
 	require.Regexp(t, `(?m)^exec\s+1\s+0\s+0\s+0\s+0\s+-$`, r.stdout, "no job of the kind is due")
+	submit(t, later, "--delay", "2h", "--", "true")
+	r = jdOK(t, later, "stats")
+	require.Regexp(t, `(?m)^oldest due job\s+none: the 2 queued jobs wait for their time or a retry$`, r.stdout, "the plural")
 
 	var s struct {
 		Counts                 map[string]int            `json:"counts"`
