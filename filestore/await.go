@@ -13,7 +13,8 @@ import (
 // requeue or a retry in any process (seen through filesystem events or the
 // poll), or the RunAt of a queued job, or, if the last Claim that found
 // nothing skipped a due job whose lease another holder was letting go,
-// leaseRetry later. It may return nil spuriously.
+// leaseRetry later, or one of a queue whose rate allowed no start then,
+// once the rate does. It may return nil spuriously.
 func (s *Store) AwaitWork(ctx context.Context) error {
 	return s.awaitWork(ctx, nil)
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -101,7 +102,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 // none), limited to 8 with 7 jobs running (each claim probes up to 8
 // slots and counts 7 busy ones), and with a per-partition limit of 1 (each
 // claim makes a partition's slot directory and file, which its end
-// removes), side by side in one run.
+// removes), and with a rate it never fills (each claim reads and writes the
+// queue's starts file), side by side in one run.
 func BenchmarkClaimCompleteLimit(b *testing.B) {
 	for _, tc := range []struct {
 		name           string
@@ -110,7 +112,14 @@ func BenchmarkClaimCompleteLimit(b *testing.B) {
 		// own when it is set, so that every claim makes its partition's
 		// slot directory and its end removes it.
 		per int
-	}{{"None", 0, 0, 0}, {"Limit1", 1, 0, 0}, {"Limit8Running7", 8, 7, 0}, {"PerPartition1", 0, 0, 1}, {"Limit8PerPartition1", 8, 0, 1}} {
+		// rate is a rate limit that the benchmark never fills: each claim
+		// reads and writes the queue's starts.
+		rate jobstore.Rate
+	}{
+		{"None", 0, 0, 0, jobstore.Rate{}}, {"Limit1", 1, 0, 0, jobstore.Rate{}}, {"Limit8Running7", 8, 7, 0, jobstore.Rate{}},
+		{"PerPartition1", 0, 0, 1, jobstore.Rate{}}, {"Limit8PerPartition1", 8, 0, 1, jobstore.Rate{}},
+		{"Rate100PerMs", 0, 0, 0, jobstore.Rate{N: 100, Per: time.Millisecond}},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
 			require.NoError(b, err)
@@ -120,6 +129,9 @@ func BenchmarkClaimCompleteLimit(b *testing.B) {
 			}
 			if tc.per > 0 {
 				require.NoError(b, s.SetPartitionLimit(b.Context(), "q", tc.per))
+			}
+			if !tc.rate.IsZero() {
+				require.NoError(b, s.SetQueueRate(b.Context(), "q", tc.rate))
 			}
 			for i := range b.N + tc.running {
 				spec := jobstore.Spec{Kind: "bench", Queue: "q"}

@@ -128,13 +128,16 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 		var soon time.Time
 		if r.busy {
 			soon = time.Now().Add(leaseRetry)
-			if next.IsZero() || soon.Before(next) {
-				next = soon
-			}
+		}
+		if !r.rateNext.IsZero() && (soon.IsZero() || r.rateNext.Before(soon)) {
+			soon = r.rateNext
+		}
+		if !soon.IsZero() && (next.IsZero() || soon.Before(next)) {
+			next = soon
 		}
 		s.mu.Lock()
 		s.signals.NoJob(seq)
-		if r.busy {
+		if !soon.IsZero() {
 			// For callers that do not read NextRunAt: AwaitWork
 			// returns then too.
 			s.busyRetry = soon
@@ -183,6 +186,9 @@ type claimRun struct {
 	inflight int
 	jobs     []jobstore.Job
 	next     time.Time // the earliest RunAt of accepted jobs not yet due
+	// rateNext is the earliest time a rate-limited queue whose jobs the
+	// run passed over has room for a start again.
+	rateNext time.Time
 	// busy is set when a due job's lease was held by someone else:
 	// another claimant, or a Complete or a recovery that is putting it
 	// back in the queue. That holder's release makes no event, so the
@@ -257,6 +263,22 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 				r.blocked = make(map[string]bool)
 			}
 			r.blocked[j.Queue] = true
+		case errors.Is(err, errRateFull), errors.Is(err, errRateBusy):
+			// Pass over the queue's jobs in this run, and have the caller
+			// come back when its window has room (or soon, for a starts
+			// file held elsewhere).
+			r.blocked = maps.Clone(r.blocked)
+			if r.blocked == nil {
+				r.blocked = make(map[string]bool)
+			}
+			r.blocked[j.Queue] = true
+			if re, ok := errors.AsType[*rateError](err); ok {
+				if r.rateNext.IsZero() || re.next.Before(r.rateNext) {
+					r.rateNext = re.next
+				}
+			} else {
+				r.busy = true
+			}
 		case errors.Is(err, errPartitionFull):
 			// Pass over the rest of the partition's jobs, likewise.
 			r.skipPartition(part{j.Queue, j.Partition})
@@ -338,7 +360,8 @@ func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimR
 		if errors.Is(err, jobstore.ErrClosed) {
 			return jobs, err
 		}
-		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && !errors.Is(err, errQueueFull) && !errors.Is(err, errPartitionFull) && wctx.Err() == nil {
+		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && !errors.Is(err, errQueueFull) && !errors.Is(err, errPartitionFull) &&
+			!errors.Is(err, errRateFull) && !errors.Is(err, errRateBusy) && wctx.Err() == nil {
 			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
 		}
 		if wctx.Err() != nil {
@@ -473,6 +496,18 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	}
 	if err := s.takeSlots(h, qv, rec.Job); err != nil {
 		return jobstore.Job{Queue: rec.Job.Queue, Partition: rec.Job.Partition}, false, err
+	}
+	if rate, ok := qv.rates[rec.Job.Queue]; ok {
+		// Last before the claim is made, so that a start is counted only
+		// once every other check let the job start; its time, read under
+		// the queue's lock of its starts, is the job's start. A claim that
+		// fails after this counts as a start, which only ever delays the
+		// next.
+		at, err := s.takeStart(rec.Job.Queue, rate)
+		if err != nil {
+			return jobstore.Job{Queue: rec.Job.Queue}, false, err
+		}
+		now = at
 	}
 	j, err := storekit.ApplyClaim(rec.Job, req.Worker, now)
 	if err != nil {

@@ -133,6 +133,7 @@ package filestore
 //	workers.go      the registry of live workers (workers/)
 //	queues.go       queue settings: pause, resume and limits (QUEUES)
 //	slots.go        the slots of a limited queue's running jobs (slots/)
+//	rates.go        the starts of a rate-limited queue (slots/<queue>/starts)
 //	probe.go        IsStore and OtherFiles
 //	sys_linux.go    Linux: filesystem check, where syncfs(2) reaches the disk, syncfs
 //	sys_unix.go     every Unix system: open flags, inode numbers

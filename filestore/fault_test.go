@@ -329,6 +329,30 @@ var faultCases = []faultCase{
 		},
 	},
 	{
+		// A claim of a rate-limited queue's job, which records its start:
+		// an error anywhere leaves the job queued (a start it recorded
+		// before failing counts, which only delays the next), and the
+		// store whole: without the rate the job is claimed.
+		name: "ClaimRated",
+		setup: func(t *testing.T, s *Store) *faultState {
+			require.NoError(t, s.SetQueueRate(t.Context(), "q", jobstore.Rate{N: 1, Per: time.Hour}))
+			j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Queue: "q"})
+			require.NoError(t, err)
+			return &faultState{id: j.ID}
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			mustState(t, s, st.id, jobstore.StateQueued)
+			require.NoError(t, s.SetQueueRate(t.Context(), "q", jobstore.Rate{}))
+			j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w2", Queues: []string{"q"}})
+			require.NoError(t, err)
+			require.Equal(t, st.id, j.ID)
+		},
+	},
+	{
 		// A pause either holds, for every claim after it, or is
 		// reported failed; the other queue's pause, made before, stays.
 		name: "PauseQueue",

@@ -53,10 +53,12 @@ type queueDoc struct {
 	Paused       bool `json:"paused,omitempty"`
 	Limit        int  `json:"limit,omitempty"`
 	PerPartition int  `json:"per_partition,omitempty"`
+	// Rate is the rate's text form, such as "20/1s" (jobstore.Rate).
+	Rate string `json:"rate,omitempty"`
 }
 
 // queueDocFields are the JSON names of queueDoc's fields.
-var queueDocFields = []string{"paused", "limit", "per_partition"}
+var queueDocFields = []string{"paused", "limit", "per_partition", "rate"}
 
 // queueView is the settings of every queue as read from one version of
 // queuesFile. It is never changed once made.
@@ -72,6 +74,8 @@ type queueView struct {
 	// perPartition holds the per-partition limit of each queue that has
 	// one.
 	perPartition map[string]int
+	// rates holds the rate limit of each queue that has one.
+	rates map[string]jobstore.Rate
 }
 
 // queueCache holds the last version of queuesFile this Store read, and the
@@ -277,7 +281,18 @@ func decodeQueues(path string, data []byte) (*queueView, error) {
 		if q.PerPartition < 0 || q.PerPartition > jobstore.MaxQueueLimit {
 			return nil, &settingsError{path: path, reason: fmt.Sprintf("queue %s: per-partition limit %d out of range 0..%d", name, q.PerPartition, jobstore.MaxQueueLimit)}
 		}
-		v.settings[name] = jobstore.QueueSettings{Paused: q.Paused, Limit: q.Limit, PerPartition: q.PerPartition}
+		var rate jobstore.Rate
+		if q.Rate != "" {
+			var err error
+			if rate, err = jobstore.ParseRate(q.Rate); err != nil {
+				return nil, &settingsError{path: path, reason: fmt.Sprintf("queue %s: %v", name, err)}
+			}
+			if v.rates == nil {
+				v.rates = make(map[string]jobstore.Rate)
+			}
+			v.rates[name] = rate
+		}
+		v.settings[name] = jobstore.QueueSettings{Paused: q.Paused, Limit: q.Limit, PerPartition: q.PerPartition, Rate: rate}
 		if q.Paused {
 			v.blocked[name] = true
 		}
@@ -357,6 +372,17 @@ func (s *Store) SetPartitionLimit(ctx context.Context, queue string, limit int) 
 		return fmt.Errorf("filestore: limit partitions: %w", err)
 	}
 	return s.changeQueue(ctx, "limit partitions", queue, func(q *queueDoc) { q.PerPartition = limit })
+}
+
+// SetQueueRate makes rate the queue's rate limit, in every process; the
+// zero Rate removes it. A claim of the queue's jobs records its start in
+// the queue's starts file (slots.go), which it reads first. It implements
+// jobstore.QueueLimiter.
+func (s *Store) SetQueueRate(ctx context.Context, queue string, rate jobstore.Rate) error {
+	if err := rate.Validate(); err != nil {
+		return fmt.Errorf("filestore: rate-limit queue: %w", err)
+	}
+	return s.changeQueue(ctx, "rate-limit queue", queue, func(q *queueDoc) { q.Rate = rate.String() })
 }
 
 // changeQueue applies change to queue's settings in queuesFile, durably,

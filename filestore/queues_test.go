@@ -61,7 +61,7 @@ func TestQueueSettingsFile(t *testing.T) {
 	// A newer program's setting on queue b.
 	b, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "b"})
 	require.NoError(t, err)
-	newer := `{"queues": {"a": {"paused": true}, "b": {"rate": "10/1s"}}}`
+	newer := `{"queues": {"a": {"paused": true}, "b": {"weight": 3}}}`
 	require.NoError(t, os.WriteFile(filepath.Join(dir, queuesFile), []byte(newer), 0o600))
 	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
 	require.ErrorIs(t, err, jobstore.ErrNoJob, "a queue with a setting this program does not know is not claimed")
@@ -74,7 +74,7 @@ func TestQueueSettingsFile(t *testing.T) {
 	require.NoError(t, err)
 	var doc map[string]map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(data, &doc))
-	require.JSONEq(t, `{"rate": "10/1s"}`, string(doc["queues"]["b"]), "the unknown setting is kept")
+	require.JSONEq(t, `{"weight": 3}`, string(doc["queues"]["b"]), "the unknown setting is kept")
 	require.NotContains(t, doc["queues"], "a", "a queue without settings has no entry")
 	j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
 	require.NoError(t, err)
@@ -361,6 +361,73 @@ func TestPartitionSlotsDoNotPileUp(t *testing.T) {
 	ents, err = os.ReadDir(partsDir)
 	require.NoError(t, err)
 	require.Empty(t, ents, "the slots of ended attempts are removed")
+}
+
+// TestProcessesQueueRate: four worker processes of eight slots each take
+// the jobs of a queue whose rate is 20 a second for five seconds: in no
+// window of a second, anywhere in that time, did more than 20 of them
+// start (by the starts the records hold), and the rate was reached.
+func TestProcessesQueueRate(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	ctx := t.Context()
+	rate := jobstore.Rate{N: 20, Per: time.Second}
+	require.NoError(t, s.SetQueueRate(ctx, "mail", rate))
+	for range 200 {
+		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "mail"})
+		require.NoError(t, err)
+	}
+	var workers []*testproc.Proc
+	for range 4 {
+		c := startChild(t, dir, "limit-worker", childNoSync+"=1")
+		require.Equal(t, "ready", c.Next(t))
+		workers = append(workers, c)
+	}
+	const span = 5 * time.Second
+	first := strings.Fields(workers[0].Next(t))
+	require.Equal(t, "start", first[0])
+	time.Sleep(span)
+	for _, c := range workers {
+		require.NoError(t, c.Signal(syscall.SIGKILL))
+		_ = c.Wait(ctx)
+	}
+	page, err := s.List(ctx, jobstore.ListOptions{Limit: jobstore.MaxListLimit})
+	require.NoError(t, err)
+	var starts []time.Time
+	for _, j := range page.Jobs {
+		if j.Attempt > 0 {
+			require.Equal(t, 1, j.Attempt, "no job ran twice")
+			starts = append(starts, j.StartedAt)
+		}
+	}
+	slices.SortFunc(starts, time.Time.Compare)
+	require.NotEmpty(t, starts)
+	busiest := 0
+	for i, at := range starts {
+		n := 0
+		for _, b := range starts[i:] {
+			if b.Sub(at) >= rate.Per {
+				break
+			}
+			n++
+		}
+		busiest = max(busiest, n)
+	}
+	took := starts[len(starts)-1].Sub(starts[0])
+	// How late each start came after the window had room for it: the
+	// start rate.N before it, plus the window.
+	var late []time.Duration
+	for i := rate.N; i < len(starts); i++ {
+		late = append(late, starts[i].Sub(starts[i-rate.N].Add(rate.Per)))
+	}
+	slices.Sort(late)
+	if len(late) > 0 {
+		t.Logf("a start came %s after the window had room (median of %d), %s at most", late[len(late)/2], len(late), late[len(late)-1])
+	}
+	t.Logf("%d starts in %s; at most %d in a window of %s", len(starts), took.Round(time.Millisecond), busiest, rate.Per)
+	require.LessOrEqual(t, busiest, rate.N, "no window of %s holds more than %d starts", rate.Per, rate.N)
+	require.Equal(t, rate.N, busiest, "the rate was reached")
+	require.GreaterOrEqual(t, len(starts), 80, "about 20 a second for %s", span)
 }
 
 // TestQueueLimitSlotOutlivesClaimant: the slot of a job of a limited

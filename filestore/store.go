@@ -100,8 +100,9 @@ type Store struct {
 	work    chan struct{}
 	signals storekit.WorkCount
 	// busyRetry, when set, is when AwaitWork returns because the last
-	// Claim that found nothing skipped a due job whose lease was held:
-	// the holder's release makes no event (see leaseRetry).
+	// Claim that found nothing skipped a due job whose lease was held
+	// (the holder's release makes no event; see leaseRetry), or a job of
+	// a queue whose rate window was full (until it has room).
 	busyRetry time.Time
 	// slotWait is set once a claim saw a limited queue (slots.go): from
 	// then on a record leaving claimed/ (an attempt that ended, in any

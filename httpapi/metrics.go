@@ -301,6 +301,9 @@ var (
 	queuePartitionLimitDesc = prometheus.NewDesc("jobdir_queue_partition_limit",
 		"The most jobs of each partition of each queue that run at once in every process together, 0 for none, read at scrape time; _other has the largest past the bound.",
 		[]string{"queue"}, nil)
+	queueRateDesc = prometheus.NewDesc("jobdir_queue_rate_limit_per_second",
+		"The most starts a second of each queue's rate limit (its N over its window), 0 for none, read at scrape time; _other has the largest past the bound.",
+		[]string{"queue"}, nil)
 	queueOldestDesc = prometheus.NewDesc("jobdir_queue_oldest_due_age_seconds",
 		"How long the longest-waiting due job of each queue has been due; 0 when none is due.",
 		[]string{"queue"}, nil)
@@ -322,6 +325,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queuePausedDesc
 	ch <- queueLimitDesc
 	ch <- queuePartitionLimitDesc
+	ch <- queueRateDesc
 	ch <- queueOldestDesc
 }
 
@@ -405,6 +409,7 @@ func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus
 	type sums struct {
 		queued, running int
 		limit, per      int
+		rate            float64
 		paused          bool
 		age             float64
 	}
@@ -420,6 +425,9 @@ func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus
 		b.paused = b.paused || q.Paused
 		b.limit = max(b.limit, q.Limit)
 		b.per = max(b.per, q.PerPartition)
+		if !q.Rate.IsZero() {
+			b.rate = max(b.rate, float64(q.Rate.N)/q.Rate.Per.Seconds())
+		}
 		if !q.OldestDueAt.IsZero() {
 			b.age = max(b.age, time.Since(q.OldestDueAt).Seconds(), 0)
 		}
@@ -434,6 +442,7 @@ func (c *storeCollector) collectQueues(ctx context.Context, ch chan<- prometheus
 		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, queue)
 		ch <- prometheus.MustNewConstMetric(queueLimitDesc, prometheus.GaugeValue, float64(b.limit), queue)
 		ch <- prometheus.MustNewConstMetric(queuePartitionLimitDesc, prometheus.GaugeValue, float64(b.per), queue)
+		ch <- prometheus.MustNewConstMetric(queueRateDesc, prometheus.GaugeValue, b.rate, queue)
 		ch <- prometheus.MustNewConstMetric(queueOldestDesc, prometheus.GaugeValue, b.age, queue)
 	}
 }

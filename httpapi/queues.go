@@ -22,9 +22,12 @@ type LimitRequest struct {
 	// it as it is.
 	Limit *int `json:"limit,omitempty"`
 	// PerPartition is the most jobs of each partition of the queue that
-	// run at once; 0 removes that limit. Absent leaves it as it is. One of
-	// the two is required.
+	// run at once; 0 removes that limit. Absent leaves it as it is.
 	PerPartition *int `json:"per_partition,omitempty"`
+	// Rate is the queue's rate limit, "N/DURATION" such as "20/1s" (see
+	// jobstore.Rate); "off" removes it. Absent leaves it as it is. One of
+	// the three fields is required.
+	Rate *string `json:"rate,omitempty"`
 }
 
 // QueuesResponse is the body of the answer to GET /v1/queues.
@@ -75,7 +78,7 @@ func (s *Server) handleQueueResume(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleQueueLimit sets or clears a queue's concurrency limit, its
-// per-partition limit, or both; 501
+// per-partition limit, its rate limit, or several; 501
 // not_implemented for a store that keeps no limits.
 func (s *Server) handleQueueLimit(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.store.(jobstore.QueueLimiter); !ok {
@@ -87,9 +90,17 @@ func (s *Server) handleQueueLimit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	if req.Limit == nil && req.PerPartition == nil {
-		s.writeError(w, r, newError(http.StatusBadRequest, CodeInvalidInput, `request body has neither "limit" nor "per_partition"; want {"limit": 2} or {"per_partition": 1} (0: no limit)`))
+	if req.Limit == nil && req.PerPartition == nil && req.Rate == nil {
+		s.writeError(w, r, newError(http.StatusBadRequest, CodeInvalidInput, `request body has none of "limit", "per_partition" and "rate"; want {"limit": 2}, {"per_partition": 1} (0: no limit) or {"rate": "20/1s"} ("off": none)`))
 		return
+	}
+	var rate jobstore.Rate
+	if req.Rate != nil && *req.Rate != "off" {
+		var err error
+		if rate, err = jobstore.ParseRate(*req.Rate); err != nil {
+			s.fail(w, r, fmt.Errorf(`%w (or "off": no rate limit)`, err), http.StatusBadRequest, CodeInvalidInput)
+			return
+		}
 	}
 	// Both are checked before either is set, so that a refused request
 	// changes nothing.
@@ -110,7 +121,12 @@ func (s *Server) handleQueueLimit(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if req.PerPartition != nil {
-			return ql.SetPartitionLimit(r.Context(), name, *req.PerPartition)
+			if err := ql.SetPartitionLimit(r.Context(), name, *req.PerPartition); err != nil {
+				return err
+			}
+		}
+		if req.Rate != nil {
+			return ql.SetQueueRate(r.Context(), name, rate)
 		}
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -97,6 +98,7 @@ func TestQueueMetrics(t *testing.T) {
 	require.NoError(t, e.store.PauseQueue(t.Context(), "held"))
 	require.NoError(t, e.store.SetQueueLimit(t.Context(), "mail", 4))
 	require.NoError(t, e.store.SetPartitionLimit(t.Context(), "mail", 1))
+	require.NoError(t, e.store.SetQueueRate(t.Context(), "mail", jobstore.Rate{N: 120, Per: time.Minute}))
 	text := string(e.do("GET", "/metrics", "").body)
 	for series, want := range map[string]float64{
 		`jobdir_queue_jobs{queue="mail",state="queued"}`:     1,
@@ -111,6 +113,8 @@ func TestQueueMetrics(t *testing.T) {
 		`jobdir_queue_limit{queue="held"}`:                   0,
 		`jobdir_queue_partition_limit{queue="mail"}`:         1,
 		`jobdir_queue_partition_limit{queue="held"}`:         0,
+		`jobdir_queue_rate_limit_per_second{queue="mail"}`:   2,
+		`jobdir_queue_rate_limit_per_second{queue="held"}`:   0,
 	} {
 		require.Equal(t, want, metricValue(t, text, series), series)
 	}
@@ -200,4 +204,48 @@ func TestPartitionLimitRoute(t *testing.T) {
 	strictDecode(t, r.body, &q)
 	require.Zero(t, q.Queue.Limit)
 	require.Zero(t, q.Queue.PerPartition)
+}
+
+// TestQueueRateRoute: POST /v1/queues/{queue}/limit with rate sets the
+// queue's rate limit and leaves its other limits as they are; "off"
+// removes it; a malformed rate is refused, in words, and changes nothing.
+func TestQueueRateRoute(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	r := e.do("POST", "/v1/queues/mail/limit", `{"limit": 5, "rate": "2/1h"}`)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	var q httpapi.QueueResponse
+	strictDecode(t, r.body, &q)
+	require.Equal(t, 5, q.Queue.Limit)
+	require.Equal(t, jobstore.Rate{N: 2, Per: time.Hour}, q.Queue.Rate)
+	require.Contains(t, string(r.body), `"rate":"2/1h"`)
+	for range 3 {
+		e.do("POST", "/v1/jobs", `{"kind": "mail", "queue": "mail"}`).job(t, http.StatusCreated)
+	}
+	for range 2 {
+		_, err := e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+		require.NoError(t, err)
+	}
+	_, err := e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "two starts an hour")
+
+	for _, body := range []string{`{"rate": "fast"}`, `{"rate": "0/1s"}`, `{"rate": "10/0s"}`, `{"rate": 10}`, `{"limit": 1, "rate": "x"}`} {
+		b := e.do("POST", "/v1/queues/mail/limit", body)
+		b.apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+	}
+	b := e.do("POST", "/v1/queues/mail/limit", `{"rate": "fast"}`)
+	require.Contains(t, string(b.body), "N/DURATION", "the error says what to send")
+	qs, err := e.store.Queues(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 5, qs[0].Limit, "a refused request changes nothing")
+	require.Equal(t, jobstore.Rate{N: 2, Per: time.Hour}, qs[0].Rate, "a refused request changes nothing")
+
+	r = e.do("POST", "/v1/queues/mail/limit", `{"rate": "off"}`)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	q = httpapi.QueueResponse{}
+	strictDecode(t, r.body, &q)
+	require.True(t, q.Queue.Rate.IsZero())
+	require.Equal(t, 5, q.Queue.Limit, "the limit is left as it was")
+	require.NotContains(t, string(r.body), `"rate"`)
+	_, err = e.store.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err, "no rate any more")
 }

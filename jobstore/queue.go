@@ -66,6 +66,9 @@ type QueueSettings struct {
 	// together; 0 means no such limit. A job without a partition is
 	// bounded by Limit only.
 	PerPartition int `json:"per_partition"`
+	// Rate, when not zero, bounds how many of the queue's jobs start in
+	// any window of time, in every process together (see Rate).
+	Rate Rate `json:"rate,omitzero"`
 }
 
 // MaxQueueLimit is the largest concurrency limit a queue takes.
@@ -134,6 +137,16 @@ type QueueLimiter interface {
 	// ErrInvalidInput for an invalid name or a limit out of
 	// 0..MaxQueueLimit, and changes nothing then.
 	SetPartitionLimit(ctx context.Context, queue string, limit int) error
+
+	// SetQueueRate makes rate the queue's rate limit: at most rate.N of
+	// its jobs start in any window of rate.Per, in every process
+	// together; the zero Rate removes it. A claim that finds the window
+	// full passes over the queue's jobs, and its NoJobError's NextRunAt is
+	// no later than when the next start is allowed. A start counts from
+	// its claim, whatever the attempt's outcome. Returns an error wrapping
+	// ErrInvalidInput for an invalid name or rate, and changes nothing
+	// then.
+	SetQueueRate(ctx context.Context, queue string, rate Rate) error
 }
 
 // ValidateQueueLimit checks a concurrency limit for SetQueueLimit and

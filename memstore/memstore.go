@@ -53,6 +53,11 @@ type Store struct {
 	// queues holds the settings of the queues that have some (see
 	// queues.go).
 	queues map[string]jobstore.QueueSettings
+	// starts holds the recent starts of each rate-limited queue.
+	starts map[string]jobstore.RateWindow
+	// rateNext is when the window of a rate-limited queue whose jobs the
+	// last Claim passed over has room again; AwaitWork wakes then.
+	rateNext time.Time
 }
 
 // entry is one job and the channel that announces its next change.
@@ -313,9 +318,16 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	var best *entry
 	var next time.Time
 	full := s.full()
+	rated, rateNext := s.rateFull(now)
 	for _, e := range s.jobs {
 		j := &e.job
 		if j.State != jobstore.StateQueued || !req.Accepts(j.Queue, j.Kind) || s.queues[j.Queue].Paused || full.has(j) {
+			continue
+		}
+		if rated[j.Queue] && j.Due(now) {
+			if next.IsZero() || rateNext[j.Queue].Before(next) {
+				next = rateNext[j.Queue]
+			}
 			continue
 		}
 		if !j.Due(now) {
@@ -331,12 +343,19 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	if best == nil {
 		s.signals.NoJob(s.signals.Seq())
 		s.noJobAt = now
+		s.rateNext = time.Time{}
+		for _, t := range rateNext {
+			if s.rateNext.IsZero() || t.Before(s.rateNext) {
+				s.rateNext = t
+			}
+		}
 		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", &jobstore.NoJobError{NextRunAt: next, Since: s.signals.Seq()})
 	}
 	j, err := storekit.ApplyClaim(best.job, req.Worker, now)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", err)
 	}
+	s.recordStart(j.Queue, now)
 	s.set(best, j)
 	return clone(j), nil
 }
@@ -378,8 +397,12 @@ func (s *Store) awaitWork(ctx context.Context, nj *jobstore.NoJobError) error {
 			next = j.RunAt
 		}
 	}
+	if !s.rateNext.IsZero() && (next.IsZero() || s.rateNext.Before(next)) {
+		next = s.rateNext
+	}
 	if now := time.Now(); !next.IsZero() && !next.After(now) {
 		s.noJobAt = now
+		s.rateNext = time.Time{}
 		s.mu.Unlock()
 		return nil
 	}

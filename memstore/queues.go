@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -54,6 +55,54 @@ func (s *Store) SetPartitionLimit(ctx context.Context, queue string, limit int) 
 		return fmt.Errorf("memstore: limit partitions: %w", err)
 	}
 	return s.changeQueue(ctx, "limit partitions", queue, func(q *jobstore.QueueSettings) { q.PerPartition = limit })
+}
+
+// SetQueueRate makes rate the queue's rate limit; the zero Rate removes
+// it. It implements jobstore.QueueLimiter.
+func (s *Store) SetQueueRate(ctx context.Context, queue string, rate jobstore.Rate) error {
+	if err := rate.Validate(); err != nil {
+		return fmt.Errorf("memstore: rate-limit queue: %w", err)
+	}
+	return s.changeQueue(ctx, "rate-limit queue", queue, func(q *jobstore.QueueSettings) { q.Rate = rate })
+}
+
+// rateFull returns the rate-limited queues whose window has no room for
+// a start at now, and for each, when it will. The caller holds s.mu.
+func (s *Store) rateFull(now time.Time) (map[string]bool, map[string]time.Time) {
+	var full map[string]bool
+	var next map[string]time.Time
+	for q, st := range s.queues {
+		if st.Rate.IsZero() {
+			continue
+		}
+		if _, ok, at := s.starts[q].Allow(st.Rate, now); !ok {
+			if full == nil {
+				full, next = make(map[string]bool), make(map[string]time.Time)
+			}
+			full[q], next[q] = true, at
+		}
+	}
+	return full, next
+}
+
+// recordStart records a start of a job of queue at now, if the queue has
+// a rate limit. The caller holds s.mu.
+func (s *Store) recordStart(queue string, now time.Time) {
+	rate := s.queues[queue].Rate
+	if rate.IsZero() {
+		return
+	}
+	w := s.starts[queue].Trim(rate.N)
+	at, _, _ := w.Allow(rate, now)
+	if at == len(w) {
+		w = append(w, now)
+	} else {
+		w[at] = now
+	}
+	if s.starts == nil {
+		s.starts = make(map[string]jobstore.RateWindow)
+	}
+	s.starts[queue] = w
 }
 
 // part names one partition of one queue.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobdir/jobdir/internal/humantime"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -16,10 +17,12 @@ type queueRow struct {
 	Queue string
 	// Path is Queue escaped for a URL path segment: a queue name may hold
 	// a slash.
-	Path            string
-	Paused          bool
-	Limit           int
-	PerPartition    int
+	Path         string
+	Paused       bool
+	Limit        int
+	PerPartition int
+	// Rate is the rate limit's text form, "" for none.
+	Rate            string
 	Queued, Running int
 	// Wait is how long its oldest due job has waited; empty when none is
 	// due.
@@ -52,7 +55,7 @@ func (h *Handler) handleQueues(w http.ResponseWriter, r *http.Request) {
 	d := queuesData{Supported: true, Limits: limits}
 	now := time.Now()
 	for _, q := range qs {
-		row := queueRow{Queue: q.Queue, Path: url.PathEscape(q.Queue), Paused: q.Paused, Limit: q.Limit, PerPartition: q.PerPartition, Queued: q.Queued, Running: q.Running}
+		row := queueRow{Queue: q.Queue, Path: url.PathEscape(q.Queue), Paused: q.Paused, Limit: q.Limit, PerPartition: q.PerPartition, Rate: q.Rate.String(), Queued: q.Queued, Running: q.Running}
 		if !q.OldestDueAt.IsZero() {
 			row.Wait = ago(now.Sub(q.OldestDueAt))
 		}
@@ -92,9 +95,27 @@ func (h *Handler) handleQueueAction(w http.ResponseWriter, r *http.Request) {
 			h.refuse(w, r, http.StatusNotImplemented, "this store does not limit queues")
 			return
 		}
-		// One form sets the limit, another the per-partition limit.
+		// One form sets the limit, one the per-partition limit, one the
+		// rate.
 		field, per := "limit", false
 		_ = r.FormValue(field) // parses the form, of either encoding
+		if _, ok := r.Form["rate"]; ok {
+			text := strings.TrimSpace(r.FormValue("rate"))
+			var rate jobstore.Rate
+			if text != "" && text != "off" {
+				var perr error
+				if rate, perr = jobstore.ParseRate(text); perr != nil {
+					h.refuse(w, r, http.StatusBadRequest, "a rate is N/DURATION, such as 100/1m or 10/s (at most N starts in any window of that length), or off")
+					return
+				}
+			}
+			err = ql.SetQueueRate(r.Context(), name, rate)
+			res.Message = fmt.Sprintf("At most %d jobs of %s start in any window of %s.", rate.N, name, humantime.Duration(rate.Per))
+			if rate.IsZero() {
+				res.Message = name + " has no rate limit."
+			}
+			break
+		}
 		if _, ok := r.Form["per_partition"]; ok {
 			field, per = "per_partition", true
 		}

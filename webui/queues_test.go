@@ -3,6 +3,7 @@ package webui_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -89,6 +90,23 @@ func TestQueuesPage(t *testing.T) {
 	require.Equal(t, 1, qs[1].PerPartition, "a refused limit changes nothing")
 	r = e.act(csrf, "/ui/queues/team%2Fmail/limit?per_partition=0", nil)
 	require.Contains(t, r.body, "team/mail has no per-partition limit.")
+
+	// The rate has a form of its own too.
+	r = e.act(csrf, "/ui/queues/team%2Fmail/limit?rate=100/1m", nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "At most 100 jobs of team/mail start in any window of 1m.")
+	r = e.do("GET", "/ui/queues", nil)
+	require.Contains(t, r.body, `name="rate" type="text" value="100/1m"`)
+	for _, bad := range []string{"fast", "0/1s", "10/0s"} {
+		r = e.act(csrf, "/ui/queues/team%2Fmail/limit?rate="+bad, nil)
+		require.Equal(t, http.StatusBadRequest, r.status, "rate %q: %s", bad, r.body)
+	}
+	qs, err = e.store.Queues(ctx)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.Rate{N: 100, Per: time.Minute}, qs[1].Rate, "a refused rate changes nothing")
+	require.Equal(t, 4, qs[1].Limit, "the rate form leaves the limit")
+	r = e.act(csrf, "/ui/queues/team%2Fmail/limit?rate=", nil)
+	require.Contains(t, r.body, "team/mail has no rate limit.")
 	require.NoError(t, e.store.SetQueueLimit(ctx, "team/mail", 0))
 	r = e.act(csrf, "/ui/queues/bad%20name/pause", nil)
 	require.Equal(t, http.StatusBadRequest, r.status, r.body)

@@ -246,8 +246,8 @@ type copiedSettings struct {
 }
 
 // copySettings gives the queues of out the settings they have in in: it
-// pauses every queue paused in in, and sets every limit and per-partition
-// limit set in in. It changes nothing in out if out cannot keep one of
+// pauses every queue paused in in, and sets every limit, per-partition
+// limit and rate set in in. It changes nothing in out if out cannot keep one of
 // them.
 func copySettings(ctx context.Context, in, out *cliStore) (copiedSettings, error) {
 	var c copiedSettings
@@ -264,19 +264,19 @@ func copySettings(ctx context.Context, in, out *cliStore) (copiedSettings, error
 		if q.Paused {
 			c.paused = append(c.paused, q.Queue)
 		}
-		if q.Limit > 0 || q.PerPartition > 0 {
+		if q.Limit > 0 || q.PerPartition > 0 || !q.Rate.IsZero() {
 			limited = append(limited, q)
-			word := q.Queue + " ("
+			var words []string
 			if q.Limit > 0 {
-				word += fmt.Sprintf("at most %d", q.Limit)
+				words = append(words, fmt.Sprintf("at most %d", q.Limit))
 			}
 			if q.PerPartition > 0 {
-				if q.Limit > 0 {
-					word += ", "
-				}
-				word += fmt.Sprintf("%d per partition", q.PerPartition)
+				words = append(words, fmt.Sprintf("%d per partition", q.PerPartition))
 			}
-			c.limited = append(c.limited, word+")")
+			if !q.Rate.IsZero() {
+				words = append(words, "rate "+q.Rate.String())
+			}
+			c.limited = append(c.limited, q.Queue+" ("+strings.Join(words, ", ")+")")
 		}
 	}
 	if len(c.paused) == 0 && len(limited) == 0 {
@@ -289,7 +289,7 @@ func copySettings(ctx context.Context, in, out *cliStore) (copiedSettings, error
 	lim, ok := out.Store.(jobstore.QueueLimiter)
 	if !ok && len(limited) > 0 {
 		return c, withHint(fmt.Errorf("queues %s have limits in %s, and %s keeps no limits: nothing copied", strings.Join(c.limited, ", "), in.name, out.name),
-			"Remove the limits in the store you copy from (jobdir queue limit --unlimited Q --per-partition 0), or copy into a file store.")
+			"Remove the limits in the store you copy from (jobdir queue limit --unlimited Q --per-partition 0 --rate off), or copy into a file store.")
 	}
 	for _, q := range c.paused {
 		if err := dst.PauseQueue(ctx, q); err != nil {
@@ -304,6 +304,11 @@ func copySettings(ctx context.Context, in, out *cliStore) (copiedSettings, error
 		}
 		if q.PerPartition > 0 {
 			if err := lim.SetPartitionLimit(ctx, q.Queue, q.PerPartition); err != nil {
+				return c, fmt.Errorf("copy into %s: %w", out.name, err)
+			}
+		}
+		if !q.Rate.IsZero() {
+			if err := lim.SetQueueRate(ctx, q.Queue, q.Rate); err != nil {
 				return c, fmt.Errorf("copy into %s: %w", out.name, err)
 			}
 		}

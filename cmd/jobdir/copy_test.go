@@ -217,7 +217,7 @@ func schemaExists(t *testing.T, schema string) bool {
 	return n == 1
 }
 
-// TestCopyCarriesLimits: a queue's limit and per-partition limit are set in
+// TestCopyCarriesLimits: a queue's limit, per-partition limit and rate are set in
 // the store copied into, with its jobs' partitions; a store that keeps no
 // limits is refused, in words, before anything is copied into it.
 func TestCopyCarriesLimits(t *testing.T) {
@@ -226,9 +226,10 @@ func TestCopyCarriesLimits(t *testing.T) {
 	id := submit(t, dir, "--queue", "mail", "--partition", "customer-1", "--", "true")
 	jdOK(t, dir, "queue", "limit", "mail", "3", "--per-partition", "1")
 	jdOK(t, dir, "queue", "limit", "deploys", "2")
+	jdOK(t, dir, "queue", "limit", "reports", "--rate", "100/1m")
 
 	r := jdOK(t, "", "copy", "--from", dir, "--to", into)
-	require.Contains(t, r.stdout, "limited in "+into+" too: deploys (at most 2), mail (at most 3, 1 per partition)\n")
+	require.Contains(t, r.stdout, "limited in "+into+" too: deploys (at most 2), mail (at most 3, 1 per partition), reports (rate 100/1m)\n")
 	var qs []jobstore.QueueInfo
 	require.NoError(t, json.Unmarshal([]byte(jdOK(t, into, "queue", "list", "--json").stdout), &qs))
 	byName := map[string]jobstore.QueueInfo{}
@@ -238,6 +239,7 @@ func TestCopyCarriesLimits(t *testing.T) {
 	require.Equal(t, 2, byName["deploys"].Limit)
 	require.Equal(t, 3, byName["mail"].Limit)
 	require.Equal(t, 1, byName["mail"].PerPartition)
+	require.Equal(t, jobstore.Rate{N: 100, Per: time.Minute}, byName["reports"].Rate)
 	require.Equal(t, "customer-1", getJob(t, into, id).Partition)
 
 	pg := pgStore(t)

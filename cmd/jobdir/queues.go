@@ -32,7 +32,8 @@ at once.
 on the store together, however many workers they have; claims pass over Q's
 jobs while N run and take other queues' jobs. "jobdir queue limit Q
 --per-partition M" lets at most M jobs of each partition of Q run at once (a
-job's partition is what "jobdir submit --partition" gave it).
+job's partition is what "jobdir submit --partition" gave it), and "jobdir
+queue limit Q --rate 100/1m" lets at most 100 jobs of Q start in any minute.
 
 A pause and a limit are kept in the store: they hold across restarts, and every
 process sees them, including those that start later.`,
@@ -56,11 +57,11 @@ func (a *app) queueListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List the queues, with their settings and jobs",
 		Long: `List every queue that has jobs or settings: its name, whether it is paused,
-its concurrency limit and per-partition limit (-: none), how many of its jobs
-are queued and running, and how long its longest-waiting due job has waited.
-With --json, an array of objects with the fields queue, paused, limit and
-per_partition (0: none), queued, running and oldest_due_at (as GET /v1/queues
-sends them).`,
+its concurrency limit, per-partition limit and rate limit (-: none), how many
+of its jobs are queued and running, and how long its longest-waiting due job
+has waited. With --json, an array of objects with the fields queue, paused,
+limit and per_partition (0: none), rate (such as "20/1s", absent for none),
+queued, running and oldest_due_at (as GET /v1/queues sends them).`,
 		Example: `  jobdir queue list
   jobdir queue list --json | jq -r '.[] | select(.paused) | .queue'`,
 		Args: cobra.NoArgs,
@@ -139,9 +140,10 @@ name may be paused, whether or not a job names it yet.`
 func (a *app) queueLimitCommand() *cobra.Command {
 	var unlimited bool
 	var perPartition int
+	var rateText string
 	cmd := &cobra.Command{
-		Use:   "limit QUEUE [N | --unlimited] [--per-partition M]",
-		Short: "Bound how many jobs of a queue, or of each of its partitions, run at once, in every process together",
+		Use:   "limit QUEUE [N | --unlimited] [--per-partition M] [--rate N/DURATION | --rate off]",
+		Short: "Bound how many jobs of a queue run at once, or of each of its partitions, or start in a while, in every process together",
 		Long: `Let at most N jobs of QUEUE run at once, in every process on the store together,
 however many workers they have. Claims pass over QUEUE's jobs while N of them
 run, and take the jobs of other queues instead; when one of them ends (or its
@@ -154,9 +156,15 @@ say); M 1 runs the jobs of each partition one after another, in the order
 they would be claimed, while different partitions run side by side. Jobs
 without a partition are bounded by N only. --per-partition 0 removes it.
 
+--rate R lets at most R's N jobs of QUEUE start in any window of R's
+DURATION (a sliding window, not fixed buckets), in every process together:
+--rate 100/1m, --rate 20/1s (or 20/s). Workers that find the window full
+take other queues' jobs, and wait for the moment the next start is allowed.
+A start counts whatever the attempt's outcome. --rate off removes it.
+
 Each setting is changed on its own: "limit Q 5" leaves Q's per-partition
-limit as it was, and "limit Q --per-partition 1" leaves N. A job starts only
-when both have room.
+limit and rate as they were, and "limit Q --per-partition 1" leaves N. A job
+starts only when every one of them has room.
 
 A limit lowered below the jobs that run lets them finish, and starts none until
 fewer run. A job counts from its claim until its attempt is over: every
@@ -168,16 +176,18 @@ The file store keeps limits; a store in PostgreSQL does not yet.`,
 		Example: `  jobdir queue limit deploys 2
   jobdir queue limit --unlimited deploys
   jobdir queue limit emails --per-partition 1   # one job per customer at a time
-  jobdir submit --queue emails --partition customer-42 -- ./send-digest.sh 42`,
+  jobdir submit --queue emails --partition customer-42 -- ./send-digest.sh 42
+  jobdir queue limit emails --rate 100/1m       # the provider takes 100 a minute
+  jobdir queue limit emails --rate off`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			per := cmd.Flags().Changed("per-partition")
+			other := cmd.Flags().Changed("per-partition") || cmd.Flags().Changed("rate")
 			switch {
 			case len(args) == 0 || len(args) > 2:
-				return usagef("limit needs a QUEUE, then a number N, --unlimited or --per-partition M")
+				return usagef("limit needs a QUEUE, then a number N, --unlimited, --per-partition M or --rate N/DURATION")
 			case unlimited && len(args) == 2:
 				return usagef("give either a number N or --unlimited, not both")
-			case len(args) == 1 && !unlimited && !per:
-				return usagef("limit %s needs a number N, --unlimited or --per-partition M", args[0])
+			case len(args) == 1 && !unlimited && !other:
+				return usagef("limit %s needs a number N, --unlimited, --per-partition M or --rate N/DURATION", args[0])
 			}
 			return nil
 		},
@@ -201,6 +211,14 @@ The file store keeps limits; a store in PostgreSQL does not yet.`,
 			if setPer {
 				if err := jobstore.ValidateQueueLimit(perPartition); err != nil {
 					return usagef("--per-partition: %v", err)
+				}
+			}
+			setRate := cmd.Flags().Changed("rate")
+			var rate jobstore.Rate
+			if setRate && rateText != "off" {
+				var err error
+				if rate, err = jobstore.ParseRate(rateText); err != nil {
+					return usagef("--rate: %v (or off: no rate limit)", err)
 				}
 			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
@@ -231,12 +249,23 @@ The file store keeps limits; a store in PostgreSQL does not yet.`,
 						fmt.Fprintf(a.stdout, "queue %s runs at most %d jobs of each partition at once\n", q, perPartition)
 					}
 				}
+				if setRate {
+					if err := ql.SetQueueRate(cmd.Context(), q, rate); err != nil {
+						return err
+					}
+					if rate.IsZero() {
+						fmt.Fprintf(a.stdout, "queue %s has no rate limit\n", q)
+					} else {
+						fmt.Fprintf(a.stdout, "queue %s starts at most %d jobs in any window of %s\n", q, rate.N, humantime.Duration(rate.Per))
+					}
+				}
 				return nil
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&unlimited, "unlimited", false, "remove the queue's limit")
 	cmd.Flags().IntVar(&perPartition, "per-partition", 0, "the most jobs of each partition of the queue that run at once (0: no such limit)")
+	cmd.Flags().StringVar(&rateText, "rate", "", "the most jobs of the queue that start in any window of a length, as N/DURATION: 100/1m, 20/s (off: no rate limit)")
 	return cmd
 }
 
@@ -265,7 +294,7 @@ func printQueues(w io.Writer, qs []jobstore.QueueInfo, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tSTATE\tLIMIT\tPER PARTITION\tQUEUED\tRUNNING\tOLDEST WAIT")
+	fmt.Fprintln(tw, "QUEUE\tSTATE\tLIMIT\tPER PARTITION\tRATE\tQUEUED\tRUNNING\tOLDEST WAIT")
 	for _, q := range qs {
 		state := "running"
 		if q.Paused {
@@ -275,7 +304,11 @@ func printQueues(w io.Writer, qs []jobstore.QueueInfo, now time.Time) error {
 		if !q.OldestDueAt.IsZero() {
 			oldest = humantime.Duration(max(now.Sub(q.OldestDueAt), 0))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", q.Queue, state, limitWord(q.Limit), limitWord(q.PerPartition), q.Queued, q.Running, oldest)
+		rate := "-"
+		if !q.Rate.IsZero() {
+			rate = q.Rate.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", q.Queue, state, limitWord(q.Limit), limitWord(q.PerPartition), rate, q.Queued, q.Running, oldest)
 	}
 	return tw.Flush()
 }

@@ -40,9 +40,9 @@ func testQueueCommands(t *testing.T, dir string) {
 	r = jdOK(t, dir, "queue", "pause", "emails")
 	require.Equal(t, "queue emails paused\n", r.stdout)
 	r = jdOK(t, dir, "queue", "list")
-	require.Regexp(t, `(?m)^QUEUE\s+STATE\s+LIMIT\s+PER PARTITION\s+QUEUED\s+RUNNING\s+OLDEST WAIT$`, r.stdout)
-	require.Regexp(t, `(?m)^default\s+running\s+-\s+-\s+1\s+0\s+\S+`, r.stdout)
-	require.Regexp(t, `(?m)^emails\s+paused\s+-\s+-\s+1\s+0\s+\S+`, r.stdout)
+	require.Regexp(t, `(?m)^QUEUE\s+STATE\s+LIMIT\s+PER PARTITION\s+RATE\s+QUEUED\s+RUNNING\s+OLDEST WAIT$`, r.stdout)
+	require.Regexp(t, `(?m)^default\s+running\s+-\s+-\s+-\s+1\s+0\s+\S+`, r.stdout)
+	require.Regexp(t, `(?m)^emails\s+paused\s+-\s+-\s+-\s+1\s+0\s+\S+`, r.stdout)
 	r = jdOK(t, dir, "stats")
 	require.Regexp(t, `(?m)^QUEUE\s+QUEUED\s+RUNNING`, r.stdout)
 	require.Regexp(t, `(?m)^emails\s+1\s+0`, r.stdout)
@@ -86,7 +86,7 @@ func testQueueCommands(t *testing.T, dir string) {
 		require.Equal(t, 2, qs[1].Limit)
 		r = jdOK(t, dir, "queue", "limit", "emails", "--per-partition", "1")
 		require.Equal(t, "queue emails runs the jobs of each partition one at a time\n", r.stdout)
-		require.Regexp(t, `(?m)^emails\s+running\s+2\s+1\s+`, jdOK(t, dir, "queue", "list").stdout, "the limit is left as it was")
+		require.Regexp(t, `(?m)^emails\s+running\s+2\s+1\s+-\s+`, jdOK(t, dir, "queue", "list").stdout, "the limit is left as it was")
 		require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "queue", "list", "--json").stdout), &qs))
 		require.Equal(t, 1, qs[1].PerPartition)
 		r = jdOK(t, dir, "queue", "limit", "--unlimited", "emails")
@@ -96,6 +96,15 @@ func testQueueCommands(t *testing.T, dir string) {
 		require.Equal(t, "queue emails runs at most 3 at once\nqueue emails has no per-partition limit\n", r.stdout)
 		require.Regexp(t, `(?m)^emails\s+running\s+3\s+-\s+`, jdOK(t, dir, "queue", "list").stdout)
 		jdOK(t, dir, "queue", "limit", "--unlimited", "emails")
+
+		r = jdOK(t, dir, "queue", "limit", "emails", "--rate", "20/s")
+		require.Equal(t, "queue emails starts at most 20 jobs in any window of 1s\n", r.stdout)
+		require.Regexp(t, `(?m)^emails\s+running\s+-\s+-\s+20/1s\s+`, jdOK(t, dir, "queue", "list").stdout)
+		r = jdOK(t, dir, "queue", "list", "--json")
+		require.Contains(t, r.stdout, `"rate": "20/1s"`)
+		r = jdOK(t, dir, "queue", "limit", "emails", "--rate", "off")
+		require.Equal(t, "queue emails has no rate limit\n", r.stdout)
+		require.Regexp(t, `(?m)^emails\s+running\s+-\s+-\s+-\s+`, jdOK(t, dir, "queue", "list").stdout)
 
 		// A job's partition is kept and shown.
 		pid := strings.TrimSpace(jdOK(t, dir, "submit", "--queue", "emails", "--partition", "customer 42", "--", "true").stdout)
@@ -115,6 +124,10 @@ func testQueueCommands(t *testing.T, dir string) {
 		{"queue", "limit", "emails", "--per-partition", "x"},
 		{"queue", "limit", "emails", "--per-partition", "10001"},
 		{"queue", "limit", "emails", "-1", "--per-partition", "1"},
+		{"queue", "limit", "emails", "--rate", "fast"},
+		{"queue", "limit", "emails", "--rate", "0/1s"},
+		{"queue", "limit", "emails", "--rate", "10/0s"},
+		{"queue", "limit", "emails", "2", "--rate", "10"},
 		{"submit", "--partition", "a\tb", "--", "true"},
 		{"queue", "pause", "bad name"},
 		{"queue", "resume", ""},

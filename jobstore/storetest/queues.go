@@ -32,6 +32,11 @@ var queueControlTests = []test{
 	{"PartitionLimitLoweredAndCleared", testQueuesPartitionLimitLowered},
 	{"PartitionLimitFreeSlotWakesAwaitWork", testQueuesPartitionLimitWakes},
 	{"PartitionLimitInvalid", testQueuesPartitionLimitInvalid},
+	{"RateBoundsStarts", testQueuesRate},
+	{"RateBoundsClaimBatch", testQueuesRateBatch},
+	{"RateWindowSlides", testQueuesRateSlides},
+	{"RateLoweredAndCleared", testQueuesRateLowered},
+	{"RateInvalid", testQueuesRateInvalid},
 }
 
 // limiter returns s as a QueueLimiter, or skips the test.
@@ -446,4 +451,96 @@ func testQueuesPartitionLimitInvalid(t *testing.T, s jobstore.Store) {
 	}
 	require.ErrorIs(t, ql.SetPartitionLimit(t.Context(), "bad name", 1), jobstore.ErrInvalidInput)
 	require.Equal(t, 2, queueInfo(t, ql, "q").PerPartition, "a refused change changes nothing")
+}
+
+func testQueuesRate(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	rate := jobstore.Rate{N: 2, Per: time.Hour}
+	require.NoError(t, ql.SetQueueRate(t.Context(), "q", rate))
+	info := queueInfo(t, ql, "q")
+	require.Equal(t, rate, info.Rate)
+	require.Zero(t, info.Limit, "a rate leaves the limits alone")
+	jobs := submitN(t, s, "q", 3)
+	other := submit(t, s, jobstore.Spec{Kind: "k", Queue: "other", Priority: -5})
+	a := claim(t, s, "w")
+	b := claim(t, s, "w")
+	require.Equal(t, []string{jobs[0].ID, jobs[1].ID}, []string{a.ID, b.ID})
+	require.Equal(t, other.ID, claim(t, s, "w").ID, "a queue whose window is full is passed over for other queues' jobs")
+	complete(t, s, a, jobstore.Succeeded(nil))
+	nj := requireNoJob(t, s)
+	require.NotNil(t, nj)
+	// The window has room again when the first start leaves it.
+	want := a.StartedAt.Add(time.Hour)
+	require.WithinDuration(t, want, nj.NextRunAt, 50*time.Millisecond,
+		"NextRunAt says when the next start is allowed: %s, want %s", nj.NextRunAt, want)
+	require.Equal(t, 1, queueInfo(t, ql, "q").Queued, "an ended attempt still counts: a rate counts starts")
+}
+
+func testQueuesRateBatch(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	bc, ok := s.(jobstore.BatchClaimer)
+	if !ok {
+		t.Skip("the store is not a jobstore.BatchClaimer")
+	}
+	require.NoError(t, ql.SetQueueRate(t.Context(), "q", jobstore.Rate{N: 3, Per: time.Hour}))
+	submitN(t, s, "q", 6)
+	submitN(t, s, "other", 2)
+	jobs, err := bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 10)
+	require.NoError(t, err)
+	byQueue := map[string]int{}
+	for _, j := range jobs {
+		byQueue[j.Queue]++
+	}
+	require.Equal(t, map[string]int{"q": 3, "other": 2}, byQueue)
+	_, err = bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 10)
+	var nj *jobstore.NoJobError
+	require.ErrorAs(t, err, &nj)
+	require.False(t, nj.NextRunAt.IsZero(), "the batch says when the next start is allowed")
+}
+
+func testQueuesRateSlides(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	const per = 300 * time.Millisecond
+	require.NoError(t, ql.SetQueueRate(t.Context(), "q", jobstore.Rate{N: 2, Per: per}))
+	jobs := submitN(t, s, "q", 3)
+	first := claimQueue(t, s, "q")
+	claimQueue(t, s, "q")
+	nj := requireNoJob(t, s)
+	require.NotNil(t, nj)
+	// A worker that waits for work is woken when the window has room, and
+	// its claim then starts the third job, no sooner than that.
+	ctx, cancel := context.WithTimeout(t.Context(), eventually)
+	defer cancel()
+	got, err := awaitAndClaim(ctx, s, "w2")
+	require.NoError(t, err, "AwaitWork did not wake when the window had room")
+	require.Equal(t, jobs[2].ID, got.ID)
+	require.False(t, got.StartedAt.Before(first.StartedAt.Add(per)), "started %s after the first, within its window of %s", got.StartedAt.Sub(first.StartedAt), per)
+}
+
+func testQueuesRateLowered(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetQueueRate(t.Context(), "q", jobstore.Rate{N: 3, Per: time.Hour}))
+	submitN(t, s, "q", 4)
+	claimQueue(t, s, "q")
+	claimQueue(t, s, "q")
+	require.NoError(t, ql.SetQueueRate(t.Context(), "q", jobstore.Rate{N: 1, Per: time.Hour}))
+	requireQueueFull(t, s, "q") // two starts in the window: more than the new rate
+	require.NoError(t, ql.SetQueueRate(t.Context(), "q", jobstore.Rate{N: 3, Per: time.Hour}))
+	claimQueue(t, s, "q")
+	requireQueueFull(t, s, "q")
+	require.NoError(t, ql.SetQueueRate(t.Context(), "q", jobstore.Rate{}))
+	require.True(t, queueInfo(t, ql, "q").Rate.IsZero())
+	claimQueue(t, s, "q") // a cleared rate bounds nothing
+}
+
+func testQueuesRateInvalid(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	rate := jobstore.Rate{N: 5, Per: time.Minute}
+	require.NoError(t, ql.SetQueueRate(t.Context(), "q", rate))
+	for _, bad := range []jobstore.Rate{{N: 0, Per: time.Second}, {N: 1}, {N: -1, Per: time.Second}, {N: 1, Per: -time.Second},
+		{N: 1, Per: 25 * time.Hour}, {N: jobstore.MaxRateStarts + 1, Per: time.Second}, {N: 1, Per: time.Microsecond}} {
+		require.ErrorIs(t, ql.SetQueueRate(t.Context(), "q", bad), jobstore.ErrInvalidInput, "rate %+v", bad)
+	}
+	require.ErrorIs(t, ql.SetQueueRate(t.Context(), "bad name", rate), jobstore.ErrInvalidInput)
+	require.Equal(t, rate, queueInfo(t, ql, "q").Rate, "a refused change changes nothing")
 }
