@@ -555,12 +555,15 @@ func (h *Handler) handleJob(w http.ResponseWriter, r *http.Request) {
 		timeout = j.Timeout.String()
 	}
 	d.Fields = []field{
-		{"ID", j.ID}, {"Kind", j.Kind}, {"Queue", jobstore.QueueOf(j.Queue)}, {"Partition", j.Partition}, {"Key", j.Key}, {"State", string(j.State)},
+		{"ID", j.ID}, {"Kind", j.Kind}, {"Queue", jobstore.QueueOf(j.Queue)}, {"Key", j.Key}, {"State", string(j.State)},
 		{"Attempt", attemptText(j)}, {"Priority", fmt.Sprint(j.Priority)},
 		{"Timeout", timeout}, {"Worker", j.Worker}, {"Cancel requested", fmt.Sprint(j.CancelRequested)},
 		{"Created", timeField(j.CreatedAt, now)}, {"Run at", timeField(j.RunAt, now)},
 		{"Started", timeField(j.StartedAt, now)}, {"Finished", timeField(j.FinishedAt, now)},
 		{"Updated", timeField(j.UpdatedAt, now)},
+	}
+	if j.Partition != "" {
+		d.Fields = slices.Insert(d.Fields, 3, field{"Partition", j.Partition})
 	}
 	for _, a := range j.History {
 		d.History = append(d.History, attemptRow{Attempt: a.Attempt, Worker: a.Worker, End: string(a.End), Error: a.Error,

@@ -107,6 +107,15 @@ func TestQueuesPage(t *testing.T) {
 	require.Equal(t, 4, qs[1].Limit, "the rate form leaves the limit")
 	r = e.act(csrf, "/ui/queues/team%2Fmail/limit?rate=", nil)
 	require.Contains(t, r.body, "team/mail has no rate limit.")
+
+	// A job's page names its queue, and its partition when it has one.
+	pj, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "team/mail", Partition: "customer 7"})
+	require.NoError(t, err)
+	r = e.do("GET", "/ui/jobs/"+pj.ID, nil)
+	require.Contains(t, r.body, "<dt>Queue</dt><dd>team/mail</dd>\n<dt>Partition</dt><dd>customer 7</dd>")
+	r = e.do("GET", "/ui/jobs/"+other.ID, nil)
+	require.Contains(t, r.body, "<dt>Queue</dt><dd>default</dd>")
+	require.NotContains(t, r.body, "<dt>Partition</dt>", "no partition, no row")
 	require.NoError(t, e.store.SetQueueLimit(ctx, "team/mail", 0))
 	r = e.act(csrf, "/ui/queues/bad%20name/pause", nil)
 	require.Equal(t, http.StatusBadRequest, r.status, r.body)

@@ -366,6 +366,7 @@ func TestUIScreenshotsForDocs(t *testing.T) {
 	}
 	submitBin(t, dir, wd, "--queue", "reports", "--delay", "1h", "--", "make", "report")
 	runBin(t, dir, wd, "queue", "limit", "reports", "2")
+	runBin(t, dir, wd, "queue", "limit", "emails", "--per-partition", "1", "--rate", "100/1m")
 	do(t, ctx, chromedp.Navigate(srv.url+"/ui/queues"), chromedp.WaitVisible("#queues"))
 	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
