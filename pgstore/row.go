@@ -440,10 +440,17 @@ func newQueries(schema string) queries {
 	ins AS (INSERT INTO ` + s + `.logs (id, "offset", data) VALUES ($1, $2, $3))
 	SELECT pg_notify($4, $1) FROM j WHERE waited`
 	q.watch = `SELECT state, worker, attempt, cancel_requested FROM ` + t + ` WHERE id = $1`
+	// A prune locks the jobs it deletes in ID order and passes over those
+	// another transaction holds: two prunes at once (of two processes)
+	// that took the same jobs in different orders were a deadlock, which
+	// the server broke by failing one of them. A job passed over is
+	// deleted by the prune that holds it, or by the next.
 	q.prune = `DELETE FROM ` + t + ` WHERE id IN (
 		SELECT id FROM ` + t + `
 		WHERE finished_at < $1 AND state = ANY($3::text[])
-		LIMIT $2)`
+		ORDER BY id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED)`
 	q.deleteJob = `WITH d AS (
 		DELETE FROM ` + t + ` WHERE id = $1 AND state IN ('succeeded', 'failed', 'canceled') RETURNING id)
 	SELECT j.state, EXISTS (SELECT 1 FROM d) FROM ` + t + ` j WHERE j.id = $1`
