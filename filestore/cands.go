@@ -154,14 +154,14 @@ func (x *candIndex) settle(kind group, now time.Time) *kindQueue {
 }
 
 // pick returns the best due candidate of a queue and kind req accepts, of
-// a queue not in blocked and a partition not in parts, that is not in
-// tried, or an empty one (id "") and the earliest RunAt among those
-// candidates not yet due.
-// The tried candidates, and those of the partitions in parts, that it
+// a queue not in blocked and a partition that skipPart (if not nil) does
+// not pass over, that is not in tried, or an empty one (id "") and the
+// earliest RunAt among those candidates not yet due.
+// The tried candidates, and those of the partitions passed over, that it
 // meets on the way are taken off the heaps and added to aside, so that
 // the next pick of the same claim does not meet them again; the claim
 // gives them back with restore when it ends.
-func (x *candIndex) pick(req jobstore.ClaimRequest, blocked map[string]bool, parts map[part]bool, now time.Time, tried map[string]bool, aside *[]candItem) (candItem, time.Time) {
+func (x *candIndex) pick(req jobstore.ClaimRequest, blocked map[string]bool, skipPart func(part) bool, now time.Time, tried map[string]bool, aside *[]candItem) (candItem, time.Time) {
 	var best candItem
 	var next time.Time
 	for k := range x.kinds {
@@ -177,7 +177,7 @@ func (x *candIndex) pick(req jobstore.ClaimRequest, blocked map[string]bool, par
 		}
 		// Set aside the candidates this claim already tried, and those of
 		// the partitions it found full.
-		for len(q.due) > 0 && (tried[q.due[0].id] || !x.live(q.due[0]) || (len(parts) > 0 && q.due[0].c.partition != "" && parts[part{k.queue, q.due[0].c.partition}])) {
+		for len(q.due) > 0 && (tried[q.due[0].id] || !x.live(q.due[0]) || (skipPart != nil && q.due[0].c.partition != "" && skipPart(part{k.queue, q.due[0].c.partition}))) {
 			it := heap.Pop(&q.due).(candItem)
 			x.items--
 			if x.live(it) {

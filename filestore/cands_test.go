@@ -102,7 +102,7 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 					tried[ids[rng.IntN(len(ids))]] = true
 				}
 			}
-			got, gotNext := x.pick(req, blocked, parts, now, tried, &aside)
+			got, gotNext := x.pick(req, blocked, func(p part) bool { return parts[p] }, now, tried, &aside)
 			gotID := got.id
 			wantID, wantNext := brute(req, blocked, parts, now, tried)
 			require.Equal(t, wantID, gotID, "step %d", step)

@@ -229,7 +229,7 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 			r.mu.Unlock()
 			return
 		}
-		c, next := r.s.pick(r.req, r.blocked, r.fullParts, now, r.tried, &r.aside)
+		c, turn, n, next := r.s.pick(r.req, r.blocked, r.fullParts, r.perPartition, now, r.tried, &r.aside)
 		id := c.id
 		if id == "" {
 			r.next = next
@@ -240,12 +240,14 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 		r.inflight++
 		r.mu.Unlock()
 
+		r.s.takeTurn(turn, n)
 		j, ok, err := r.s.claimOne(ctx, id, r.req, now, false)
+		r.s.doneTurn(turn)
 
 		r.mu.Lock()
 		r.inflight--
 		switch {
-		case errors.Is(err, errLeaseBusy):
+		case errors.Is(err, errLeaseBusy), errors.Is(err, errSlotsBusy):
 			r.busy = true
 			r.holdPartition(c.c)
 		case errors.Is(err, errRecordBusy):
@@ -285,6 +287,7 @@ func (r *claimRun) claimLoop(ctx context.Context) {
 		case errors.Is(err, jobstore.ErrClosed):
 			r.closed = err
 		case err != nil:
+			r.holdPartition(c.c) // its later jobs wait for it, as for a held lease
 			r.claimErr = fmt.Errorf("filestore: claim %s: %w", id, err)
 			r.nerr++
 			if r.nerr < maxClaimErrors && ctx.Err() == nil {
@@ -360,7 +363,7 @@ func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimR
 		if errors.Is(err, jobstore.ErrClosed) {
 			return jobs, err
 		}
-		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && !errors.Is(err, errQueueFull) && !errors.Is(err, errPartitionFull) &&
+		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && !errors.Is(err, errQueueFull) && !errors.Is(err, errPartitionFull) && !errors.Is(err, errSlotsBusy) &&
 			!errors.Is(err, errRateFull) && !errors.Is(err, errRateBusy) && wctx.Err() == nil {
 			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
 		}
@@ -398,10 +401,68 @@ var errQueueBlocked = errors.New("the job's queue is paused")
 // blocked and a partition not in parts, that is not in tried, or "" and
 // the earliest RunAt among those candidates not yet due; see
 // candIndex.pick for aside.
-func (s *Store) pick(req jobstore.ClaimRequest, blocked map[string]bool, parts map[part]bool, now time.Time, tried map[string]bool, aside *[]candItem) (candItem, time.Time) {
+//
+// A candidate of a partition that perPartition limits gets a turn of its
+// partition (see takeTurn), in the order of the picks.
+func (s *Store) pick(req jobstore.ClaimRequest, blocked map[string]bool, parts map[part]bool, perPartition map[string]int, now time.Time, tried map[string]bool, aside *[]candItem) (candItem, *partTurn, uint64, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cands.pick(req, blocked, parts, now, tried, aside)
+	var skip func(part) bool
+	if len(parts) > 0 {
+		skip = func(p part) bool { return parts[p] }
+	}
+	c, next := s.cands.pick(req, blocked, skip, now, tried, aside)
+	if c.id == "" || c.c.partition == "" || perPartition[c.c.queue] == 0 {
+		return c, nil, 0, next
+	}
+	p := part{c.c.queue, c.c.partition}
+	t := s.partTurns[p]
+	if t == nil {
+		if s.partTurns == nil {
+			s.partTurns = make(map[part]*partTurn)
+		}
+		t = &partTurn{p: p}
+		s.partTurns[p] = t
+	}
+	n := t.next
+	t.next++
+	return c, t, n, next
+}
+
+// partTurn orders the claims of one Store of the jobs of one limited
+// partition: a claim of the job picked first is made first, so that with a
+// per-partition limit of 1 a later job cannot take the partition's slot
+// while an earlier one is being claimed (by another claimer of the same
+// ClaimBatch, say). Each claim waits for its turn only while the claims
+// picked before it run, a few system calls each.
+type partTurn struct {
+	p            part
+	next, serves uint64
+}
+
+// takeTurn waits for turn n of t; doneTurn ends it. A nil t has no turns.
+func (s *Store) takeTurn(t *partTurn, n uint64) {
+	if t == nil {
+		return
+	}
+	s.mu.Lock()
+	for t.serves != n {
+		s.partTurnDone.Wait()
+	}
+	s.mu.Unlock()
+}
+
+func (s *Store) doneTurn(t *partTurn) {
+	if t == nil {
+		return
+	}
+	s.mu.Lock()
+	t.serves++
+	if t.serves == t.next && s.partTurns[t.p] == t {
+		delete(s.partTurns, t.p)
+	}
+	s.partTurnDone.Broadcast()
+	s.mu.Unlock()
 }
 
 // restore gives back to the candidate set what the run's picks set aside.
@@ -579,7 +640,7 @@ func (s *Store) takeSlots(h *leaseHold, qv *queueView, j jobstore.Job) error {
 	var slots []heldSlot
 	if per > 0 {
 		sl, err := s.takePartitionSlot(j.Queue, j.Partition, per, j.ID)
-		if errors.Is(err, errPartitionFull) {
+		if errors.Is(err, errPartitionFull) || errors.Is(err, errSlotsBusy) {
 			return err
 		}
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -66,6 +67,7 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 
 		barrierNonce: newNonce(),
 	}
+	s.partTurnDone = sync.NewCond(&s.mu)
 	s.durable = newDurability(abs, &s.fs, o.NoSync)
 	if o.GroupAccess {
 		s.dirPerm, s.filePerm = 0o770, 0o660

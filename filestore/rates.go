@@ -113,10 +113,11 @@ func (s *Store) takeStart(queue string, rate jobstore.Rate) (time.Time, error) {
 		for i, t := range w {
 			binary.LittleEndian.PutUint64(out[8*i:], uint64(t.UnixNano()))
 		}
-		if err := f.Truncate(0); err != nil {
-			return time.Time{}, fmt.Errorf("write the queue's starts %s: %w", path, err)
+		// Written, then cut to its length: a crash between the two leaves
+		// the new starts and some old ones, never none.
+		if _, err = f.WriteAt(out, 0); err == nil {
+			err = f.Truncate(int64(len(out)))
 		}
-		_, err = f.WriteAt(out, 0)
 	} else {
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], uint64(now.UnixNano()))

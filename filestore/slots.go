@@ -164,19 +164,34 @@ func (s *Store) takePartitionSlot(queue, partition string, limit int, id string)
 		return heldSlot{}, err
 	}
 	dir := filepath.Join(pdir, keyName(partition))
-	for try := 0; ; try++ {
-		h, err := s.tryPartitionSlot(dir, limit, id)
-		if errors.Is(err, errSlotGone) && try < 100 {
-			continue // a slot given back under this claim: a moment's race
+	for try := 0; try < 100; try++ {
+		if try > 0 {
+			time.Sleep(slotRetry)
 		}
-		return h, err
+		h, err := s.tryPartitionSlot(dir, limit, id)
+		if !errors.Is(err, errSlotGone) {
+			return h, err
+		}
+		// A slot, or the partition's directory, given back under this
+		// claim: a moment's race.
 	}
+	return heldSlot{}, errSlotsBusy
 }
+
+// errSlotsBusy is claimOne's answer when the slots of the job's partition
+// kept changing under its claim: the claim passes over the partition, and
+// asks to be called again soon, as for a lease held elsewhere.
+var errSlotsBusy = errors.New("the partition's slots changed under the claim")
 
 // tryPartitionSlot is one try of takePartitionSlot in the partition's
 // slot directory dir.
 func (s *Store) tryPartitionSlot(dir string, limit int, id string) (heldSlot, error) {
 	if err := s.fs.Mkdir(dir, s.dirPerm); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			// Made, or found, then removed by the end of the partition's
+			// last attempt before this claim could look at it.
+			return heldSlot{}, errSlotGone
+		}
 		return heldSlot{}, err
 	}
 	var mine *os.File

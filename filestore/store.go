@@ -83,6 +83,14 @@ type Store struct {
 	// queued/, without payloads. It is a hint: Claim re-reads the record
 	// under its lock before acting.
 	cands *candIndex
+	// partTurns holds, for each partition of a queue with a per-partition
+	// limit, the turns of this Store's claims that picked one of its jobs
+	// and are not done with it, in the order they picked them: each claims
+	// in its turn, so that a partition's later job cannot take its slot
+	// before an earlier one (claim order). Guarded by mu, as cands;
+	// partTurnDone is signalled, with mu, when a turn ends.
+	partTurns    map[part]*partTurn
+	partTurnDone *sync.Cond
 	// pending holds IDs whose queued/ entry changed since cands last saw
 	// them; rescan asks for a full rescan of queued/.
 	pending map[string]struct{}

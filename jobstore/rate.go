@@ -133,16 +133,29 @@ type RateWindow []time.Time
 // than rate.N starts, else its oldest start, which no window that now is
 // in can count any more. If not, it returns the time the next start is
 // allowed, when one of those starts leaves the window.
+//
+// A start later than now (the clock was set back since, or the record is
+// damaged) counts as a start at now if it is less than rate.Per ahead,
+// and as none if it is further: so a clock set back holds the queue for
+// at most rate.Per.
 func (w RateWindow) Allow(rate Rate, now time.Time) (at int, ok bool, next time.Time) {
 	since := now.Add(-rate.Per)
 	var in []time.Time
 	oldest := -1
+	var oldestAt time.Time
 	for i, t := range w {
+		if t.After(now) {
+			if t.Sub(now) < rate.Per {
+				t = now
+			} else {
+				t = time.Time{}
+			}
+		}
 		if t.After(since) {
 			in = append(in, t)
 		}
-		if oldest < 0 || t.Before(w[oldest]) {
-			oldest = i
+		if oldest < 0 || t.Before(oldestAt) {
+			oldest, oldestAt = i, t
 		}
 	}
 	if len(in) >= rate.N {

@@ -95,6 +95,20 @@ func TestRateWindowAllow(t *testing.T) {
 			require.LessOrEqual(t, len(w), rate.N)
 		}
 	}
+	// Starts later than now: the clock was set back. Less than a window
+	// ahead, they count as now, so the queue waits one window at most;
+	// further ahead, they count as none.
+	rate := jobstore.Rate{N: 2, Per: time.Second}
+	now := time.Unix(5000, 0)
+	_, ok, _ := jobstore.RateWindow{now.Add(time.Hour), now.Add(time.Hour)}.Allow(rate, now)
+	require.True(t, ok, "starts an hour ahead of the clock count as none")
+	_, ok, next := jobstore.RateWindow{now.Add(500 * time.Millisecond), now.Add(900 * time.Millisecond)}.Allow(rate, now)
+	require.False(t, ok)
+	require.Equal(t, now.Add(time.Second), next, "starts a moment ahead hold the queue for one window from now, no more")
+	at, ok, _ := jobstore.RateWindow{time.Unix(0, 1<<62), now.Add(-2 * time.Second)}.Allow(rate, now)
+	require.True(t, ok, "a damaged start is none")
+	require.Equal(t, 0, at, "and is the first to be written over")
+
 	// A lowered N: the newest starts are kept.
 	base := time.Unix(1000, 0)
 	w := jobstore.RateWindow{base.Add(3), base.Add(1), base.Add(4), base.Add(2)}

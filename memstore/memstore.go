@@ -319,6 +319,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	var next time.Time
 	full := s.full()
 	rated, rateNext := s.rateFull(now)
+	var waitRate time.Time // when the first due job the request accepts may start by its rate
 	for _, e := range s.jobs {
 		j := &e.job
 		if j.State != jobstore.StateQueued || !req.Accepts(j.Queue, j.Kind) || s.queues[j.Queue].Paused || full.has(j) {
@@ -327,6 +328,9 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 		if rated[j.Queue] && j.Due(now) {
 			if next.IsZero() || rateNext[j.Queue].Before(next) {
 				next = rateNext[j.Queue]
+			}
+			if waitRate.IsZero() || rateNext[j.Queue].Before(waitRate) {
+				waitRate = rateNext[j.Queue]
 			}
 			continue
 		}
@@ -343,12 +347,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	if best == nil {
 		s.signals.NoJob(s.signals.Seq())
 		s.noJobAt = now
-		s.rateNext = time.Time{}
-		for _, t := range rateNext {
-			if s.rateNext.IsZero() || t.Before(s.rateNext) {
-				s.rateNext = t
-			}
-		}
+		s.rateNext = waitRate
 		return jobstore.Job{}, fmt.Errorf("memstore: claim: %w", &jobstore.NoJobError{NextRunAt: next, Since: s.signals.Seq()})
 	}
 	j, err := storekit.ApplyClaim(best.job, req.Worker, now)

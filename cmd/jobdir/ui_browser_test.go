@@ -268,6 +268,8 @@ func TestUIBrowserLogFollowsTheProgram(t *testing.T) {
 	do(t, ctx, chromedp.Navigate(srv.url+"/ui/jobs/"+id), chromedp.WaitVisible("#log"))
 	waitJS(t, ctx, `document.querySelector('#log').textContent.includes('first line <b>not bold</b>')`)
 	require.Zero(t, evalJS[int](t, ctx, "document.querySelectorAll('#log b').length"), "the log is text, not markup")
+	require.True(t, evalJS[bool](t, ctx, "document.querySelector('#log').getBoundingClientRect().top + 100 < window.innerHeight"),
+		"a running job's log is on the first screen of its page, above its fields")
 	require.False(t, evalJS[bool](t, ctx, `document.querySelector('#log').textContent.split('\n').includes('second line')`),
 		"the program has not written its second line yet")
 	require.NoError(t, os.WriteFile(filepath.Join(wd, "go-on"), nil, 0o600))

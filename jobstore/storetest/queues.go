@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ var queueControlTests = []test{
 	{"PartitionLimitBoundsEachPartition", testQueuesPartitionLimit},
 	{"PartitionLimitWithQueueLimit", testQueuesPartitionAndQueueLimit},
 	{"PartitionLimitBoundsClaimBatch", testQueuesPartitionLimitBatch},
+	{"PartitionLimitKeepsClaimOrder", testQueuesPartitionLimitOrder},
 	{"PartitionLimitLoweredAndCleared", testQueuesPartitionLimitLowered},
 	{"PartitionLimitFreeSlotWakesAwaitWork", testQueuesPartitionLimitWakes},
 	{"PartitionLimitInvalid", testQueuesPartitionLimitInvalid},
@@ -406,6 +408,33 @@ func testQueuesPartitionLimitBatch(t *testing.T, s jobstore.Store) {
 	require.Equal(t, map[string]int{"a": 2, "b": 2, "c": 2}, byPart)
 	_, err = bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 20)
 	require.ErrorIs(t, err, jobstore.ErrNoJob)
+}
+
+func testQueuesPartitionLimitOrder(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetPartitionLimit(t.Context(), "q", 1))
+	bc, batch := s.(jobstore.BatchClaimer)
+	// Many rounds: a store that claims a batch's jobs side by side must
+	// not let a partition's second job take its place from the first.
+	for round := range 30 {
+		p := "p" + strconv.Itoa(round)
+		jobs := submitParts(t, s, "q", p, p, p)
+		var got []jobstore.Job
+		if batch {
+			var err error
+			got, err = bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 3)
+			require.NoError(t, err)
+		} else {
+			got = []jobstore.Job{claimQueue(t, s, "q")}
+		}
+		require.Len(t, got, 1, "round %d: one job of the partition at a time", round)
+		require.Equal(t, jobs[0].ID, got[0].ID, "round %d: the partition's first job in claim order", round)
+		complete(t, s, got[0], jobstore.Succeeded(nil))
+		second := claimQueue(t, s, "q")
+		require.Equal(t, jobs[1].ID, second.ID, "round %d", round)
+		complete(t, s, second, jobstore.Succeeded(nil))
+		complete(t, s, claimQueue(t, s, "q"), jobstore.Succeeded(nil))
+	}
 }
 
 func testQueuesPartitionLimitLowered(t *testing.T, s jobstore.Store) {
