@@ -363,8 +363,7 @@ func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimR
 		if errors.Is(err, jobstore.ErrClosed) {
 			return jobs, err
 		}
-		if err != nil && !errors.Is(err, errLeaseBusy) && !errors.Is(err, errQueueBlocked) && !errors.Is(err, errQueueFull) && !errors.Is(err, errPartitionFull) && !errors.Is(err, errSlotsBusy) &&
-			!errors.Is(err, errRateFull) && !errors.Is(err, errRateBusy) && wctx.Err() == nil {
+		if err != nil && !passedOver(err) && wctx.Err() == nil {
 			s.log.Warn("filestore: cannot claim a job; trying the next one", "id", id, "err", err)
 		}
 		if wctx.Err() != nil {
@@ -372,6 +371,18 @@ func (s *Store) claimBusy(ctx context.Context, ids []string, req jobstore.ClaimR
 		}
 	}
 	return jobs, nil
+}
+
+// passedOver reports whether err is claimOne's answer for a job that was
+// not claimable just then (held elsewhere, paused, or without room by its
+// limits), rather than a failure worth a warning.
+func passedOver(err error) bool {
+	for _, e := range []error{errLeaseBusy, errQueueBlocked, errQueueFull, errPartitionFull, errSlotsBusy, errRateFull, errRateBusy} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // recordLockPatience is how long Claim, recovery and the repair at Open
@@ -398,8 +409,8 @@ const leaseRetry = 5 * time.Millisecond
 var errQueueBlocked = errors.New("the job's queue is paused")
 
 // pick returns the best due candidate req accepts, of a queue not in
-// blocked and a partition not in parts, that is not in tried, or "" and
-// the earliest RunAt among those candidates not yet due; see
+// blocked and a partition not in parts, that is not in tried, or an empty
+// one and the earliest RunAt among those candidates not yet due; see
 // candIndex.pick for aside.
 //
 // A candidate of a partition that perPartition limits gets a turn of its

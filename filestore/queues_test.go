@@ -133,18 +133,9 @@ func TestProcessesQueueLimit(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, j.ID)
 	}
-	var workers []*testproc.Proc
-	for range 4 {
-		c := startChild(t, dir, "limit-worker", childNoSync+"=1")
-		require.Equal(t, "ready", c.Next(t))
-		workers = append(workers, c)
-	}
+	workers := startLimitWorkers(t, dir)
 	// Kill the first worker once it has started a job.
-	for {
-		if strings.HasPrefix(workers[0].Next(t), "start ") {
-			break
-		}
-	}
+	awaitStart(t, workers[0])
 	killedAt := time.Now()
 	require.NoError(t, workers[0].Signal(syscall.SIGKILL))
 	for _, id := range ids {
@@ -204,6 +195,29 @@ type run struct {
 	// killed marks an attempt of workers[0], killed at killedAt while it
 	// ran: its end is the kill.
 	killed bool
+}
+
+// startLimitWorkers starts four limit-worker children on the store in dir,
+// each running up to eight jobs at once, and waits until they are ready.
+func startLimitWorkers(t *testing.T, dir string) []*testproc.Proc {
+	t.Helper()
+	var workers []*testproc.Proc
+	for range 4 {
+		c := startChild(t, dir, "limit-worker", childNoSync+"=1")
+		require.Equal(t, "ready", c.Next(t))
+		workers = append(workers, c)
+	}
+	return workers
+}
+
+// awaitStart waits until the limit-worker c has started a job.
+func awaitStart(t *testing.T, c *testproc.Proc) {
+	t.Helper()
+	for {
+		if strings.HasPrefix(c.Next(t), "start ") {
+			return
+		}
+	}
 }
 
 // workerRuns stops the limit-worker children but the first, which was
@@ -268,17 +282,8 @@ func TestProcessesPartitionLimit(t *testing.T) {
 			ids = append(ids, j.ID)
 		}
 	}
-	var workers []*testproc.Proc
-	for range 4 {
-		c := startChild(t, dir, "limit-worker", childNoSync+"=1")
-		require.Equal(t, "ready", c.Next(t))
-		workers = append(workers, c)
-	}
-	for {
-		if strings.HasPrefix(workers[0].Next(t), "start ") {
-			break
-		}
-	}
+	workers := startLimitWorkers(t, dir)
+	awaitStart(t, workers[0])
 	killedAt := time.Now()
 	require.NoError(t, workers[0].Signal(syscall.SIGKILL))
 	retried := map[string]bool{}
@@ -377,15 +382,9 @@ func TestProcessesQueueRate(t *testing.T) {
 		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "mail"})
 		require.NoError(t, err)
 	}
-	var workers []*testproc.Proc
-	for range 4 {
-		c := startChild(t, dir, "limit-worker", childNoSync+"=1")
-		require.Equal(t, "ready", c.Next(t))
-		workers = append(workers, c)
-	}
+	workers := startLimitWorkers(t, dir)
 	const span = 5 * time.Second
-	first := strings.Fields(workers[0].Next(t))
-	require.Equal(t, "start", first[0])
+	awaitStart(t, workers[0])
 	time.Sleep(span)
 	for _, c := range workers {
 		require.NoError(t, c.Signal(syscall.SIGKILL))

@@ -92,25 +92,9 @@ func (s *Store) takeSlot(queue string, limit int, id string) (*os.File, error) {
 	if err := s.makeSlotDirs(dir); err != nil {
 		return nil, err
 	}
-	var mine *os.File
-	at := -1
-	// Another claim's count holds a slot's flock for a moment: look again,
-	// once, a moment later, before calling the queue full, as nothing
-	// would wake this claim when that count let go.
-	for try := 0; mine == nil && try < 2; try++ {
-		if try > 0 {
-			time.Sleep(slotRetry)
-		}
-		for i := range limit {
-			f, free, err := s.probeSlot(dir, i, id, true, false)
-			if err != nil {
-				return nil, err
-			}
-			if free {
-				mine, at = f, i
-				break
-			}
-		}
+	mine, at, err := s.freeSlot(dir, limit, id, false)
+	if err != nil {
+		return nil, err
 	}
 	if mine == nil {
 		return nil, errQueueFull
@@ -194,22 +178,9 @@ func (s *Store) tryPartitionSlot(dir string, limit int, id string) (heldSlot, er
 		}
 		return heldSlot{}, err
 	}
-	var mine *os.File
-	at := -1
-	for try := 0; mine == nil && try < 2; try++ {
-		if try > 0 {
-			time.Sleep(slotRetry)
-		}
-		for i := range limit {
-			f, free, err := s.probeSlot(dir, i, id, true, true)
-			if err != nil {
-				return heldSlot{}, err
-			}
-			if free {
-				mine, at = f, i
-				break
-			}
-		}
+	mine, at, err := s.freeSlot(dir, limit, id, true)
+	if err != nil {
+		return heldSlot{}, err
 	}
 	if mine == nil {
 		return heldSlot{}, errPartitionFull
@@ -272,6 +243,29 @@ func (s *Store) busyPartitionSlots(dir string, skip int, self string) (int, erro
 		}
 	}
 	return busy, nil
+}
+
+// freeSlot takes the first free slot of dir below limit, for job id, and
+// returns it locked with its number; nil if none is free. Another claim's
+// count holds a slot's flock for a moment: it looks again, once, a moment
+// later, before it finds none, as nothing would wake the claim when that
+// count let go. removable is probeSlot's.
+func (s *Store) freeSlot(dir string, limit int, id string, removable bool) (*os.File, int, error) {
+	for try := range 2 {
+		if try > 0 {
+			time.Sleep(slotRetry)
+		}
+		for i := range limit {
+			f, free, err := s.probeSlot(dir, i, id, true, removable)
+			if err != nil {
+				return nil, 0, err
+			}
+			if free {
+				return f, i, nil
+			}
+		}
+	}
+	return nil, 0, nil
 }
 
 // slotRetry is how long a claim waits before it looks again at slots
