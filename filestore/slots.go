@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,30 +83,41 @@ func (s *Store) slotDir(queue string) string {
 // claimed the job), or while the lease of the job its file names is held
 // (by the processes of that attempt, which may outlive the process that
 // claimed it: execjob's supervisor holds a copy of the lease). A claim
-// first takes a free slot below limit, then counts the busy slots among
-// all of them, its own included; if that is more than limit (a limit
-// lowered below the running jobs), it gives the slot back. Every claim
-// holds its slot while it counts, so of claims that race, the last to
-// take a slot sees every other: no more than limit jobs run at once.
+// first takes a free slot below limit; if a slot numbered limit or more is
+// busy (a limit lowered below the running jobs), it counts the busy slots
+// among all of them, its own included, and if that is more than limit it
+// gives the slot back. Every claim holds its slot while it looks, so of
+// claims that race, the last to take a slot sees every other: no more than
+// limit jobs run at once.
 func (s *Store) takeSlot(queue string, limit int, id string) (*os.File, error) {
 	dir := s.slotDir(queue)
 	if err := s.makeSlotDirs(dir); err != nil {
 		return nil, err
 	}
-	mine, at, err := s.freeSlot(dir, limit, id, false)
+	// From a slot chosen at random: with a limit well above the jobs that
+	// run, a claim finds a free slot at its first or second look, where a
+	// search from slot 0 would look at every busy one first.
+	mine, at, err := s.freeSlot(dir, limit, rand.IntN(limit), id, false)
 	if err != nil {
 		return nil, err
 	}
 	if mine == nil {
 		return nil, errQueueFull
 	}
-	busy, err := s.busySlots(dir, at, id)
-	if err == nil && busy+1 > limit {
-		time.Sleep(slotRetry)
-		busy, err = s.busySlots(dir, at, id)
-	}
-	if err == nil && busy+1 > limit {
-		err = errQueueFull
+	// This claim holds one of the limit slots below limit, and no two
+	// claims hold the same one: no more than limit jobs run, unless slots
+	// numbered limit or more are busy, which only a higher limit can have
+	// left (one lowered below the jobs that run). Then it counts them all.
+	busy, err := s.busySlots(dir, at, limit, id, false)
+	if err == nil && busy > 0 {
+		busy, err = s.busySlots(dir, at, 0, id, false)
+		if err == nil && busy+1 > limit {
+			time.Sleep(slotRetry)
+			busy, err = s.busySlots(dir, at, 0, id, false)
+		}
+		if err == nil && busy+1 > limit {
+			err = errQueueFull
+		}
 	}
 	if err == nil {
 		err = s.fs.Overwrite(filepath.Join(dir, strconv.Itoa(at)), []byte(id))
@@ -178,7 +190,7 @@ func (s *Store) tryPartitionSlot(dir string, limit int, id string) (heldSlot, er
 		}
 		return heldSlot{}, err
 	}
-	mine, at, err := s.freeSlot(dir, limit, id, true)
+	mine, at, err := s.freeSlot(dir, limit, 0, id, true)
 	if err != nil {
 		return heldSlot{}, err
 	}
@@ -186,10 +198,10 @@ func (s *Store) tryPartitionSlot(dir string, limit int, id string) (heldSlot, er
 		return heldSlot{}, errPartitionFull
 	}
 	h := heldSlot{f: mine, path: filepath.Join(dir, strconv.Itoa(at)), s: s}
-	busy, err := s.busyPartitionSlots(dir, at, id)
+	busy, err := s.busySlots(dir, at, 0, id, true)
 	if err == nil && busy+1 > limit {
 		time.Sleep(slotRetry)
-		busy, err = s.busyPartitionSlots(dir, at, id)
+		busy, err = s.busySlots(dir, at, 0, id, true)
 	}
 	if err == nil && busy+1 > limit {
 		err = errPartitionFull
@@ -204,11 +216,11 @@ func (s *Store) tryPartitionSlot(dir string, limit int, id string) (heldSlot, er
 	return h, nil
 }
 
-// busyPartitionSlots counts the busy slot files in the partition's slot
-// directory dir other than slot skip. Its files are removed when given
-// back, so it lists the directory rather than count up to the first
-// missing one, as busySlots does.
-func (s *Store) busyPartitionSlots(dir string, skip int, self string) (int, error) {
+// busySlots counts the busy slot files of dir numbered from or more,
+// other than slot skip, from a listing of dir (a partition's slot files
+// are removed when given back, and a queue's are made in no order).
+// removable is probeSlot's.
+func (s *Store) busySlots(dir string, skip, from int, self string, removable bool) (int, error) {
 	rel, err := filepath.Rel(s.dir, dir)
 	if err != nil {
 		return 0, err
@@ -225,10 +237,10 @@ func (s *Store) busyPartitionSlots(dir string, skip int, self string) (int, erro
 	busy := 0
 	for _, name := range names {
 		i, err := strconv.Atoi(name)
-		if err != nil || i < 0 || i == skip || strconv.Itoa(i) != name {
-			continue // not a slot
+		if err != nil || i < from || i == skip || strconv.Itoa(i) != name {
+			continue // not a slot, or not one counted
 		}
-		f, free, err := s.probeSlot(dir, i, self, false, true)
+		f, free, err := s.probeSlot(dir, i, self, false, removable)
 		if errors.Is(err, errSlotGone) {
 			continue // given back meanwhile
 		}
@@ -245,17 +257,19 @@ func (s *Store) busyPartitionSlots(dir string, skip int, self string) (int, erro
 	return busy, nil
 }
 
-// freeSlot takes the first free slot of dir below limit, for job id, and
-// returns it locked with its number; nil if none is free. Another claim's
+// freeSlot takes the first free slot of dir below limit, from slot start
+// on and round, for job id, and returns it locked with its number; nil if
+// none is free. Another claim's
 // count holds a slot's flock for a moment: it looks again, once, a moment
 // later, before it finds none, as nothing would wake the claim when that
 // count let go. removable is probeSlot's.
-func (s *Store) freeSlot(dir string, limit int, id string, removable bool) (*os.File, int, error) {
+func (s *Store) freeSlot(dir string, limit, start int, id string, removable bool) (*os.File, int, error) {
 	for try := range 2 {
 		if try > 0 {
 			time.Sleep(slotRetry)
 		}
-		for i := range limit {
+		for k := range limit {
+			i := (start + k) % limit
 			f, free, err := s.probeSlot(dir, i, id, true, removable)
 			if err != nil {
 				return nil, 0, err
@@ -330,34 +344,6 @@ func (s *Store) probeSlot(dir string, i int, self string, create, removable bool
 		return nil, false, nil
 	}
 	return f, true, nil
-}
-
-// busySlots counts the busy slot files of dir other than slot skip, from
-// slot 0 up to the first above skip that does not exist (slots are made in
-// order, so there is none past it).
-func (s *Store) busySlots(dir string, skip int, self string) (int, error) {
-	busy := 0
-	for i := 0; ; i++ {
-		if i == skip {
-			continue
-		}
-		f, free, err := s.probeSlot(dir, i, self, false, false)
-		if err != nil {
-			return 0, err
-		}
-		if f == nil && free {
-			if i > skip {
-				return busy, nil // no such slot: the last is behind
-			}
-			continue
-		}
-		if f != nil {
-			unlockFile(f)
-		}
-		if !free {
-			busy++
-		}
-	}
 }
 
 // inClaimed reports whether job id has a record in claimed/.

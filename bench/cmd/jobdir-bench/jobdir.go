@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobdir/jobdir/filestore"
@@ -31,6 +32,56 @@ func fileSystem(name, label string, noSync, syncFS bool) *system {
 			}
 			return &jobdirQueue{store: s, close: s.Close}, nil
 		},
+	}
+}
+
+// flowSystem is the durable file store with a flow-control setting on the
+// queue of the bench's jobs (the default queue), made by set at setup, to
+// measure what the setting costs a work-off beside jobdir-file. With
+// partitions, the jobs are spread over that many partitions, in turn.
+func flowSystem(name, label string, partitions int, set func(context.Context, jobstore.QueueLimiter) error) *system {
+	sys := fileSystem(name, label, false, false)
+	sys.optIn = true
+	sys.setup = func(ctx context.Context, dir string) error {
+		s, err := filestore.Open(ctx, dir, nil)
+		if err != nil {
+			return err
+		}
+		if err := set(ctx, s); err != nil {
+			_ = s.Close()
+			return err
+		}
+		return s.Close()
+	}
+	open := sys.open
+	sys.open = func(ctx context.Context, dir string) (queue, error) {
+		q, err := open(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		q.(*jobdirQueue).partitions = partitions
+		return q, nil
+	}
+	return sys
+}
+
+// flowSystems are the flow-control variants of jobdir-file. None of their
+// settings binds in the work-off (100 workers in each of 2 processes): a
+// limit of 200, a per-partition limit of 1 over 1,000 partitions (two
+// running jobs of one partition are rare), and a rate of 100 starts a
+// millisecond. They measure the bookkeeping a setting adds to each claim,
+// and run only when -systems names them.
+func flowSystems() []*system {
+	return []*system{
+		flowSystem("jobdir-file-limit", "jobdir file (durable), limit 200", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
+			return s.SetQueueLimit(ctx, jobstore.DefaultQueue, 200)
+		}),
+		flowSystem("jobdir-file-partition", "jobdir file (durable), 1 per partition", 1000, func(ctx context.Context, s jobstore.QueueLimiter) error {
+			return s.SetPartitionLimit(ctx, jobstore.DefaultQueue, 1)
+		}),
+		flowSystem("jobdir-file-rate", "jobdir file (durable), rate 100/1ms", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
+			return s.SetQueueRate(ctx, jobstore.DefaultQueue, jobstore.Rate{N: 100, Per: time.Millisecond})
+		}),
 	}
 }
 
@@ -83,6 +134,20 @@ func memSystem() *system {
 type jobdirQueue struct {
 	store jobstore.Store
 	close func() error
+	// partitions, when set, spreads the jobs this handle submits over that
+	// many partitions, in turn (next counts them).
+	partitions int
+	next       atomic.Int64
+}
+
+// spec returns the spec of a job carrying t, in the next partition if q
+// spreads its jobs over partitions.
+func (q *jobdirQueue) spec(t int64) jobstore.Spec {
+	sp := benchSpec(t)
+	if q.partitions > 0 {
+		sp.Partition = "p" + strconv.FormatInt(q.next.Add(1)%int64(q.partitions), 10)
+	}
+	return sp
 }
 
 func benchSpec(t int64) jobstore.Spec {
@@ -90,14 +155,14 @@ func benchSpec(t int64) jobstore.Spec {
 }
 
 func (q *jobdirQueue) Insert(ctx context.Context, t int64) error {
-	_, _, err := q.store.Submit(ctx, benchSpec(t))
+	_, _, err := q.store.Submit(ctx, q.spec(t))
 	return err
 }
 
 func (q *jobdirQueue) InsertBatch(ctx context.Context, n int) error {
 	specs := make([]jobstore.Spec, n)
 	for i := range specs {
-		specs[i] = benchSpec(0)
+		specs[i] = q.spec(0)
 	}
 	_, err := q.store.SubmitBatch(ctx, specs)
 	return err

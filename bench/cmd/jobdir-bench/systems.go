@@ -57,11 +57,13 @@ type system struct {
 	// rescueAfter describes how the system gets a dead worker's job back,
 	// for the table (empty: measured).
 	rescueAfter string
+	// optIn marks a variant that runs only when -systems names it.
+	optIn bool
 }
 
 // allSystems lists every contender in table order.
 func allSystems() []*system {
-	return []*system{
+	return append([]*system{
 		fileSystem("jobdir-file", "jobdir file (durable)", false, false),
 		fileSystem(syncFSSystem, "jobdir file (durable, SyncFS)", false, true),
 		fileSystem("jobdir-file-nosync", "jobdir file (no fsync)", true, false),
@@ -73,7 +75,7 @@ func allSystems() []*system {
 		pgstoreSystem(),
 		riverPGSystem(riverPGSystemName, "River PG (defaults)", false),
 		riverPGSystem("river-pg-tuned", "River PG (tuned fetch)", true),
-	}
+	}, flowSystems()...)
 }
 
 // findSystem returns the system called name.
@@ -87,11 +89,17 @@ func findSystem(name string) (*system, error) {
 }
 
 // selectSystems returns the systems named in the comma-separated list (all
-// of them for an empty list).
+// of them but the opt-in variants for an empty list).
 func selectSystems(list string) ([]*system, error) {
 	all := allSystems()
 	if strings.TrimSpace(list) == "" {
-		return all, nil
+		var out []*system
+		for _, s := range all {
+			if !s.optIn {
+				out = append(out, s)
+			}
+		}
+		return out, nil
 	}
 	var out []*system
 	for _, n := range strings.Split(list, ",") {
