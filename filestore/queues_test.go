@@ -138,13 +138,7 @@ func TestProcessesQueueLimit(t *testing.T) {
 	awaitStart(t, workers[0])
 	killedAt := time.Now()
 	require.NoError(t, workers[0].Signal(syscall.SIGKILL))
-	for _, id := range ids {
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		j, err := s.Wait(wctx, id)
-		cancel()
-		require.NoError(t, err)
-		require.Equal(t, jobstore.StateSucceeded, j.State)
-	}
+	waitSucceeded(t, s, ids)
 	var events []event
 	for _, r := range workerRuns(t, workers, killedAt) {
 		events = append(events, event{r.start, 1, false}, event{r.end, -1, r.killed})
@@ -208,6 +202,22 @@ func startLimitWorkers(t *testing.T, dir string) []*testproc.Proc {
 		workers = append(workers, c)
 	}
 	return workers
+}
+
+// waitSucceeded waits for each job of ids to end, requires that it
+// succeeded, and returns the jobs.
+func waitSucceeded(t *testing.T, s *Store, ids []string) []jobstore.Job {
+	t.Helper()
+	var jobs []jobstore.Job
+	for _, id := range ids {
+		wctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		j, err := s.Wait(wctx, id)
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateSucceeded, j.State)
+		jobs = append(jobs, j)
+	}
+	return jobs
 }
 
 // awaitStart waits until the limit-worker c has started a job.
@@ -287,15 +297,10 @@ func TestProcessesPartitionLimit(t *testing.T) {
 	killedAt := time.Now()
 	require.NoError(t, workers[0].Signal(syscall.SIGKILL))
 	retried := map[string]bool{}
-	for _, id := range ids {
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		j, err := s.Wait(wctx, id)
-		cancel()
-		require.NoError(t, err)
-		require.Equal(t, jobstore.StateSucceeded, j.State)
+	for _, j := range waitSucceeded(t, s, ids) {
 		// A job whose first attempt the kill ended ran again after its
 		// recovery; the killed process may have died before it said so.
-		retried[id] = j.Attempt > 1
+		retried[j.ID] = j.Attempt > 1
 	}
 	runs := workerRuns(t, workers, killedAt)
 	slices.SortFunc(runs, func(a, b run) int { return a.start.Compare(b.start) })
@@ -427,6 +432,37 @@ func TestProcessesQueueRate(t *testing.T) {
 	require.LessOrEqual(t, busiest, rate.N, "no window of %s holds more than %d starts", rate.Per, rate.N)
 	require.Equal(t, rate.N, busiest, "the rate was reached")
 	require.GreaterOrEqual(t, len(starts), 80, "about 20 a second for %s", span)
+}
+
+// TestStoppedWorkerKeepsItsSlots: a worker that is stopped (SIGSTOP) while
+// it runs a job of a limited queue and partition is alive, and keeps the
+// job's slots, as it keeps its lease: no other process starts the next
+// job meanwhile. Once it is killed, its slots are free and the jobs run.
+func TestStoppedWorkerKeepsItsSlots(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: 50 * time.Millisecond})
+	ctx := t.Context()
+	require.NoError(t, s.SetQueueLimit(ctx, "q", 1))
+	require.NoError(t, s.SetPartitionLimit(ctx, "q", 1))
+	spec := jobstore.Spec{Kind: "work", Queue: "q", Partition: "customer-1"}
+	first, _, err := s.Submit(ctx, spec)
+	require.NoError(t, err)
+	_, _, err = s.Submit(ctx, spec)
+	require.NoError(t, err)
+	c := startChild(t, dir, "hold")
+	require.Equal(t, "claimed "+first.ID+" 1", c.Next(t))
+	require.NoError(t, c.Stop(ctx))
+	for range 10 { // ten recovery passes
+		_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+		require.ErrorIs(t, err, jobstore.ErrNoJob, "a slot of a stopped worker was taken from it")
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, c.Signal(syscall.SIGKILL))
+	_ = c.Wait(ctx)
+	require.Eventually(t, func() bool {
+		_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "the slots are free once the stopped worker is killed")
 }
 
 // TestQueueLimitSlotOutlivesClaimant: the slot of a job of a limited

@@ -110,12 +110,8 @@ func (s *Store) takeSlot(queue string, limit int, id string) (*os.File, error) {
 	// left (one lowered below the jobs that run). Then it counts them all.
 	busy, err := s.busySlots(dir, at, limit, id, false)
 	if err == nil && busy > 0 {
-		busy, err = s.busySlots(dir, at, 0, id, false)
-		if err == nil && busy+1 > limit {
-			time.Sleep(slotRetry)
-			busy, err = s.busySlots(dir, at, 0, id, false)
-		}
-		if err == nil && busy+1 > limit {
+		var over bool
+		if over, err = s.overLimit(dir, at, limit, id, false); err == nil && over {
 			err = errQueueFull
 		}
 	}
@@ -198,12 +194,8 @@ func (s *Store) tryPartitionSlot(dir string, limit int, id string) (heldSlot, er
 		return heldSlot{}, errPartitionFull
 	}
 	h := heldSlot{f: mine, path: filepath.Join(dir, strconv.Itoa(at)), s: s}
-	busy, err := s.busySlots(dir, at, 0, id, true)
-	if err == nil && busy+1 > limit {
-		time.Sleep(slotRetry)
-		busy, err = s.busySlots(dir, at, 0, id, true)
-	}
-	if err == nil && busy+1 > limit {
+	over, err := s.overLimit(dir, at, limit, id, true)
+	if err == nil && over {
 		err = errPartitionFull
 	}
 	if err == nil {
@@ -255,6 +247,23 @@ func (s *Store) busySlots(dir string, skip, from int, self string, removable boo
 		}
 	}
 	return busy, nil
+}
+
+// overLimit reports whether more than limit slots of dir are busy, the
+// caller's own, skip, included. Another claim's look holds a slot's flock
+// for a moment, which makes a free slot look busy: it counts again, once,
+// a moment later, before it says so. removable is probeSlot's.
+func (s *Store) overLimit(dir string, skip, limit int, self string, removable bool) (bool, error) {
+	for try := range 2 {
+		if try > 0 {
+			time.Sleep(slotRetry)
+		}
+		busy, err := s.busySlots(dir, skip, 0, self, removable)
+		if err != nil || busy+1 <= limit {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // freeSlot takes the first free slot of dir below limit, from slot start
