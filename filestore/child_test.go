@@ -141,34 +141,7 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 			}
 		}
 	case "limit-worker":
-		// Run up to 8 jobs at once, each for 20 ms, printing when each
-		// starts and ends (unix nanoseconds), until killed.
-		slots := make(chan struct{}, 8)
-		fmt.Println("ready")
-		for {
-			slots <- struct{}{}
-			j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
-			var nj *jobstore.NoJobError
-			if errors.As(err, &nj) {
-				<-slots
-				if err := s.AwaitWorkSince(ctx, nj); err != nil {
-					return err
-				}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			go func() {
-				defer func() { <-slots }()
-				fmt.Printf("start %s %d\n", j.ID, time.Now().UnixNano())
-				time.Sleep(20 * time.Millisecond)
-				fmt.Printf("end %s %d\n", j.ID, time.Now().UnixNano())
-				if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
-					fmt.Fprintln(os.Stderr, "complete:", err)
-				}
-			}()
-		}
+		return queuetest.LimitWorker(ctx, s, worker)
 	case "register-worker":
 		// Register as a worker (named by childKey, if set) and stay
 		// registered until killed.

@@ -70,13 +70,13 @@ func TestQueuesRoutes(t *testing.T) {
 }
 
 // TestQueuesRoutesWithoutController: a store that keeps no queue settings
-// gets 501 not_implemented.
+// (nor limits) gets 501 not_implemented, on every queues route.
 func TestQueuesRoutesWithoutController(t *testing.T) {
 	store := memstore.New(nil)
 	t.Cleanup(func() { _ = store.Close() })
 	api, err := httpapi.New(plainClient{store}, &httpapi.Options{Tokens: []string{testToken}, Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
-	for _, route := range []struct{ method, path string }{{"GET", "/v1/queues"}, {"POST", "/v1/queues/q/pause"}, {"POST", "/v1/queues/q/resume"}} {
+	for _, route := range []struct{ method, path string }{{"GET", "/v1/queues"}, {"POST", "/v1/queues/q/pause"}, {"POST", "/v1/queues/q/resume"}, {"POST", "/v1/queues/q/limit"}} {
 		req := httptest.NewRequest(route.method, route.path, nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		rec := httptest.NewRecorder()

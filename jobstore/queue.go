@@ -111,8 +111,9 @@ type QueueController interface {
 }
 
 // QueueLimiter is implemented by stores that bound how many jobs of a
-// queue run at once across every process of the store: memstore and
-// filestore. storetest.Run checks every store that implements it.
+// queue run at once across every process of the store: memstore,
+// filestore and pgstore. storetest.Run checks every store that implements
+// it.
 type QueueLimiter interface {
 	QueueController
 

@@ -85,6 +85,8 @@ func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error
 	switch role {
 	case "claim-starts":
 		return queuetest.ClaimStarts(ctx, s, worker)
+	case "limit-worker":
+		return queuetest.LimitWorker(ctx, s, worker)
 	case "register-worker":
 		// Register as a worker and stay registered until killed.
 		if _, err := s.RegisterWorker(ctx, jobstore.WorkerInfo{ID: worker, PID: os.Getpid(), Concurrency: 1}); err != nil {

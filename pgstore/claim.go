@@ -67,6 +67,12 @@ func (s *Store) underLiveSession(ctx context.Context, op string, claim func(*ses
 	}
 }
 
+// errLimitsChanged is noJob's answer when it finds that a queue became
+// limited, or stopped being, since the store last looked: the claim,
+// which took the wrong path for that queue's jobs (see acceptedLimited),
+// is made again.
+var errLimitsChanged = errors.New("the queues' limits changed")
+
 // errSessionDead is why a claim ends a lease session that the database no
 // longer counts as alive.
 var errSessionDead = errors.New("a claim found the session dead: its lease connection is gone")
@@ -78,22 +84,24 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 	seq, from := s.signals.Seq(), s.notePointLocked()
 	s.mu.Unlock()
 	now := usec(time.Now())
-	var br pgx.BatchResults
+	lim := s.acceptedLimited(req)
+	var got row
 	var err error
-	switch {
-	case len(req.Queues) > 0:
-		br, err = s.onGenericPlan(ctx, s.q.claimQueues, req.Worker, sess.id, now, req.Queues, kindsOrNone(req.Kinds), s.ns)
-	case len(req.Kinds) == 0:
-		br, err = s.onGenericPlan(ctx, s.q.claim, req.Worker, sess.id, now, s.ns)
-	default:
-		br, err = s.onGenericPlan(ctx, s.q.claimKinds, req.Worker, sess.id, now, req.Kinds, s.ns)
-	}
-	if err != nil {
-		return jobstore.Job{}, s.fail(ctx, "claim", err)
-	}
-	got, err := scanRow(br.QueryRow())
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
+	if len(lim) > 0 {
+		var rows []row
+		var corrupt error
+		rows, corrupt, err = s.claimLimited(ctx, req, 1, lim, sess, now)
+		switch {
+		case err != nil:
+		case len(rows) > 0:
+			got = rows[0]
+		case corrupt != nil:
+			err = corrupt
+		default:
+			err = pgx.ErrNoRows
+		}
+	} else {
+		got, err = s.claimFast(ctx, req, sess, now)
 	}
 	switch {
 	case err == nil:
@@ -115,7 +123,35 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 		return jobstore.Job{}, s.fail(ctx, "claim", err)
 	}
 
-	return jobstore.Job{}, s.noJob(ctx, "claim", req, now, seq, sess)
+	err = s.noJob(ctx, "claim", req, now, seq, sess, lim)
+	if errors.Is(err, errLimitsChanged) {
+		return s.claim(ctx, req, sess)
+	}
+	return jobstore.Job{}, err
+}
+
+// claimFast is the claim of one job when req accepts no limited queue: one
+// statement, of the request's shape. It returns pgx.ErrNoRows if it
+// claimed nothing.
+func (s *Store) claimFast(ctx context.Context, req jobstore.ClaimRequest, sess *session, now time.Time) (row, error) {
+	var br pgx.BatchResults
+	var err error
+	switch {
+	case len(req.Queues) > 0:
+		br, err = s.onGenericPlan(ctx, s.q.claimQueues, req.Worker, sess.id, now, req.Queues, kindsOrNone(req.Kinds), s.ns)
+	case len(req.Kinds) == 0:
+		br, err = s.onGenericPlan(ctx, s.q.claim, req.Worker, sess.id, now, s.ns)
+	default:
+		br, err = s.onGenericPlan(ctx, s.q.claimKinds, req.Worker, sess.id, now, req.Kinds, s.ns)
+	}
+	if err != nil {
+		return row{}, err
+	}
+	got, err := scanRow(br.QueryRow())
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return got, err
 }
 
 // kindsOrNone is the kinds argument of the claims with queues: an empty
@@ -154,20 +190,23 @@ func (s *Store) onGenericPlan(ctx context.Context, sql string, args ...any) (pgx
 
 // noJob returns the error of a claim under sess that found nothing at now:
 // a *jobstore.NoJobError that says when the next accepted job is due, or
-// errSessionDead if the database no longer counts sess as alive (the claim
-// found nothing because of that). seq is the store's signals.Seq() when the claim
-// began.
-func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest, now time.Time, seq uint64, sess *session) error {
+// may start by its queue's rate, or errSessionDead if the database no
+// longer counts sess as alive (the claim found nothing because of that).
+// seq is the store's signals.Seq() when the claim began; lim the limited
+// queues the claim accepted.
+func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest, now time.Time, seq uint64, sess *session, lim []string) error {
+	gen := s.limitedGen()
 	var next *time.Time
 	var live bool
+	var limited []string
 	var err error
 	switch {
 	case len(req.Queues) > 0:
-		err = s.pool.QueryRow(ctx, s.q.nextQueues, sess.id, s.ns, req.Queues, kindsOrNone(req.Kinds)).Scan(&next, &live)
+		err = s.pool.QueryRow(ctx, s.q.nextQueues, sess.id, s.ns, req.Queues, kindsOrNone(req.Kinds)).Scan(&next, &live, &limited)
 	case len(req.Kinds) == 0:
-		err = s.pool.QueryRow(ctx, s.q.nextDue, sess.id, s.ns).Scan(&next, &live)
+		err = s.pool.QueryRow(ctx, s.q.nextDue, sess.id, s.ns).Scan(&next, &live, &limited)
 	default:
-		err = s.pool.QueryRow(ctx, s.q.nextKinds, sess.id, s.ns, req.Kinds).Scan(&next, &live)
+		err = s.pool.QueryRow(ctx, s.q.nextKinds, sess.id, s.ns, req.Kinds).Scan(&next, &live, &limited)
 	}
 	if err != nil {
 		return s.fail(ctx, op, err)
@@ -178,9 +217,23 @@ func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest,
 	var at time.Time
 	if next != nil {
 		at = next.UTC()
-		if !at.After(now) {
-			at = time.Now().Add(busyRetry)
+	}
+	if len(lim) > 0 {
+		la, err := s.nextLimitedAt(ctx, req, lim, now)
+		if err != nil {
+			return s.fail(ctx, op, err)
 		}
+		if !la.IsZero() && (at.IsZero() || la.Before(at)) {
+			at = la
+		}
+	}
+	if s.setLimited(limited, gen) {
+		// A queue became limited, or stopped being, since this store
+		// last looked: the claim took the wrong path for its jobs.
+		return errLimitsChanged
+	}
+	if !at.IsZero() && !at.After(now) {
+		at = time.Now().Add(busyRetry)
 	}
 	s.mu.Lock()
 	s.signals.NoJob(seq)

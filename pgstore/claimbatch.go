@@ -50,49 +50,19 @@ func (s *Store) ClaimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 // claimBatch is ClaimBatch under the lease session sess. It returns
 // errSessionDead, and claims nothing, if sess is dead in the database.
 func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max int, sess *session) ([]jobstore.Job, error) {
-	var err error
 	s.mu.Lock()
 	seq, from := s.signals.Seq(), s.notePointLocked()
 	s.mu.Unlock()
 	now := usec(time.Now())
-	var br pgx.BatchResults
-	switch {
-	case len(req.Queues) > 0:
-		br, err = s.onGenericPlan(ctx, s.q.manyQueues, req.Worker, sess.id, now, req.Queues, kindsOrNone(req.Kinds), max, s.ns)
-	case len(req.Kinds) == 0:
-		br, err = s.onGenericPlan(ctx, s.q.claimMany, req.Worker, sess.id, now, max, s.ns)
-	default:
-		br, err = s.onGenericPlan(ctx, s.q.manyKinds, req.Worker, sess.id, now, req.Kinds, max, s.ns)
-	}
-	if err != nil {
-		return nil, s.fail(ctx, "claim batch", err)
-	}
-	defer br.Close() // on the error returns below
-	rs, err := br.Query()
-	if err != nil {
-		return nil, s.fail(ctx, "claim batch", err)
-	}
+	lim := s.acceptedLimited(req)
 	var got []row
-	var corrupt error
-	for rs.Next() {
-		r, err := scanRow(rs)
-		if errors.Is(err, jobstore.ErrCorrupt) {
-			corrupt = err
-			_ = s.failCorrupt(ctx, err)
-			continue
-		}
-		if err != nil {
-			rs.Close()
-			return nil, s.fail(ctx, "claim batch", err)
-		}
-		got = append(got, r)
+	var corrupt, err error
+	if len(lim) > 0 {
+		got, corrupt, err = s.claimLimited(ctx, req, max, lim, sess, now)
+	} else {
+		got, corrupt, err = s.claimManyFast(ctx, req, max, sess, now)
 	}
-	if err := rs.Err(); err != nil {
-		return nil, s.fail(ctx, "claim batch", err)
-	}
-	// The connection goes back to the pool before anything below (a burn,
-	// a claim again, noJob) takes one.
-	if err := br.Close(); err != nil {
+	if err != nil {
 		return nil, s.fail(ctx, "claim batch", err)
 	}
 	slices.SortFunc(got, func(a, b row) int {
@@ -118,5 +88,37 @@ func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 	case corrupt != nil:
 		return nil, fmt.Errorf("pgstore: claim batch: %w", corrupt)
 	}
-	return nil, s.noJob(ctx, "claim batch", req, now, seq, sess)
+	err = s.noJob(ctx, "claim batch", req, now, seq, sess, lim)
+	if errors.Is(err, errLimitsChanged) {
+		return s.claimBatch(ctx, req, max, sess)
+	}
+	return nil, err
+}
+
+// claimManyFast is the claim of up to max jobs when req accepts no
+// limited queue: one statement, of the request's shape. The connection
+// goes back to the pool before it returns, so that what follows (a burn,
+// a claim again, noJob) can take one.
+func (s *Store) claimManyFast(ctx context.Context, req jobstore.ClaimRequest, max int, sess *session, now time.Time) (got []row, corrupt, err error) {
+	var br pgx.BatchResults
+	switch {
+	case len(req.Queues) > 0:
+		br, err = s.onGenericPlan(ctx, s.q.manyQueues, req.Worker, sess.id, now, req.Queues, kindsOrNone(req.Kinds), max, s.ns)
+	case len(req.Kinds) == 0:
+		br, err = s.onGenericPlan(ctx, s.q.claimMany, req.Worker, sess.id, now, max, s.ns)
+	default:
+		br, err = s.onGenericPlan(ctx, s.q.manyKinds, req.Worker, sess.id, now, req.Kinds, max, s.ns)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer br.Close() // on the error returns below
+	rs, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	if got, corrupt, err = s.readClaimed(ctx, rs); err != nil {
+		return nil, nil, err
+	}
+	return got, corrupt, br.Close()
 }

@@ -49,6 +49,15 @@
 //     runner.Runner cancels the handler's ctx with runner.ErrLeaseLost.
 //   - Every Complete is fenced by (worker, attempt): a stale worker never
 //     overwrites the outcome of a newer attempt.
+//   - Queue limits and rates (Store.SetQueueLimit, SetPartitionLimit,
+//     SetQueueRate) hold for every process on every machine: a claim of a
+//     limited queue's job takes the queue's transaction-level advisory
+//     lock, then counts the queue's running jobs, its partitions' and its
+//     recent starts in a statement whose snapshot sees every claim of the
+//     queue committed before (limits.go). A job holds its places while it
+//     is running in the database, so a dead worker's are freed with its
+//     lease session. A claim that meets another claim at a queue's lock
+//     takes other queues' jobs, or waits its turn for at most 100 ms.
 //   - Events, not polling: LISTEN/NOTIFY wakes AwaitWork on a submit or a
 //     requeue, WatchCancel on a cancel or a recovery, Wait on the end of
 //     a job, and a follower of a job's log (Logs.WatchLog, which

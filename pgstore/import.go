@@ -46,7 +46,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 	var (
 		ids, kinds, states, workers = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		queues                      = make([]string, n)
-		keys                        = make([]*string, n)
+		keys, parts                 = make([]*string, n), make([]*string, n)
 		prios, attempts             = make([]int32, n), make([]int32, n)
 		runAts, updated             = make([]time.Time, n), make([]time.Time, n)
 		started, finished           = make([]*time.Time, n), make([]*time.Time, n)
@@ -64,6 +64,9 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 		queues[i] = jobstore.QueueOf(j.Queue)
 		if j.Key != "" {
 			keys[i] = &j.Key
+		}
+		if j.Partition != "" {
+			parts[i] = &j.Partition
 		}
 		prios[i], attempts[i] = int32(j.Priority), int32(j.Attempt)
 		runAts[i], updated[i] = j.RunAt, j.UpdatedAt
@@ -87,7 +90,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 	insert := func(tx pgx.Tx) error {
 		added = 0
 		rs, err := tx.Query(ctx, s.q.importMany, ids, keys, kinds, states, prios, runAts, attempts, workers,
-			started, updated, finished, cancels, payloads, results, docs, queues)
+			started, updated, finished, cancels, payloads, results, docs, queues, parts)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,6 +31,131 @@ func TestProcessesPauseAndResume(t *testing.T) {
 		children = append(children, c)
 	}
 	queuetest.PauseAndResume(t, s, children)
+}
+
+// TestProcessesQueueLimit: four worker processes of eight slots each work
+// off the jobs of a queue limited to 3, and one is SIGKILLed while it runs
+// jobs: at no instant do more than 3 run, and 3 do (queuetest.QueueLimit).
+func TestProcessesQueueLimit(t *testing.T) {
+	schema := pgtest.Schema(t)
+	s := openStore(t, schema, &pgstore.Options{RecoverInterval: 50 * time.Millisecond, LeaseGrace: 50 * time.Millisecond})
+	queuetest.QueueLimit(t, s, func() []*testproc.Proc { return startLimitWorkers(t, schema) })
+}
+
+// TestProcessesPartitionLimit: four worker processes of eight slots each
+// work off 5 jobs of each of 20 partitions of a queue whose per-partition
+// limit is 1, and one is SIGKILLed while it runs jobs: no two jobs of a
+// partition ran at once, each partition's jobs started in claim order,
+// and partitions ran in parallel (queuetest.PartitionLimit).
+func TestProcessesPartitionLimit(t *testing.T) {
+	schema := pgtest.Schema(t)
+	s := openStore(t, schema, &pgstore.Options{RecoverInterval: 50 * time.Millisecond, LeaseGrace: 50 * time.Millisecond})
+	queuetest.PartitionLimit(t, s, func() []*testproc.Proc { return startLimitWorkers(t, schema) })
+}
+
+// TestProcessesQueueRate: four worker processes of eight slots each take
+// the jobs of a queue whose rate is 20 a second for five seconds: no
+// window of a second holds more than 20 starts, and one holds 20
+// (queuetest.QueueRate).
+func TestProcessesQueueRate(t *testing.T) {
+	schema := pgtest.Schema(t)
+	s := openStore(t, schema, nil)
+	queuetest.QueueRate(t, s, func() []*testproc.Proc { return startLimitWorkers(t, schema) })
+}
+
+// startLimitWorkers starts four limit-worker children on the schema
+// (queuetest.LimitWorker) and waits until they are ready.
+func startLimitWorkers(t *testing.T, schema string) []*testproc.Proc {
+	t.Helper()
+	var workers []*testproc.Proc
+	for range 4 {
+		c := startChild(t, schema, "limit-worker")
+		require.Equal(t, "ready", c.Next(t))
+		workers = append(workers, c)
+	}
+	return workers
+}
+
+// TestLimitsOfAnotherStoreHoldAtOnce: a limit set, lowered or cleared
+// through one store (another process's, with a pool of its own) holds for
+// the claims of another store from the moment it returns, though that
+// store has not read the settings since: its claims never pass the
+// limit, and they take the queue's jobs again once it is cleared.
+func TestLimitsOfAnotherStoreHoldAtOnce(t *testing.T) {
+	schema := pgtest.Schema(t)
+	ctx := t.Context()
+	// No refresh of the settings but what the claims do.
+	a := openStore(t, schema, &pgstore.Options{RecoverInterval: time.Hour})
+	b := openStore(t, schema, &pgstore.Options{RecoverInterval: time.Hour})
+	var ids []string
+	for range 4 {
+		j, _, err := a.Submit(ctx, jobstore.Spec{Kind: "k", Queue: "q"})
+		require.NoError(t, err)
+		ids = append(ids, j.ID)
+	}
+	claim := func() (jobstore.Job, error) { return a.Claim(ctx, jobstore.ClaimRequest{Worker: "w"}) }
+	first, err := claim()
+	require.NoError(t, err)
+	require.Equal(t, ids[0], first.ID)
+
+	require.NoError(t, b.SetQueueLimit(ctx, "q", 2))
+	second, err := claim()
+	require.NoError(t, err, "the limit has room for one more")
+	require.Equal(t, ids[1], second.ID)
+	_, err = claim()
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "two run: as many as the limit set in the other store")
+
+	require.NoError(t, b.SetQueueLimit(ctx, "q", 1))
+	_, err = a.Complete(ctx, first.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+	_, err = claim()
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "one runs: as many as the lowered limit")
+
+	require.NoError(t, b.SetQueueLimit(ctx, "q", 0))
+	for _, id := range ids[2:] {
+		got, err := claim()
+		require.NoError(t, err, "a cleared limit bounds nothing")
+		require.Equal(t, id, got.ID)
+	}
+}
+
+// TestStoppedWorkerKeepsItsSlots: a worker that is stopped (SIGSTOP) while
+// it runs a job of a queue and a partition limited to 1 keeps the job's
+// places as it keeps its lease: no other process starts the next job while
+// its lease session lives. Once the session expires (LeaseTTL, as for a
+// worker cut off from the database), the job is recovered, and the places
+// with it.
+func TestStoppedWorkerKeepsItsSlots(t *testing.T) {
+	schema := pgtest.Schema(t)
+	const ttl = 2 * time.Second
+	s := openStore(t, schema, &pgstore.Options{RecoverInterval: 50 * time.Millisecond})
+	ctx := t.Context()
+	require.NoError(t, s.SetQueueLimit(ctx, "q", 1))
+	require.NoError(t, s.SetPartitionLimit(ctx, "q", 1))
+	spec := jobstore.Spec{Kind: "work", Queue: "q", Partition: "customer-1"}
+	first, _, err := s.Submit(ctx, spec)
+	require.NoError(t, err)
+	next, _, err := s.Submit(ctx, spec)
+	require.NoError(t, err)
+	c := startChild(t, schema, "hold", childTTL+"="+ttl.String())
+	require.Equal(t, "claimed "+first.ID+" 1", c.Next(t))
+	require.NoError(t, c.Stop(ctx))
+	stopped := time.Now()
+	for time.Since(stopped) < ttl/2 { // many recovery passes
+		_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+		require.ErrorIs(t, err, jobstore.ErrNoJob, "a place of a stopped worker was taken from it within its lease")
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool {
+		_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "the places are free once the stopped worker's lease expired")
+	t.Logf("a place held %s after the stop (LeaseTTL %s)", time.Since(stopped).Round(time.Millisecond), ttl)
+	j, err := s.Get(ctx, first.ID)
+	require.NoError(t, err)
+	require.True(t, j.State == jobstore.StateQueued || j.Worker == "w", "the stopped worker's attempt was recovered: %s by %s", j.State, j.Worker)
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "one job of the partition at a time: of %s and %s, one waits", first.ID, next.ID)
 }
 
 // TestOpenUpgradesToQueues: a schema of version 5, the release before
@@ -66,4 +192,37 @@ func TestOpenUpgradesToQueues(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.DefaultQueue, c.Queue)
 	requireStatsExact(t, s, pool, "a claim after the upgrade")
+}
+
+// TestOpenUpgradesToLimits: a schema of version 6, the release before
+// limits, holding a running and two queued jobs with partitions (kept in
+// their doc column then), is upgraded by Open: a per-partition limit set
+// after the upgrade counts the running job's partition, so the queued job
+// of that partition waits and the other partition's job runs.
+func TestOpenUpgradesToLimits(t *testing.T) {
+	ctx := t.Context()
+	schema := pgtest.Schema(t)
+	pool := pgtest.Pool(t, 4)
+	require.NoError(t, pgstore.MigrateTo(ctx, pool, schema, 6))
+	_, err := pool.Exec(ctx, `INSERT INTO `+schema+`.jobs
+		(id, kind, state, priority, run_at, attempt, worker, started_at, updated_at, doc)
+		VALUES
+		('01000000000000000000000001', 'old', 'running', 0, now(), 1, 'w0', now(), now(),
+			convert_to('{"partition":"a","max_attempts":3,"created_at":"2026-01-01T00:00:00Z"}', 'UTF8')),
+		('01000000000000000000000002', 'old', 'queued', 0, now(), 0, '', NULL, now(),
+			convert_to('{"partition":"a","max_attempts":3,"created_at":"2026-01-01T00:00:00Z"}', 'UTF8')),
+		('01000000000000000000000003', 'old', 'queued', 0, now(), 0, '', NULL, now(),
+			convert_to('{"partition":"b","max_attempts":3,"created_at":"2026-01-01T00:00:00Z"}', 'UTF8'))`)
+	require.NoError(t, err)
+	s, err := pgstore.Open(ctx, pool, &pgstore.Options{Schema: schema, RecoverInterval: time.Hour})
+	require.NoError(t, err)
+	defer s.Close()
+	requireStatsExact(t, s, pool, "the upgrade")
+	require.NoError(t, s.SetPartitionLimit(ctx, jobstore.DefaultQueue, 1))
+	got, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.Equal(t, "01000000000000000000000003", got.ID, "partition a runs a job already")
+	require.Equal(t, "b", got.Partition)
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
 }

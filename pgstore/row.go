@@ -122,7 +122,7 @@ func nullTime(t time.Time) any {
 	return t
 }
 
-// nullKey is the key, or NULL for none.
+// nullKey is the key (or partition), or NULL for none.
 func nullKey(k string) any {
 	if k == "" {
 		return nil
@@ -211,12 +211,26 @@ type queries struct {
 	queueSettings string
 	pauseQueue    string
 	resumeQueue   string
-	announce      string
-	newSession    string
-	renew         string
-	findDead      string
-	rescue        string
-	running       string
+	// Limits and rates (limits.go): the limited queues; the changes of a
+	// setting; the locks and claims of a claim that may take a limited
+	// queue's job, by the request's shape; when a limited queue's next
+	// job may start.
+	limitedList     string
+	limitQueue      string
+	limitPartitions string
+	rateQueue       string
+	lockLimited     string
+	waitLimited     string
+	limitedAll      string
+	limitedKinds    string
+	limitedByQueue  string
+	nextLimited     string
+	announce        string
+	newSession      string
+	renew           string
+	findDead        string
+	rescue          string
+	running         string
 	// The registry of workers (workers.go).
 	registerWorker   string
 	workers          string
@@ -228,31 +242,31 @@ func newQueries(schema string) queries {
 	t := s + ".jobs"
 	q := queries{schema: s, chanWork: schema + ".work", chanJob: schema + ".job", chanLog: schema + ".log"}
 	q.get = `SELECT ` + cols + ` FROM ` + t + ` WHERE id = $1`
-	q.insert = `INSERT INTO ` + t + ` (id, key, kind, queue, state, priority, run_at, attempt, updated_at, payload, doc)
-		VALUES ($1, $2, $3, $9, 'queued', $4, $5, 0, $6, $7, $8)
+	q.insert = `INSERT INTO ` + t + ` (id, key, kind, queue, partition, state, priority, run_at, attempt, updated_at, payload, doc)
+		VALUES ($1, $2, $3, $9, $10, 'queued', $4, $5, 0, $6, $7, $8)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
 	q.byKey = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1`
 	q.byKeys = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = ANY($1)`
-	q.insertMany = `INSERT INTO ` + t + ` (id, key, kind, queue, state, priority, run_at, attempt, updated_at, payload, doc)
-		SELECT id, key, kind, queue, 'queued', priority, run_at, 0, updated_at, payload, doc
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::bytea[], $8::bytea[], $9::text[])
-			AS u(id, key, kind, priority, run_at, updated_at, payload, doc, queue)
+	q.insertMany = `INSERT INTO ` + t + ` (id, key, kind, queue, partition, state, priority, run_at, attempt, updated_at, payload, doc)
+		SELECT id, key, kind, queue, partition, 'queued', priority, run_at, 0, updated_at, payload, doc
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::bytea[], $8::bytea[], $9::text[], $10::text[])
+			AS u(id, key, kind, priority, run_at, updated_at, payload, doc, queue, partition)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
-	q.insertManyNew = `INSERT INTO ` + t + ` (id, kind, queue, state, priority, run_at, attempt, updated_at, payload, doc)
-		SELECT id, kind, queue, 'queued', priority, run_at, 0, updated_at, payload, doc
-		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::bytea[], $7::bytea[], $8::text[])
-			AS u(id, kind, priority, run_at, updated_at, payload, doc, queue)`
+	q.insertManyNew = `INSERT INTO ` + t + ` (id, kind, queue, partition, state, priority, run_at, attempt, updated_at, payload, doc)
+		SELECT id, kind, queue, partition, 'queued', priority, run_at, 0, updated_at, payload, doc
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::bytea[], $7::bytea[], $8::text[], $9::text[])
+			AS u(id, kind, priority, run_at, updated_at, payload, doc, queue, partition)`
 	// announce notifies the work channel ($1) in a transaction that does
 	// not wait for its commit to be flushed (see announceWork).
 	q.announce = `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')`
 	// importMany inserts whole jobs of another store, skipping those whose
 	// ID (or key) is taken.
 	q.importMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
-			finished_at, cancel_requested, payload, result, doc, queue)
+			finished_at, cancel_requested, payload, result, doc, queue, partition)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[],
-			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $14::bytea[], $15::bytea[], $16::text[])
+			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $14::bytea[], $15::bytea[], $16::text[], $17::text[])
 		ON CONFLICT DO NOTHING
 		RETURNING id`
 	q.presentIDs = `SELECT coalesce(array_agg(id), '{}') FROM ` + t + ` WHERE id = ANY($1)`
@@ -282,8 +296,9 @@ func newQueries(schema string) queries {
 	ss := s + ".sessions"
 	// A paused queue's jobs are passed over, whatever the request: the
 	// list of paused queues is read by the claim's own statement, so a
-	// claim that begins after a pause committed sees it.
-	notPaused := `queue <> ALL(ARRAY(SELECT name FROM ` + s + `.queues WHERE paused))`
+	// claim that begins after a pause committed sees it. So are a limited
+	// queue's (limits.go): only the claims that count its jobs take them.
+	notHeld := `queue <> ALL(ARRAY(SELECT name FROM ` + s + `.queues WHERE paused OR ` + limitedCond + `))`
 	claim := func(pick, ns string) string {
 		return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true) AS off),
 		live AS (SELECT id FROM ` + ss + `
@@ -298,7 +313,7 @@ func newQueries(schema string) queries {
 		RETURNING ` + cols
 	}
 	q.claim = claim(`SELECT id FROM `+t+`
-		WHERE state = 'queued' AND run_at <= $3 AND `+notPaused+`
+		WHERE state = 'queued' AND run_at <= $3 AND `+notHeld+`
 		ORDER BY priority DESC, run_at, id
 		LIMIT 1
 		FOR UPDATE SKIP LOCKED`, "$4")
@@ -306,7 +321,7 @@ func newQueries(schema string) queries {
 		WHERE j.id IN (
 			SELECT c.id FROM unnest($4::text[]) AS k(kind),
 			LATERAL (SELECT id FROM `+t+`
-				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3 AND `+notPaused+`
+				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3 AND `+notHeld+`
 				ORDER BY priority DESC, run_at, id
 				LIMIT 8) c)
 		AND j.state = 'queued' AND j.run_at <= $3
@@ -323,7 +338,7 @@ func newQueries(schema string) queries {
 				AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
 				ORDER BY priority DESC, run_at, id
 				LIMIT 8) c
-			WHERE qq.`+notPaused+`)
+			WHERE qq.`+notHeld+`)
 		AND j.state = 'queued' AND j.run_at <= $3
 		ORDER BY j.priority DESC, j.run_at, j.id
 		LIMIT 1
@@ -348,7 +363,7 @@ func newQueries(schema string) queries {
 		RETURNING ` + qualified(cols, t)
 	}
 	q.claimMany = claimMany(`SELECT id AS pid FROM `+t+`
-		WHERE state = 'queued' AND run_at <= $3 AND `+notPaused+`
+		WHERE state = 'queued' AND run_at <= $3 AND `+notHeld+`
 		ORDER BY priority DESC, run_at, id
 		LIMIT $4
 		FOR UPDATE SKIP LOCKED`, "$5")
@@ -356,7 +371,7 @@ func newQueries(schema string) queries {
 		WHERE j.id IN (
 			SELECT c.id FROM unnest($4::text[]) AS k(kind),
 			LATERAL (SELECT id FROM `+t+`
-				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3 AND `+notPaused+`
+				WHERE state = 'queued' AND kind = k.kind AND run_at <= $3 AND `+notHeld+`
 				ORDER BY priority DESC, run_at, id
 				LIMIT greatest(8, $5)) c)
 		AND j.state = 'queued' AND j.run_at <= $3
@@ -372,14 +387,15 @@ func newQueries(schema string) queries {
 				AND (cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))
 				ORDER BY priority DESC, run_at, id
 				LIMIT greatest(8, $6)) c
-			WHERE qq.`+notPaused+`)
+			WHERE qq.`+notHeld+`)
 		AND j.state = 'queued' AND j.run_at <= $3
 		ORDER BY j.priority DESC, j.run_at, j.id
 		LIMIT $6
 		FOR UPDATE OF j SKIP LOCKED`, "$7")
 	// After a claim that found nothing: the earliest RunAt of the
-	// queued jobs, and whether the session $1 (its lock in the space $2)
-	// still lives.
+	// queued jobs (but a limited queue's: see nextLimited), whether the
+	// session $1 (its lock in the space $2) still lives, and the limited
+	// queues.
 	sessionLive := `EXISTS (SELECT 1 FROM ` + ss + ` WHERE id = $1 AND dead_since IS NULL AND expires_at >= now())
 		AND NOT pg_try_advisory_xact_lock($2::int, $1)`
 	q.earliest = earliestRunAt(t, "")
@@ -388,14 +404,20 @@ func newQueries(schema string) queries {
 	q.earliestByQueue = `SELECT qq.queue, e.run_at FROM unnest($1::text[]) AS qq(queue),
 		LATERAL (` + earliestRunAt(t, "queue = qq.queue") + `) e WHERE e.run_at IS NOT NULL`
 	// The next jobs of paused queues are not work to wait for.
-	q.nextDue = `SELECT (` + earliestRunAt(t, notPaused) + `), ` + sessionLive
+	limitedNames := `ARRAY(SELECT name FROM ` + s + `.queues WHERE ` + limitedCond + ` ORDER BY name)`
+	q.nextDue = `SELECT (` + earliestRunAt(t, notHeld) + `), ` + sessionLive + `, ` + limitedNames
 	q.nextKinds = `SELECT (SELECT min(e.run_at) FROM unnest($3::text[]) AS k(kind),
-		LATERAL (` + earliestRunAt(t, "kind = k.kind AND "+notPaused) + `) e), ` + sessionLive
+		LATERAL (` + earliestRunAt(t, "kind = k.kind AND "+notHeld) + `) e), ` + sessionLive + `, ` + limitedNames
 	q.nextQueues = `SELECT (SELECT min(e.run_at) FROM unnest($3::text[]) AS qq(queue),
 		LATERAL (` + earliestRunAt(t, "queue = qq.queue AND (cardinality($4::text[]) = 0 OR kind = ANY($4::text[]))") + `) e
-		WHERE qq.` + notPaused + `), ` + sessionLive
+		WHERE qq.` + notHeld + `), ` + sessionLive + `, ` + limitedNames
+	// A job of a queue with a concurrency limit that stops running frees
+	// a place in it: the write notifies the work channel, which wakes the
+	// workers waiting for one in every process. (Ending a job of a queue
+	// with a rate only frees nothing.)
+	slotsFreed := `queue IN (SELECT name FROM ` + s + `.queues WHERE queue_limit > 0 OR per_partition > 0)`
 	// update writes a job read at version $2 back, notifying the work
-	// channel if it is now queued and the job channel if $14 says so or
+	// channel if it is now queued or frees a place of a limit, and the job channel if $14 says so or
 	// it reached a terminal state while a Wait watches it.
 	q.update = `WITH u AS (
 		UPDATE ` + t + ` SET state = $3, priority = $4, run_at = $5, attempt = $6, worker = $7,
@@ -404,7 +426,7 @@ func newQueries(schema string) queries {
 			result = $12, doc = $13, version = version + 1
 		WHERE id = $1 AND version = $2
 		RETURNING ` + cols + `),
-	nw AS (SELECT pg_notify($15, '') FROM u WHERE state = 'queued'),
+	nw AS (SELECT pg_notify($15, '') FROM u WHERE state = 'queued' OR (state <> 'running' AND ` + slotsFreed + `)),
 	nj AS (SELECT pg_notify($16, id) FROM u
 		WHERE $14 OR (waited AND state IN ('succeeded', 'failed', 'canceled')))
 	SELECT ` + cols + `, (SELECT count(*) FROM nw), (SELECT count(*) FROM nj) FROM u`
@@ -428,8 +450,8 @@ func newQueries(schema string) queries {
 			result = v.result, doc = v.doc, version = ` + t + `.version + 1
 		FROM v
 		WHERE ` + t + `.id = v.id AND ` + t + `.version = v.version
-		RETURNING ` + t + `.id, ` + t + `.state, ` + t + `.version, ` + t + `.waited, ` + t + `.payload),
-	nw AS (SELECT pg_notify($14, '') FROM u WHERE state = 'queued'),
+		RETURNING ` + t + `.id, ` + t + `.state, ` + t + `.version, ` + t + `.waited, ` + t + `.payload, ` + t + `.queue),
+	nw AS (SELECT pg_notify($14, '') FROM u WHERE state = 'queued' OR (state <> 'running' AND ` + slotsFreed + `)),
 	nj AS (SELECT pg_notify($15, id) FROM u WHERE waited AND state IN ('succeeded', 'failed', 'canceled'))
 	SELECT id, version, waited, payload, (SELECT count(*) FROM nw), (SELECT count(*) FROM nj) FROM u`
 	q.markWaited = `UPDATE ` + t + ` SET waited = true WHERE id = $1 RETURNING ` + cols
@@ -481,7 +503,8 @@ func newQueries(schema string) queries {
 	// resume notifies the work channel ($2) in its transaction, so that
 	// waiting workers of every process claim again.
 	qs := s + ".queues"
-	q.queueSettings = `SELECT name, paused FROM ` + qs + ` WHERE paused`
+	q.queueSettings = `SELECT name, paused, queue_limit, per_partition, rate_n, rate_per_us FROM ` + qs + `
+		WHERE paused OR ` + limitedCond
 	q.pauseQueue = `INSERT INTO ` + qs + ` (name, paused) VALUES ($1, true)
 		ON CONFLICT (name) DO UPDATE SET paused = true, updated_at = now() WHERE NOT ` + qs + `.paused`
 	q.resumeQueue = `WITH u AS (
@@ -532,6 +555,7 @@ func newQueries(schema string) queries {
 	q.workers = `SELECT w.info FROM ` + w + ` w WHERE ` + alive("w.session") + ` ORDER BY w.id`
 	q.unregisterWorker = `DELETE FROM ` + w + ` WHERE id = $1 AND token = $2`
 	q.running = `SELECT ` + cols + ` FROM ` + t + ` WHERE session = $1 AND state = 'running' FOR UPDATE`
+	limitQueries(&q, s, t)
 	return q
 }
 

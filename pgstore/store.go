@@ -69,6 +69,11 @@ type Store struct {
 	flushing   int
 	// nextDue is the earliest future RunAt a Claim reported, zero if none.
 	nextDue time.Time
+	// limited holds the queues that have a limit or a rate, sorted, as
+	// the store last read them (see acceptedLimited); limitedWrites
+	// counts the store's own changes of queue settings.
+	limited       []string
+	limitedWrites uint64
 	// watches holds a channel per job ID that Wait or WatchCancel watches,
 	// closed and removed on any notification about that job, and one per
 	// logWatchKey that WatchLog watches, likewise for its log.
@@ -161,6 +166,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 		return nil, fmt.Errorf("pgstore: open: read schema: %w", err)
 	}
 	s.ns = int32(uint32(oid))
+	if err := s.refreshLimited(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: open: read the queues' limits: %w", err)
+	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.wg.Add(2)
@@ -319,7 +327,8 @@ func (s *Store) connConfig() *pgx.ConnConfig {
 }
 
 // maintain runs until the store closes: it recovers the jobs of dead
-// lease sessions, and retries failed releases, every RecoverInterval, and
+// lease sessions, retries failed releases, and reads which queues are
+// limited (see acceptedLimited), every RecoverInterval, and
 // compacts the count deltas (vacuuming their table after a large
 // compaction) every second or RecoverInterval, whichever is longer.
 func (s *Store) maintain(ctx context.Context) {
@@ -332,6 +341,9 @@ func (s *Store) maintain(ctx context.Context) {
 			s.opts.Logger.Warn("pgstore: recovery of dead workers' jobs failed; will retry", "err", err)
 		}
 		s.retryReleases(ctx)
+		if err := s.refreshLimited(ctx); err != nil && ctx.Err() == nil {
+			s.opts.Logger.Warn("pgstore: reading the queues' limits failed; will retry", "err", err)
+		}
 		if time.Since(compacted) >= compactEvery {
 			compacted = time.Now()
 			if err := s.compactAndVacuum(ctx); err != nil && ctx.Err() == nil {

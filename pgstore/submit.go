@@ -64,7 +64,7 @@ func (s *Store) insertJob(ctx context.Context, q querier, spec jobstore.Spec, op
 		}
 		var id string
 		err = q.QueryRow(ctx, s.q.insert, j.ID, nullKey(j.Key), j.Kind, j.Priority, j.RunAt, j.UpdatedAt,
-			nullBytes(j.Payload), doc, j.Queue).Scan(&id)
+			nullBytes(j.Payload), doc, j.Queue, nullKey(j.Partition)).Scan(&id)
 		if err == nil {
 			return j, true, nil
 		}
@@ -101,7 +101,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 	if len(b.keyed) == 0 {
 		// No key can be taken: one statement inserts every job, one
 		// round trip and one commit.
-		tag, err := s.pool.Exec(ctx, s.q.insertManyNew, b.ids, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues)
+		tag, err := s.pool.Exec(ctx, s.q.insertManyNew, b.ids, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues, b.parts)
 		if err == nil && tag.RowsAffected() != int64(len(b.rows)) {
 			err = fmt.Errorf("inserted %d jobs of %d", tag.RowsAffected(), len(b.rows))
 		}
@@ -139,7 +139,7 @@ type batch struct {
 	rows            []int          // the specs that make a job, unless their key has one
 	ids, kinds      []string
 	queues          []string
-	keys            []*string
+	keys, parts     []*string // NULL for none
 	prios           []int32
 	runAts, updated []time.Time
 	payloads, docs  [][]byte
@@ -176,7 +176,7 @@ func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) 
 	slices.SortStableFunc(b.rows, func(x, y int) int { return cmp.Compare(specs[x].Key, specs[y].Key) })
 	n := len(b.rows)
 	b.ids, b.kinds, b.queues = make([]string, n), make([]string, n), make([]string, n)
-	b.keys = make([]*string, n)
+	b.keys, b.parts = make([]*string, n), make([]*string, n)
 	b.prios = make([]int32, n)
 	b.runAts, b.updated = make([]time.Time, n), make([]time.Time, n)
 	b.payloads, b.docs = make([][]byte, n), make([][]byte, n)
@@ -191,6 +191,9 @@ func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) 
 		if len(j.Payload) > 0 {
 			b.payloads[k] = j.Payload
 		}
+		if j.Partition != "" {
+			b.parts[k] = &b.out[i].Job.Partition
+		}
 		if j.Key != "" {
 			b.keys[k] = &b.out[i].Job.Key
 			b.keyed = append(b.keyed, j.Key)
@@ -204,7 +207,7 @@ func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) 
 // pruned meanwhile.
 func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b *batch) error {
 	b.created, b.existing = map[string]bool{}, map[string]jobstore.Job{}
-	rs, err := tx.Query(ctx, s.q.insertMany, b.ids, b.keys, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues)
+	rs, err := tx.Query(ctx, s.q.insertMany, b.ids, b.keys, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues, b.parts)
 	if err != nil {
 		return err
 	}

@@ -218,8 +218,8 @@ func schemaExists(t *testing.T, schema string) bool {
 }
 
 // TestCopyCarriesLimits: a queue's limit, per-partition limit and rate are set in
-// the store copied into, with its jobs' partitions; a store that keeps no
-// limits is refused, in words, before anything is copied into it.
+// the store copied into, a file store or a store in PostgreSQL, with its
+// jobs' partitions.
 func TestCopyCarriesLimits(t *testing.T) {
 	dir, into := newStoreDir(t), newStoreDir(t)
 	t.Chdir(t.TempDir())
@@ -243,9 +243,16 @@ func TestCopyCarriesLimits(t *testing.T) {
 	require.Equal(t, "customer-1", getJob(t, into, id).Partition)
 
 	pg := pgStore(t)
-	r = jd(t, "", "copy", "--from", dir, "--to", pg)
-	require.Equal(t, exitError, r.code, "%s", r)
-	require.Contains(t, r.stderr, "have limits in "+dir)
-	require.Contains(t, r.stderr, "keeps no limits: nothing copied")
-	require.Empty(t, listAll(t, pg), "nothing copied")
+	r = jdOK(t, "", "copy", "--from", dir, "--to", pg)
+	require.Contains(t, r.stdout, " too: deploys (at most 2), mail (at most 3, 1 per partition), reports (rate 100/1m)\n")
+	require.NoError(t, json.Unmarshal([]byte(jdOK(t, pg, "queue", "list", "--json").stdout), &qs))
+	clear(byName)
+	for _, q := range qs {
+		byName[q.Queue] = q
+	}
+	require.Equal(t, 2, byName["deploys"].Limit)
+	require.Equal(t, 3, byName["mail"].Limit)
+	require.Equal(t, 1, byName["mail"].PerPartition)
+	require.Equal(t, jobstore.Rate{N: 100, Per: time.Minute}, byName["reports"].Rate)
+	require.Equal(t, "customer-1", getJob(t, pg, id).Partition)
 }

@@ -167,12 +167,12 @@ limit and rate as they were, and "limit Q --per-partition 1" leaves N. A job
 starts only when every one of them has room.
 
 A limit lowered below the jobs that run lets them finish, and starts none until
-fewer run. A job counts from its claim until its attempt is over: every
-process of it gone, so a job whose worker was killed counts until the
-processes it started are gone too. A worker that is stopped (SIGSTOP) keeps
-its jobs, and so their places.
-
-The file store keeps limits; a store in PostgreSQL does not yet.`,
+fewer run. A job counts from its claim until its attempt is over. On a file
+store that is every process of it gone, so a job whose worker was killed
+counts until the processes it started are gone too, and a worker that is
+stopped (SIGSTOP) keeps its jobs, and so their places. In PostgreSQL it is
+the end of its worker's lease: about a second after the worker died, or the
+lease's TTL (30s) after it stopped.`,
 		Example: `  jobdir queue limit deploys 2
   jobdir queue limit --unlimited deploys
   jobdir queue limit emails --per-partition 1   # one job per customer at a time
@@ -224,7 +224,7 @@ The file store keeps limits; a store in PostgreSQL does not yet.`,
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
 				ql, ok := st.Store.(jobstore.QueueLimiter)
 				if !ok {
-					return fmt.Errorf("the store %s does not limit queues (a file store does)", st.name)
+					return fmt.Errorf("the store %s does not limit queues", st.name)
 				}
 				if setQueue {
 					if err := ql.SetQueueLimit(cmd.Context(), q, n); err != nil {

@@ -74,11 +74,7 @@ func testQueueCommands(t *testing.T, dir string) {
 	jdOK(t, dir, "work", "--exit-when-idle", "--quiet", "--queue", "reports,emails")
 	requireJobState(t, dir, id, jobstore.StateSucceeded)
 
-	if strings.Contains(dir, "://") {
-		r := jd(t, dir, "queue", "limit", "emails", "2")
-		require.Equal(t, 1, r.code, "%s", r)
-		require.Contains(t, r.stderr, "does not limit queues")
-	} else {
+	{ // Limits, on every store.
 		r = jdOK(t, dir, "queue", "limit", "emails", "2")
 		require.Equal(t, "queue emails runs at most 2 at once\n", r.stdout)
 		require.Regexp(t, `(?m)^emails\s+running\s+2\s+`, jdOK(t, dir, "queue", "list").stdout)

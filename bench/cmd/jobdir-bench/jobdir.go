@@ -35,25 +35,34 @@ func fileSystem(name, label string, noSync, syncFS bool) *system {
 	}
 }
 
-// flowSystem is the durable file store with a flow-control setting on the
-// queue of the bench's jobs (the default queue), made by set at setup, to
-// measure what the setting costs a work-off beside jobdir-file. With
-// partitions, the jobs are spread over that many partitions, in turn.
-func flowSystem(name, label string, partitions int, set func(context.Context, jobstore.QueueLimiter) error) *system {
-	sys := fileSystem(name, label, false, false)
-	sys.optIn = true
+// flowSystem is base (the durable file store, or pgstore) with a
+// flow-control setting on the queue of the bench's jobs (the default
+// queue), made by set at setup, to measure what the setting costs a
+// work-off beside base. With partitions, the jobs are spread over that
+// many partitions, in turn.
+func flowSystem(base *system, name, label string, partitions int, set func(context.Context, jobstore.QueueLimiter) error) *system {
+	sys := *base
+	sys.name, sys.label, sys.optIn = name, label, true
+	setup, open := base.setup, base.open
 	sys.setup = func(ctx context.Context, dir string) error {
-		s, err := filestore.Open(ctx, dir, nil)
+		if err := setup(ctx, dir); err != nil {
+			return err
+		}
+		q, err := open(ctx, dir)
 		if err != nil {
 			return err
 		}
-		if err := set(ctx, s); err != nil {
-			_ = s.Close()
+		ql, ok := q.(*jobdirQueue).store.(jobstore.QueueLimiter)
+		if !ok {
+			_ = q.Close()
+			return fmt.Errorf("%s keeps no limits", base.name)
+		}
+		if err := set(ctx, ql); err != nil {
+			_ = q.Close()
 			return err
 		}
-		return s.Close()
+		return q.Close()
 	}
-	open := sys.open
 	sys.open = func(ctx context.Context, dir string) (queue, error) {
 		q, err := open(ctx, dir)
 		if err != nil {
@@ -62,27 +71,37 @@ func flowSystem(name, label string, partitions int, set func(context.Context, jo
 		q.(*jobdirQueue).partitions = partitions
 		return q, nil
 	}
-	return sys
+	return &sys
 }
 
-// flowSystems are the flow-control variants of jobdir-file. None of their
-// settings binds in the work-off (100 workers in each of 2 processes): a
-// limit of 200, a per-partition limit of 1 over 1,000 partitions (two
-// running jobs of one partition are rare), and a rate of 100 starts a
-// millisecond. They measure the bookkeeping a setting adds to each claim,
-// and run only when -systems names them.
+// flowSystems are the flow-control variants of jobdir-file and jobdir-pg.
+// None of their settings binds in the work-off (100 workers in each of 2
+// processes): a limit of 200, a per-partition limit of 1 over 1,000
+// partitions (two running jobs of one partition are rare), and a rate of
+// 100 starts a millisecond. They measure the bookkeeping a setting adds to
+// each claim, and run only when -systems names them.
 func flowSystems() []*system {
-	return []*system{
-		flowSystem("jobdir-file-limit", "jobdir file (durable), limit 200", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
-			return s.SetQueueLimit(ctx, jobstore.DefaultQueue, 200)
-		}),
-		flowSystem("jobdir-file-partition", "jobdir file (durable), 1 per partition", 1000, func(ctx context.Context, s jobstore.QueueLimiter) error {
-			return s.SetPartitionLimit(ctx, jobstore.DefaultQueue, 1)
-		}),
-		flowSystem("jobdir-file-rate", "jobdir file (durable), rate 100/1ms", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
-			return s.SetQueueRate(ctx, jobstore.DefaultQueue, jobstore.Rate{N: 100, Per: time.Millisecond})
-		}),
+	var out []*system
+	for _, base := range []struct {
+		sys         *system
+		name, label string
+	}{
+		{fileSystem("jobdir-file", "", false, false), "jobdir-file", "jobdir file (durable)"},
+		{pgstoreSystem(), "jobdir-pg", "jobdir pgstore"},
+	} {
+		out = append(out,
+			flowSystem(base.sys, base.name+"-limit", base.label+", limit 200", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
+				return s.SetQueueLimit(ctx, jobstore.DefaultQueue, 200)
+			}),
+			flowSystem(base.sys, base.name+"-partition", base.label+", 1 per partition", 1000, func(ctx context.Context, s jobstore.QueueLimiter) error {
+				return s.SetPartitionLimit(ctx, jobstore.DefaultQueue, 1)
+			}),
+			flowSystem(base.sys, base.name+"-rate", base.label+", rate 100/1ms", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
+				return s.SetQueueRate(ctx, jobstore.DefaultQueue, jobstore.Rate{N: 100, Per: time.Millisecond})
+			}),
+		)
 	}
+	return out
 }
 
 // memStores holds the memstore of each dir, so that every open in this

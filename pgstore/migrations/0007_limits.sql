@@ -1,0 +1,33 @@
+-- The seventh version of the schema: limits and rates of queues.
+--
+-- A queue may have a concurrency limit (queue_limit), a limit per
+-- partition of its jobs (per_partition) and a rate (rate_n starts in any
+-- window of rate_per_us microseconds); 0 is none. A claim of a limited
+-- queue's job holds a transaction-level advisory lock of the queue while
+-- it counts the queue's running jobs, and of its partitions, and the
+-- recent starts.
+ALTER TABLE {{schema}}.queues
+    ADD COLUMN queue_limit   integer NOT NULL DEFAULT 0 CHECK (queue_limit >= 0),
+    ADD COLUMN per_partition integer NOT NULL DEFAULT 0 CHECK (per_partition >= 0),
+    ADD COLUMN rate_n        integer NOT NULL DEFAULT 0 CHECK (rate_n >= 0),
+    ADD COLUMN rate_per_us   bigint  NOT NULL DEFAULT 0 CHECK (rate_per_us >= 0);
+
+-- A job's partition is a column, as its queue is, so that a claim counts
+-- the running jobs of a partition from an index. It was kept in doc only;
+-- the jobs that may still run get it from there.
+ALTER TABLE {{schema}}.jobs ADD COLUMN partition text COLLATE "C";
+UPDATE {{schema}}.jobs SET partition = convert_from(doc, 'UTF8')::jsonb ->> 'partition'
+WHERE state IN ('queued', 'running') AND position('"partition"' IN convert_from(doc, 'UTF8')) > 0;
+
+-- The running jobs of each queue and partition: what a claim of a limited
+-- queue counts. Running jobs are few, and so is this index.
+CREATE INDEX jobs_running_queue ON {{schema}}.jobs (queue, partition) WHERE state = 'running';
+
+-- queue_starts holds the recent starts of the rate-limited queues, on the
+-- database's clock: the claims of each queue delete those older than its
+-- window, so a queue keeps at most its rate's N of them.
+CREATE TABLE {{schema}}.queue_starts (
+    queue text COLLATE "C" NOT NULL,
+    at    timestamptz NOT NULL
+);
+CREATE INDEX queue_starts_at ON {{schema}}.queue_starts (queue, at);
