@@ -59,7 +59,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		workers = fs.String("workers", "1,10,100", "comma-separated worker counts for the work-off (per process)")
 		outDir  = fs.String("out", "bench-results", "directory for results.md, results.json and workoff.svg")
 		only    = fs.String("only", "", "comma-separated workloads to run (default all): "+strings.Join(workloadNames, ","))
-		systems = fs.String("systems", "", "comma-separated systems to run (default all but the jobdir-file-limit, -partition and -rate variants): "+systemNames())
+		systems = fs.String("systems", "", "comma-separated systems to run (default all but the -limit, -partition and -rate variants of jobdir-file and jobdir-pg): "+systemNames())
 		quick   = fs.Bool("quick", false, "a smoke run of a minute or two: 1 round, 1,000 jobs, 100 workers (× 1 and × 2 processes), fewer samples, small stores")
 		dir     = fs.String("dir", os.TempDir(), "directory for the stores under test (every system on the same disk)")
 		limit   = fs.Duration("workoff-limit", 15*time.Second, "longest a work-off may run; a slower system reports its rate so far")
