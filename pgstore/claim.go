@@ -96,7 +96,7 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 		case len(rows) > 0:
 			got = rows[0]
 		case corrupt != nil:
-			err = corrupt
+			return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", corrupt) // failed already
 		default:
 			err = pgx.ErrNoRows
 		}
@@ -277,11 +277,25 @@ func (s *Store) burn(ctx context.Context, r row, stale *session) error {
 }
 
 // failCorrupt ends a claimed job whose doc column does not decode, so that
-// it is not left running forever, and returns err.
+// it is not left running forever, and returns err. The end notifies the
+// work channel, as the end of any running job of a limited queue does. It
+// must not be called while the claim's own transaction is open (its
+// results not read to the end): it waits for the job's row.
 func (s *Store) failCorrupt(ctx context.Context, err error) error {
 	if ce, ok := errors.AsType[*corruptError](err); ok {
-		_, _ = s.pool.Exec(ctx, `UPDATE `+s.q.schema+`.jobs SET state = 'failed', finished_at = now(),
-			session = NULL, version = version + 1 WHERE id = $1 AND state = 'running'`, ce.id)
+		_, _ = s.pool.Exec(ctx, `WITH u AS (UPDATE `+s.q.schema+`.jobs SET state = 'failed', finished_at = now(),
+			session = NULL, version = version + 1 WHERE id = $1 AND state = 'running' RETURNING 1)
+			SELECT pg_notify($2, '') FROM u`, ce.id, s.q.chanWork)
 	}
 	return err
+}
+
+// failAllCorrupt fails the jobs of corrupt (failCorrupt), once the claim
+// that read them has ended, and returns the last of them.
+func (s *Store) failAllCorrupt(ctx context.Context, corrupt []error) error {
+	var last error
+	for _, err := range corrupt {
+		last = s.failCorrupt(ctx, err)
+	}
+	return last
 }

@@ -117,8 +117,12 @@ func (s *Store) claimManyFast(ctx context.Context, req jobstore.ClaimRequest, ma
 	if err != nil {
 		return nil, nil, err
 	}
-	if got, corrupt, err = s.readClaimed(ctx, rs); err != nil {
+	got, bad, err := readClaimed(rs)
+	if err != nil {
 		return nil, nil, err
 	}
-	return got, corrupt, br.Close()
+	if err := br.Close(); err != nil {
+		return nil, nil, err
+	}
+	return got, s.failAllCorrupt(ctx, bad), nil
 }

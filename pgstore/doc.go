@@ -57,7 +57,11 @@
 //     queue committed before (limits.go). A job holds its places while it
 //     is running in the database, so a dead worker's are freed with its
 //     lease session. A claim that meets another claim at a queue's lock
-//     takes other queues' jobs, or waits its turn for at most 100 ms.
+//     takes other queues' jobs, or waits its turn for at most 100 ms. A
+//     change of a setting waits for the claims in flight, so it holds
+//     from the moment it returns. What a limit does not survive (a crash
+//     of the server, workers of a release before limits, a claim cut off
+//     between its two statements) is in docs/queues.md.
 //   - Events, not polling: LISTEN/NOTIFY wakes AwaitWork on a submit or a
 //     requeue, WatchCancel on a cancel or a recovery, Wait on the end of
 //     a job, and a follower of a job's log (Logs.WatchLog, which

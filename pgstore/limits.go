@@ -50,6 +50,10 @@ func limitQueries(q *queries, s, t string) {
 	qs, st, ss := s+".queues", s+".queue_starts", s+".sessions"
 	list := `ARRAY(SELECT name FROM ` + qs + ` WHERE ` + limitedCond + ` ORDER BY name)`
 	q.limitedList = `SELECT ` + list
+	// Every claim reads the queues table (AccessShare, until it commits):
+	// a change of a setting that locks it exclusively first waits for the
+	// claims in flight, and holds the new ones until it commits.
+	q.lockQueues = `LOCK TABLE ` + qs + ` IN ACCESS EXCLUSIVE MODE`
 	// A setting's change: an upsert of some columns of the queue $1 (to
 	// $3, and $4 for a rate's window), a notification on the work channel
 	// $2, and the limited queues as the change left them.
@@ -96,7 +100,13 @@ func limitQueries(q *queries, s, t string) {
 	// window, and $6) and its full partitions. lc is, for each held
 	// queue, its first due jobs in claim order, passing over the full
 	// partitions, and of each partition only as many as it has room for;
-	// lk keeps of them as many as the queue has room for.
+	// lk keeps of them as many as the queue has room for. A job of a queue
+	// with a rate starts at the server's clock (clk), as its start is
+	// recorded (started); aged keeps a queue's starts in its window and its
+	// latest N (so that a window made longer, or an N made larger, still
+	// counts the starts that matter), and ahead
+	// counts a start later than the clock (a clock set back) as made now,
+	// so that it holds the queue for one window at most.
 	kinds := `(cardinality($5::text[]) = 0 OR kind = ANY($5::text[]))`
 	window := `h.rate_per_us * interval '1 microsecond'`
 	limited := func(free string) string {
@@ -159,7 +169,9 @@ func limitQueries(q *queries, s, t string) {
 			SELECT u.queue, (SELECT now FROM clk) FROM u WHERE u.queue IN (SELECT name FROM held WHERE rate_n > 0)),
 		aged AS (
 			DELETE FROM ` + st + ` x USING held h
-			WHERE x.queue = h.name AND h.rate_n > 0 AND x.at <= (SELECT now FROM clk) - ` + window + `),
+			WHERE x.queue = h.name AND h.rate_n > 0 AND x.at <= (SELECT now FROM clk) - ` + window + `
+			AND x.at < (SELECT y.at FROM ` + st + ` y
+				WHERE y.queue = h.name ORDER BY y.at DESC OFFSET h.rate_n - 1 LIMIT 1)),
 		ahead AS (
 			UPDATE ` + st + ` x SET at = (SELECT now FROM clk) FROM held h
 			WHERE x.queue = h.name AND h.rate_n > 0 AND x.at > (SELECT now FROM clk))
@@ -271,23 +283,25 @@ func (s *Store) claimLimitedOnce(ctx context.Context, lock string, req jobstore.
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	got, corrupt, err = s.readClaimed(ctx, rs)
+	got, bad, err := readClaimed(rs)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	return got, corrupt, busy, br.Close()
+	if err := br.Close(); err != nil {
+		return nil, nil, 0, err
+	}
+	return got, s.failAllCorrupt(ctx, bad), busy, nil
 }
 
-// readClaimed reads the rows a claim statement returned, and closes rs.
-// A row whose doc column does not decode is failed (failCorrupt) and left
-// out; the last such error is returned as corrupt.
-func (s *Store) readClaimed(ctx context.Context, rs pgx.Rows) (got []row, corrupt, err error) {
+// readClaimed reads the rows a claim statement returned, and closes rs. A
+// row whose doc column does not decode is left out, and its error
+// returned in corrupt, for failAllCorrupt once the claim has ended.
+func readClaimed(rs pgx.Rows) (got []row, corrupt []error, err error) {
 	defer rs.Close()
 	for rs.Next() {
 		r, err := scanRow(rs)
 		if errors.Is(err, jobstore.ErrCorrupt) {
-			corrupt = err
-			_ = s.failCorrupt(ctx, err)
+			corrupt = append(corrupt, err)
 			continue
 		}
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -116,6 +118,13 @@ func (s *Store) SetQueueRate(ctx context.Context, queue string, rate jobstore.Ra
 // its settings to the values args, in one transaction that notifies the
 // work channel: a limit raised or cleared lets waiting workers start
 // more. The statement returns the limited queues as it left them.
+//
+// The transaction first locks the queues table against every claim, so
+// that it waits for the claims in flight, which read the settings before
+// the change: once it returns, every job that a claim made without the
+// new setting moved to running is counted by the claims made with it. The
+// store's changes of settings take turns, so that the last one to commit
+// is the last one this store records.
 func (s *Store) setQueue(ctx context.Context, op, sql, queue string, args ...any) error {
 	if err := jobstore.ValidateQueue(queue); err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
@@ -123,8 +132,16 @@ func (s *Store) setQueue(ctx context.Context, op, sql, queue string, args ...any
 	if err := s.check(ctx, op); err != nil {
 		return err
 	}
+	s.settingsMu.Lock()
+	defer s.settingsMu.Unlock()
 	var limited []string
-	if err := s.pool.QueryRow(ctx, sql, append([]any{queue, s.q.chanWork}, args...)...).Scan(&limited); err != nil {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.q.lockQueues); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, sql, append([]any{queue, s.q.chanWork}, args...)...).Scan(&limited)
+	})
+	if err != nil {
 		return s.fail(ctx, op, err)
 	}
 	s.mu.Lock()

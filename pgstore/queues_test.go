@@ -120,17 +120,17 @@ func TestLimitsOfAnotherStoreHoldAtOnce(t *testing.T) {
 }
 
 // TestStoppedWorkerKeepsItsSlots: a worker that is stopped (SIGSTOP) while
-// it runs a job of a queue and a partition limited to 1 keeps the job's
-// places as it keeps its lease: no other process starts the next job while
-// its lease session lives. Once the session expires (LeaseTTL, as for a
-// worker cut off from the database), the job is recovered, and the places
-// with it.
+// it runs a job of a limited partition keeps the job's place as it keeps
+// its lease: no other process starts the partition's next job while its
+// lease session lives, though the queue has room, and another partition's
+// job runs. Once the session expires (LeaseTTL, as for a worker cut off
+// from the database), the job is recovered, and its place with it.
 func TestStoppedWorkerKeepsItsSlots(t *testing.T) {
 	schema := pgtest.Schema(t)
 	const ttl = 2 * time.Second
 	s := openStore(t, schema, &pgstore.Options{RecoverInterval: 50 * time.Millisecond})
 	ctx := t.Context()
-	require.NoError(t, s.SetQueueLimit(ctx, "q", 1))
+	require.NoError(t, s.SetQueueLimit(ctx, "q", 3))
 	require.NoError(t, s.SetPartitionLimit(ctx, "q", 1))
 	spec := jobstore.Spec{Kind: "work", Queue: "q", Partition: "customer-1"}
 	first, _, err := s.Submit(ctx, spec)
@@ -141,21 +141,73 @@ func TestStoppedWorkerKeepsItsSlots(t *testing.T) {
 	require.Equal(t, "claimed "+first.ID+" 1", c.Next(t))
 	require.NoError(t, c.Stop(ctx))
 	stopped := time.Now()
+	req := jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}}
+	other, _, err := s.Submit(ctx, jobstore.Spec{Kind: "work", Queue: "q", Partition: "customer-2"})
+	require.NoError(t, err)
+	got, err := s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, other.ID, got.ID, "another partition's job runs")
+	_, err = s.Complete(ctx, got.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
 	for time.Since(stopped) < ttl/2 { // many recovery passes
-		_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+		_, err := s.Claim(ctx, req)
 		require.ErrorIs(t, err, jobstore.ErrNoJob, "a place of a stopped worker was taken from it within its lease")
 		time.Sleep(50 * time.Millisecond)
 	}
 	require.Eventually(t, func() bool {
-		_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+		_, err = s.Claim(ctx, req)
 		return err == nil
-	}, 10*time.Second, 10*time.Millisecond, "the places are free once the stopped worker's lease expired")
+	}, 10*time.Second, 10*time.Millisecond, "the place is free once the stopped worker's lease expired")
 	t.Logf("a place held %s after the stop (LeaseTTL %s)", time.Since(stopped).Round(time.Millisecond), ttl)
 	j, err := s.Get(ctx, first.ID)
 	require.NoError(t, err)
 	require.True(t, j.State == jobstore.StateQueued || j.Worker == "w", "the stopped worker's attempt was recovered: %s by %s", j.State, j.Worker)
-	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Queues: []string{"q"}})
+	_, err = s.Claim(ctx, req)
 	require.ErrorIs(t, err, jobstore.ErrNoJob, "one job of the partition at a time: of %s and %s, one waits", first.ID, next.ID)
+}
+
+// TestSetLimitWaitsForClaimsInFlight: a change of a limit waits for the
+// claims that read the settings before it (a transaction that read the
+// queues table stands for one here), so that once it returns, every job
+// such a claim started is counted by the claims that follow.
+func TestSetLimitWaitsForClaimsInFlight(t *testing.T) {
+	schema := pgtest.Schema(t)
+	s := openStore(t, schema, nil)
+	ctx := t.Context()
+	pool := pgtest.Pool(t, 2)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT count(*) FROM `+schema+`.queues`)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- s.SetQueueLimit(ctx, "q", 1) }()
+	select {
+	case err := <-done:
+		require.Failf(t, "the limit was set while a claim was in flight", "err %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		require.Fail(t, "the limit was not set once the claim ended")
+	}
+	require.Equal(t, 1, queueLimit(t, s, "q"))
+}
+
+// queueLimit returns the limit of queue as s lists it.
+func queueLimit(t *testing.T, s *pgstore.Store, queue string) int {
+	t.Helper()
+	qs, err := s.Queues(t.Context())
+	require.NoError(t, err)
+	for _, q := range qs {
+		if q.Queue == queue {
+			return q.Limit
+		}
+	}
+	return 0
 }
 
 // TestOpenUpgradesToQueues: a schema of version 5, the release before
@@ -195,24 +247,29 @@ func TestOpenUpgradesToQueues(t *testing.T) {
 }
 
 // TestOpenUpgradesToLimits: a schema of version 6, the release before
-// limits, holding a running and two queued jobs with partitions (kept in
-// their doc column then), is upgraded by Open: a per-partition limit set
-// after the upgrade counts the running job's partition, so the queued job
-// of that partition waits and the other partition's job runs.
+// limits, holding jobs with partitions (kept in their doc column then), is
+// upgraded by Open: a per-partition limit set after the upgrade counts the
+// running job's partition, so the queued job of that partition waits and
+// the other partition's job runs; a failed job of the full partition,
+// retried, waits too. A job whose doc does not decode does not stop the
+// upgrade.
 func TestOpenUpgradesToLimits(t *testing.T) {
 	ctx := t.Context()
 	schema := pgtest.Schema(t)
 	pool := pgtest.Pool(t, 4)
 	require.NoError(t, pgstore.MigrateTo(ctx, pool, schema, 6))
+	doc := func(partition string) string {
+		return `convert_to('{"partition":"` + partition + `","max_attempts":3,"created_at":"2026-01-01T00:00:00Z"}', 'UTF8')`
+	}
 	_, err := pool.Exec(ctx, `INSERT INTO `+schema+`.jobs
-		(id, kind, state, priority, run_at, attempt, worker, started_at, updated_at, doc)
+		(id, kind, state, priority, run_at, attempt, worker, started_at, finished_at, updated_at, doc)
 		VALUES
-		('01000000000000000000000001', 'old', 'running', 0, now(), 1, 'w0', now(), now(),
-			convert_to('{"partition":"a","max_attempts":3,"created_at":"2026-01-01T00:00:00Z"}', 'UTF8')),
-		('01000000000000000000000002', 'old', 'queued', 0, now(), 0, '', NULL, now(),
-			convert_to('{"partition":"a","max_attempts":3,"created_at":"2026-01-01T00:00:00Z"}', 'UTF8')),
-		('01000000000000000000000003', 'old', 'queued', 0, now(), 0, '', NULL, now(),
-			convert_to('{"partition":"b","max_attempts":3,"created_at":"2026-01-01T00:00:00Z"}', 'UTF8'))`)
+		('01000000000000000000000001', 'old', 'running', 0, now(), 1, 'w0', now(), NULL, now(), `+doc("a")+`),
+		('01000000000000000000000002', 'old', 'queued', 0, now(), 0, '', NULL, NULL, now(), `+doc("a")+`),
+		('01000000000000000000000003', 'old', 'queued', 0, now(), 0, '', NULL, NULL, now(), `+doc("b")+`),
+		('01000000000000000000000004', 'old', 'failed', 0, now(), 3, 'w0', now(), now(), now(), `+doc("a")+`),
+		('01000000000000000000000005', 'old', 'canceled', 0, now(), 0, '', NULL, now(), now(),
+			'\xff'::bytea || convert_to('"partition"', 'UTF8'))`)
 	require.NoError(t, err)
 	s, err := pgstore.Open(ctx, pool, &pgstore.Options{Schema: schema, RecoverInterval: time.Hour})
 	require.NoError(t, err)
@@ -223,6 +280,8 @@ func TestOpenUpgradesToLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "01000000000000000000000003", got.ID, "partition a runs a job already")
 	require.Equal(t, "b", got.Partition)
+	_, err = s.Retry(ctx, "01000000000000000000000004")
+	require.NoError(t, err)
 	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
-	require.ErrorIs(t, err, jobstore.ErrNoJob)
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "the retried job of partition a waits, as the queued one does")
 }

@@ -216,6 +216,7 @@ type queries struct {
 	// queue's job, by the request's shape; when a limited queue's next
 	// job may start.
 	limitedList     string
+	lockQueues      string
 	limitQueue      string
 	limitPartitions string
 	rateQueue       string

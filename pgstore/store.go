@@ -39,6 +39,9 @@ type Store struct {
 	sessMu sync.Mutex
 	// probeMu serializes the connection-pooler checks (see probe).
 	probeMu sync.Mutex
+	// settingsMu serializes the store's changes of queue settings
+	// (setQueue).
+	settingsMu sync.Mutex
 
 	mu sync.Mutex
 	// sess is the current lease session, nil until the first Claim and

@@ -14,18 +14,28 @@ ALTER TABLE {{schema}}.queues
 
 -- A job's partition is a column, as its queue is, so that a claim counts
 -- the running jobs of a partition from an index. It was kept in doc only;
--- the jobs that may still run get it from there.
+-- every job that may run again (all but the succeeded) gets it from there.
+-- A doc that does not decode leaves it NULL, as a read of the job reports
+-- the doc corrupt anyway.
 ALTER TABLE {{schema}}.jobs ADD COLUMN partition text COLLATE "C";
-UPDATE {{schema}}.jobs SET partition = convert_from(doc, 'UTF8')::jsonb ->> 'partition'
-WHERE state IN ('queued', 'running') AND position('"partition"' IN convert_from(doc, 'UTF8')) > 0;
+CREATE FUNCTION {{schema}}.doc_partition(doc bytea) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN convert_from(doc, 'UTF8')::jsonb ->> 'partition';
+EXCEPTION WHEN others THEN
+    RETURN NULL;
+END
+$$;
+UPDATE {{schema}}.jobs SET partition = {{schema}}.doc_partition(doc)
+WHERE state <> 'succeeded' AND position('"partition"'::bytea IN doc) > 0;
+DROP FUNCTION {{schema}}.doc_partition(bytea);
 
 -- The running jobs of each queue and partition: what a claim of a limited
 -- queue counts. Running jobs are few, and so is this index.
 CREATE INDEX jobs_running_queue ON {{schema}}.jobs (queue, partition) WHERE state = 'running';
 
 -- queue_starts holds the recent starts of the rate-limited queues, on the
--- database's clock: the claims of each queue delete those older than its
--- window, so a queue keeps at most its rate's N of them.
+-- database's clock: the claims of each queue keep those of its window and
+-- the latest N (its rate's N), and delete the rest.
 CREATE TABLE {{schema}}.queue_starts (
     queue text COLLATE "C" NOT NULL,
     at    timestamptz NOT NULL
