@@ -27,6 +27,7 @@ var queueControlTests = []test{
 	{"LimitFreedByReleaseAndCleared", testQueuesLimitReleaseClear},
 	{"LimitFreeSlotWakesAwaitWork", testQueuesLimitWakes},
 	{"LimitInvalid", testQueuesLimitInvalid},
+	{"PauseStopsLimitedQueue", testQueuesPauseLimited},
 	{"PartitionLimitBoundsEachPartition", testQueuesPartitionLimit},
 	{"PartitionLimitWithQueueLimit", testQueuesPartitionAndQueueLimit},
 	{"PartitionLimitBoundsClaimBatch", testQueuesPartitionLimitBatch},
@@ -338,6 +339,29 @@ func testQueuesLimitInvalid(t *testing.T, s jobstore.Store) {
 	qs, err := ql.Queues(t.Context())
 	require.NoError(t, err)
 	require.Len(t, qs, 1)
+}
+
+func testQueuesPauseLimited(t *testing.T, s jobstore.Store) {
+	ql := limiter(t, s)
+	require.NoError(t, ql.SetQueueLimit(t.Context(), "q", 2))
+	require.NoError(t, ql.SetQueueRate(t.Context(), "r", jobstore.Rate{N: 5, Per: time.Hour}))
+	jobs := submitN(t, s, "q", 2)
+	rated := submitN(t, s, "r", 1)
+	require.NoError(t, ql.PauseQueue(t.Context(), "q"))
+	require.NoError(t, ql.PauseQueue(t.Context(), "r"))
+	requireNoJob(t, s) // paused, whatever the limit or the rate
+	requireQueueFull(t, s, "q")
+	if bc, ok := s.(jobstore.BatchClaimer); ok {
+		_, err := bc.ClaimBatch(t.Context(), jobstore.ClaimRequest{Worker: "w"}, 10)
+		require.ErrorIs(t, err, jobstore.ErrNoJob)
+	}
+	require.NoError(t, ql.ResumeQueue(t.Context(), "q"))
+	require.NoError(t, ql.ResumeQueue(t.Context(), "r"))
+	got := []string{claim(t, s, "w").ID, claim(t, s, "w").ID, claim(t, s, "w").ID}
+	require.ElementsMatch(t, []string{jobs[0].ID, jobs[1].ID, rated[0].ID}, got)
+	info := queueInfo(t, ql, "q")
+	require.False(t, info.Paused)
+	require.Equal(t, 2, info.Limit, "a pause and a resume leave the limit as it was")
 }
 
 // submitParts submits, in this order, a job of queue for each partition
