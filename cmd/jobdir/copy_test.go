@@ -228,31 +228,19 @@ func TestCopyCarriesLimits(t *testing.T) {
 	jdOK(t, dir, "queue", "limit", "deploys", "2")
 	jdOK(t, dir, "queue", "limit", "reports", "--rate", "100/1m")
 
-	r := jdOK(t, "", "copy", "--from", dir, "--to", into)
-	require.Contains(t, r.stdout, "limited in "+into+" too: deploys (at most 2), mail (at most 3, 1 per partition), reports (rate 100/1m)\n")
-	var qs []jobstore.QueueInfo
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, into, "queue", "list", "--json").stdout), &qs))
-	byName := map[string]jobstore.QueueInfo{}
-	for _, q := range qs {
-		byName[q.Queue] = q
+	for _, to := range []string{into, pgStore(t)} {
+		r := jdOK(t, "", "copy", "--from", dir, "--to", to)
+		require.Regexp(t, `(?m)^limited in .+ too: deploys \(at most 2\), mail \(at most 3, 1 per partition\), reports \(rate 100/1m\)$`, r.stdout)
+		var qs []jobstore.QueueInfo
+		require.NoError(t, json.Unmarshal([]byte(jdOK(t, to, "queue", "list", "--json").stdout), &qs))
+		byName := map[string]jobstore.QueueInfo{}
+		for _, q := range qs {
+			byName[q.Queue] = q
+		}
+		require.Equal(t, 2, byName["deploys"].Limit, to)
+		require.Equal(t, 3, byName["mail"].Limit, to)
+		require.Equal(t, 1, byName["mail"].PerPartition, to)
+		require.Equal(t, jobstore.Rate{N: 100, Per: time.Minute}, byName["reports"].Rate, to)
+		require.Equal(t, "customer-1", getJob(t, to, id).Partition, to)
 	}
-	require.Equal(t, 2, byName["deploys"].Limit)
-	require.Equal(t, 3, byName["mail"].Limit)
-	require.Equal(t, 1, byName["mail"].PerPartition)
-	require.Equal(t, jobstore.Rate{N: 100, Per: time.Minute}, byName["reports"].Rate)
-	require.Equal(t, "customer-1", getJob(t, into, id).Partition)
-
-	pg := pgStore(t)
-	r = jdOK(t, "", "copy", "--from", dir, "--to", pg)
-	require.Contains(t, r.stdout, " too: deploys (at most 2), mail (at most 3, 1 per partition), reports (rate 100/1m)\n")
-	require.NoError(t, json.Unmarshal([]byte(jdOK(t, pg, "queue", "list", "--json").stdout), &qs))
-	clear(byName)
-	for _, q := range qs {
-		byName[q.Queue] = q
-	}
-	require.Equal(t, 2, byName["deploys"].Limit)
-	require.Equal(t, 3, byName["mail"].Limit)
-	require.Equal(t, 1, byName["mail"].PerPartition)
-	require.Equal(t, jobstore.Rate{N: 100, Per: time.Minute}, byName["reports"].Rate)
-	require.Equal(t, "customer-1", getJob(t, pg, id).Partition)
 }
