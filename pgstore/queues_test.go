@@ -127,7 +127,10 @@ func TestLimitsOfAnotherStoreHoldAtOnce(t *testing.T) {
 // from the database), the job is recovered, and its place with it.
 func TestStoppedWorkerKeepsItsSlots(t *testing.T) {
 	schema := pgtest.Schema(t)
-	const ttl = 2 * time.Second
+	// The stopped worker's session lives until LeaseTTL after its last
+	// renewal, which came at most LeaseTTL/4 before the stop: checking
+	// for a quarter of it leaves half of it to a loaded machine.
+	const ttl = 4 * time.Second
 	s := openStore(t, schema, &pgstore.Options{RecoverInterval: 50 * time.Millisecond})
 	ctx := t.Context()
 	require.NoError(t, s.SetQueueLimit(ctx, "q", 3))
@@ -149,7 +152,7 @@ func TestStoppedWorkerKeepsItsSlots(t *testing.T) {
 	require.Equal(t, other.ID, got.ID, "another partition's job runs")
 	_, err = s.Complete(ctx, got.Lease(), jobstore.Succeeded(nil))
 	require.NoError(t, err)
-	for time.Since(stopped) < ttl/2 { // many recovery passes
+	for time.Since(stopped) < ttl/4 { // many recovery passes
 		_, err := s.Claim(ctx, req)
 		require.ErrorIs(t, err, jobstore.ErrNoJob, "a place of a stopped worker was taken from it within its lease")
 		time.Sleep(50 * time.Millisecond)
