@@ -50,10 +50,15 @@ func limitQueries(q *queries, s, t string) {
 	qs, st, ss := s+".queues", s+".queue_starts", s+".sessions"
 	list := `ARRAY(SELECT name FROM ` + qs + ` WHERE ` + limitedCond + ` ORDER BY name)`
 	q.limitedList = `SELECT ` + list
-	// Every claim reads the queues table (AccessShare, until it commits):
-	// a change of a setting that locks it exclusively first waits for the
-	// claims in flight, and holds the new ones until it commits.
-	q.lockQueues = `LOCK TABLE ` + qs + ` IN ACCESS EXCLUSIVE MODE`
+	// jobWriters lists the transactions of other sessions that hold the
+	// jobs table ($1) for writing; stillRunning, those of $1 that have
+	// not ended (a transaction holds its virtual transaction ID's lock
+	// until it ends; the IDs are not reused meanwhile).
+	q.jobWriters = `SELECT coalesce(array_agg(DISTINCT virtualtransaction), '{}') FROM pg_locks
+		WHERE locktype = 'relation' AND relation = $1::regclass AND mode = 'RowExclusiveLock'
+		AND granted AND pid <> pg_backend_pid()`
+	q.stillRunning = `SELECT coalesce(array_agg(DISTINCT virtualtransaction), '{}') FROM pg_locks
+		WHERE virtualtransaction = ANY($1::text[])`
 	// A setting's change: an upsert of some columns of the queue $1 (to
 	// $3, and $4 for a rate's window), a notification on the work channel
 	// $2, and the limited queues as the change left them.
@@ -171,7 +176,7 @@ func limitQueries(q *queries, s, t string) {
 			DELETE FROM ` + st + ` x USING held h
 			WHERE x.queue = h.name AND h.rate_n > 0 AND x.at <= (SELECT now FROM clk) - ` + window + `
 			AND x.at < (SELECT y.at FROM ` + st + ` y
-				WHERE y.queue = h.name ORDER BY y.at DESC OFFSET h.rate_n - 1 LIMIT 1)),
+				WHERE y.queue = h.name ORDER BY y.at DESC OFFSET greatest(h.rate_n - 1, 0) LIMIT 1)),
 		ahead AS (
 			UPDATE ` + st + ` x SET at = (SELECT now FROM clk) FROM held h
 			WHERE x.queue = h.name AND h.rate_n > 0 AND x.at > (SELECT now FROM clk))
@@ -243,7 +248,8 @@ func (s *Store) claimLimited(ctx context.Context, req jobstore.ClaimRequest, max
 // lock_timeout.
 const lockNotAvailable = "55P03"
 
-// lockWait bounds how long a claim waits for a limited queue's lock,
+// lockWait bounds how long a claim waits for each limited queue's lock
+// (a claim that accepts several busy queues may wait that long for each),
 // which another claim holds for the few milliseconds of its
 // transaction: a transaction that stalls while it holds one (its client
 // cut off halfway through sending it) delays the other claims of that

@@ -38,7 +38,7 @@ func TestStalledQueueLockDelaysOnlyItsQueue(t *testing.T) {
 	var nj *jobstore.NoJobError
 	require.ErrorAs(t, err, &nj, "a claim of a queue whose lock is held elsewhere claims nothing")
 	require.GreaterOrEqual(t, waited, lockWait, "the claim waited for the lock before it gave up")
-	require.Less(t, waited, 10*lockWait)
+	require.Less(t, waited, 50*lockWait, "the claim gave up waiting (a loaded machine may add to lockWait)")
 	require.WithinDuration(t, time.Now(), nj.NextRunAt, time.Second, "the claim says to try again soon")
 	t.Logf("a claim of a queue whose lock stalled returned after %s", waited)
 

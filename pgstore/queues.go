@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -119,12 +117,13 @@ func (s *Store) SetQueueRate(ctx context.Context, queue string, rate jobstore.Ra
 // work channel: a limit raised or cleared lets waiting workers start
 // more. The statement returns the limited queues as it left them.
 //
-// The transaction first locks the queues table against every claim, so
-// that it waits for the claims in flight, which read the settings before
-// the change: once it returns, every job that a claim made without the
-// new setting moved to running is counted by the claims made with it. The
-// store's changes of settings take turns, so that the last one to commit
-// is the last one this store records.
+// Then it waits for the writes of jobs that were in flight when the
+// change committed (awaitWriters): a claim among them read the settings
+// before the change, so once setQueue returns, every job that a claim
+// made without the new setting moved to running is counted by the claims
+// made with it. Nothing waits for setQueue meanwhile. The store's changes
+// of settings take turns, so that the last one to commit is the last one
+// this store records.
 func (s *Store) setQueue(ctx context.Context, op, sql, queue string, args ...any) error {
 	if err := jobstore.ValidateQueue(queue); err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
@@ -132,16 +131,14 @@ func (s *Store) setQueue(ctx context.Context, op, sql, queue string, args ...any
 	if err := s.check(ctx, op); err != nil {
 		return err
 	}
-	s.settingsMu.Lock()
-	defer s.settingsMu.Unlock()
+	select {
+	case s.settingsTurn <- struct{}{}:
+		defer func() { <-s.settingsTurn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	var limited []string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.lockQueues); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, sql, append([]any{queue, s.q.chanWork}, args...)...).Scan(&limited)
-	})
-	if err != nil {
+	if err := s.pool.QueryRow(ctx, sql, append([]any{queue, s.q.chanWork}, args...)...).Scan(&limited); err != nil {
 		return s.fail(ctx, op, err)
 	}
 	s.mu.Lock()
@@ -149,6 +146,41 @@ func (s *Store) setQueue(ctx context.Context, op, sql, queue string, args ...any
 	s.mu.Unlock()
 	s.setLimited(limited, s.limitedGen())
 	s.signalWork()
+	if err := s.awaitWriters(ctx); err != nil {
+		return fmt.Errorf("pgstore: %s: the setting holds, but the claims made before it may still be starting jobs: %w", op, err)
+	}
+	return nil
+}
+
+// writersPoll is how often awaitWriters looks again.
+const writersPoll = 2 * time.Millisecond
+
+// awaitWriters waits until every transaction of another session that
+// holds the jobs table for writing now (a claim, a completion, a submit,
+// a prune) has ended, or ctx ends. It takes no lock: readers, and writers
+// that begin meanwhile, never wait for it. Every claim takes that lock
+// when its statement begins, before the snapshot it reads the settings
+// in.
+func (s *Store) awaitWriters(ctx context.Context) error {
+	var txs []string
+	if err := s.pool.QueryRow(ctx, s.q.jobWriters, s.q.schema+".jobs").Scan(&txs); err != nil {
+		return err
+	}
+	for len(txs) > 0 {
+		if err := s.pool.QueryRow(ctx, s.q.stillRunning, txs).Scan(&txs); err != nil {
+			return err
+		}
+		if len(txs) == 0 {
+			return nil
+		}
+		t := time.NewTimer(writersPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
 	return nil
 }
 

@@ -158,7 +158,7 @@ func TestStoppedWorkerKeepsItsSlots(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	require.Eventually(t, func() bool {
-		_, err = s.Claim(ctx, req)
+		_, err := s.Claim(ctx, req)
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond, "the place is free once the stopped worker's lease expired")
 	t.Logf("a place held %s after the stop (LeaseTTL %s)", time.Since(stopped).Round(time.Millisecond), ttl)
@@ -170,9 +170,11 @@ func TestStoppedWorkerKeepsItsSlots(t *testing.T) {
 }
 
 // TestSetLimitWaitsForClaimsInFlight: a change of a limit waits for the
-// claims that read the settings before it (a transaction that read the
-// queues table stands for one here), so that once it returns, every job
-// such a claim started is counted by the claims that follow.
+// writes of jobs in flight when it committed (an open transaction that
+// holds the jobs table for writing stands for a claim that read the old
+// settings), so that once it returns, every job such a claim started is
+// counted by the claims that follow; meanwhile the new limit holds, and
+// nothing waits for the change: a claim and the list of queues answer.
 func TestSetLimitWaitsForClaimsInFlight(t *testing.T) {
 	schema := pgtest.Schema(t)
 	s := openStore(t, schema, nil)
@@ -181,23 +183,30 @@ func TestSetLimitWaitsForClaimsInFlight(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT count(*) FROM `+schema+`.queues`)
+	_, err = tx.Exec(ctx, `UPDATE `+schema+`.jobs SET version = version WHERE false`)
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- s.SetQueueLimit(ctx, "q", 1) }()
+	require.Eventually(t, func() bool {
+		var limit int
+		err := pool.QueryRow(ctx, `SELECT coalesce(max(queue_limit), 0) FROM `+schema+`.queues WHERE name = 'q'`).Scan(&limit)
+		return err == nil && limit == 1
+	}, 10*time.Second, 5*time.Millisecond, "the limit was committed")
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "a claim does not wait for the change")
+	require.Equal(t, 1, queueLimit(t, s, "q"))
 	select {
 	case err := <-done:
-		require.Failf(t, "the limit was set while a claim was in flight", "err %v", err)
-	case <-time.After(300 * time.Millisecond):
+		require.Failf(t, "the change returned while a write of jobs was in flight", "err %v", err)
+	case <-time.After(200 * time.Millisecond):
 	}
 	require.NoError(t, tx.Commit(ctx))
 	select {
 	case err := <-done:
 		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
-		require.Fail(t, "the limit was not set once the claim ended")
+		require.Fail(t, "the change did not return once the write in flight ended")
 	}
-	require.Equal(t, 1, queueLimit(t, s, "q"))
 }
 
 // queueLimit returns the limit of queue as s lists it.
@@ -253,9 +262,10 @@ func TestOpenUpgradesToQueues(t *testing.T) {
 // limits, holding jobs with partitions (kept in their doc column then), is
 // upgraded by Open: a per-partition limit set after the upgrade counts the
 // running job's partition, so the queued job of that partition waits and
-// the other partition's job runs; a failed job of the full partition,
-// retried, waits too. A job whose doc does not decode does not stop the
-// upgrade.
+// the other partition's job runs; a failed job of the full partition
+// (its error holding a NUL, which jsonb refuses), retried, waits too, and so does one inserted afterwards by a process of
+// the release before (without the column). A job whose doc does not
+// decode does not stop the upgrade.
 func TestOpenUpgradesToLimits(t *testing.T) {
 	ctx := t.Context()
 	schema := pgtest.Schema(t)
@@ -270,7 +280,8 @@ func TestOpenUpgradesToLimits(t *testing.T) {
 		('01000000000000000000000001', 'old', 'running', 0, now(), 1, 'w0', now(), NULL, now(), `+doc("a")+`),
 		('01000000000000000000000002', 'old', 'queued', 0, now(), 0, '', NULL, NULL, now(), `+doc("a")+`),
 		('01000000000000000000000003', 'old', 'queued', 0, now(), 0, '', NULL, NULL, now(), `+doc("b")+`),
-		('01000000000000000000000004', 'old', 'failed', 0, now(), 3, 'w0', now(), now(), now(), `+doc("a")+`),
+		('01000000000000000000000004', 'old', 'failed', 0, now(), 3, 'w0', now(), now(), now(),
+			convert_to('{"partition":"a","last_error":"nul \\u0000 in it","max_attempts":3,"created_at":"2026-01-01T00:00:00Z"}', 'UTF8')),
 		('01000000000000000000000005', 'old', 'canceled', 0, now(), 0, '', NULL, now(), now(),
 			'\xff'::bytea || convert_to('"partition"', 'UTF8'))`)
 	require.NoError(t, err)
@@ -287,4 +298,15 @@ func TestOpenUpgradesToLimits(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
 	require.ErrorIs(t, err, jobstore.ErrNoJob, "the retried job of partition a waits, as the queued one does")
+
+	// A job inserted as the release before inserts it, without the
+	// partition column, gets it from its doc.
+	_, err = pool.Exec(ctx, `INSERT INTO `+schema+`.jobs (id, kind, state, priority, run_at, attempt, updated_at, doc)
+		VALUES ('01000000000000000000000006', 'old', 'queued', 0, now(), 0, now(), `+doc("a")+`)`)
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, jobstore.ErrNoJob, "a job of partition a inserted by the release before waits too")
+	var partition string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT partition FROM `+schema+`.jobs WHERE id = '01000000000000000000000006'`).Scan(&partition))
+	require.Equal(t, "a", partition)
 }

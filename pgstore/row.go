@@ -216,7 +216,8 @@ type queries struct {
 	// queue's job, by the request's shape; when a limited queue's next
 	// job may start.
 	limitedList     string
-	lockQueues      string
+	jobWriters      string
+	stillRunning    string
 	limitQueue      string
 	limitPartitions string
 	rateQueue       string

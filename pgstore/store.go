@@ -39,9 +39,9 @@ type Store struct {
 	sessMu sync.Mutex
 	// probeMu serializes the connection-pooler checks (see probe).
 	probeMu sync.Mutex
-	// settingsMu serializes the store's changes of queue settings
-	// (setQueue).
-	settingsMu sync.Mutex
+	// settingsTurn, of capacity 1, serializes the store's changes of
+	// queue settings (setQueue).
+	settingsTurn chan struct{}
 
 	mu sync.Mutex
 	// sess is the current lease session, nil until the first Claim and
@@ -154,6 +154,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 		releasing:     make(map[jobstore.Lease]struct{}),
 		work:          make(chan struct{}),
 		announce:      make(chan struct{}, 1),
+		settingsTurn:  make(chan struct{}, 1),
 		watches:       make(map[string]*idWatch),
 		listenChanged: make(chan struct{}),
 		notes:         notes{last: make(map[string]uint64)},

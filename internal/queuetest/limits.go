@@ -30,7 +30,7 @@ type Limiter interface {
 type StartWorkers func() []*testproc.Proc
 
 // LimitWorker is the role of a child process of the checks of limits: it
-// prints "ready", then runs up to eight jobs at once, each for 20 ms,
+// prints "ready", then runs up to eight jobs at once, each for jobRun,
 // printing "start ID NANOS" and "end ID NANOS" (unix nanoseconds) around
 // each, until it is killed.
 func LimitWorker(ctx context.Context, s Claimer, worker string) error {
@@ -53,7 +53,7 @@ func LimitWorker(ctx context.Context, s Claimer, worker string) error {
 		go func() {
 			defer func() { <-slots }()
 			fmt.Printf("start %s %d\n", j.ID, time.Now().UnixNano())
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(jobRun)
 			fmt.Printf("end %s %d\n", j.ID, time.Now().UnixNano())
 			if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
 				fmt.Fprintln(os.Stderr, "complete:", err)
@@ -61,6 +61,12 @@ func LimitWorker(ctx context.Context, s Claimer, worker string) error {
 		}()
 	}
 }
+
+// jobRun is how long a LimitWorker's job runs: long beside the time a
+// freed place takes to be taken on a loaded machine (tens of
+// milliseconds), so that a limit is reached in the workers' own records,
+// which lie within the time the store counts a job.
+const jobRun = 100 * time.Millisecond
 
 // QueueLimit checks a queue's concurrency limit across processes: four
 // workers of eight slots each work off the jobs of a queue limited to 3,
