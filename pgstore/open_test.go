@@ -251,3 +251,26 @@ func TestPing(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, s.Ping(t.Context()), jobstore.ErrClosed)
 }
+
+// TestOpenRefusesRepeatableRead: a pool whose transactions are repeatable
+// read by default is refused with an error that says what to set, and no
+// schema is created; claims there would fail whenever two met.
+func TestOpenRefusesRepeatableRead(t *testing.T) {
+	pgtest.Require(t)
+	ctx := t.Context()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
+	require.NoError(t, err)
+	cfg.MaxConns = 2
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	schema := pgtest.Schema(t)
+	_, err = pgstore.Open(ctx, pool, &pgstore.Options{Schema: schema})
+	require.ErrorIs(t, err, jobstore.ErrInvalidInput)
+	require.Contains(t, err.Error(), `default_transaction_isolation is "repeatable read"`)
+	require.Contains(t, err.Error(), "read committed")
+	var n int
+	require.NoError(t, pgtest.Pool(t, 1).QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&n))
+	require.Zero(t, n, "nothing was created")
+}

@@ -136,7 +136,9 @@ var (
 // ErrSessionNotKept for a pool whose prepared statements, cached by pgx
 // by default, a pooler in transaction mode would mix up between clients
 // (set default_query_exec_mode=exec), and an error wrapping
-// jobstore.ErrInvalidInput for invalid options.
+// jobstore.ErrInvalidInput for invalid options or a pool whose
+// transactions are not read committed (default_transaction_isolation),
+// before it creates or changes anything.
 func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("pgstore: open: %w: nil pool", jobstore.ErrInvalidInput)
@@ -160,6 +162,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 		notes:         notes{last: make(map[string]uint64)},
 	}
 	if err := s.checkPoolStatements(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	if err := s.checkIsolation(ctx); err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
 	if err := s.migrate(ctx); err != nil {
@@ -322,6 +327,27 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 		return ctx.Err()
 	}
 	return fmt.Errorf("pgstore: %s: %w", op, err)
+}
+
+// checkIsolation refuses connections whose transactions are not read
+// committed (PostgreSQL's default) unless told otherwise: a claim reads
+// the jobs in claim order and skips those another claim holds, which in
+// repeatable read fails with a serialization error whenever two claims
+// meet, and a claim of a limited queue counts its running jobs in a
+// statement that must see the claims committed since its transaction
+// began.
+func (s *Store) checkIsolation(ctx context.Context) error {
+	var level string
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('default_transaction_isolation')`).Scan(&level); err != nil {
+		return err
+	}
+	if level != "read committed" {
+		return fmt.Errorf("%w: the connection's default_transaction_isolation is %q, and the store needs read committed, "+
+			"PostgreSQL's default: set it back for the store's role (ALTER ROLE ... SET default_transaction_isolation "+
+			"= 'read committed') or its connections (options=-c default_transaction_isolation=read%%20committed in the URL)",
+			jobstore.ErrInvalidInput, level)
+	}
+	return nil
 }
 
 // connConfig returns a copy of the pool's connection settings, for the
