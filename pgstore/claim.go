@@ -21,12 +21,16 @@ const busyRetry = 5 * time.Millisecond
 // req.Worker and returns it, in one statement: the job is picked from an
 // index in claim order (priority, then RunAt, then ID) and locked with FOR
 // UPDATE SKIP LOCKED, so concurrent claimers in any process never wait for
-// each other and never get one attempt twice. The claim belongs to this
-// store's lease session, which Claim starts (with its own connection) the
-// first time, and again when the database finds the last one dead: a claim
-// is made only under a session that is alive at that moment. Returns a *jobstore.NoJobError (which wraps
-// jobstore.ErrNoJob) when no such job is due; its NextRunAt is the earliest
-// RunAt of the accepted queued jobs, or a moment from now if a due one was
+// each other and never get one attempt twice. (A request that accepts a
+// queue with a limit or a rate claims in two statements that count them,
+// and may wait its turn at that queue's lock, for 100 ms at most; see
+// limits.go.) The claim belongs to this store's lease session, which Claim
+// starts (with its own connection) the first time, and again when the
+// database finds the last one dead: a claim is made only under a session
+// that is alive at that moment. Returns a *jobstore.NoJobError (which
+// wraps jobstore.ErrNoJob) when no such job is due; its NextRunAt is the
+// earliest RunAt of the accepted queued jobs (or, for a rate-limited
+// queue, when its window has room), or a moment from now if a due one was
 // held by someone else.
 func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Job, error) {
 	if err := req.Validate(); err != nil {
