@@ -39,6 +39,19 @@ import (
 // queue.
 const limitedCond = `(queue_limit > 0 OR per_partition > 0 OR rate_n > 0)`
 
+// limitedNames is an array of the names of the limited queues of the
+// queues table qs, sorted.
+func limitedNames(qs string) string {
+	return `ARRAY(SELECT name FROM ` + qs + ` WHERE ` + limitedCond + ` ORDER BY name)`
+}
+
+// heldBack selects the names of the queues of qs whose jobs a claim of one
+// statement passes over: the paused ones, and the limited ones, which only
+// the claims that count them take.
+func heldBack(qs string) string {
+	return `SELECT name FROM ` + qs + ` WHERE paused OR ` + limitedCond
+}
+
 // claimQueuesSetting is the setting of a claim's transaction that names
 // the limited queues whose locks it holds, separated by commas (a queue
 // name has none).
@@ -48,8 +61,7 @@ const claimQueuesSetting = `jobdir.claim_queues`
 // schema s (quoted) whose jobs table is t.
 func limitQueries(q *queries, s, t string) {
 	qs, st, ss := s+".queues", s+".queue_starts", s+".sessions"
-	list := `ARRAY(SELECT name FROM ` + qs + ` WHERE ` + limitedCond + ` ORDER BY name)`
-	q.limitedList = `SELECT ` + list
+	q.limitedList = `SELECT ` + limitedNames(qs)
 	// jobWriters lists the transactions of other sessions that hold the
 	// jobs table ($1) for writing; stillRunning, those of $1 that have
 	// not ended (a transaction holds its virtual transaction ID's lock
@@ -120,7 +132,7 @@ func limitQueries(q *queries, s, t string) {
 			WHERE id = $2 AND dead_since IS NULL AND expires_at >= now()
 			FOR KEY SHARE),
 		clk AS (SELECT clock_timestamp() AS now),
-		lim AS (SELECT name FROM ` + qs + ` WHERE paused OR ` + limitedCond + `),
+		lim AS (` + heldBack(qs) + `),
 		held AS (
 			SELECT h.name, h.per_partition, h.rate_n, h.rate_per_us,
 				greatest(0, least($6,

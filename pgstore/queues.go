@@ -142,9 +142,9 @@ func (s *Store) setQueue(ctx context.Context, op, sql, queue string, args ...any
 		return s.fail(ctx, op, err)
 	}
 	s.mu.Lock()
-	s.limitedWrites++
+	s.limitedWrites++ // reads begun before this change are older than it
+	s.limited = limited
 	s.mu.Unlock()
-	s.setLimited(limited, s.limitedGen())
 	s.signalWork()
 	if err := s.awaitWriters(ctx); err != nil {
 		return fmt.Errorf("pgstore: %s: the setting holds, but the claims made before it may still be starting jobs: %w", op, err)
@@ -188,8 +188,9 @@ func (s *Store) awaitWriters(ctx context.Context) error {
 // store last read them, that req accepts.
 //
 // The store reads them at Open, at each change of a setting it makes,
-// every RecoverInterval, and whenever a claim finds nothing. A claim takes the path of limited queues (claimLimited) when req
-// accepts one of them, and the fast path otherwise. The list only picks
+// every RecoverInterval, and whenever a claim finds nothing. A claim takes
+// the path of limited queues (claimLimited) when req accepts one of them,
+// and the fast path otherwise. The list only picks
 // the path: each claim's statements read the settings themselves, and
 // the fast path passes over every limited queue's jobs, so a list that is
 // late (a limit set a moment ago in another process) delays that queue's

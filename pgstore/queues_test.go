@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -207,6 +208,26 @@ func TestSetLimitWaitsForClaimsInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		require.Fail(t, "the change did not return once the write in flight ended")
 	}
+}
+
+// TestSetLimitCtxEndsWhileWaiting: a change of a limit whose ctx ends
+// while it waits for a write of jobs in flight returns the ctx's error,
+// saying that the setting holds, and it does: the store lists it.
+func TestSetLimitCtxEndsWhileWaiting(t *testing.T) {
+	schema := pgtest.Schema(t)
+	s := openStore(t, schema, nil)
+	ctx := t.Context()
+	tx, err := pgtest.Pool(t, 1).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `UPDATE `+schema+`.jobs SET version = version WHERE false`)
+	require.NoError(t, err)
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	err = s.SetQueueLimit(sctx, "q", 2)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "the setting holds")
+	require.Equal(t, 2, queueLimit(t, s, "q"))
 }
 
 // queueLimit returns the limit of queue as s lists it.

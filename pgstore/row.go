@@ -300,7 +300,7 @@ func newQueries(schema string) queries {
 	// list of paused queues is read by the claim's own statement, so a
 	// claim that begins after a pause committed sees it. So are a limited
 	// queue's (limits.go): only the claims that count its jobs take them.
-	notHeld := `queue <> ALL(ARRAY(SELECT name FROM ` + s + `.queues WHERE paused OR ` + limitedCond + `))`
+	notHeld := `queue <> ALL(ARRAY(` + heldBack(s+`.queues`) + `))`
 	claim := func(pick, ns string) string {
 		return `WITH async AS (SELECT set_config('synchronous_commit', 'off', true) AS off),
 		live AS (SELECT id FROM ` + ss + `
@@ -406,13 +406,13 @@ func newQueries(schema string) queries {
 	q.earliestByQueue = `SELECT qq.queue, e.run_at FROM unnest($1::text[]) AS qq(queue),
 		LATERAL (` + earliestRunAt(t, "queue = qq.queue") + `) e WHERE e.run_at IS NOT NULL`
 	// The next jobs of paused queues are not work to wait for.
-	limitedNames := `ARRAY(SELECT name FROM ` + s + `.queues WHERE ` + limitedCond + ` ORDER BY name)`
-	q.nextDue = `SELECT (` + earliestRunAt(t, notHeld) + `), ` + sessionLive + `, ` + limitedNames
+	limited := limitedNames(s + `.queues`)
+	q.nextDue = `SELECT (` + earliestRunAt(t, notHeld) + `), ` + sessionLive + `, ` + limited
 	q.nextKinds = `SELECT (SELECT min(e.run_at) FROM unnest($3::text[]) AS k(kind),
-		LATERAL (` + earliestRunAt(t, "kind = k.kind AND "+notHeld) + `) e), ` + sessionLive + `, ` + limitedNames
+		LATERAL (` + earliestRunAt(t, "kind = k.kind AND "+notHeld) + `) e), ` + sessionLive + `, ` + limited
 	q.nextQueues = `SELECT (SELECT min(e.run_at) FROM unnest($3::text[]) AS qq(queue),
 		LATERAL (` + earliestRunAt(t, "queue = qq.queue AND (cardinality($4::text[]) = 0 OR kind = ANY($4::text[]))") + `) e
-		WHERE qq.` + notHeld + `), ` + sessionLive + `, ` + limitedNames
+		WHERE qq.` + notHeld + `), ` + sessionLive + `, ` + limited
 	// A job of a queue with a concurrency limit that stops running frees
 	// a place in it: the write notifies the work channel, which wakes the
 	// workers waiting for one in every process. (Ending a job of a queue

@@ -82,21 +82,15 @@ func flowSystem(base *system, name, label string, partitions int, set func(conte
 // each claim, and run only when -systems names them.
 func flowSystems() []*system {
 	var out []*system
-	for _, base := range []struct {
-		sys         *system
-		name, label string
-	}{
-		{fileSystem("jobdir-file", "", false, false), "jobdir-file", "jobdir file (durable)"},
-		{pgstoreSystem(), "jobdir-pg", "jobdir pgstore"},
-	} {
+	for _, base := range []*system{fileSystem("jobdir-file", "jobdir file (durable)", false, false), pgstoreSystem()} {
 		out = append(out,
-			flowSystem(base.sys, base.name+"-limit", base.label+", limit 200", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
+			flowSystem(base, base.name+"-limit", base.label+", limit 200", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
 				return s.SetQueueLimit(ctx, jobstore.DefaultQueue, 200)
 			}),
-			flowSystem(base.sys, base.name+"-partition", base.label+", 1 per partition", 1000, func(ctx context.Context, s jobstore.QueueLimiter) error {
+			flowSystem(base, base.name+"-partition", base.label+", 1 per partition", 1000, func(ctx context.Context, s jobstore.QueueLimiter) error {
 				return s.SetPartitionLimit(ctx, jobstore.DefaultQueue, 1)
 			}),
-			flowSystem(base.sys, base.name+"-rate", base.label+", rate 100/1ms", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
+			flowSystem(base, base.name+"-rate", base.label+", rate 100/1ms", 0, func(ctx context.Context, s jobstore.QueueLimiter) error {
 				return s.SetQueueRate(ctx, jobstore.DefaultQueue, jobstore.Rate{N: 100, Per: time.Millisecond})
 			}),
 		)
