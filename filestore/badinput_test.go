@@ -151,11 +151,11 @@ func TestFormatVersion(t *testing.T) {
 		s := openTest(t, &Options{NoSync: true})
 		data, err := os.ReadFile(filepath.Join(s.Dir(), formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":4}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
 	})
 	t.Run("UpgradedFrom1", func(t *testing.T) {
 		// A format-1 store: its records (format 1, rewritten at claim)
-		// read as they are, and FORMAT now says 4, so that programs of
+		// read as they are, and FORMAT now says 5, so that programs of
 		// format 1 refuse it.
 		s := openTest(t, &Options{NoSync: true})
 		queued, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "one"})
@@ -178,7 +178,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err := os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":4}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
 		j, err := s2.Get(t.Context(), queued.ID)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateQueued, j.State)
@@ -196,7 +196,7 @@ func TestFormatVersion(t *testing.T) {
 	t.Run("UpgradedFrom2", func(t *testing.T) {
 		// A format-2 store: shared record lock files, none per job. Its
 		// records read as they are, a change makes the job's own lock
-		// file, and FORMAT now says 4, so that programs of format 2
+		// file, and FORMAT now says 5, so that programs of format 2
 		// refuse it.
 		s := openTest(t, &Options{NoSync: true})
 		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "two"})
@@ -216,7 +216,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err = os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":4}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
 		got, err := s2.Get(t.Context(), j.ID)
 		require.NoError(t, err)
 		require.Equal(t, j, got)
@@ -229,7 +229,7 @@ func TestFormatVersion(t *testing.T) {
 	t.Run("UpgradedFrom3", func(t *testing.T) {
 		// A format-3 store, as the release before queues wrote it
 		// (testdata/format3): its records have no queue, and their jobs
-		// are in the default queue. FORMAT now says 4, so that programs
+		// are in the default queue. FORMAT now says 5, so that programs
 		// of format 3, which know no pauses, refuse it.
 		dir := t.TempDir()
 		require.NoError(t, os.CopyFS(dir, os.DirFS("testdata/format3")))
@@ -241,7 +241,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err := os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":4}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
 		const id = "01M8ZHR6DR5VSG15YN34ZCVX45"
 		got, err := s2.Get(t.Context(), id)
 		require.NoError(t, err)
@@ -257,9 +257,54 @@ func TestFormatVersion(t *testing.T) {
 		require.Equal(t, id, j.ID)
 		require.Equal(t, jobstore.DefaultQueue, j.Queue)
 	})
+	t.Run("UpgradedFrom4", func(t *testing.T) {
+		// A format-4 store, as the release before tags and metadata wrote
+		// it (testdata/format4): a queued job of a limited queue, with a
+		// key and a partition. It reads as it is and gets tags from its
+		// next change on; FORMAT now says 5, so that programs of format 4,
+		// which would drop a job's tags and metadata, refuse it.
+		dir := t.TempDir()
+		require.NoError(t, os.CopyFS(dir, os.DirFS("testdata/format4")))
+		for _, d := range []string{dirClaimed, dirDone, dirTmp} { // git keeps no empty directory
+			require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o700))
+		}
+		s2, err := Open(t.Context(), dir, &Options{NoSync: true})
+		require.NoError(t, err)
+		defer s2.Close()
+		data, err := os.ReadFile(filepath.Join(dir, formatFile))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
+		const id = "01M95JCT6D2FHCZ1F2C9JSR0P6"
+		got, err := s2.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, "emails", got.Queue)
+		require.Equal(t, "customer-42", got.Partition)
+		require.Nil(t, got.Tags)
+		require.Nil(t, got.Meta)
+		again, created, err := s2.Submit(t.Context(), jobstore.Spec{Kind: "exec", Key: "nightly-export"})
+		require.NoError(t, err)
+		require.False(t, created, "the key of a format-4 job names it")
+		require.Equal(t, id, again.ID)
+		qs, err := s2.Queues(t.Context())
+		require.NoError(t, err)
+		require.Len(t, qs, 1)
+		require.Equal(t, 2, qs[0].Limit, "a format-4 queue setting holds")
+		j, err := s2.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+		require.NoError(t, err)
+		require.Equal(t, id, j.ID)
+		done, err := s2.Complete(t.Context(), j.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateSucceeded, done.State)
+		tagged, _, err := s2.Submit(t.Context(), jobstore.Spec{Kind: "exec", Tags: []string{"after"}, Meta: map[string]string{"m": "v"}})
+		require.NoError(t, err)
+		got, err = s2.Get(t.Context(), tagged.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{"after"}, got.Tags)
+		require.Equal(t, map[string]string{"m": "v"}, got.Meta)
+	})
 	t.Run("TooNew", func(t *testing.T) {
 		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":5}`), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":6}`), 0o600))
 		_, err := Open(t.Context(), dir, nil)
 		require.ErrorIs(t, err, ErrFormatTooNew)
 		ents, err := os.ReadDir(dir)

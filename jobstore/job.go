@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -49,6 +50,13 @@ type Job struct {
 	// a queue's per-partition limit bounds how many jobs of each partition
 	// run at once (QueueLimiter.SetPartitionLimit).
 	Partition string `json:"partition,omitempty"`
+	// Tags label the job for people and filters (ListOptions.Tag), in the
+	// order its Spec gave them, without repeats; nil for none.
+	Tags []string `json:"tags,omitempty"`
+	// Meta is the job's metadata, from its Spec: what its submitter
+	// wanted carried with it (a request's ID, a trace context; see
+	// Spec.Meta); nil for none. The store never reads it.
+	Meta map[string]string `json:"meta,omitempty"`
 	// Payload is the job's input, a JSON value.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// State is where the job is in its lifecycle.
@@ -209,14 +217,22 @@ const jobOverhead = 512
 // error, key, partition and worker name, plus a fixed 512 bytes for the other fields.
 // ListOptions.MaxBytes counts it.
 func (j Job) Size() int {
-	return jobOverhead + len(j.Payload) + len(j.Result) + len(j.LastError) + len(j.Key) + len(j.Partition) + len(j.Worker)
+	n := jobOverhead + len(j.Payload) + len(j.Result) + len(j.LastError) + len(j.Key) + len(j.Partition) + len(j.Worker)
+	for _, t := range j.Tags {
+		n += len(t) + 3
+	}
+	for k, v := range j.Meta {
+		n += len(k) + len(v) + 6
+	}
+	return n
 }
 
 // RerunSpec returns the spec of a new job that does what j does: its kind,
-// queue, partition, payload, attempts, priority and timeout, without its
-// key (which names j) and due at once.
+// queue, partition, tags, metadata, payload, attempts, priority and
+// timeout, without its key (which names j) and due at once.
 func (j Job) RerunSpec() Spec {
-	return Spec{Kind: j.Kind, Queue: j.Queue, Partition: j.Partition, Payload: j.Payload,
+	return Spec{Kind: j.Kind, Queue: j.Queue, Partition: j.Partition, Tags: slices.Clone(j.Tags),
+		Meta: cloneMeta(j.Meta), Payload: j.Payload,
 		MaxAttempts: j.MaxAttempts, Priority: j.Priority, Timeout: j.Timeout}
 }
 
@@ -236,6 +252,18 @@ type Spec struct {
 	// limit bounds how many jobs of each partition run at once; a job
 	// without a partition is bounded only by the queue's own limit.
 	Partition string `json:"partition,omitempty"`
+	// Tags label the job (see ValidateTags): at most MaxTags of 1 to
+	// MaxTagLen bytes of letters, digits and ._:/-= each ("team=billing",
+	// "nightly"). List filters by one (ListOptions.Tag). A tag given twice
+	// is kept once.
+	Tags []string `json:"tags,omitempty"`
+	// Meta is metadata carried with the job and shown with it, never read
+	// by the store (see ValidateMeta): at most MaxMetaEntries entries,
+	// keys of letters, digits and ._:/- , printable values of at most
+	// MaxMetaValueLen bytes. otelrunner keeps the submitter's trace context
+	// here ("traceparent"), so that an attempt's span is a child of the
+	// submit's, in whatever process runs it.
+	Meta map[string]string `json:"meta,omitempty"`
 	// Payload is the job's input, a JSON value (empty means none).
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// MaxAttempts bounds the attempts; zero means DefaultMaxAttempts.
@@ -270,6 +298,12 @@ func (s Spec) Validate(maxPayload int) error {
 			return err
 		}
 	}
+	if err := ValidateTags(s.Tags); err != nil {
+		return err
+	}
+	if err := ValidateMeta(s.Meta); err != nil {
+		return err
+	}
 	if err := ValidatePayload(s.Payload, maxPayload); err != nil {
 		return err
 	}
@@ -295,6 +329,8 @@ func NewJob(spec Spec, now time.Time) Job {
 		Kind:        spec.Kind,
 		Queue:       QueueOf(spec.Queue),
 		Partition:   spec.Partition,
+		Tags:        uniqueTags(spec.Tags),
+		Meta:        cloneMeta(spec.Meta),
 		Payload:     compactOrNil(spec.Payload),
 		State:       StateQueued,
 		MaxAttempts: spec.MaxAttempts,

@@ -28,6 +28,9 @@ func (j Job) MatchesList(opts ListOptions) bool {
 	if opts.Queue != "" && QueueOf(j.Queue) != opts.Queue {
 		return false
 	}
+	if opts.Tag != "" && !j.HasTag(opts.Tag) {
+		return false
+	}
 	if len(opts.States) == 0 {
 		return true
 	}
@@ -53,6 +56,11 @@ func (opts ListOptions) Normalize() (ListOptions, error) {
 	}
 	if opts.Queue != "" {
 		if err := ValidateQueue(opts.Queue); err != nil {
+			return opts, err
+		}
+	}
+	if opts.Tag != "" {
+		if err := ValidateTag(opts.Tag); err != nil {
 			return opts, err
 		}
 	}

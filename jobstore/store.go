@@ -236,6 +236,8 @@ type ListOptions struct {
 	Kind string
 	// Queue keeps only jobs of this queue; empty means all.
 	Queue string
+	// Tag keeps only jobs with this tag (Job.Tags); empty means all.
+	Tag string
 	// Limit is the page size: zero means DefaultListLimit; at most
 	// MaxListLimit.
 	Limit int

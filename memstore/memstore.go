@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -147,6 +148,8 @@ func (s *Store) signalWork() {
 func clone(j jobstore.Job) jobstore.Job {
 	j.Payload = slices.Clone(j.Payload)
 	j.Result = slices.Clone(j.Result)
+	j.Tags = slices.Clone(j.Tags)
+	j.Meta = maps.Clone(j.Meta)
 	return j
 }
 

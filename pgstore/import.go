@@ -52,12 +52,16 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 		started, finished           = make([]*time.Time, n), make([]*time.Time, n)
 		cancels                     = make([]bool, n)
 		payloads, results, docs     = make([][]byte, n), make([][]byte, n), make([][]byte, n)
+		tags, metas                 = make([]*string, n), make([]*string, n)
 		queued                      bool
 	)
 	for i, j := range jobs {
 		j = trimTimes(j)
 		doc, err := encodeDoc(j)
 		if err != nil {
+			return 0, fmt.Errorf("pgstore: import: job %s: %w", j.ID, err)
+		}
+		if tags[i], metas[i], err = labels(j); err != nil {
 			return 0, fmt.Errorf("pgstore: import: job %s: %w", j.ID, err)
 		}
 		ids[i], kinds[i], states[i], workers[i] = j.ID, j.Kind, string(j.State), j.Worker
@@ -90,7 +94,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 	insert := func(tx pgx.Tx) error {
 		added = 0
 		rs, err := tx.Query(ctx, s.q.importMany, ids, keys, kinds, states, prios, runAts, attempts, workers,
-			started, updated, finished, cancels, payloads, results, docs, queues, parts)
+			started, updated, finished, cancels, payloads, results, docs, queues, parts, tags, metas)
 		if err != nil {
 			return err
 		}

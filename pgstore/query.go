@@ -92,6 +92,9 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	if opts.Queue != "" {
 		where = append(where, "queue = "+arg(opts.Queue))
 	}
+	if opts.Tag != "" {
+		where = append(where, "tags ? "+arg(opts.Tag))
+	}
 	order := "DESC"
 	if opts.Order == jobstore.OldestFirst {
 		order = "ASC"

@@ -14,7 +14,7 @@ import (
 // cols are the columns every read of a whole job selects, in the order
 // scanRow expects.
 const cols = `id, key, kind, queue, state, priority, run_at, attempt, worker, started_at, updated_at,
-	finished_at, cancel_requested, session, waited, version, payload, result, doc`
+	finished_at, cancel_requested, session, waited, version, payload, result, doc, tags, meta`
 
 // row is one job as stored.
 type row struct {
@@ -40,18 +40,29 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		cancelReq            bool
 		session              *int32
 		payload, result, doc []byte
+		tags, meta           []byte
 	)
 	dest := []any{&id, &key, &kind, &queue, &state, &prio, &runAt, &attempt, &w, &started, &updated,
-		&finished, &cancelReq, &session, &out.waited, &out.version, &payload, &result, &doc}
+		&finished, &cancelReq, &session, &out.waited, &out.version, &payload, &result, &doc, &tags, &meta}
 	err := r.Scan(append(dest, extra...)...)
 	if err != nil {
 		return out, err
 	}
 	var d docFields
 	if err := json.Unmarshal(doc, &d); err != nil {
-		return out, &corruptError{id: id, err: err}
+		return out, &corruptError{id: id, column: "doc", err: err}
 	}
 	j := &out.job
+	if len(tags) > 0 {
+		if err := json.Unmarshal(tags, &j.Tags); err != nil {
+			return out, &corruptError{id: id, column: "tags", err: err}
+		}
+	}
+	if len(meta) > 0 {
+		if err := json.Unmarshal(meta, &j.Meta); err != nil {
+			return out, &corruptError{id: id, column: "meta", err: err}
+		}
+	}
 	j.Partition = d.Partition
 	j.MaxAttempts, j.Timeout, j.CreatedAt, j.LastError, j.History = d.MaxAttempts, d.Timeout, d.CreatedAt.UTC(), d.LastError, d.History
 	j.ID, j.Kind, j.Queue, j.State, j.Worker = id, kind, queue, jobstore.State(state), w
@@ -70,15 +81,15 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 	return out, nil
 }
 
-// corruptError is scanRow's error for a doc column that does not decode.
-// It unwraps to jobstore.ErrCorrupt.
+// corruptError is scanRow's error for a doc, tags or meta column that
+// does not decode. It unwraps to jobstore.ErrCorrupt.
 type corruptError struct {
-	id  string
-	err error
+	id, column string
+	err        error
 }
 
 func (e *corruptError) Error() string {
-	return fmt.Sprintf("%s: job %s: doc column: %v", jobstore.ErrCorrupt, e.id, e.err)
+	return fmt.Sprintf("%s: job %s: %s column: %v", jobstore.ErrCorrupt, e.id, e.column, e.err)
 }
 
 func (e *corruptError) Unwrap() error { return jobstore.ErrCorrupt }
@@ -155,6 +166,30 @@ func encodeDoc(j jobstore.Job) ([]byte, error) {
 		LastError:   j.LastError,
 		History:     j.History,
 	})
+}
+
+// labels returns the tags and meta columns of j: the JSON of each, or
+// NULL for none. They are columns of their own, not in doc, so that a
+// process of the release before, which rewrites doc without them, keeps
+// them; a job's tags and metadata never change after its submit.
+func labels(j jobstore.Job) (tags, meta *string, err error) {
+	if len(j.Tags) > 0 {
+		b, err := json.Marshal(j.Tags)
+		if err != nil {
+			return nil, nil, err
+		}
+		t := string(b)
+		tags = &t
+	}
+	if len(j.Meta) > 0 {
+		b, err := json.Marshal(j.Meta)
+		if err != nil {
+			return nil, nil, err
+		}
+		m := string(b)
+		meta = &m
+	}
+	return tags, meta, nil
 }
 
 // nullBytes is b, or NULL for none.
@@ -244,31 +279,35 @@ func newQueries(schema string) queries {
 	t := s + ".jobs"
 	q := queries{schema: s, chanWork: schema + ".work", chanJob: schema + ".job", chanLog: schema + ".log"}
 	q.get = `SELECT ` + cols + ` FROM ` + t + ` WHERE id = $1`
-	q.insert = `INSERT INTO ` + t + ` (id, key, kind, queue, partition, state, priority, run_at, attempt, updated_at, payload, doc)
-		VALUES ($1, $2, $3, $9, $10, 'queued', $4, $5, 0, $6, $7, $8)
+	q.insert = `INSERT INTO ` + t + ` (id, key, kind, queue, partition, state, priority, run_at, attempt, updated_at, payload, doc, tags, meta)
+		VALUES ($1, $2, $3, $9, $10, 'queued', $4, $5, 0, $6, $7, $8, $11::jsonb, $12::jsonb)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
 	q.byKey = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1`
 	q.byKeys = `SELECT ` + cols + ` FROM ` + t + ` WHERE key = ANY($1)`
-	q.insertMany = `INSERT INTO ` + t + ` (id, key, kind, queue, partition, state, priority, run_at, attempt, updated_at, payload, doc)
-		SELECT id, key, kind, queue, partition, 'queued', priority, run_at, 0, updated_at, payload, doc
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::bytea[], $8::bytea[], $9::text[], $10::text[])
-			AS u(id, key, kind, priority, run_at, updated_at, payload, doc, queue, partition)
+	q.insertMany = `INSERT INTO ` + t + ` (id, key, kind, queue, partition, state, priority, run_at, attempt, updated_at, payload, doc, tags, meta)
+		SELECT id, key, kind, queue, partition, 'queued', priority, run_at, 0, updated_at, payload, doc, tags::jsonb, meta::jsonb
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::bytea[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::text[])
+			AS u(id, key, kind, priority, run_at, updated_at, payload, doc, queue, partition, tags, meta)
 		ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
 		RETURNING id`
-	q.insertManyNew = `INSERT INTO ` + t + ` (id, kind, queue, partition, state, priority, run_at, attempt, updated_at, payload, doc)
-		SELECT id, kind, queue, partition, 'queued', priority, run_at, 0, updated_at, payload, doc
-		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::bytea[], $7::bytea[], $8::text[], $9::text[])
-			AS u(id, kind, priority, run_at, updated_at, payload, doc, queue, partition)`
+	q.insertManyNew = `INSERT INTO ` + t + ` (id, kind, queue, partition, state, priority, run_at, attempt, updated_at, payload, doc, tags, meta)
+		SELECT id, kind, queue, partition, 'queued', priority, run_at, 0, updated_at, payload, doc, tags::jsonb, meta::jsonb
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::bytea[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::text[])
+			AS u(id, kind, priority, run_at, updated_at, payload, doc, queue, partition, tags, meta)`
 	// announce notifies the work channel ($1) in a transaction that does
 	// not wait for its commit to be flushed (see announceWork).
 	q.announce = `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')`
 	// importMany inserts whole jobs of another store, skipping those whose
 	// ID (or key) is taken.
 	q.importMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
-			finished_at, cancel_requested, payload, result, doc, queue, partition)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[],
-			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $14::bytea[], $15::bytea[], $16::text[], $17::text[])
+			finished_at, cancel_requested, payload, result, doc, queue, partition, tags, meta)
+		SELECT id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
+			finished_at, cancel_requested, payload, result, doc, queue, partition, tags::jsonb, meta::jsonb
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[],
+			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $14::bytea[], $15::bytea[], $16::text[], $17::text[], $18::text[], $19::text[])
+			AS u(id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
+			finished_at, cancel_requested, payload, result, doc, queue, partition, tags, meta)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
 	q.presentIDs = `SELECT coalesce(array_agg(id), '{}') FROM ` + t + ` WHERE id = ANY($1)`

@@ -17,7 +17,7 @@ import (
 // columnFields are the JSON names of the jobstore.Job fields that have a
 // column of their own (see cols and scanRow).
 var columnFields = []string{"id", "key", "kind", "queue", "payload", "state", "attempt", "priority", "run_at",
-	"updated_at", "started_at", "finished_at", "result", "cancel_requested", "worker"}
+	"updated_at", "started_at", "finished_at", "result", "cancel_requested", "worker", "tags", "meta"}
 
 // jsonNames returns the JSON names of t's fields.
 func jsonNames(t reflect.Type) []string {

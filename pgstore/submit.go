@@ -62,9 +62,13 @@ func (s *Store) insertJob(ctx context.Context, q querier, spec jobstore.Spec, op
 		if err != nil {
 			return jobstore.Job{}, false, fmt.Errorf("pgstore: %s: %w", op, err)
 		}
+		tags, meta, err := labels(j)
+		if err != nil {
+			return jobstore.Job{}, false, fmt.Errorf("pgstore: %s: %w", op, err)
+		}
 		var id string
 		err = q.QueryRow(ctx, s.q.insert, j.ID, nullKey(j.Key), j.Kind, j.Priority, j.RunAt, j.UpdatedAt,
-			nullBytes(j.Payload), doc, j.Queue, nullKey(j.Partition)).Scan(&id)
+			nullBytes(j.Payload), doc, j.Queue, nullKey(j.Partition), tags, meta).Scan(&id)
 		if err == nil {
 			return j, true, nil
 		}
@@ -101,7 +105,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 	if len(b.keyed) == 0 {
 		// No key can be taken: one statement inserts every job, one
 		// round trip and one commit.
-		tag, err := s.pool.Exec(ctx, s.q.insertManyNew, b.ids, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues, b.parts)
+		tag, err := s.pool.Exec(ctx, s.q.insertManyNew, b.ids, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues, b.parts, b.tags, b.metas)
 		if err == nil && tag.RowsAffected() != int64(len(b.rows)) {
 			err = fmt.Errorf("inserted %d jobs of %d", tag.RowsAffected(), len(b.rows))
 		}
@@ -140,6 +144,7 @@ type batch struct {
 	ids, kinds      []string
 	queues          []string
 	keys, parts     []*string // NULL for none
+	tags, metas     []*string // NULL for none
 	prios           []int32
 	runAts, updated []time.Time
 	payloads, docs  [][]byte
@@ -177,6 +182,7 @@ func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) 
 	n := len(b.rows)
 	b.ids, b.kinds, b.queues = make([]string, n), make([]string, n), make([]string, n)
 	b.keys, b.parts = make([]*string, n), make([]*string, n)
+	b.tags, b.metas = make([]*string, n), make([]*string, n)
 	b.prios = make([]int32, n)
 	b.runAts, b.updated = make([]time.Time, n), make([]time.Time, n)
 	b.payloads, b.docs = make([][]byte, n), make([][]byte, n)
@@ -184,6 +190,9 @@ func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) 
 		j := b.out[i].Job
 		doc, err := encodeDoc(j)
 		if err != nil {
+			return b, fmt.Errorf("pgstore: %s: spec %d: %w", op, i, err)
+		}
+		if b.tags[k], b.metas[k], err = labels(j); err != nil {
 			return b, fmt.Errorf("pgstore: %s: spec %d: %w", op, i, err)
 		}
 		b.ids[k], b.kinds[k], b.queues[k], b.prios[k] = j.ID, j.Kind, j.Queue, int32(j.Priority)
@@ -207,7 +216,7 @@ func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) 
 // pruned meanwhile.
 func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b *batch) error {
 	b.created, b.existing = map[string]bool{}, map[string]jobstore.Job{}
-	rs, err := tx.Query(ctx, s.q.insertMany, b.ids, b.keys, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues, b.parts)
+	rs, err := tx.Query(ctx, s.q.insertMany, b.ids, b.keys, b.kinds, b.prios, b.runAts, b.updated, b.payloads, b.docs, b.queues, b.parts, b.tags, b.metas)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,7 @@ func made() []jobstore.Job {
 	queued.StartedAt = at(time.Minute)
 	queued.UpdatedAt, queued.RunAt = at(2*time.Minute), at(3*time.Minute)
 	queued.History = []jobstore.AttemptRecord{hist(1, jobstore.EndFailed, "boom")}
+	queued.Tags, queued.Meta = []string{"imported", "team=ops"}, map[string]string{"request": "r-1"}
 
 	succeeded := job(time.Second, "")
 	succeeded.State, succeeded.Attempt, succeeded.Worker = jobstore.StateSucceeded, 2, "old-worker"

@@ -61,6 +61,7 @@ var groups = []group{
 	{"Workers", workerTests},
 	{"Queue", queueTests},
 	{"Queues", queueControlTests},
+	{"Meta", metaTests},
 }
 
 // Run runs the conformance suite: one subtest per rule of the
