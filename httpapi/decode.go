@@ -27,16 +27,18 @@ import (
 // job. TimeoutNS is the deprecated spelling of the timeout, in
 // nanoseconds, taken until a future version; nil when absent.
 type submitRequest struct {
-	Kind        strictString    `json:"kind"`
-	Key         strictString    `json:"key"`
-	Queue       strictString    `json:"queue"`
-	Partition   strictString    `json:"partition"`
-	Payload     json.RawMessage `json:"payload"`
-	MaxAttempts int             `json:"max_attempts"`
-	Priority    int             `json:"priority"`
-	RunAt       strictString    `json:"run_at"`
-	Timeout     durationText    `json:"timeout"`
-	TimeoutNS   *int64          `json:"timeout_ns"`
+	Kind        strictString            `json:"kind"`
+	Key         strictString            `json:"key"`
+	Queue       strictString            `json:"queue"`
+	Partition   strictString            `json:"partition"`
+	Tags        []string                `json:"tags"`
+	Meta        map[string]strictString `json:"meta"`
+	Payload     json.RawMessage         `json:"payload"`
+	MaxAttempts int                     `json:"max_attempts"`
+	Priority    int                     `json:"priority"`
+	RunAt       strictString            `json:"run_at"`
+	Timeout     durationText            `json:"timeout"`
+	TimeoutNS   *int64                  `json:"timeout_ns"`
 }
 
 // durationText is the timeout of a submit: a strictString that must be a
@@ -100,6 +102,10 @@ var fieldForms = map[string]struct{ want, send string }{
 	"key":          {"a string", `a key such as "invoice-1001"`},
 	"queue":        {"a string", `a queue name such as "emails"`},
 	"partition":    {"a string", `a partition such as "customer-42"`},
+	"tags":         {"a list of strings", `a list such as ["nightly", "team=billing"]`},
+	"meta":         {"an object of strings", `an object such as {"request": "r-42"}`},
+	"meta.*":       {"a string", `each value of meta as a string, such as {"attempt": "3"}`},
+	"tags.*":       {"a string", `each tag as a string, such as "nightly"`},
 	"run_at":       {"a string", `an RFC 3339 time such as "2026-01-02T15:04:05Z"`},
 	"timeout":      {"a string", `a duration such as "30s" or "1h30m"`},
 	"max_attempts": {"an integer", "a whole number such as 3, without quotes"},
@@ -129,15 +135,20 @@ func fieldTypeError(err error, whole string) error {
 	if te.Field == "" {
 		return fmt.Errorf(`%w: %s is %s; want a JSON object such as {"kind": "email.send"}`, jobstore.ErrInvalidInput, whole, got)
 	}
-	form, ok := fieldForms[te.Field]
+	field, name := te.Field, te.Field
+	if (field == "meta" || field == "tags") && te.Type != nil && te.Type.Kind() == reflect.String {
+		// An element of the map or list, not the field itself.
+		field, name = field+".*", map[string]string{"meta": "a value of meta", "tags": "a tag"}[field]
+	}
+	form, ok := fieldForms[field]
 	if !ok {
-		return fmt.Errorf("%w: %s is %s, which is not what it takes", jobstore.ErrInvalidInput, te.Field, got)
+		return fmt.Errorf("%w: %s is %s, which is not what it takes", jobstore.ErrInvalidInput, name, got)
 	}
 	want := form.want
 	if want == "an integer" && strings.HasPrefix(te.Value, "number ") {
 		want = "an integer within range"
 	}
-	return fmt.Errorf("%w: %s is %s, not %s: send %s", jobstore.ErrInvalidInput, te.Field, got, want, form.send)
+	return fmt.Errorf("%w: %s is %s, not %s: send %s", jobstore.ErrInvalidInput, name, got, want, form.send)
 }
 
 // checkSurrogates returns an error if the JSON string data holds a \u
@@ -383,8 +394,15 @@ func (req submitRequest) spec() (jobstore.Spec, error) {
 		Key:         string(req.Key),
 		Queue:       string(req.Queue),
 		Partition:   string(req.Partition),
+		Tags:        req.Tags,
 		MaxAttempts: req.MaxAttempts,
 		Priority:    req.Priority,
+	}
+	if len(req.Meta) > 0 {
+		spec.Meta = make(map[string]string, len(req.Meta))
+		for k, v := range req.Meta {
+			spec.Meta[k] = string(v)
+		}
 	}
 	if p := bytes.TrimSpace(req.Payload); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		spec.Payload = req.Payload
@@ -440,7 +458,7 @@ func decodeError(err error) error {
 }
 
 // listQueryKeys are the query parameters GET /v1/jobs accepts.
-var listQueryKeys = map[string]bool{"state": true, "kind": true, "queue": true, "limit": true, "cursor": true, "order": true}
+var listQueryKeys = map[string]bool{"state": true, "kind": true, "queue": true, "tag": true, "limit": true, "cursor": true, "order": true}
 
 // parseListQuery turns the query of GET /v1/jobs into list options. state
 // may repeat and may hold a comma-separated list; order is "newest" (the
@@ -450,7 +468,7 @@ func parseListQuery(q url.Values) (jobstore.ListOptions, error) {
 	var opts jobstore.ListOptions
 	for k, vs := range q {
 		if !listQueryKeys[k] {
-			return opts, fmt.Errorf("%w: unknown query parameter %q (want state, kind, queue, limit, cursor or order)", jobstore.ErrInvalidInput, truncate(k, 64))
+			return opts, fmt.Errorf("%w: unknown query parameter %q (want state, kind, queue, tag, limit, cursor or order)", jobstore.ErrInvalidInput, truncate(k, 64))
 		}
 		for _, v := range vs {
 			if !utf8.ValidString(v) {
@@ -476,6 +494,9 @@ func parseListQuery(q url.Values) (jobstore.ListOptions, error) {
 		return opts, err
 	}
 	if opts.Queue, err = single(q, "queue"); err != nil {
+		return opts, err
+	}
+	if opts.Tag, err = single(q, "tag"); err != nil {
 		return opts, err
 	}
 	if opts.Cursor, err = single(q, "cursor"); err != nil {

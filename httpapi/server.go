@@ -146,12 +146,20 @@ type Options struct {
 	// LogDir: for example a pgstore.Store's Logs, which every server of a
 	// store in PostgreSQL reads, on whatever machine the job ran.
 	Logs joblog.Logs
+	// SubmitMiddleware wraps the submits of POST /v1/jobs and POST
+	// /v1/jobs/batch (see jobstore.WithSubmitMiddleware), SubmitMiddleware[0]
+	// outermost, with the request's ctx: a trace span per submit
+	// (otelrunner.SubmitMiddleware), a default, a check. The other routes
+	// use the store as it is.
+	SubmitMiddleware []jobstore.SubmitMiddleware
 }
 
 // Server serves the HTTP API on one store. It implements http.Handler and
 // is safe for concurrent use. Build it with New.
 type Server struct {
-	store   jobstore.Client
+	store jobstore.Client
+	// submit is store, or store wrapped in Options.SubmitMiddleware.
+	submit  jobstore.Client
 	handler http.Handler // mux wrapped in cross-origin protection
 	mux     *http.ServeMux
 	// routes holds the patterns mux serves, as registered.
@@ -219,6 +227,14 @@ func New(store jobstore.Client, opts *Options) (*Server, error) {
 		maxWait:      o.MaxWait,
 		log:          o.Logger,
 		logs:         logsOf(o),
+	}
+	s.submit = store
+	if len(o.SubmitMiddleware) > 0 {
+		c, err := jobstore.WithSubmitMiddleware(store, o.SubmitMiddleware...)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		s.submit = c
 	}
 	switch {
 	case len(o.Tokens) == 0 && !o.InsecureNoAuth:
@@ -508,7 +524,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, e)
 		return
 	}
-	job, created, err := s.store.Submit(r.Context(), spec)
+	job, created, err := s.submit.Submit(r.Context(), spec)
 	if err != nil {
 		s.fail(w, r, err, http.StatusUnprocessableEntity, CodeInvalidSpec)
 		return
@@ -558,7 +574,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, http.StatusOK, BatchResponse{Results: []BatchResult{}})
 		return
 	}
-	subs, err := s.store.SubmitBatch(r.Context(), specs)
+	subs, err := s.submit.SubmitBatch(r.Context(), specs)
 	if err != nil {
 		s.fail(w, r, err, http.StatusUnprocessableEntity, CodeInvalidSpec)
 		return

@@ -50,6 +50,10 @@ type Job struct {
 	Queue string `json:"queue"`
 	// Partition is the job's partition within its queue; absent for none.
 	Partition string `json:"partition,omitempty"`
+	// Tags label the job; absent for none.
+	Tags []string `json:"tags,omitempty"`
+	// Meta is the job's metadata; absent for none.
+	Meta map[string]string `json:"meta,omitempty"`
 	// Payload is the job's input, byte for byte as submitted.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// State is where the job is in its lifecycle.
@@ -109,7 +113,7 @@ type AttemptRecord struct {
 // FromJob returns j as the API sends it.
 func FromJob(j jobstore.Job) Job {
 	w := Job{
-		ID: j.ID, Key: j.Key, Kind: j.Kind, Queue: jobstore.QueueOf(j.Queue), Partition: j.Partition, Payload: j.Payload, State: j.State,
+		ID: j.ID, Key: j.Key, Kind: j.Kind, Queue: jobstore.QueueOf(j.Queue), Partition: j.Partition, Tags: j.Tags, Meta: j.Meta, Payload: j.Payload, State: j.State,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		RunAt: j.RunAt, Timeout: Duration(j.Timeout), TimeoutNS: int64(j.Timeout),
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
@@ -136,7 +140,7 @@ func (j Job) ToJob() (jobstore.Job, error) {
 		return jobstore.Job{}, fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	out := jobstore.Job{
-		ID: j.ID, Key: j.Key, Kind: j.Kind, Queue: jobstore.QueueOf(j.Queue), Partition: j.Partition, Payload: j.Payload, State: j.State,
+		ID: j.ID, Key: j.Key, Kind: j.Kind, Queue: jobstore.QueueOf(j.Queue), Partition: j.Partition, Tags: j.Tags, Meta: j.Meta, Payload: j.Payload, State: j.State,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		RunAt: j.RunAt, Timeout: timeout,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
@@ -180,6 +184,10 @@ type SubmitRequest struct {
 	Queue string `json:"queue,omitempty"`
 	// Partition is the job's partition within its queue; empty for none.
 	Partition string `json:"partition,omitempty"`
+	// Tags label the job (jobstore.Spec.Tags); empty for none.
+	Tags []string `json:"tags,omitempty"`
+	// Meta is the job's metadata (jobstore.Spec.Meta); empty for none.
+	Meta map[string]string `json:"meta,omitempty"`
 	// Payload is the job's input, any JSON value; empty means none.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// MaxAttempts bounds the attempts; zero means the store's default.
@@ -194,13 +202,13 @@ type SubmitRequest struct {
 
 // FromSpec returns the request that submits spec.
 func FromSpec(spec jobstore.Spec) SubmitRequest {
-	return SubmitRequest{Kind: spec.Kind, Key: spec.Key, Queue: spec.Queue, Partition: spec.Partition, Payload: spec.Payload, MaxAttempts: spec.MaxAttempts,
+	return SubmitRequest{Kind: spec.Kind, Key: spec.Key, Queue: spec.Queue, Partition: spec.Partition, Tags: spec.Tags, Meta: spec.Meta, Payload: spec.Payload, MaxAttempts: spec.MaxAttempts,
 		Priority: spec.Priority, RunAt: spec.RunAt, Timeout: Duration(spec.Timeout)}
 }
 
 // ToSpec returns the spec that r describes.
 func (r SubmitRequest) ToSpec() jobstore.Spec {
-	return jobstore.Spec{Kind: r.Kind, Key: r.Key, Queue: r.Queue, Partition: r.Partition, Payload: r.Payload, MaxAttempts: r.MaxAttempts,
+	return jobstore.Spec{Kind: r.Kind, Key: r.Key, Queue: r.Queue, Partition: r.Partition, Tags: r.Tags, Meta: r.Meta, Payload: r.Payload, MaxAttempts: r.MaxAttempts,
 		Priority: r.Priority, RunAt: r.RunAt, Timeout: time.Duration(r.Timeout)}
 }
 

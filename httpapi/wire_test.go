@@ -24,7 +24,7 @@ func fullJob(t *testing.T) jobstore.Job {
 	t.Helper()
 	at := func(s int64) time.Time { return time.Unix(1_800_000_000+s, 123456789).UTC() }
 	j := jobstore.Job{
-		ID: "01M8M7AB6JD9EYQ6QDAWZ282C2", Key: "nightly", Kind: "report.build", Queue: "reports", Partition: "customer-7", Payload: json.RawMessage(`{"day":"2026-11-29"}`),
+		ID: "01M8M7AB6JD9EYQ6QDAWZ282C2", Key: "nightly", Kind: "report.build", Queue: "reports", Partition: "customer-7", Tags: []string{"nightly"}, Meta: map[string]string{"request": "r-42"}, Payload: json.RawMessage(`{"day":"2026-11-29"}`),
 		State: jobstore.StateRunning, Attempt: 2, MaxAttempts: 5, Priority: -7, RunAt: at(1), Timeout: 90 * time.Second,
 		CreatedAt: at(0), UpdatedAt: at(9), StartedAt: at(5), FinishedAt: at(8), Result: json.RawMessage(`{"rows":3}`),
 		LastError: "disk full", CancelRequested: true, Worker: "build-7",
@@ -68,7 +68,7 @@ func TestWireJobRoundTrip(t *testing.T) {
 	b, err := json.Marshal(w)
 	require.NoError(t, err)
 	require.Equal(t, []string{"attempt", "cancel_requested", "created_at", "finished_at", "history", "id", "key", "kind",
-		"last_error", "max_attempts", "partition", "payload", "priority", "queue", "result", "run_at", "started_at", "state", "timeout",
+		"last_error", "max_attempts", "meta", "partition", "payload", "priority", "queue", "result", "run_at", "started_at", "state", "tags", "timeout",
 		"timeout_ns", "updated_at", "worker"}, jsonKeys(t, b))
 	require.Equal(t, jsonTags(reflect.TypeFor[httpapi.Job]()), jsonKeys(t, b), "every field of the wire type is sent")
 	require.Contains(t, string(b), `"timeout":"1m30s","timeout_ns":90000000000,`)
@@ -123,7 +123,8 @@ func TestWireJobTimeoutSpellings(t *testing.T) {
 // request form and back unchanged, its JSON names the documented fields,
 // and the server reads it as that spec.
 func TestWireSubmitRequestRoundTrip(t *testing.T) {
-	spec := jobstore.Spec{Kind: "report.build", Key: "nightly", Queue: "reports", Partition: "customer-7", Payload: json.RawMessage(`{"day":"2026-11-29"}`),
+	spec := jobstore.Spec{Kind: "report.build", Key: "nightly", Queue: "reports", Partition: "customer-7", Tags: []string{"nightly", "team=ops"},
+		Meta: map[string]string{"request": "r-42"}, Payload: json.RawMessage(`{"day":"2026-11-29"}`),
 		MaxAttempts: 5, Priority: -7, RunAt: time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC), Timeout: 90 * time.Second}
 	v := reflect.ValueOf(spec)
 	for i := range v.NumField() {
@@ -133,7 +134,7 @@ func TestWireSubmitRequestRoundTrip(t *testing.T) {
 	require.Equal(t, spec, req.ToSpec())
 	b, err := json.Marshal(req)
 	require.NoError(t, err)
-	require.Equal(t, []string{"key", "kind", "max_attempts", "partition", "payload", "priority", "queue", "run_at", "timeout"}, jsonKeys(t, b))
+	require.Equal(t, []string{"key", "kind", "max_attempts", "meta", "partition", "payload", "priority", "queue", "run_at", "tags", "timeout"}, jsonKeys(t, b))
 	require.Contains(t, string(b), `"run_at":"2030-01-02T03:04:05.000000006Z","timeout":"1m30s"`)
 	var back httpapi.SubmitRequest
 	strictDecode(t, b, &back)
@@ -141,7 +142,7 @@ func TestWireSubmitRequestRoundTrip(t *testing.T) {
 
 	e := newEnv(t, nil, nil)
 	job := e.do("POST", "/v1/jobs", string(b)).job(t, http.StatusCreated)
-	require.Equal(t, spec, jobstore.Spec{Kind: job.Kind, Key: job.Key, Queue: job.Queue, Partition: job.Partition, Payload: job.Payload, MaxAttempts: job.MaxAttempts,
+	require.Equal(t, spec, jobstore.Spec{Kind: job.Kind, Key: job.Key, Queue: job.Queue, Partition: job.Partition, Tags: job.Tags, Meta: job.Meta, Payload: job.Payload, MaxAttempts: job.MaxAttempts,
 		Priority: job.Priority, RunAt: job.RunAt, Timeout: job.Timeout})
 
 	b, err = json.Marshal(httpapi.BatchRequest{Jobs: []httpapi.SubmitRequest{req, httpapi.FromSpec(jobstore.Spec{Kind: "k"})}})
@@ -249,6 +250,10 @@ func TestSubmitWrongTypeNamesTheField(t *testing.T) {
 		{"key an object", `"key":{"id":1}`, `key is an object, not a string: send a key such as "invoice-1001"`},
 		{"timeout a number", `"timeout":30`, `timeout 30 is not a string: send a duration such as "30s"`},
 		{"timeout_ns a string", `"timeout_ns":"30s"`, `timeout_ns is a string, not an integer: send timeout, a duration such as "30s"`},
+		{"tags a string", `"tags":"nightly"`, `tags is a string, not a list of strings: send a list such as ["nightly", "team=billing"]`},
+		{"a tag a number", `"tags":["a",7]`, `a tag is a number, not a string: send each tag as a string, such as "nightly"`},
+		{"meta a list", `"meta":["a"]`, `meta is an array, not an object of strings: send an object such as {"request": "r-42"}`},
+		{"a meta value a number", `"meta":{"attempt":3}`, `a value of meta is the number 3, not a string: send each value of meta as a string, such as {"attempt": "3"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := `{"kind":"k",` + tc.fields + `}`
@@ -309,7 +314,7 @@ func TestEveryJobRouteAnswersTheWireType(t *testing.T) {
 	}
 
 	runAt := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano)
-	a := job(e.do("POST", "/v1/jobs", fmt.Sprintf(`{"kind":"a","key":"a1","partition":"p1","payload":{"n":1},"max_attempts":1,"priority":3,"run_at":%q,"timeout":"1m"}`, runAt)), http.StatusCreated)
+	a := job(e.do("POST", "/v1/jobs", fmt.Sprintf(`{"kind":"a","key":"a1","partition":"p1","tags":["t"],"meta":{"m":"v"},"payload":{"n":1},"max_attempts":1,"priority":3,"run_at":%q,"timeout":"1m"}`, runAt)), http.StatusCreated)
 	require.Equal(t, time.Minute, a.Timeout)
 
 	r := e.do("POST", "/v1/jobs/batch", batchOf(`{"kind":"b"}`, `{"kind":"a","key":"a1"}`))
@@ -362,4 +367,35 @@ func TestEveryJobRouteAnswersTheWireType(t *testing.T) {
 	}
 	require.Equal(t, jsonTags(reflect.TypeFor[httpapi.Job]()), slices.Sorted(maps.Keys(seen)),
 		"the answers use every field of the wire type")
+}
+
+// TestTagsAndMeta: a submit's tags and metadata come back with the job,
+// GET /v1/jobs?tag= keeps the jobs with a tag, and bad ones are refused
+// in words and create nothing.
+func TestTagsAndMeta(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	a := e.do("POST", "/v1/jobs", `{"kind":"k","tags":["nightly","team=ops"],"meta":{"request":"r-1"}}`).job(t, http.StatusCreated)
+	require.Equal(t, []string{"nightly", "team=ops"}, a.Tags)
+	require.Equal(t, map[string]string{"request": "r-1"}, a.Meta)
+	e.do("POST", "/v1/jobs", `{"kind":"k","tags":["team=ops"]}`).job(t, http.StatusCreated)
+
+	var page httpapi.ListResponse
+	r := e.do("GET", "/v1/jobs?tag=nightly", "")
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	strictDecode(t, r.body, &page)
+	require.Len(t, page.Jobs, 1)
+	require.Equal(t, a.ID, page.Jobs[0].ID)
+	require.Equal(t, map[string]string{"request": "r-1"}, page.Jobs[0].Meta)
+	strictDecode(t, e.do("GET", "/v1/jobs?tag=team%3Dops", "").body, &page)
+	require.Len(t, page.Jobs, 2)
+	e.do("GET", "/v1/jobs?tag=bad%20tag", "").apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+
+	ae := e.do("POST", "/v1/jobs", `{"kind":"k","tags":["a b"]}`).apiError(t, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec)
+	require.Contains(t, ae.Message, `tag "a b": only letters, digits and ._:/-= are allowed`)
+	ae = e.do("POST", "/v1/jobs", `{"kind":"k","meta":{"a b":"v"}}`).apiError(t, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec)
+	require.Contains(t, ae.Message, `meta key "a b"`)
+	e.do("POST", "/v1/jobs", `{"kind":"k","meta":{"m":"\ud800"}}`).apiError(t, http.StatusBadRequest, httpapi.CodeInvalidInput)
+	st, err := e.store.Stats(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Counts[jobstore.StateQueued], "a refused submit creates nothing")
 }

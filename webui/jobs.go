@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -21,6 +22,8 @@ type filter struct {
 	States []jobstore.State
 	Kind   string
 	Queue  string
+	// Tag keeps the jobs with this tag.
+	Tag string
 	// Key keeps the jobs whose key contains it.
 	Key string
 	// Prefix keeps the jobs whose ID starts with it (upper case).
@@ -39,7 +42,7 @@ type filter struct {
 const maxSelected = 500
 
 // parseFilter reads a filter from the query: state (repeatable), kind,
-// queue, key, id (a prefix), text and order (newest or oldest).
+// queue, tag, key, id (a prefix), text and order (newest or oldest).
 func parseFilter(q url.Values) (filter, error) {
 	var f filter
 	for _, s := range q["state"] {
@@ -64,6 +67,12 @@ func parseFilter(q url.Values) (filter, error) {
 	if f.Queue != "" {
 		if err := jobstore.ValidateQueue(f.Queue); err != nil {
 			return f, errors.New("a queue name has only letters, digits and ._:/-")
+		}
+	}
+	f.Tag = strings.TrimSpace(q.Get("tag"))
+	if f.Tag != "" {
+		if err := jobstore.ValidateTag(f.Tag); err != nil {
+			return f, errors.New("a tag has only letters, digits and ._:/-=")
 		}
 	}
 	f.Key = q.Get("key")
@@ -109,6 +118,9 @@ func (f filter) query() url.Values {
 	}
 	if f.Queue != "" {
 		q.Set("queue", f.Queue)
+	}
+	if f.Tag != "" {
+		q.Set("tag", f.Tag)
 	}
 	if f.Key != "" {
 		q.Set("key", f.Key)
@@ -199,7 +211,7 @@ var errStop = errors.New("stop")
 // whose ID lies outside f.Prefix: IDs sort, so the prefix is a range of the
 // store's cursor.
 func (h *Handler) scan(ctx context.Context, f filter, cursor string, budget, batch int, fn func(jobstore.Job) error) (string, error) {
-	opts := jobstore.ListOptions{States: f.States, Kind: f.Kind, Queue: f.Queue, Order: f.Order, Cursor: cursor, MaxBytes: maxListBytes}
+	opts := jobstore.ListOptions{States: f.States, Kind: f.Kind, Queue: f.Queue, Tag: f.Tag, Order: f.Order, Cursor: cursor, MaxBytes: maxListBytes}
 	if len(f.IDs) > 0 {
 		return "", h.scanIDs(ctx, f, opts, fn)
 	}
@@ -292,7 +304,9 @@ func (h *Handler) scanIDs(ctx context.Context, f filter, opts jobstore.ListOptio
 // jobRow is one line of the jobs table.
 type jobRow struct {
 	ID, Kind, Key, State, Words string
-	Created, CreatedAt          string
+	// Tags are the job's tags, each a link to the jobs with it.
+	Tags               []string
+	Created, CreatedAt string
 	// Command is an exec job's command line, clipped to rowCommandLen.
 	Command string
 	// Error is the last error of a job that failed, was canceled or
@@ -309,7 +323,7 @@ const (
 )
 
 func rowOf(j jobstore.Job, now time.Time) jobRow {
-	row := jobRow{ID: j.ID, Kind: j.Kind, Key: j.Key, State: string(j.State), Words: stateWords(j, now),
+	row := jobRow{ID: j.ID, Kind: j.Kind, Key: j.Key, Tags: j.Tags, State: string(j.State), Words: stateWords(j, now),
 		Created: ago(now.Sub(j.CreatedAt)) + " ago", CreatedAt: j.CreatedAt.Format(time.RFC3339)}
 	if argv, ok := execArgv(j); ok {
 		row.Command = clip(shellQuote(argv), rowCommandLen)
@@ -362,10 +376,10 @@ type stateOption struct {
 
 // jobsPage is the data of the jobs table.
 type jobsPage struct {
-	Kind, Queue, Key, Prefix, Text string
-	Oldest                         bool
-	States                         []stateOption
-	Rows                           []jobRow
+	Kind, Queue, Tag, Key, Prefix, Text string
+	Oldest                              bool
+	States                              []stateOption
+	Rows                                []jobRow
 	// Next is the URL of the next page; empty on the last.
 	Next string
 	// First is the URL of the first page, when this is not it; Prev the
@@ -390,7 +404,7 @@ type jobsPage struct {
 func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, ferr := parseFilter(q)
-	data := jobsPage{Kind: f.Kind, Queue: f.Queue, Key: f.Key, Prefix: f.Prefix, Text: f.Text, Oldest: f.Order == jobstore.OldestFirst, Query: f.query().Encode(), Budget: ScanBudget}
+	data := jobsPage{Kind: f.Kind, Queue: f.Queue, Tag: f.Tag, Key: f.Key, Prefix: f.Prefix, Text: f.Text, Oldest: f.Order == jobstore.OldestFirst, Query: f.query().Encode(), Budget: ScanBudget}
 	_, data.CanDelete = h.store.(jobstore.Deleter)
 	for _, s := range jobstore.States() {
 		data.States = append(data.States, stateOption{Value: string(s), Selected: slices.Contains(f.States, s)})
@@ -439,7 +453,7 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 			}
 			data.Prev = prev
 		}
-		if f.Key == "" && f.Text == "" && f.Prefix == "" && f.Queue == "" && len(f.IDs) == 0 {
+		if f.Key == "" && f.Text == "" && f.Prefix == "" && f.Queue == "" && f.Tag == "" && len(f.IDs) == 0 {
 			st, err := h.store.Stats(r.Context())
 			if err != nil {
 				h.storeError(w, r, err)
@@ -496,19 +510,22 @@ type attemptRow struct {
 type jobPage struct {
 	ID, Kind, State, Words string
 	Fields                 []field
-	Payload, Result        string
-	LastError              string
-	History                []attemptRow
-	Command                string
-	Dir                    string
-	Env                    []string
-	IsExec                 bool
-	CanCancel, CanRetry    bool
-	CanRerun               bool
-	RerunRefused           string
-	LogURL                 string
-	Terminal               bool
-	CancelRequested        bool
+	// Tags are the job's tags; Meta its metadata, by key.
+	Tags                []string
+	Meta                []field
+	Payload, Result     string
+	LastError           string
+	History             []attemptRow
+	Command             string
+	Dir                 string
+	Env                 []string
+	IsExec              bool
+	CanCancel, CanRetry bool
+	CanRerun            bool
+	RerunRefused        string
+	LogURL              string
+	Terminal            bool
+	CancelRequested     bool
 }
 
 // prettyJSON indents a JSON value for reading; anything else is shown as
@@ -564,6 +581,10 @@ func (h *Handler) handleJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if j.Partition != "" {
 		d.Fields = slices.Insert(d.Fields, 3, field{"Partition", j.Partition})
+	}
+	d.Tags = j.Tags
+	for _, k := range slices.Sorted(maps.Keys(j.Meta)) {
+		d.Meta = append(d.Meta, field{k, j.Meta[k]})
 	}
 	for _, a := range j.History {
 		d.History = append(d.History, attemptRow{Attempt: a.Attempt, Worker: a.Worker, End: string(a.End), Error: a.Error,

@@ -73,9 +73,9 @@ func TestJobsTableFilters(t *testing.T) {
 	e := newEnv(t, nil)
 	e.signIn(testToken)
 	ctx := t.Context()
-	a, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: "user-42-welcome"})
+	a, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: "user-42-welcome", Tags: []string{"team=growth"}})
 	require.NoError(t, err)
-	b, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: "user-7-welcome"})
+	b, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "mail", Key: "user-7-welcome", Tags: []string{"team=growth", "vip"}})
 	require.NoError(t, err)
 	c, _, err := e.store.Submit(ctx, jobstore.Spec{Kind: "report", Key: "user-42-report"})
 	require.NoError(t, err)
@@ -92,6 +92,9 @@ func TestJobsTableFilters(t *testing.T) {
 		{"kind=mail", []string{b.ID, a.ID}},
 		{"key=user-42", []string{c.ID, a.ID}},
 		{"kind=mail&key=42", []string{a.ID}},
+		{"tag=team%3Dgrowth", []string{b.ID, a.ID}},
+		{"tag=vip&state=canceled", []string{b.ID}},
+		{"tag=team", nil},
 		{"id=" + a.ID, []string{a.ID}},
 		{"id=" + strings.ToLower(c.ID[:25]), []string{c.ID}},
 		{"id=" + a.ID[:10], nil}, // filled in below: every job shares the millisecond prefix or not
@@ -111,7 +114,10 @@ func TestJobsTableFilters(t *testing.T) {
 			require.Equal(t, want, rows(r.body))
 		})
 	}
-	for _, bad := range []string{"state=done", "id=IIII", "order=random", "kind=a%20b", "cursor=nope"} {
+	// A row's tags link to the jobs with them.
+	r := e.do("GET", "/ui/jobs", nil)
+	require.Contains(t, r.body, `<a class="tag" href="/ui/jobs?tag=team%3dgrowth">team=growth</a> <a class="tag" href="/ui/jobs?tag=vip">vip</a>`)
+	for _, bad := range []string{"state=done", "id=IIII", "order=random", "kind=a%20b", "cursor=nope", "tag=a%20b"} {
 		r := e.do("GET", "/ui/jobs?"+bad, nil)
 		require.Equal(t, http.StatusBadRequest, r.status, bad)
 		require.Contains(t, r.body, `class="error"`, bad)
@@ -692,4 +698,24 @@ func TestInterruptedAttemptIsNotCounted(t *testing.T) {
 	r = e.do("GET", "/ui/", nil)
 	require.Regexp(t, `<td>1/3</td></tr>`, r.body, "the running attempt is the first that counts")
 	require.NotContains(t, r.body, "<td>2/4</td>")
+}
+
+// TestJobPageShowsTagsAndMeta: a job's page lists its tags, each a link to
+// the jobs with it, and its metadata by key, escaped.
+func TestJobPageShowsTagsAndMeta(t *testing.T) {
+	e := newEnv(t, nil)
+	e.signIn(testToken)
+	j, _, err := e.store.Submit(t.Context(), jobstore.Spec{Kind: "mail", Tags: []string{"nightly", "team=ops"},
+		Meta: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "note": "<b>bold</b>"}})
+	require.NoError(t, err)
+	r := e.do("GET", "/ui/jobs/"+j.ID, nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `<dd id="tags"><a class="tag" href="/ui/jobs?tag=nightly">nightly</a> <a class="tag" href="/ui/jobs?tag=team%3dops">team=ops</a> </dd>`)
+	require.Contains(t, r.body, `<dt>note</dt><dd>&lt;b&gt;bold&lt;/b&gt;</dd>`)
+	require.Contains(t, r.body, `<dt>traceparent</dt><dd>00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01</dd>`)
+	plain, _, err := e.store.Submit(t.Context(), jobstore.Spec{Kind: "mail"})
+	require.NoError(t, err)
+	r = e.do("GET", "/ui/jobs/"+plain.ID, nil)
+	require.NotContains(t, r.body, `id="h-meta"`, "no metadata section for a job without")
+	require.NotContains(t, r.body, `id="tags"`)
 }

@@ -45,7 +45,7 @@ func TestCopyBetweenStores(t *testing.T) {
 	ok := submit(t, dir, "--key", "report", "--", "echo", "copied output")
 	bad := submit(t, dir, "--max-attempts", "1", "--", "sh", "-c", "echo broke >&2; exit 3")
 	jdOK(t, dir, "work", "--exit-when-idle", "-q")
-	later := submit(t, dir, "--delay", "1h", "--key", "later", "--priority", "9", "--", "true")
+	later := submit(t, dir, "--delay", "1h", "--key", "later", "--priority", "9", "--tag", "nightly,team=ops", "--meta", "ticket=OPS-7", "--", "true")
 	gone := submit(t, dir, "--delay", "1h", "--", "true")
 	jdOK(t, dir, "cancel", gone)
 	mail := submit(t, dir, "--queue", "mail", "--", "true")
@@ -87,6 +87,8 @@ func TestCopyBetweenStores(t *testing.T) {
 	require.Equal(t, jobstore.StateSucceeded, getJob(t, pg, gone).State)
 	require.Equal(t, jobstore.StateCanceled, getJob(t, dir, gone).State, "the source is left as it was")
 	require.Equal(t, jobstore.StateQueued, getJob(t, pg, later).State)
+	require.Equal(t, []string{"nightly", "team=ops"}, getJob(t, back, later).Tags, "tags and metadata are copied")
+	require.Equal(t, map[string]string{"ticket": "OPS-7"}, getJob(t, back, later).Meta)
 	require.Equal(t, jobstore.StateQueued, getJob(t, pg, mail).State, "the queue is paused in the copy too")
 
 	// A key that names another job in the target stops the copy.

@@ -69,6 +69,7 @@ func (a *app) listCommand() *cobra.Command {
 		states []string
 		kind   string
 		queue  string
+		tag    string
 		limit  int
 		oldest bool
 		asJSON bool
@@ -101,7 +102,7 @@ stderr says how many more. --limit 0 lists every job.`,
   jobdir list --state failed --json | jq -r '.[].id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := jobstore.ListOptions{Kind: kind, Queue: queue}
+			opts := jobstore.ListOptions{Kind: kind, Queue: queue, Tag: tag}
 			if oldest {
 				opts.Order = jobstore.OldestFirst
 			}
@@ -119,6 +120,11 @@ stderr says how many more. --limit 0 lists every job.`,
 			if queue != "" {
 				if err := jobstore.ValidateQueue(queue); err != nil {
 					return usagef("--queue: %v", err)
+				}
+			}
+			if tag != "" {
+				if err := jobstore.ValidateTag(tag); err != nil {
+					return usagef("--tag: %v", err)
 				}
 			}
 			if limit < 0 {
@@ -160,7 +166,7 @@ stderr says how many more. --limit 0 lists every job.`,
 				if err != nil || !more {
 					return err
 				}
-				fmt.Fprintln(a.stderr, moreLine(cmd.Context(), st, opts, keep != nil || queue != "", len(jobs)))
+				fmt.Fprintln(a.stderr, moreLine(cmd.Context(), st, opts, keep != nil || queue != "" || tag != "", len(jobs)))
 				return nil
 			})
 		},
@@ -169,6 +175,7 @@ stderr says how many more. --limit 0 lists every job.`,
 	f.StringSliceVar(&states, "state", nil, "only jobs in this `STATE` (repeatable, or comma-separated): queued (due now), scheduled, retrying (waiting for their time), running, succeeded, failed, canceled")
 	f.StringVar(&kind, "kind", "", "only jobs of this `KIND`")
 	f.StringVar(&queue, "queue", "", "only jobs of this `QUEUE`")
+	f.StringVar(&tag, "tag", "", "only jobs with this `TAG` (jobdir submit --tag)")
 	f.IntVar(&limit, "limit", jobstore.DefaultListLimit, "at most `N` jobs (0: all)")
 	f.BoolVar(&oldest, "oldest-first", false, "list the oldest jobs first")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array of jobs, each as the HTTP API sends it")

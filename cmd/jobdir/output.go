@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -192,6 +193,12 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 	if j.Key != "" {
 		row("Key", j.Key)
 	}
+	if len(j.Tags) > 0 {
+		row("Tags", strings.Join(j.Tags, ", "))
+	}
+	for _, k := range slices.Sorted(maps.Keys(j.Meta)) {
+		row("Meta", k+"="+oneLine(j.Meta[k], 200))
+	}
 	if p, err := execjob.ParsePayload(j.Payload); j.Kind == execjob.Kind && err == nil {
 		row("Command", shellQuote(p.Argv))
 		row("Directory", p.Dir)
@@ -264,8 +271,12 @@ func printTable(w io.Writer, jobs []jobstore.Job, now time.Time, wide bool) erro
 		head += "QUEUE\t"
 	}
 	head += "PRI\tKEY\tATTEMPT\tCREATED\t"
+	tags := wide && slices.ContainsFunc(jobs, func(j jobstore.Job) bool { return len(j.Tags) > 0 })
 	if wide {
 		head += "WORKER\tDURATION\tLAST ERROR\t"
+	}
+	if tags {
+		head += "TAGS\t"
 	}
 	fmt.Fprintln(tw, head+"COMMAND")
 	for _, j := range jobs {
@@ -278,6 +289,9 @@ func printTable(w io.Writer, jobs []jobstore.Job, now time.Time, wide bool) erro
 			used, limit, agoCoarse(j.CreatedAt, now))
 		if wide {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", orDash(j.Worker), runTime(j, now), orDash(oneLine(plainMessage(j.LastError), 40)))
+		}
+		if tags {
+			fmt.Fprintf(tw, "%s\t", orDash(oneLine(strings.Join(j.Tags, ","), 40)))
 		}
 		fmt.Fprintln(tw, orDash(oneLine(describeWork(j), 60)))
 	}

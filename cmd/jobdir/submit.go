@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,8 @@ func (a *app) submitCommand() *cobra.Command {
 		partition   string
 		timeout     time.Duration
 		env         []string
+		tags        []string
+		meta        []string
 		asJSON      bool
 		needWorker  bool
 	)
@@ -45,6 +48,12 @@ Flags go before PROGRAM; everything from PROGRAM on belongs to the job. Write
 They are stored in the job's record, readable by whoever can read the store:
 do not pass secrets this way.
 
+--tag labels the job ("jobdir list --tag T" finds it) and --meta carries
+KEY=VALUE metadata with it; both are shown by "jobdir get". When the
+environment has TRACEPARENT (and TRACESTATE), as a traced script's does, they
+go into the job's metadata as traceparent and tracestate, so that the job's
+attempts are traced as children of the script's span ("jobdir work --otel").
+
 With --key, the job is submitted only if no job with that key exists. If one
 does (in any state, until it is pruned), its ID is printed instead, a note
 says so on stderr, and the exit status is still 0.
@@ -56,6 +65,7 @@ not submitted and the exit status is 1.`,
   jobdir submit --key deploy-42 --max-attempts 1 -- ./deploy.sh v42
   jobdir submit --queue emails -- ./send-digest.sh
   jobdir submit --queue emails --partition customer-42 -- ./send-digest.sh 42
+  jobdir submit --tag nightly --tag team=billing --meta ticket=OPS-7 -- ./export.sh
   jobdir submit --delay 10m --timeout 1h -- backup --full /srv
   jobdir submit --at 'tomorrow 03:00' -- ./nightly.sh
   jobdir submit --json -- sh -c 'date; sleep 5'
@@ -91,6 +101,13 @@ not submitted and the exit status is 1.`,
 				}
 			}
 			spec.Partition = partition
+			if spec.Meta, err = metaFlags(meta); err != nil {
+				return err
+			}
+			if err := jobstore.ValidateTags(tags); err != nil {
+				return usagef("--tag: %v", err)
+			}
+			spec.Tags = tags
 			if delay > 0 {
 				spec.RunAt = time.Now().Add(delay)
 			}
@@ -149,7 +166,41 @@ not submitted and the exit status is 1.`,
 	f.StringVar(&at, "at", "", "run no sooner than `TIME`: 18:30 (the next one), tomorrow 09:00, 2026-11-29 18:30 (local time) or RFC 3339")
 	durationVar(f, &timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")
 	f.StringArrayVar(&env, "env", nil, "add `KEY=VALUE` to the program's environment (repeatable)")
+	f.StringSliceVar(&tags, "tag", nil, "label the job with `TAG` (repeatable, or comma-separated): letters, digits and ._:/-= such as nightly or team=billing")
+	f.StringArrayVar(&meta, "meta", nil, "carry `KEY=VALUE` metadata with the job (repeatable); shown by jobdir get, never read by jobdir")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON (as the HTTP API sends it) instead of its ID")
 	f.BoolVar(&needWorker, "require-worker", false, "submit only if a live worker runs exec jobs on the store")
 	return cmd
+}
+
+// metaFlags returns the metadata of submit's --meta KEY=VALUE flags, with
+// the trace context of the environment (TRACEPARENT, TRACESTATE) added as
+// traceparent and tracestate unless a flag gave them; nil for none. A bad
+// flag is a usage error that names it.
+func metaFlags(flags []string) (map[string]string, error) {
+	meta := map[string]string{}
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, usagef("--meta %q: want KEY=VALUE", f)
+		}
+		if _, dup := meta[k]; dup {
+			return nil, usagef("--meta %s is given twice", k)
+		}
+		meta[k] = v
+	}
+	for env, k := range map[string]string{"TRACEPARENT": "traceparent", "TRACESTATE": "tracestate"} {
+		if v := os.Getenv(env); v != "" {
+			if _, given := meta[k]; !given {
+				meta[k] = v
+			}
+		}
+	}
+	if err := jobstore.ValidateMeta(meta); err != nil {
+		return nil, usagef("--meta: %v", err)
+	}
+	if len(meta) == 0 {
+		return nil, nil
+	}
+	return meta, nil
 }
