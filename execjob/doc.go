@@ -29,8 +29,11 @@
 // other setting or secret of jobdir's) except JOBDIR_DIR, and systemd's
 // NOTIFY_SOCKET, LISTEN_* and WATCHDOG_*. With Handler.CleanEnv it gets only
 // CleanEnvVars (PATH, HOME, LANG, TZ, USER) of the worker's. Then the
-// payload's env, which overrides those; then JOBDIR_JOB_ID and
-// JOBDIR_ATTEMPT, which nothing overrides.
+// payload's env, which overrides those; then, when the attempt is traced
+// (its ctx holds a span, as with otelrunner's middleware), TRACEPARENT and
+// TRACESTATE, its W3C trace context, so that the program's spans are the
+// attempt's children; then JOBDIR_JOB_ID and JOBDIR_ATTEMPT, which nothing
+// overrides.
 //
 // # Guarantees
 //

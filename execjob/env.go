@@ -1,8 +1,12 @@
 package execjob
 
 import (
+	"context"
 	"strconv"
 	"strings"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobdir/jobdir/execjob/internal/supervise"
 )
@@ -31,9 +35,10 @@ func withheld(name string) bool {
 // programEnv builds the environment of a program: the worker's variables
 // (worker, as os.Environ) that are not withheld, or only CleanEnvVars if
 // clean; then the payload's entries, which override them (except the
-// supervisor's variables, which they cannot set); then the job's ID and
-// attempt, which nothing overrides.
-func programEnv(worker []string, clean bool, payload []string, id string, attempt int) []string {
+// supervisor's variables, which they cannot set); then the attempt's trace
+// context (traced, see traceEnv), the job's ID and attempt, which nothing
+// overrides.
+func programEnv(worker []string, clean bool, payload, traced []string, id string, attempt int) []string {
 	vars := make(map[string]string)
 	var order []string
 	set := func(kv string) {
@@ -63,6 +68,9 @@ func programEnv(worker []string, clean bool, payload []string, id string, attemp
 		}
 		set(kv)
 	}
+	for _, kv := range traced {
+		set(kv)
+	}
 	set(EnvJobID + "=" + id)
 	set(EnvAttempt + "=" + strconv.Itoa(attempt))
 	env := make([]string, 0, len(order))
@@ -79,4 +87,24 @@ func isCleanVar(k string) bool {
 		}
 	}
 	return false
+}
+
+// traceEnv returns TRACEPARENT and TRACESTATE, the W3C trace context of
+// the span in ctx (the attempt's, when the runner traces its attempts, as
+// jobdir work --otel does), as variables of a program's environment, so
+// that the spans the program makes are the attempt's children; none when
+// ctx holds no span.
+func traceEnv(ctx context.Context) []string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	var env []string
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v := c.Get(k); v != "" {
+			env = append(env, strings.ToUpper(k)+"="+v)
+		}
+	}
+	return env
 }

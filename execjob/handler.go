@@ -200,7 +200,7 @@ func (h Handler) run(ctx context.Context, job jobstore.Job, p Payload, out *logW
 	spec := supervise.Spec{
 		Argv:      p.Argv,
 		Dir:       p.Dir,
-		Env:       programEnv(os.Environ(), h.CleanEnv, p.Env, job.ID, job.Attempt),
+		Env:       programEnv(os.Environ(), h.CleanEnv, p.Env, traceEnv(ctx), job.ID, job.Attempt),
 		KillGrace: h.KillGrace,
 		Output:    out,
 		Name:      fmt.Sprintf("jobdir-supervise %s %d", job.ID, job.Attempt),

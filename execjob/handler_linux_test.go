@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/jobdir/jobdir/execjob"
@@ -515,4 +516,37 @@ func TestSupervisorKilled(t *testing.T) {
 	require.False(t, runner.IsPermanent(err))
 	require.Contains(t, err.Error(), "supervisor")
 	requireTreeGone(t, dir, 1)
+}
+
+// TestWorkTraceContext: a traced attempt (its ctx holds a span, as
+// otelrunner's middleware gives it) hands its program the span's W3C
+// trace context in TRACEPARENT and TRACESTATE, over the worker's own and
+// the payload's; an attempt without a span sets neither.
+func TestWorkTraceContext(t *testing.T) {
+	logDir := t.TempDir()
+	t.Setenv("TRACEPARENT", "00-11111111111111111111111111111111-2222222222222222-01")
+	spec, err := execjob.NewSpec(execjob.Payload{
+		Argv: []string{"sh", "-c", `echo "tp=$TRACEPARENT ts=$TRACESTATE"`},
+		Dir:  "/",
+		Env:  []string{"TRACEPARENT=from-payload"},
+	})
+	require.NoError(t, err)
+	j := jobstore.NewJob(spec, time.Now())
+	j.Attempt = 1
+
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ts, err := trace.ParseTraceState("vendor=x")
+	require.NoError(t, err)
+	ctx := trace.ContextWithSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts}))
+	_, err = execjob.Handler{LogDir: logDir}.Work(ctx, j)
+	require.NoError(t, err)
+	require.Contains(t, readLog(t, logDir, j.ID), "tp=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 ts=vendor=x\n")
+
+	j2 := jobstore.NewJob(spec, time.Now())
+	j2.Attempt = 1
+	_, err = execjob.Handler{LogDir: logDir}.Work(t.Context(), j2)
+	require.NoError(t, err)
+	require.Contains(t, readLog(t, logDir, j2.ID), "tp=from-payload ts=\n", "without a span, the environment is as it was")
 }

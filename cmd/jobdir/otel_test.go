@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -99,7 +102,87 @@ func TestOTelRefusesGRPC(t *testing.T) {
 	r := jd(t, dir, "work", "--exit-when-idle", "--otel")
 	require.Equal(t, exitUsage, r.code, "%s", r)
 	require.Contains(t, r.stderr, "--otel sends OTLP over HTTP (http/protobuf); OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported")
-	r = jd(t, dir, "serve", "--insecure-no-auth", "--otel")
+	r = jd(t, dir, "serve", "--insecure-no-auth", "--addr", "127.0.0.1:0", "--otel")
 	require.Equal(t, exitUsage, r.code, "%s", r)
-	require.True(t, strings.Contains(r.stderr, "give --work N too"), "%s", r)
+	require.Contains(t, r.stderr, "--otel sends OTLP over HTTP (http/protobuf); OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported")
+}
+
+// TestE2EOTelTraceCrossesProcesses: a request that carries a trace context
+// (a W3C traceparent header) submits an exec job to one jobdir serve
+// --otel process; another process, jobdir work --otel, runs it. The
+// collector gets one trace: the serve process's submit span is a child of
+// the request's span, the worker process's attempt span a child of the
+// submit span, and the program got the attempt's trace context in
+// TRACEPARENT. jobdir submit, run with TRACEPARENT in its environment (as
+// from a traced script), puts the job in that trace too.
+func TestE2EOTelTraceCrossesProcesses(t *testing.T) {
+	c := &collector{}
+	col := httptest.NewServer(c)
+	t.Cleanup(col.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
+	t.Setenv("TRACEPARENT", "")
+	dir := newStoreDir(t)
+	wd := t.TempDir()
+	const token = "otel-e2e-token-0123456789"
+	const traceID, requestSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+	srv := startServer(t, dir, wd, token, "--otel", "--allow-kind", "exec")
+	body, err := json.Marshal(map[string]any{"kind": "exec",
+		"payload": map[string]any{"argv": []string{"sh", "-c", "echo tp=$TRACEPARENT"}, "dir": wd}})
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(t.Context(), "POST", srv.url+"/v1/jobs", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+traceID+"-"+requestSpan+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var job struct{ ID string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&job))
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	srv.stop(t) // sends its spans
+
+	const scriptTrace, scriptSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	sub := jobdirCmd(dir, wd, "submit", "--", "true")
+	sub.Env = append(sub.Env, "TRACEPARENT=00-"+scriptTrace+"-"+scriptSpan+"-01")
+	p := start(t, sub)
+	require.Equal(t, 0, p.wait(t), "%s", p.errb.String())
+	scripted := strings.TrimSpace(p.out.String())
+
+	w := runBin(t, dir, wd, "work", "--exit-when-idle", "--otel", "-q")
+	require.Equal(t, 0, w.code, "%s", w)
+	logs := runBin(t, dir, wd, "logs", job.ID)
+	require.Equal(t, 0, logs.code, "%s", logs)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hexOf := func(b []byte) string { return hex.EncodeToString(b) }
+	var submitSpan, attempt, scriptedAttempt *tracepb.Span
+	for _, s := range c.spans {
+		attrs := map[string]string{}
+		for _, a := range s.Attributes {
+			attrs[a.Key] = a.GetValue().GetStringValue()
+		}
+		switch {
+		case s.Name == "jobdir.submit exec":
+			submitSpan = s
+		case s.Name == "jobdir.attempt exec" && attrs["jobdir.job.id"] == job.ID:
+			attempt = s
+		case s.Name == "jobdir.attempt exec" && attrs["jobdir.job.id"] == scripted:
+			scriptedAttempt = s
+		}
+	}
+	require.NotNil(t, submitSpan, "the serve process's submit span")
+	require.NotNil(t, attempt, "the worker process's attempt span")
+	require.Equal(t, traceID, hexOf(submitSpan.TraceId), "the submit is in the request's trace")
+	require.Equal(t, requestSpan, hexOf(submitSpan.ParentSpanId), "the submit span is a child of the request's")
+	require.Equal(t, traceID, hexOf(attempt.TraceId), "the attempt, in another process, is in the request's trace")
+	require.Equal(t, hexOf(submitSpan.SpanId), hexOf(attempt.ParentSpanId), "the attempt span is a child of the submit span")
+	require.Contains(t, logs.stdout, "tp=00-"+traceID+"-"+hexOf(attempt.SpanId)+"-01", "the program got the attempt's trace context")
+	t.Logf("trace %s: request span %s <- jobdir.submit exec (serve, pid of its own) span %s <- jobdir.attempt exec (work) span %s; program's TRACEPARENT 00-%s-%s-01",
+		traceID, requestSpan, hexOf(submitSpan.SpanId), hexOf(attempt.SpanId), traceID, hexOf(attempt.SpanId))
+	require.NotNil(t, scriptedAttempt)
+	require.Equal(t, scriptTrace, hexOf(scriptedAttempt.TraceId), "jobdir submit carries TRACEPARENT")
+	require.Equal(t, scriptSpan, hexOf(scriptedAttempt.ParentSpanId))
 }

@@ -24,7 +24,9 @@ import (
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
+	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
+	"github.com/jobdir/jobdir/runner/otelrunner"
 	"github.com/jobdir/jobdir/webui"
 )
 
@@ -128,9 +130,6 @@ process handed to it.`,
 					"listen on a Unix socket only you can open (--addr unix:PATH), or use a token; "+
 					"--insecure-any-local-user-runs-programs accepts the risk", addr)
 			}
-			if wf.otel && workers == 0 {
-				return usagef("--otel traces the attempts of this process's workers: give --work N too")
-			}
 			if anyLocalUser && !(noAuth && allowExec) {
 				return usagef("--insecure-any-local-user-runs-programs is only for --insecure-no-auth with --allow-kind exec")
 			}
@@ -215,10 +214,21 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
+	stopTracing, err := cfg.wf.startTracing(ctx, a.logger(slog.LevelInfo))
+	if err != nil {
+		return err
+	}
+	// Run at return, after the workers' and the requests' last spans.
+	defer stopTracing()
+	var submitMW []jobstore.SubmitMiddleware
+	if cfg.wf.tracing != nil {
+		submitMW = append(submitMW, otelrunner.SubmitMiddleware(cfg.wf.tracing))
+	}
 	// Exec jobs run programs: "*" does not allow them, only --allow-kind exec.
 	srv, err := httpapi.New(st.Store, &httpapi.Options{Tokens: cfg.tokens, InsecureNoAuth: cfg.noAuth, AllowedKinds: cfg.kinds,
 		ExplicitKinds: []string{execjob.Kind}, Validators: execValidators,
-		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), Logs: st.logs()})
+		MaxConcurrent: cfg.maxRequests, MaxWaits: cfg.maxWaits, Logger: a.logger(level), Logs: st.logs(),
+		SubmitMiddleware: submitMW})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -228,7 +238,11 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 	if err != nil {
 		return usagef("%v", err)
 	}
-	hs := httpapi.NewHTTPServer(ln.Addr().String(), withDashboard(srv, ui))
+	handler := withDashboard(srv, ui)
+	if cfg.wf.tracing != nil {
+		handler = tracedRequests(handler)
+	}
+	hs := httpapi.NewHTTPServer(ln.Addr().String(), handler)
 	fmt.Fprintf(a.stdout, "listening on %s\n", shown)
 
 	var (
@@ -248,12 +262,6 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		if !cfg.wf.quiet {
 			a.sayContainment(log, contained)
 		}
-		stopTracing, err := cfg.wf.startTracing(ctx, log)
-		if err != nil {
-			return err
-		}
-		// Run at return, after wg.Wait below: after the workers' last spans.
-		defer stopTracing()
 		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, runner.FeedMetrics(srv))
 		srv.KnownKinds(r.Kinds()...)
 		wg.Go(func() {

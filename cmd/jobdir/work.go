@@ -16,6 +16,7 @@ import (
 	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/runner"
+	"github.com/jobdir/jobdir/runner/otelrunner"
 )
 
 // idlePoll is how often work --exit-when-idle checks whether it is idle.
@@ -33,10 +34,10 @@ type workerFlags struct {
 	// groupAccess is the global --group-access, which also sets the
 	// permissions of the job logs.
 	groupAccess bool
-	// otel is --otel; tracing is its middleware, once started (see
+	// otel is --otel; tracing is its spans' options, once started (see
 	// startTracing).
 	otel    bool
-	tracing runner.Middleware
+	tracing *otelrunner.Options
 	// queues is --queue: the queues to take jobs from, none for all.
 	queues []string
 }
@@ -62,7 +63,7 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 	f.BoolVarP(&wf.quiet, "quiet", "q", false, "do not print a line per job started and finished")
 	f.BoolVar(&wf.cleanEnv, "clean-env", false, "give programs only PATH, HOME, LANG, TZ and USER of this process's environment (and their own env)")
 	f.BoolVar(&wf.otel, "otel", false,
-		"trace each attempt with OpenTelemetry, sent by OTLP over HTTP where OTEL_EXPORTER_OTLP_ENDPOINT says (default http://localhost:4318)")
+		"trace each attempt (and with serve, each HTTP submit) with OpenTelemetry, sent by OTLP over HTTP where OTEL_EXPORTER_OTLP_ENDPOINT says (default http://localhost:4318); an attempt's span is a child of its job's submit, in any process")
 	f.StringSliceVar(&wf.queues, "queue", nil, "take jobs only from this `QUEUE` (repeatable, or comma-separated; default: every queue that is not paused)")
 	f.StringVar(&wf.containment, "containment", "auto",
 		"how each job's processes are kept together: auto (a cgroup v2 per job where this process may make one, else a supervisor), cgroup (require a cgroup), or supervisor (never a cgroup)")
@@ -106,18 +107,18 @@ func (wf *workerFlags) startTracing(ctx context.Context, log *slog.Logger) (func
 	if !wf.otel {
 		return func() {}, nil
 	}
-	mw, stop, err := startTracing(ctx, log)
+	opts, stop, err := startTracing(ctx, log)
 	if err != nil {
 		return nil, err
 	}
-	wf.tracing = mw
+	wf.tracing = opts
 	return stop, nil
 }
 
 func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency int, log *slog.Logger, json bool, observe func(runner.Event)) *runner.Runner {
 	var mws []runner.Middleware
 	if wf.tracing != nil {
-		mws = append(mws, wf.tracing)
+		mws = append(mws, otelrunner.Middleware(wf.tracing))
 	}
 	r := runner.New(st.Store, &runner.Options{
 		Middleware:    mws,

@@ -3,6 +3,12 @@
 // the attempt ended (Middleware), and a span per submit of a client
 // (SubmitMiddleware, for jobstore.WithSubmitMiddleware).
 //
+// A submit's trace context goes with its jobs, in their metadata
+// (jobstore.Spec.Meta, as W3C Trace Context: "traceparent" and
+// "tracestate"), and each attempt's span is a child of it, in whatever
+// process runs the job: one trace holds the request that submitted a job
+// and every attempt of it.
+//
 // Add its middleware to the runner's options:
 //
 //	r := runner.New(store, &runner.Options{
@@ -22,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -52,6 +59,8 @@ const (
 	// AttrCreated is how many jobs a submit created (the others' keys
 	// named a job already).
 	AttrCreated = attribute.Key("jobdir.submit.created")
+	// AttrQueue is the job's queue.
+	AttrQueue = attribute.Key("jobdir.job.queue")
 )
 
 // How an attempt's handler ended, the values of AttrOutcome. The runner
@@ -82,6 +91,19 @@ type Options struct {
 	// TracerProvider makes the tracer of the spans; nil means the global
 	// one, otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
+	// Propagator writes a submit's trace context into its jobs' metadata
+	// and reads it back at each attempt; nil means W3C Trace Context
+	// (propagation.TraceContext), whose keys are "traceparent" and
+	// "tracestate". The submitting and the running processes must agree.
+	Propagator propagation.TextMapPropagator
+}
+
+// propagator returns the propagator of o (nil: the zero Options).
+func (o *Options) propagator() propagation.TextMapPropagator {
+	if o != nil && o.Propagator != nil {
+		return o.Propagator
+	}
+	return propagation.TraceContext{}
 }
 
 // tracer returns the tracer of the spans of o (nil: the zero Options).
@@ -98,16 +120,21 @@ func (o *Options) tracer() trace.Tracer {
 
 // Middleware returns a runner.Middleware that runs each attempt inside a
 // span named "jobdir.attempt <kind>", of kind consumer, with the job's
-// attributes (AttrJobID and the others). When the handler returns, the
+// attributes (AttrJobID and the others). Its parent is the trace context
+// the job's metadata carries (see SubmitMiddleware), if any, else the span
+// of the handler's ctx. When the handler returns, the
 // span gets AttrOutcome, and a handler's error is recorded on it, with
 // the span's status set to error; a panic ends the span as
 // OutcomePanicked and goes on to the runner, which records it.
 func Middleware(opts *Options) runner.Middleware {
-	tracer := opts.tracer()
+	tracer, prop := opts.tracer(), opts.propagator()
 	return func(next runner.Handler) runner.Handler {
 		return runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (result json.RawMessage, err error) {
+			if len(job.Meta) > 0 {
+				ctx = prop.Extract(ctx, propagation.MapCarrier(job.Meta))
+			}
 			attrs := []attribute.KeyValue{
-				AttrJobID.String(job.ID), AttrJobKind.String(job.Kind),
+				AttrJobID.String(job.ID), AttrJobKind.String(job.Kind), AttrQueue.String(jobstore.QueueOf(job.Queue)),
 				AttrAttempt.Int(job.Attempt), AttrMaxAttempts.Int(job.MaxAttempts),
 			}
 			if job.Key != "" {
@@ -169,8 +196,16 @@ func outcomeOf(ctx context.Context, err error) string {
 // submit returns, the job's ID (one spec) and how many jobs it created
 // (AttrCreated), or its error, recorded, with the span's status set to
 // error. The span is a child of the span in the submit's ctx.
+//
+// The span's trace context goes into each spec's metadata (a copy: the
+// caller's map is left as it is), so that the attempts of the jobs are
+// its children, in any process. A spec that carries a trace context
+// already (its submitter's, "traceparent" with the default propagator)
+// keeps it; one whose metadata is full (jobstore.MaxMetaEntries) goes
+// without, and the span says so in an event. A submit whose key names a
+// job already returns that job, with the trace context of its own submit.
 func SubmitMiddleware(opts *Options) jobstore.SubmitMiddleware {
-	tracer := opts.tracer()
+	tracer, prop := opts.tracer(), opts.propagator()
 	return func(next jobstore.SubmitFunc) jobstore.SubmitFunc {
 		return func(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
 			name := "jobdir.submit"
@@ -184,6 +219,14 @@ func SubmitMiddleware(opts *Options) jobstore.SubmitMiddleware {
 			}
 			ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 			defer span.End()
+			if span.SpanContext().IsValid() {
+				carried := carry(ctx, prop, specs)
+				if carried < len(specs) {
+					span.AddEvent("trace context not carried", trace.WithAttributes(
+						attribute.Int("jobdir.submit.uncarried", len(specs)-carried),
+						attribute.String("jobdir.submit.reason", "the spec's metadata already holds a trace context, or is full")))
+				}
+			}
 			res, err := next(ctx, specs)
 			if err != nil {
 				span.RecordError(err)
@@ -216,4 +259,40 @@ func oneKind(specs []jobstore.Spec) (string, bool) {
 		}
 	}
 	return specs[0].Kind, true
+}
+
+// carry writes the trace context of ctx into the metadata of each of
+// specs (the middleware's own copy of the slice) that has none and room
+// for it, replacing its map with a copy, and returns how many it wrote.
+func carry(ctx context.Context, prop propagation.TextMapPropagator, specs []jobstore.Spec) int {
+	c := propagation.MapCarrier{}
+	prop.Inject(ctx, c)
+	if len(c) == 0 {
+		return 0
+	}
+	n := 0
+	for i := range specs {
+		meta := specs[i].Meta
+		has, room := false, len(meta)
+		for k := range c {
+			if _, ok := meta[k]; ok {
+				has = true
+			} else {
+				room++
+			}
+		}
+		if has || room > jobstore.MaxMetaEntries {
+			continue
+		}
+		out := make(map[string]string, room)
+		for k, v := range meta {
+			out[k] = v
+		}
+		for k, v := range c {
+			out[k] = v
+		}
+		specs[i].Meta = out
+		n++
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -174,4 +175,92 @@ func TestSpanPerSubmit(t *testing.T) {
 	require.Equal(t, codes.Error, bad.Status().Code)
 	require.Len(t, bad.Events(), 1)
 	require.Equal(t, "exception", bad.Events()[0].Name)
+}
+
+// TestAttemptsAreChildrenOfTheSubmit: a submit made inside a request's span
+// carries its trace context in the job's metadata, and every attempt of
+// the job, run by a runner with a tracer provider of its own (another
+// process's, as far as the spans go), is a child of the submit's span, in
+// the request's trace. The caller's metadata map is left as it was; a
+// spec that carries a trace context keeps it; one whose metadata is full
+// goes without, and the submit's span says so.
+func TestAttemptsAreChildrenOfTheSubmit(t *testing.T) {
+	ctx := t.Context()
+	submitted, tpSubmit, s := setup(t)
+	worked := tracetest.NewSpanRecorder()
+	tpWork := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(worked))
+	t.Cleanup(func() { _ = tpWork.Shutdown(context.Background()) })
+	c, err := jobstore.WithSubmitMiddleware(s, otelrunner.SubmitMiddleware(&otelrunner.Options{TracerProvider: tpSubmit}))
+	require.NoError(t, err)
+
+	reqCtx, request := tpSubmit.Tracer("test").Start(ctx, "request")
+	meta := map[string]string{"request": "r-1"}
+	j, _, err := c.Submit(reqCtx, jobstore.Spec{Kind: "flaky", Meta: meta, MaxAttempts: 2})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"request": "r-1"}, meta, "the caller's map is its own")
+	require.Contains(t, j.Meta, "traceparent")
+	require.Equal(t, "r-1", j.Meta["request"])
+
+	const own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	full := map[string]string{}
+	for i := range jobstore.MaxMetaEntries {
+		full[fmt.Sprintf("k%d", i)] = "v"
+	}
+	res, err := c.SubmitBatch(reqCtx, []jobstore.Spec{{Kind: "keep", Meta: map[string]string{"traceparent": own}}, {Kind: "full", Meta: full}})
+	require.NoError(t, err)
+	require.Equal(t, own, res[0].Job.Meta["traceparent"], "a spec's own trace context is kept")
+	require.Equal(t, full, res[1].Job.Meta, "a full metadata map goes as it is")
+	request.End()
+
+	r := runner.New(s, &runner.Options{Concurrency: 2, Worker: "w1",
+		Middleware: []runner.Middleware{otelrunner.Middleware(&otelrunner.Options{TracerProvider: tpWork})}})
+	r.Handle("flaky", runner.HandlerFunc(func(_ context.Context, job jobstore.Job) (json.RawMessage, error) {
+		if job.Attempt == 1 {
+			return nil, runner.RetryAfter(errors.New("once more"), time.Millisecond)
+		}
+		return nil, nil
+	}))
+	for _, k := range []string{"keep", "full"} {
+		r.Handle(k, runner.HandlerFunc(func(context.Context, jobstore.Job) (json.RawMessage, error) { return nil, nil }))
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	for _, id := range []string{j.ID, res[0].Job.ID, res[1].Job.ID} {
+		w, err := s.Wait(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateSucceeded, w.State)
+	}
+	stop()
+	require.NoError(t, <-done)
+
+	var submitSpan, batchSpan sdktrace.ReadOnlySpan
+	for _, sp := range submitted.Ended() {
+		switch sp.Name() {
+		case "jobdir.submit flaky":
+			submitSpan = sp
+		case "jobdir.submit":
+			batchSpan = sp
+		}
+	}
+	require.NotNil(t, submitSpan)
+	require.Equal(t, request.SpanContext().TraceID(), submitSpan.SpanContext().TraceID())
+	require.NotNil(t, batchSpan)
+	require.Len(t, batchSpan.Events(), 1, "the batch's span says a spec went without")
+	require.Equal(t, "trace context not carried", batchSpan.Events()[0].Name)
+
+	byKind := map[string][]sdktrace.ReadOnlySpan{}
+	for _, sp := range worked.Ended() {
+		byKind[attrsOf(sp)[otelrunner.AttrJobKind].AsString()] = append(byKind[attrsOf(sp)[otelrunner.AttrJobKind].AsString()], sp)
+	}
+	require.Len(t, byKind["flaky"], 2, "two attempts")
+	for _, sp := range byKind["flaky"] {
+		require.Equal(t, request.SpanContext().TraceID(), sp.SpanContext().TraceID(), "an attempt is in the request's trace")
+		require.Equal(t, submitSpan.SpanContext().SpanID(), sp.Parent().SpanID(), "an attempt is a child of the submit's span")
+		require.True(t, sp.Parent().IsRemote())
+	}
+	require.Len(t, byKind["keep"], 1)
+	require.Equal(t, "0af7651916cd43dd8448eb211c80319c", byKind["keep"][0].SpanContext().TraceID().String())
+	require.Len(t, byKind["full"], 1)
+	require.False(t, byKind["full"][0].Parent().IsValid(), "a job without a trace context starts a trace")
 }
