@@ -20,13 +20,20 @@ import (
 	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
-var _ jobstore.WorkerRegistry = (*Store)(nil)
+var _ jobstore.WorkerHistory = (*Store)(nil)
 
 // dirWorkers holds one file per registered worker, workers/<sha256 of its
 // ID>.json, made when the first worker registers. Its process holds an
 // exclusive flock on it for as long as it is registered: a file nobody
 // holds locked is a dead worker's.
 const dirWorkers = "workers"
+
+// dirEnded, in workers/, holds the record of each worker that ended,
+// workers/ended/<sha256 of its ID>.json: its WorkerInfo with EndedAt,
+// written when the worker unregisters or its store closes, or by the
+// first process that finds its file unlocked. EndedWorkers removes the
+// records older than jobstore.RecentWorkerWindow.
+const dirEnded = "ended"
 
 // maxWorkerFile bounds how much of a worker file is read.
 const maxWorkerFile = 64 << 10
@@ -41,6 +48,7 @@ const workerBusyTries = 5
 type workerReg struct {
 	f    *os.File
 	path string
+	info jobstore.WorkerInfo
 }
 
 func (s *Store) workerPath(id string) string {
@@ -117,7 +125,7 @@ func (s *Store) registerWorker(ctx context.Context, info jobstore.WorkerInfo) (*
 	for busy := 0; ; {
 		err := s.fs.Link(tmp, p)
 		if err == nil {
-			return &workerReg{f: f, path: p}, nil
+			return &workerReg{f: f, path: p, info: info}, nil
 		}
 		if errors.Is(err, fs.ErrExist) {
 			var gone bool
@@ -141,13 +149,37 @@ func (s *Store) registerWorker(ctx context.Context, info jobstore.WorkerInfo) (*
 	}
 }
 
-// dropWorker removes reg's file, if it is still the one reg locked, then
-// unlocks it.
+// dropWorker records reg's worker as ended and removes its file, if it is
+// still the one reg locked, then unlocks it.
 func (s *Store) dropWorker(reg *workerReg) {
 	if same, err := sameInode(reg.f, reg.path, 0); err == nil && same {
+		s.recordEnded(reg.info)
 		_ = s.fs.Remove(reg.path)
 	}
 	unlockFile(reg.f)
+}
+
+// recordEnded writes info, ended now, in workers/ended/, replacing an
+// earlier end of its ID. It is best effort: a worker whose end is not
+// recorded is only forgotten sooner.
+func (s *Store) recordEnded(info jobstore.WorkerInfo) {
+	info.EndedAt = time.Now().UTC().Round(time.Microsecond)
+	info.Running = nil
+	data, err := json.Marshal(info)
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(s.dir, dirWorkers, dirEnded)
+	if err := s.fs.Mkdir(dir, s.dirPerm); err != nil {
+		return
+	}
+	tmp, err := s.fs.WriteTemp(s.tmpDir, append(data, '\n'), s.filePerm, false)
+	if err != nil {
+		return
+	}
+	if err := s.fs.Rename(tmp, filepath.Join(dir, keyName(info.ID)+recordExt)); err != nil {
+		_ = s.fs.Remove(tmp)
+	}
 }
 
 // closeWorkers unregisters every worker this Store registered; Close calls
@@ -185,6 +217,9 @@ func (s *Store) forgetDeadWorker(path string) (bool, error) {
 		return false, err
 	}
 	defer func() { _ = flockFile(f, unix.LOCK_UN) }()
+	if info, err := decodeWorker(f); err == nil {
+		s.recordEnded(info)
+	}
 	return s.removeDeadWorker(f, path)
 }
 
@@ -261,28 +296,92 @@ func (s *Store) readWorker(path string) (jobstore.WorkerInfo, bool, error) {
 	if err == nil {
 		// Nobody holds it: a dead worker's.
 		defer func() { _ = flockFile(f, unix.LOCK_UN) }()
+		if dead, err := decodeWorker(f); err == nil {
+			s.recordEnded(dead)
+		}
 		_, err = s.removeDeadWorker(f, path)
 		return info, false, err
 	}
 	if !errors.Is(err, unix.EWOULDBLOCK) {
 		return info, false, err
 	}
+	info, err = decodeWorker(f)
+	return info, err == nil, err
+}
+
+// decodeWorker reads the WorkerInfo of a worker file or of an ended
+// worker's record from f, checked, with Kinds never nil and no Running.
+func decodeWorker(f *os.File) (jobstore.WorkerInfo, error) {
+	var info jobstore.WorkerInfo
 	data, err := io.ReadAll(io.LimitReader(f, maxWorkerFile+1))
 	if err != nil {
-		return info, false, err
+		return info, err
 	}
 	if len(data) > maxWorkerFile {
-		return info, false, errors.New("worker file too large")
+		return info, errors.New("worker file too large")
 	}
 	if err := json.Unmarshal(data, &info); err != nil {
-		return info, false, err
+		return info, err
 	}
 	if err := info.Validate(); err != nil {
-		return info, false, err
+		return info, err
 	}
 	if info.Kinds == nil {
 		info.Kinds = []string{}
 	}
 	info.Running = nil
-	return info, true, nil
+	return info, nil
+}
+
+// EndedWorkers returns the workers of every process on the store whose end
+// it learned at or after since, within jobstore.RecentWorkerWindow, sorted
+// by ID: those that unregistered or whose store closed, and those whose
+// process died, found unlocked by Workers or a registration of the same
+// name (so a worker that died is listed here once some process looked at
+// the workers after its death). It removes the records older than the
+// window, and skips files that are not an ended worker's. It implements
+// jobstore.WorkerHistory.
+func (s *Store) EndedWorkers(ctx context.Context, since time.Time) ([]jobstore.WorkerInfo, error) {
+	if err := s.enter(ctx, "ended workers"); err != nil {
+		return nil, err
+	}
+	// Every dead worker's file is looked at first, so that a worker whose
+	// process died is counted even if nobody listed the workers since.
+	if _, err := s.Workers(ctx); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(s.dir, dirWorkers, dirEnded)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []jobstore.WorkerInfo{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filestore: ended workers: %w", err)
+	}
+	forget := time.Now().Add(-jobstore.RecentWorkerWindow)
+	ws := []jobstore.WorkerInfo{}
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !strings.HasSuffix(e.Name(), recordExt) || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		f, err := os.OpenFile(p, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		info, err := decodeWorker(f)
+		_ = f.Close()
+		switch {
+		case err != nil || info.EndedAt.IsZero():
+		case info.EndedAt.Before(forget):
+			_ = s.fs.Remove(p)
+		case !info.EndedAt.Before(since):
+			ws = append(ws, info)
+		}
+	}
+	storekit.SortWorkers(ws)
+	return ws, nil
 }

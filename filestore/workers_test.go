@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,11 +41,22 @@ func TestWorkersOfOtherProcesses(t *testing.T) {
 
 	require.NoError(t, stopped.Signal(syscall.SIGSTOP))
 	t.Cleanup(func() { _ = stopped.Signal(syscall.SIGCONT) })
+	killed := time.Now()
 	require.NoError(t, doomed.Signal(syscall.SIGKILL))
 	_ = doomed.Wait(t.Context())
 	require.Equal(t, []string{"stopped"}, workerIDsOf(t, s), "a killed worker is listed, or a stopped one is not")
 	_, err := os.Lstat(filepath.Join(dir, dirWorkers, keyName("doomed")+recordExt))
 	require.ErrorIs(t, err, os.ErrNotExist, "the dead worker's file is still there")
+	// The killed worker is remembered as ended, from when it was found
+	// dead; the stopped one has not ended.
+	ended, err := s.EndedWorkers(t.Context(), killed)
+	require.NoError(t, err)
+	require.Len(t, ended, 1)
+	require.Equal(t, "doomed", ended[0].ID)
+	require.False(t, ended[0].EndedAt.Before(killed.Truncate(time.Microsecond)))
+	recent, err := jobstore.RecentWorkers(t.Context(), s, time.Now())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"doomed", "stopped"}, []string{recent[0].ID, recent[1].ID})
 
 	_, err = s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "stopped", Concurrency: 1})
 	require.ErrorIs(t, err, jobstore.ErrWorkerExists, "a stopped process's worker name was taken over")
@@ -52,6 +64,33 @@ func TestWorkersOfOtherProcesses(t *testing.T) {
 	require.NoError(t, err, "a dead worker's name is not free")
 	require.Equal(t, []string{"doomed", "stopped"}, workerIDsOf(t, s))
 	require.NoError(t, u())
+}
+
+// TestEndedWorkersForgotten: an ended worker's record older than
+// jobstore.RecentWorkerWindow is not listed and is removed; what else is
+// in workers/ended/ is skipped.
+func TestEndedWorkersForgotten(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	u, err := s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "old", Concurrency: 1})
+	require.NoError(t, err)
+	require.NoError(t, u())
+	p := filepath.Join(dir, dirWorkers, dirEnded, keyName("old")+recordExt)
+	var info jobstore.WorkerInfo
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &info))
+	info.EndedAt = time.Now().Add(-jobstore.RecentWorkerWindow - time.Minute)
+	data, err = json.Marshal(info)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, data, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, dirWorkers, dirEnded, "garbage.json"), []byte("{"), 0o600))
+	ended, err := s.EndedWorkers(t.Context(), time.Time{})
+	require.NoError(t, err)
+	require.Empty(t, ended)
+	_, err = os.Lstat(p)
+	require.ErrorIs(t, err, os.ErrNotExist, "a forgotten end's record is left")
+	require.FileExists(t, filepath.Join(dir, dirWorkers, dirEnded, "garbage.json"), "a foreign file is left alone")
 }
 
 // TestWorkersRegisterOverDeadFile: a worker file that no process holds,

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -21,14 +23,48 @@ type WorkersResponse struct {
 	// UnservedQueues are the queues that have queued jobs but no live
 	// worker that takes them, sorted; never null.
 	UnservedQueues []string `json:"unserved_queues"`
+	// Ended are the workers that ended within jobstore.RecentWorkerWindow
+	// and are not live again, sorted by ID, each with EndedAt; absent when
+	// none did, or the store is not a jobstore.WorkerHistory.
+	Ended []jobstore.WorkerInfo `json:"ended,omitempty"`
 }
 
-// handleWorkers answers with the store's live workers and the kinds whose
-// queued jobs none of them runs (see jobstore.ListWorkers and
-// jobstore.UnservedKinds); 501 not_implemented for a store that keeps no
-// list of workers.
+// Workers returns the body of GET /v1/workers for c: its live workers
+// (see jobstore.ListWorkers), the kinds and queues none of them serves,
+// and the workers that ended lately. It returns an error wrapping
+// errors.ErrUnsupported for a store that keeps no list of workers. jobdir
+// workers prints the same.
+func Workers(ctx context.Context, c jobstore.Client) (WorkersResponse, error) {
+	ws, err := jobstore.ListWorkers(ctx, c)
+	if err != nil {
+		return WorkersResponse{}, err
+	}
+	st, err := c.Stats(ctx)
+	if err != nil {
+		return WorkersResponse{}, err
+	}
+	v := WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(st, ws), UnservedQueues: jobstore.UnservedQueues(st, ws)}
+	if h, ok := c.(jobstore.WorkerHistory); ok {
+		recent, err := jobstore.RecentWorkers(ctx, h, time.Now())
+		if err != nil {
+			return WorkersResponse{}, err
+		}
+		v.Ended = []jobstore.WorkerInfo{}
+		for _, w := range recent {
+			if !w.EndedAt.IsZero() {
+				w.Running = []string{}
+				v.Ended = append(v.Ended, w)
+			}
+		}
+	}
+	return v, nil
+}
+
+// handleWorkers answers with Workers: the store's live workers, the kinds
+// whose queued jobs none of them runs, and the workers that ended lately;
+// 501 not_implemented for a store that keeps no list of workers.
 func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request) {
-	ws, err := jobstore.ListWorkers(r.Context(), s.store)
+	v, err := Workers(r.Context(), s.store)
 	if errors.Is(err, errors.ErrUnsupported) {
 		s.writeError(w, r, newError(http.StatusNotImplemented, CodeNotImplemented, "this store keeps no list of workers"))
 		return
@@ -37,10 +73,5 @@ func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	st, err := s.store.Stats(r.Context())
-	if err != nil {
-		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
-		return
-	}
-	s.writeJSON(w, http.StatusOK, WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(st, ws), UnservedQueues: jobstore.UnservedQueues(st, ws)})
+	s.writeJSON(w, http.StatusOK, v)
 }

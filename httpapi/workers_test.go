@@ -14,7 +14,8 @@ import (
 )
 
 // TestWorkersRoute: GET /v1/workers lists the live workers with the jobs
-// each runs, and the kinds whose queued jobs no worker runs.
+// each runs, the kinds whose queued jobs no worker runs, and the workers
+// that ended lately.
 func TestWorkersRoute(t *testing.T) {
 	e := newEnv(t, nil, nil)
 	r := e.do("GET", "/v1/workers", "")
@@ -49,6 +50,17 @@ func TestWorkersRoute(t *testing.T) {
 
 	r = e.doWith("GET", "/v1/workers", "", nil)
 	r.apiError(t, http.StatusUnauthorized, httpapi.CodeUnauthorized)
+
+	// Once it stopped, the worker is among the ended ones.
+	require.NoError(t, u())
+	r = e.do("GET", "/v1/workers", "")
+	got = httpapi.WorkersResponse{}
+	strictDecode(t, r.body, &got)
+	require.Empty(t, got.Workers)
+	require.Len(t, got.Ended, 1)
+	require.Equal(t, "w1", got.Ended[0].ID)
+	require.False(t, got.Ended[0].EndedAt.IsZero())
+	require.Contains(t, string(r.body), `"ended":[{"id":"w1",`)
 }
 
 // plainClient is a jobstore.Client that keeps no list of workers.

@@ -10,7 +10,7 @@ import (
 
 // ErrNoWorker is returned by the submits of RequireWorker for a kind that
 // no live worker runs.
-var ErrNoWorker = errors.New("no live worker runs this kind")
+var ErrNoWorker = errors.New("no live or recent worker runs this kind")
 
 // ErrWorkerExists is returned by WorkerRegistry.RegisterWorker when a live
 // worker is already registered under the same ID.
@@ -41,6 +41,10 @@ type WorkerInfo struct {
 	// Running holds the IDs of the jobs it runs now, oldest first. A
 	// registry does not store it; ListWorkers fills it from the jobs.
 	Running []string `json:"running"`
+	// EndedAt is, for a worker that ended (see WorkerHistory), when its
+	// store learned it: at its unregister or its store's Close, or the
+	// first look after its process died. Zero for a live worker.
+	EndedAt time.Time `json:"ended_at,omitzero"`
 }
 
 // MaxWorkerKinds is the most kinds one WorkerInfo lists.
@@ -83,8 +87,9 @@ func (info WorkerInfo) Validate() error {
 
 // Normalized returns a copy of info as a registry stores it: kinds and
 // queues sorted and without repeats, StartedAt in UTC (now if zero), and no
-// Running.
+// Running or EndedAt.
 func (info WorkerInfo) Normalized() WorkerInfo {
+	info.EndedAt = time.Time{}
 	info.Kinds = sortedSet(info.Kinds)
 	info.Queues = sortedSet(info.Queues)
 	if info.StartedAt.IsZero() {
@@ -169,6 +174,51 @@ type WorkerRegistry interface {
 	Workers(ctx context.Context) ([]WorkerInfo, error)
 }
 
+// RecentWorkerWindow is how long a WorkerHistory remembers a worker that
+// ended: long enough to span a restart or a rollout, so that a submit made
+// while the only worker of a kind restarts is not taken for a kind nobody
+// runs.
+const RecentWorkerWindow = 15 * time.Minute
+
+// WorkerHistory is a WorkerRegistry that also remembers the workers that
+// ended lately: memstore, filestore and pgstore implement it.
+type WorkerHistory interface {
+	WorkerRegistry
+
+	// EndedWorkers returns the workers that ended at or after since and
+	// within RecentWorkerWindow (older ends are forgotten), sorted by ID,
+	// each with EndedAt set: those that unregistered, whose store closed,
+	// or whose process died. A worker ID that ended more than once is
+	// listed with its latest end; a worker listed here may be live again
+	// under the same ID (see RecentWorkers).
+	EndedWorkers(ctx context.Context, since time.Time) ([]WorkerInfo, error)
+}
+
+// RecentWorkers returns the live workers of reg, and, if reg is a
+// WorkerHistory, the workers that ended within RecentWorkerWindow before
+// now and are not live again, each with EndedAt: the workers that
+// "serve" a kind for a submit's check (RequireWorker, jobdir submit).
+func RecentWorkers(ctx context.Context, reg WorkerRegistry, now time.Time) ([]WorkerInfo, error) {
+	live, err := reg.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h, ok := reg.(WorkerHistory)
+	if !ok {
+		return live, nil
+	}
+	ended, err := h.EndedWorkers(ctx, now.Add(-RecentWorkerWindow))
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ended {
+		if !slices.ContainsFunc(live, func(l WorkerInfo) bool { return l.ID == w.ID }) {
+			live = append(live, w)
+		}
+	}
+	return live, nil
+}
+
 // Lister lists jobs, as Client.List: what ListWorkers needs of a store
 // besides its WorkerRegistry.
 type Lister interface {
@@ -230,15 +280,17 @@ func UnservedKinds(stats Stats, workers []WorkerInfo) []string {
 
 // RequireWorker is a SubmitMiddleware (see WithSubmitMiddleware) that
 // refuses, before anything is submitted, a Submit or SubmitBatch with a
-// spec whose kind no live worker of reg runs, or whose queue none that runs
-// the kind takes, with an error wrapping ErrNoWorker that names the kind
-// (and the queue): for a program that would rather fail
-// than queue a job nobody will run. The check and the submit are not one
-// step: a worker that stops just after the check leaves the job queued.
+// spec whose kind no live or recent worker of reg runs (see
+// RecentWorkers: one that ended within RecentWorkerWindow counts, so that
+// a restart of the only worker refuses nothing), or whose queue none that
+// runs the kind takes, with an error wrapping ErrNoWorker that names the
+// kind (and the queue): for a program that would rather fail than queue a
+// job nobody will run. The check and the submit are not one step: a
+// worker that stops just after the check leaves the job queued.
 func RequireWorker(reg WorkerRegistry) SubmitMiddleware {
 	return func(next SubmitFunc) SubmitFunc {
 		return func(ctx context.Context, specs []Spec) ([]Submitted, error) {
-			ws, err := reg.Workers(ctx)
+			ws, err := RecentWorkers(ctx, reg, time.Now())
 			if err != nil {
 				return nil, err
 			}

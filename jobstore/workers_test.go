@@ -73,9 +73,9 @@ func TestListWorkersNeedsARegistry(t *testing.T) {
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
 
-// TestRequireWorker: submits of a kind no live worker runs are refused,
-// before anything is submitted, batches too; those of a served kind go
-// through.
+// TestRequireWorker: submits of a kind no live or recent worker runs are
+// refused, before anything is submitted, batches too; those of a served
+// kind go through, also while its only worker restarts.
 func TestRequireWorker(t *testing.T) {
 	s := memstore.New(nil)
 	t.Cleanup(func() { _ = s.Close() })
@@ -101,4 +101,13 @@ func TestRequireWorker(t *testing.T) {
 	_, _, err = c.Submit(t.Context(), jobstore.Spec{Kind: "mail", Queue: "bulk"})
 	require.ErrorIs(t, err, jobstore.ErrNoWorker)
 	require.Contains(t, err.Error(), `kind "mail" in queue "bulk"`)
+
+	// The worker stops (a restart): it ended just now, so its kind is
+	// still served.
+	require.NoError(t, u())
+	_, created, err = c.Submit(t.Context(), jobstore.Spec{Kind: "mail"})
+	require.NoError(t, err)
+	require.True(t, created)
+	_, _, err = c.Submit(t.Context(), jobstore.Spec{Kind: "resize"})
+	require.ErrorIs(t, err, jobstore.ErrNoWorker)
 }

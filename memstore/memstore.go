@@ -51,6 +51,9 @@ type Store struct {
 	noJobAt time.Time
 	// workers holds the registered workers by ID (see RegisterWorker).
 	workers map[string]worker
+	// ended holds the workers that unregistered, by ID, until they are
+	// older than jobstore.RecentWorkerWindow (see EndedWorkers).
+	ended map[string]jobstore.WorkerInfo
 	// queues holds the settings of the queues that have some (see
 	// queues.go).
 	queues map[string]jobstore.QueueSettings

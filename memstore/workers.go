@@ -3,12 +3,13 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
-var _ jobstore.WorkerRegistry = (*Store)(nil)
+var _ jobstore.WorkerHistory = (*Store)(nil)
 
 // worker is one registration: what RegisterWorker was given, and a token
 // that tells it from a later registration of the same ID.
@@ -41,6 +42,12 @@ func (s *Store) RegisterWorker(ctx context.Context, info jobstore.WorkerInfo) (f
 		defer s.mu.Unlock()
 		if cur, ok := s.workers[w.info.ID]; ok && cur.token == w.token {
 			delete(s.workers, w.info.ID)
+			if s.ended == nil {
+				s.ended = make(map[string]jobstore.WorkerInfo)
+			}
+			info := w.info
+			info.EndedAt = time.Now().UTC()
+			s.ended[info.ID] = info
 		}
 		return nil
 	}, nil
@@ -58,6 +65,29 @@ func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
 		info := w.info
 		info.Kinds = append([]string{}, info.Kinds...)
 		ws = append(ws, info)
+	}
+	storekit.SortWorkers(ws)
+	return ws, nil
+}
+
+// EndedWorkers returns the workers that unregistered at or after since,
+// within jobstore.RecentWorkerWindow, sorted by ID. It implements
+// jobstore.WorkerHistory.
+func (s *Store) EndedWorkers(ctx context.Context, since time.Time) ([]jobstore.WorkerInfo, error) {
+	if err := s.lock(ctx, "ended workers"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	forget := time.Now().Add(-jobstore.RecentWorkerWindow)
+	ws := []jobstore.WorkerInfo{}
+	for id, info := range s.ended {
+		switch {
+		case info.EndedAt.Before(forget):
+			delete(s.ended, id)
+		case !info.EndedAt.Before(since):
+			info.Kinds = append([]string{}, info.Kinds...)
+			ws = append(ws, info)
+		}
 	}
 	storekit.SortWorkers(ws)
 	return ws, nil

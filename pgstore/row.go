@@ -272,6 +272,7 @@ type queries struct {
 	registerWorker   string
 	workers          string
 	unregisterWorker string
+	endedWorkers     string
 }
 
 func newQueries(schema string) queries {
@@ -595,6 +596,15 @@ func newQueries(schema string) queries {
 		RETURNING id`
 	q.workers = `SELECT w.info FROM ` + w + ` w WHERE ` + alive("w.session") + ` ORDER BY w.id`
 	q.unregisterWorker = `DELETE FROM ` + w + ` WHERE id = $1 AND token = $2`
+	// endedWorkers reads the workers that ended since $2 (workers_ended),
+	// and those whose session is dead but not recovered yet, as ended
+	// when it was found dead (else now); and forgets the ends before $3.
+	we := s + ".workers_ended"
+	q.endedWorkers = `WITH forget AS (DELETE FROM ` + we + ` WHERE ended_at < $3)
+		SELECT info, ended_at FROM ` + we + ` WHERE ended_at >= $2
+		UNION ALL
+		SELECT w.info, coalesce(x.dead_since, least(x.expires_at, now())) FROM ` + w + ` w JOIN ` + ss + ` x ON x.id = w.session
+		WHERE NOT ` + alive("w.session") + ` AND coalesce(x.dead_since, least(x.expires_at, now())) >= $2`
 	q.running = `SELECT ` + cols + ` FROM ` + t + ` WHERE session = $1 AND state = 'running' FOR UPDATE`
 	limitQueries(&q, s, t)
 	return q

@@ -17,7 +17,7 @@ import (
 	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
-var _ jobstore.WorkerRegistry = (*Store)(nil)
+var _ jobstore.WorkerHistory = (*Store)(nil)
 
 // worker is one registration of this Store: what it registered and the
 // token of its row in the workers table.
@@ -211,6 +211,50 @@ func (s *Store) Workers(ctx context.Context) ([]jobstore.WorkerInfo, error) {
 	})
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
+	}
+	storekit.SortWorkers(ws)
+	return ws, nil
+}
+
+// EndedWorkers returns the workers of every store on the schema that
+// ended at or after since, within jobstore.RecentWorkerWindow, sorted by
+// ID, each with EndedAt on the server's clock: those that unregistered or
+// whose store closed (at that moment), and those whose lease session died
+// (when a store found it dead, or when its lease expired). It forgets the
+// ends older than the window. It implements jobstore.WorkerHistory.
+func (s *Store) EndedWorkers(ctx context.Context, since time.Time) ([]jobstore.WorkerInfo, error) {
+	const op = "ended workers"
+	if err := s.check(ctx, op); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, s.q.endedWorkers, s.ns, since, time.Now().Add(-jobstore.RecentWorkerWindow))
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	defer rows.Close()
+	latest := map[string]jobstore.WorkerInfo{}
+	for rows.Next() {
+		var (
+			info  jobstore.WorkerInfo
+			ended time.Time
+		)
+		if err := rows.Scan(&info, &ended); err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		info.EndedAt, info.Running = ended.UTC(), nil
+		if info.Kinds == nil {
+			info.Kinds = []string{}
+		}
+		if prev, ok := latest[info.ID]; !ok || prev.EndedAt.Before(info.EndedAt) {
+			latest[info.ID] = info
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	ws := make([]jobstore.WorkerInfo, 0, len(latest))
+	for _, info := range latest {
+		ws = append(ws, info)
 	}
 	storekit.SortWorkers(ws)
 	return ws, nil

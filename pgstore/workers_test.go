@@ -67,10 +67,19 @@ func TestProcessWorkersListedWhileAlive(t *testing.T) {
 		both = []string{sid, kid}
 	}
 	require.Equal(t, both, listedIDs(t, s))
+	var u func() error
 
+	killedAt := time.Now()
 	require.NoError(t, killed.Signal(syscall.SIGKILL))
 	took := waitListed(t, s, []string{sid}, 2*time.Second)
 	t.Logf("a killed worker was unlisted %v after SIGKILL", took)
+	// It is remembered as ended, whether recovery took its session yet or
+	// not, once each; the stopped one has not ended.
+	require.Eventually(t, func() bool {
+		ended, err := s.EndedWorkers(t.Context(), killedAt.Add(-time.Second))
+		require.NoError(t, err)
+		return len(ended) == 1 && ended[0].ID == kid && !ended[0].EndedAt.IsZero()
+	}, 5*time.Second, 20*time.Millisecond, "the killed worker is not among the ended")
 
 	require.NoError(t, stopped.Signal(syscall.SIGSTOP))
 	t.Cleanup(func() { _ = stopped.Signal(syscall.SIGCONT) })
@@ -79,9 +88,15 @@ func TestProcessWorkersListedWhileAlive(t *testing.T) {
 	require.Equal(t, []string{sid}, listedIDs(t, s), "a stopped worker was unlisted before its lease expired")
 	waitListed(t, s, []string{}, 2*ttl)
 	t.Logf("a stopped worker was unlisted %v after SIGSTOP (LeaseTTL %v)", time.Since(stoppedAt), ttl)
+	recent, err := jobstore.RecentWorkers(t.Context(), s, time.Now())
+	require.NoError(t, err)
+	require.Len(t, recent, 2, "both are recent workers, each once")
+	for _, w := range recent {
+		require.False(t, w.EndedAt.IsZero(), "worker %s ended", w.ID)
+	}
 
 	// Its name is free again for a live worker.
-	u, err := s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: kid, Concurrency: 1})
+	u, err = s.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: kid, Concurrency: 1})
 	require.NoError(t, err)
 	require.NoError(t, u())
 }

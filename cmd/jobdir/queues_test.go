@@ -28,7 +28,7 @@ func testQueueCommands(t *testing.T, dir string) {
 
 	r = jdOK(t, dir, "submit", "--queue", "emails", "--", "true")
 	id := strings.TrimSpace(r.stdout)
-	require.Equal(t, "jobdir: no live worker runs exec jobs of queue emails on this store; the job waits until one starts (\"jobdir work --queue emails\")\n", r.stderr)
+	require.Equal(t, "jobdir: no worker runs exec jobs of queue emails on this store, or did in the last 15 minutes; the job waits until one starts (\"jobdir work --queue emails\")\n", r.stderr)
 	plain := strings.TrimSpace(jdOK(t, dir, "submit", "--", "true").stdout)
 	require.Contains(t, jdOK(t, dir, "workers").stdout, "No live worker takes these queues, whose queued jobs wait: default, emails")
 	r = jdOK(t, dir, "list", "--queue", "emails")

@@ -58,9 +58,10 @@ With --key, the job is submitted only if no job with that key exists. If one
 does (in any state, until it is pruned), its ID is printed instead, a note
 says so on stderr, and the exit status is still 0.
 
-If no live worker runs exec jobs on the store (see "jobdir workers"), a note
-on stderr says that the job waits for one; with --require-worker the job is
-not submitted and the exit status is 1.`,
+If no worker runs exec jobs on the store, or did in the last 15 minutes (see
+"jobdir workers"), a note on stderr says that the job waits for one; with
+--require-worker the job is not submitted and the exit status is 1. A worker
+that is restarting does not count as missing.`,
 		Example: `  jobdir submit -- make test
   jobdir submit --key deploy-42 --max-attempts 1 -- ./deploy.sh v42
   jobdir submit --queue emails -- ./send-digest.sh
@@ -135,14 +136,14 @@ not submitted and the exit status is 1.`,
 					what, start = spec.Kind+" jobs of queue "+queue, "jobdir work --queue "+queue
 				}
 				if !served && needWorker {
-					return fmt.Errorf("no live worker runs %s on this store, so the job was not submitted: start one with \"%s\", or submit without --require-worker", what, start)
+					return fmt.Errorf("no worker runs %s on this store, or did in the last 15 minutes, so the job was not submitted: start one with \"%s\", or submit without --require-worker", what, start)
 				}
 				job, created, err := st.Submit(cmd.Context(), spec)
 				if err != nil {
 					return err
 				}
 				if !served && created {
-					fmt.Fprintf(a.stderr, "jobdir: no live worker runs %s on this store; the job waits until one starts (\"%s\")\n", what, start)
+					fmt.Fprintf(a.stderr, "jobdir: no worker runs %s on this store, or did in the last 15 minutes; the job waits until one starts (\"%s\")\n", what, start)
 				}
 				if !created {
 					fmt.Fprintf(a.stderr, "jobdir: job %s already exists for key %q (%s); not submitted again\n", job.ID, key, job.State)

@@ -28,22 +28,20 @@ queued jobs but no live worker to run them.
 
 A worker is listed while its process lives: one that was killed is gone at
 once on a file store, and within its lease on PostgreSQL. A process that is
-stopped (SIGSTOP) but alive stays listed on a file store.`,
+stopped (SIGSTOP) but alive stays listed on a file store. The workers that
+ended in the last 15 minutes (stopped, or found dead) are listed after, with
+when; "jobdir submit" counts them as serving their kinds, so that a job
+submitted while its only worker restarts gets no warning.`,
 		Example: `  jobdir workers
   jobdir workers --json | jq '.workers[].id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
-				ws, err := jobstore.ListWorkers(cmd.Context(), st.Store)
-				if err != nil {
-					return err
-				}
-				s, err := st.Stats(cmd.Context())
-				if err != nil {
-					return err
-				}
 				// The body of GET /v1/workers.
-				v := httpapi.WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(s, ws), UnservedQueues: jobstore.UnservedQueues(s, ws)}
+				v, err := httpapi.Workers(cmd.Context(), st.Store)
+				if err != nil {
+					return err
+				}
 				if asJSON {
 					return writeJSON(a.stdout, v)
 				}
@@ -55,14 +53,15 @@ stopped (SIGSTOP) but alive stays listed on a file store.`,
 	return cmd
 }
 
-// jobServed reports whether a live worker of store runs jobs of kind in
-// queue; true if the store keeps no list of workers, which cannot tell.
+// jobServed reports whether a live or recent worker of store (see
+// jobstore.RecentWorkers) runs jobs of kind in queue; true if the store
+// keeps no list of workers, which cannot tell.
 func jobServed(ctx context.Context, store jobstore.Store, queue, kind string) (bool, error) {
 	reg, ok := store.(jobstore.WorkerRegistry)
 	if !ok {
 		return true, nil
 	}
-	ws, err := reg.Workers(ctx)
+	ws, err := jobstore.RecentWorkers(ctx, reg, time.Now())
 	if err != nil {
 		return false, err
 	}
@@ -79,6 +78,18 @@ func printWorkers(w io.Writer, v httpapi.WorkersResponse, now time.Time) error {
 		for _, wk := range v.Workers {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", wk.ID, dash(wk.Host), dash(pidText(wk.PID)),
 				kindsText(wk.Kinds), kindsText(wk.Queues), len(wk.Running), wk.Concurrency, agoCoarse(wk.StartedAt, now), dash(wk.Version))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(v.Ended) > 0 {
+		fmt.Fprintln(w, "\nEnded in the last 15 minutes:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "WORKER\tHOST\tPID\tKINDS\tQUEUES\tSTARTED\tENDED\tVERSION")
+		for _, wk := range v.Ended {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", wk.ID, dash(wk.Host), dash(pidText(wk.PID)),
+				kindsText(wk.Kinds), kindsText(wk.Queues), agoCoarse(wk.StartedAt, now), agoCoarse(wk.EndedAt, now), dash(wk.Version))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

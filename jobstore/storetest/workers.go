@@ -16,6 +16,7 @@ var workerTests = []test{
 	{"InvalidInput", testWorkersInvalid},
 	{"RunningJobs", testWorkersRunning},
 	{"AfterClose", testWorkersClose},
+	{"EndedAreRemembered", testWorkersEnded},
 }
 
 // registry returns s as a WorkerRegistry, or skips the test.
@@ -151,4 +152,52 @@ func testWorkersClose(t *testing.T, s jobstore.Store) {
 	require.ErrorIs(t, err, jobstore.ErrClosed)
 	_, err = reg.RegisterWorker(t.Context(), jobstore.WorkerInfo{ID: "w", Concurrency: 1})
 	require.ErrorIs(t, err, jobstore.ErrClosed)
+}
+
+// testWorkersEnded: a WorkerHistory lists a worker that unregistered among
+// the ended ones, with the time it ended, from the given time on; a worker
+// of that name live again is live; RecentWorkers gives the live ones and
+// the recently ended ones, each name once.
+func testWorkersEnded(t *testing.T, s jobstore.Store) {
+	h, ok := s.(jobstore.WorkerHistory)
+	if !ok {
+		t.Skip("the store is not a jobstore.WorkerHistory")
+	}
+	ctx := t.Context()
+	ended := func(since time.Time) []jobstore.WorkerInfo {
+		t.Helper()
+		ws, err := h.EndedWorkers(ctx, since)
+		require.NoError(t, err)
+		return ws
+	}
+	require.Empty(t, ended(time.Time{}), "a new store remembers no worker")
+	before := time.Now().Add(-time.Second) // room for a server's clock
+	unregA := register(t, h, jobstore.WorkerInfo{ID: "a", Kinds: []string{"mail"}, Concurrency: 1})
+	unregB := register(t, h, jobstore.WorkerInfo{ID: "b", Kinds: []string{"report"}, Concurrency: 2})
+	require.Empty(t, ended(time.Time{}), "live workers have not ended")
+	require.NoError(t, unregA())
+	got := ended(before)
+	require.Equal(t, []string{"a"}, workerIDs(got))
+	require.Equal(t, []string{"mail"}, got[0].Kinds)
+	require.False(t, got[0].EndedAt.IsZero())
+	require.WithinDuration(t, time.Now(), got[0].EndedAt, time.Minute)
+	require.Empty(t, ended(got[0].EndedAt.Add(time.Millisecond)), "since is a lower bound")
+	require.Equal(t, []string{"b"}, workerIDs(workers(t, h)), "an ended worker is not live")
+
+	recent, err := jobstore.RecentWorkers(ctx, h, time.Now())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"a", "b"}, workerIDs(recent))
+	require.True(t, jobstore.AnyServes(recent, "mail"), "a worker that ended lately serves its kinds for a submit's check")
+
+	// Live again under its name: live, and listed once by RecentWorkers.
+	unregA2 := register(t, h, jobstore.WorkerInfo{ID: "a", Kinds: []string{"mail"}, Concurrency: 1})
+	recent, err = jobstore.RecentWorkers(ctx, h, time.Now())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"a", "b"}, workerIDs(recent))
+	for _, w := range recent {
+		require.True(t, w.EndedAt.IsZero(), "worker %s is live", w.ID)
+	}
+	require.NoError(t, unregA2())
+	require.NoError(t, unregB())
+	require.Equal(t, []string{"a", "b"}, workerIDs(ended(before)), "each name once, with its latest end")
 }
