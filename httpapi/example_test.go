@@ -102,8 +102,8 @@ func ExampleSubmitRequest() {
 	// 201 queued 10m0s 2030-01-01T09:00:00Z
 }
 
-// A process that serves the API and runs the jobs: the runner's events feed
-// the API's metrics, and shutting the server down ends the long-polls.
+// A process that serves the API and runs the jobs: the runner's attempts
+// feed the API's metrics, and shutting the server down ends the long-polls.
 func ExampleNewHTTPServer() {
 	ctx, stop := context.WithCancel(context.Background())
 	store := memstore.New(nil)
@@ -112,7 +112,7 @@ func ExampleNewHTTPServer() {
 	if err != nil {
 		panic(err)
 	}
-	r := runner.New(store, &runner.Options{OnEvent: runner.FeedMetrics(api)})
+	r := runner.New(store, &runner.Options{Metrics: api})
 	r.Handle("greet", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
 		return json.RawMessage(`"hello"`), nil
 	}))

@@ -11,12 +11,12 @@ import (
 	"github.com/jobdir/jobdir/runner"
 )
 
-// A Server takes a runner's metrics through runner.FeedMetrics.
+// A Server takes a runner's metrics as runner.Options.Metrics.
 var _ runner.Metrics = (*httpapi.Server)(nil)
 
 // TestImportsNeitherRunnerNorExec: httpapi serves a jobstore.Client and
 // depends on no package that runs jobs: runner metrics reach it through
-// runner.FeedMetrics (a Server is a runner.Metrics), so the package graph
+// runner.Options.Metrics (a Server is a runner.Metrics), so the package graph
 // stays downward.
 func TestImportsNeitherRunnerNorExec(t *testing.T) {
 	pkg, err := build.ImportDir(".", 0)

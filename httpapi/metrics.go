@@ -215,9 +215,9 @@ func (s *Server) KnownKinds(kinds ...string) {
 	}
 }
 
-// The runner metrics: a Server is a runner.Metrics, so that
-// runner.FeedMetrics(server) as runner.Options.OnEvent of the runners in
-// the same process feeds its claim and run metrics. Each method is safe for
+// The runner metrics: a Server is a runner.Metrics, so that the server as
+// runner.Options.Metrics of the runners in the same process feeds its
+// claim and run metrics. Each method is safe for
 // concurrent use and does not block.
 
 // ObserveClaim counts an attempt of kind claimed and records how long its

@@ -32,7 +32,7 @@ func TestMetricsPassPromtool(t *testing.T) {
 	}
 	e := newEnv(t, nil, nil)
 	ctx, stop := context.WithCancel(t.Context())
-	r := runner.New(e.store, &runner.Options{Concurrency: 2, OnEvent: runner.FeedMetrics(e.api)})
+	r := runner.New(e.store, &runner.Options{Concurrency: 2, Metrics: e.api})
 	r.Handle("ok", runner.HandlerFunc(func(context.Context, jobstore.Job) (json.RawMessage, error) {
 		return json.RawMessage(`"done"`), nil
 	}))

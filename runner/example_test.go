@@ -191,3 +191,41 @@ func ExampleMiddleware() {
 	// greeting attempt 2: error <nil>
 	// succeeded
 }
+
+// A middleware that learns what became of each attempt once the store
+// recorded it: here, whether a failure is retried.
+func ExampleAfterAttempt() {
+	ctx, stop := context.WithCancel(context.Background())
+	store := memstore.New(nil)
+	defer store.Close()
+
+	ended := make(chan string, 2)
+	logEnds := func(next runner.Handler) runner.Handler {
+		return runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			runner.AfterAttempt(ctx, func(e runner.AttemptEnd) {
+				ended <- fmt.Sprintf("attempt %d of %s: %s", job.Attempt, job.Kind, e.Job.State)
+			})
+			return next.Work(ctx, job)
+		})
+	}
+	r := runner.New(store, &runner.Options{Middleware: []runner.Middleware{logEnds}})
+	r.Handle("sync", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+		if job.Attempt == 1 {
+			return nil, runner.RetryAfter(errors.New("busy"), time.Millisecond)
+		}
+		return nil, nil
+	}))
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	if _, _, err := store.Submit(ctx, jobstore.Spec{Kind: "sync"}); err != nil {
+		panic(err)
+	}
+	fmt.Println(<-ended)
+	fmt.Println(<-ended)
+	stop()
+	<-done
+	// Output:
+	// attempt 1 of sync: queued
+	// attempt 2 of sync: succeeded
+}

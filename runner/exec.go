@@ -22,7 +22,8 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 	log.Debug("job claimed", "queue_wait", wait)
 	r.emit(Event{Type: EventClaimed, Job: job, QueueWait: wait})
 
-	ctx, cancel := context.WithCancelCause(withLease(workCtx, r.store, lease))
+	ctx, after := withAfterHooks(withLease(workCtx, r.store, lease))
+	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	timeout := job.Timeout
 	if timeout <= 0 {
@@ -72,10 +73,12 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 		// and finish before this attempt's drop would be reported.
 		if errors.Is(err, jobstore.ErrNotHeld) {
 			log.Warn("outcome dropped: lease lost", "err", err, "outcome_error", o.Error)
+			after.run(AttemptEnd{Job: job, Outcome: o, RunDuration: ran, Err: err})
 			r.emit(Event{Type: EventDropped, Job: job, RunDuration: ran, Outcome: o, Err: err})
 			return
 		}
 		log.Error("outcome dropped: complete failed", "err", err, "outcome_error", o.Error)
+		after.run(AttemptEnd{Job: job, Outcome: o, RunDuration: ran, Err: err})
 		r.emit(Event{Type: EventDropped, Job: job, RunDuration: ran, Outcome: o, Err: err})
 		l.release(workCtx, lease, log)
 		return
@@ -88,6 +91,7 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 	default:
 		log.Warn("job ended", "state", done.State, "run", ran, "err", o.Error)
 	}
+	after.run(AttemptEnd{Job: done, Outcome: o, RunDuration: ran, Recorded: true, Err: herr})
 	r.emit(Event{Type: EventFinished, Job: done, RunDuration: ran, Outcome: o, Err: herr})
 }
 

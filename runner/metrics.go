@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -9,8 +11,8 @@ import (
 // Metrics receives the counts and durations of a runner's attempts: an
 // httpapi.Server is one, and exports them with its other metrics. Its
 // methods are called from the runner's goroutines, so an implementation is
-// safe for concurrent use and does not block. FeedMetrics connects one to a
-// runner.
+// safe for concurrent use and does not block. Options.Metrics connects one
+// to a runner.
 type Metrics interface {
 	// ObserveClaim reports an attempt of kind claimed queueWait after its
 	// job was due.
@@ -29,12 +31,43 @@ type Metrics interface {
 	ObserveStoreError()
 }
 
+// MetricsMiddleware returns a Middleware that reports each attempt to m
+// through the middleware mechanism alone, as any middleware can: the claim
+// and its queue wait (the job's StartedAt minus its RunAt) as the attempt
+// starts, a panic (or runtime.Goexit) of what it wraps, and, through
+// AfterAttempt, the state the store recorded, or the outcome's drop.
+// Options.Metrics puts it outermost, around Options.Middleware; a store
+// error outside an attempt (a failed Claim, say) is not an attempt's, and
+// the runner reports it to Options.Metrics itself.
+func MetricsMiddleware(m Metrics) Middleware {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			m.ObserveClaim(job.Kind, max(job.StartedAt.Sub(job.RunAt), 0))
+			AfterAttempt(ctx, func(e AttemptEnd) {
+				if e.Recorded {
+					m.ObserveFinish(job.Kind, e.Job.State, e.RunDuration)
+				} else {
+					m.ObserveDrop(job.Kind)
+				}
+			})
+			returned := false
+			defer func() {
+				if !returned {
+					m.ObservePanic(job.Kind)
+				}
+			}()
+			result, err := next.Work(ctx, job)
+			returned = true
+			return result, err
+		})
+	}
+}
+
 // FeedMetrics returns a function for Options.OnEvent that reports every
-// event to m, so that
+// event to m, as Options.Metrics does through middleware.
 //
-//	runner.New(store, &runner.Options{OnEvent: runner.FeedMetrics(api)})
-//
-// exports a runner's attempts with the metrics of api, an httpapi.Server.
+// Deprecated: set Options.Metrics, whose attempts' metrics go through the
+// same middleware as every other observer's (MetricsMiddleware).
 func FeedMetrics(m Metrics) func(Event) {
 	return func(ev Event) {
 		switch ev.Type {

@@ -1,6 +1,13 @@
 package runner
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
 
 // Middleware wraps a Handler: it returns a Handler that does what it adds
 // (logging, metrics, a trace span, a check) around a call of next.Work, or
@@ -27,4 +34,69 @@ func wrap(kind string, h Handler, mw []Middleware) (Handler, error) {
 		}
 	}
 	return h, nil
+}
+
+// AttemptEnd is what became of an attempt once its handler returned, as
+// AfterAttempt reports it.
+type AttemptEnd struct {
+	// Job is the job as the store recorded the outcome (succeeded, queued
+	// for a retry, failed or canceled) when Recorded; else as claimed.
+	Job jobstore.Job
+	// Outcome is the outcome the runner recorded, or would have.
+	Outcome jobstore.Outcome
+	// RunDuration is how long the handler ran, its middleware included.
+	RunDuration time.Duration
+	// Recorded reports that the store recorded Outcome. When false, the
+	// outcome was dropped: the lease was lost, or Complete kept failing
+	// (and the attempt was given back); Err says why.
+	Recorded bool
+	// Err is the handler's error (nil on success) when Recorded, else why
+	// the outcome was dropped.
+	Err error
+}
+
+// AfterAttempt, called by a middleware (or a handler) with the ctx of an
+// attempt that a Runner runs, has the runner call f once it has recorded
+// the attempt's outcome, or dropped it, with what became of it: what a
+// middleware cannot see from the handler's return alone (whether a failure
+// is retried, or the outcome reached the store at all). f is called from
+// the runner's goroutine, after the handler returned, in the order of the
+// calls of AfterAttempt; it must not block. It reports false, and never
+// calls f, for a ctx that is not a Runner's attempt (Attempt's, say).
+// MetricsMiddleware is built on it.
+func AfterAttempt(ctx context.Context, f func(AttemptEnd)) bool {
+	a, ok := ctx.Value(afterKey{}).(*afterHooks)
+	if !ok || f == nil {
+		return false
+	}
+	a.mu.Lock()
+	a.fs = append(a.fs, f)
+	a.mu.Unlock()
+	return true
+}
+
+// afterKey is the ctx key of an attempt's afterHooks.
+type afterKey struct{}
+
+// afterHooks are the functions AfterAttempt registered for one attempt.
+type afterHooks struct {
+	mu sync.Mutex
+	fs []func(AttemptEnd)
+}
+
+// withAfterHooks returns ctx carrying a new afterHooks.
+func withAfterHooks(ctx context.Context) (context.Context, *afterHooks) {
+	a := &afterHooks{}
+	return context.WithValue(ctx, afterKey{}, a), a
+}
+
+// run calls the registered functions with e.
+func (a *afterHooks) run(e AttemptEnd) {
+	a.mu.Lock()
+	fs := a.fs
+	a.fs = nil
+	a.mu.Unlock()
+	for _, f := range fs {
+		f(e)
+	}
 }

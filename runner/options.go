@@ -59,6 +59,12 @@ type Options struct {
 	// Middleware[0] is called first and returns last. A panic in a
 	// middleware is the attempt's, as one in the handler is (PanicError).
 	Middleware []Middleware
+	// Metrics, if set, receives the counts and durations of the runner's
+	// attempts through MetricsMiddleware, which wraps Middleware, and the
+	// store errors the runner retries (ObserveStoreError). An
+	// httpapi.Server is one: jobdir serve --work exports its workers'
+	// attempts so.
+	Metrics Metrics
 	// Queues limits the runner to jobs of these queues (see
 	// jobstore.ClaimRequest.Queues); empty means every queue. A paused
 	// queue's jobs are not claimed either way.
@@ -110,6 +116,7 @@ type settings struct {
 	log             *slog.Logger
 	onEvent         func(Event)
 	middleware      []Middleware
+	metrics         Metrics
 	version         string
 	queues          []string
 }
@@ -130,6 +137,7 @@ func (o *Options) settings() settings {
 		log:             o.Logger,
 		onEvent:         o.OnEvent,
 		middleware:      slices.Clone(o.Middleware),
+		metrics:         o.Metrics,
 	}
 	if s.concurrency <= 0 {
 		s.concurrency = runtime.GOMAXPROCS(0)

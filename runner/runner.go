@@ -170,6 +170,9 @@ func (r *Runner) start() (map[string]Handler, error) {
 		if err != nil {
 			return nil, err
 		}
+		if r.s.metrics != nil {
+			w = MetricsMiddleware(r.s.metrics)(w) // outermost
+		}
 		handlers[kind] = w
 	}
 	r.running = true
@@ -183,6 +186,9 @@ func (r *Runner) stop() {
 }
 
 func (r *Runner) emit(e Event) {
+	if e.Type == EventStoreError && r.s.metrics != nil {
+		r.s.metrics.ObserveStoreError()
+	}
 	if r.s.onEvent == nil {
 		return
 	}

@@ -566,9 +566,9 @@ func TestE2EServeJobsDoNotSeeTheToken(t *testing.T) {
 	s.stop(t)
 }
 
-// TestE2EServeWorkFeedsRunnerMetrics: jobdir serve --work feeds its
-// runner's events into the server's metrics (runner.FeedMetrics), so
-// GET /metrics counts the attempts it claimed.
+// TestE2EServeWorkFeedsRunnerMetrics: jobdir serve --work reports its
+// runner's attempts into the server's metrics (runner.Options.Metrics,
+// through middleware), so GET /metrics counts the attempts it claimed.
 func TestE2EServeWorkFeedsRunnerMetrics(t *testing.T) {
 	dir, wd := newStoreDir(t), t.TempDir()
 	const token = "e2e-metrics-token"

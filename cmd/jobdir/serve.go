@@ -25,7 +25,6 @@ import (
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
-	"github.com/jobdir/jobdir/runner"
 	"github.com/jobdir/jobdir/runner/otelrunner"
 	"github.com/jobdir/jobdir/webui"
 )
@@ -262,7 +261,7 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		if !cfg.wf.quiet {
 			a.sayContainment(log, contained)
 		}
-		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, runner.FeedMetrics(srv))
+		r := cfg.wf.newRunner(st, h, cfg.workers, log, a.logFormat == logJSON, srv, nil)
 		srv.KnownKinds(r.Kinds()...)
 		wg.Go(func() {
 			runErr = r.Run(runCtx)

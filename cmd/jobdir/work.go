@@ -98,9 +98,6 @@ func (a *app) sayContainment(log *slog.Logger, info execjob.ContainmentInfo) {
 	}
 }
 
-// newRunner returns a runner of exec jobs run by h on st with concurrency
-// slots, reporting to log (unless quiet) and to observe (if not nil).
-// With json, log gets each event as a record; else a line for people.
 // startTracing starts the tracing of --otel, if given, and returns what
 // stops it (a no-op without --otel).
 func (wf *workerFlags) startTracing(ctx context.Context, log *slog.Logger) (func(), error) {
@@ -115,13 +112,18 @@ func (wf *workerFlags) startTracing(ctx context.Context, log *slog.Logger) (func
 	return stop, nil
 }
 
-func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency int, log *slog.Logger, json bool, observe func(runner.Event)) *runner.Runner {
+// newRunner returns a runner of exec jobs run by h on st with concurrency
+// slots, reporting its attempts to metrics (if not nil), and its events to
+// log (unless quiet) and to observe (if not nil). With json, log gets each
+// event as a record; else a line for people.
+func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency int, log *slog.Logger, json bool, metrics runner.Metrics, observe func(runner.Event)) *runner.Runner {
 	var mws []runner.Middleware
 	if wf.tracing != nil {
 		mws = append(mws, otelrunner.Middleware(wf.tracing))
 	}
 	r := runner.New(st.Store, &runner.Options{
 		Middleware:    mws,
+		Metrics:       metrics,
 		Concurrency:   concurrency,
 		Queues:        wf.queues,
 		Version:       version(),
@@ -282,11 +284,11 @@ may write its schema chooses the programs its workers run.`,
 					return err
 				}
 				defer stopTracing()
-				var feed func(runner.Event)
+				var observed runner.Metrics
 				var metrics *http.Server
 				if metricsAddr != "" {
 					var err error
-					if metrics, feed, err = serveWorkerMetrics(st, metricsAddr); err != nil {
+					if metrics, observed, err = serveWorkerMetrics(st, metricsAddr); err != nil {
 						return err
 					}
 					defer metrics.Close()
@@ -294,10 +296,7 @@ may write its schema chooses the programs its workers run.`,
 						log.Info("metrics at http://" + metrics.Addr + "/metrics")
 					}
 				}
-				r := wf.newRunner(st, h, concurrency, log, a.logFormat == logJSON, func(ev runner.Event) {
-					if feed != nil {
-						feed(ev)
-					}
+				r := wf.newRunner(st, h, concurrency, log, a.logFormat == logJSON, observed, func(ev runner.Event) {
 					switch ev.Type {
 					case runner.EventClaimed:
 						claims.Add(1)
@@ -342,9 +341,9 @@ may write its schema chooses the programs its workers run.`,
 
 // serveWorkerMetrics serves GET /metrics of a worker at addr: the store's
 // counts and the runner's claims, outcomes and times, which the returned
-// function takes from the runner's events (runner.FeedMetrics). The
-// server's Addr is the address it listens on.
-func serveWorkerMetrics(st *cliStore, addr string) (*http.Server, func(runner.Event), error) {
+// runner.Metrics takes (as runner.Options.Metrics). The server's Addr is
+// the address it listens on.
+func serveWorkerMetrics(st *cliStore, addr string) (*http.Server, runner.Metrics, error) {
 	api, err := httpapi.New(st.Store, &httpapi.Options{InsecureNoAuth: true, AllowedKinds: []string{execjob.Kind}})
 	if err != nil {
 		return nil, nil, err
@@ -358,7 +357,7 @@ func serveWorkerMetrics(st *cliStore, addr string) (*http.Server, func(runner.Ev
 	mux.Handle("GET /metrics", api.MetricsHandler())
 	srv := httpapi.NewHTTPServer(ln.Addr().String(), mux)
 	go func() { _ = srv.Serve(ln) }()
-	return srv, runner.FeedMetrics(api), nil
+	return srv, api, nil
 }
 
 // hasDueJob reports whether st holds a queued job that is due, of one of
