@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -231,17 +232,7 @@ func TestFormatVersion(t *testing.T) {
 		// (testdata/format3): its records have no queue, and their jobs
 		// are in the default queue. FORMAT now says 5, so that programs
 		// of format 3, which know no pauses, refuse it.
-		dir := t.TempDir()
-		require.NoError(t, os.CopyFS(dir, os.DirFS("testdata/format3")))
-		for _, d := range []string{dirClaimed, dirDone, dirTmp} { // git keeps no empty directory
-			require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o700))
-		}
-		s2, err := Open(t.Context(), dir, &Options{NoSync: true})
-		require.NoError(t, err)
-		defer s2.Close()
-		data, err := os.ReadFile(filepath.Join(dir, formatFile))
-		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
+		s2 := openFixture(t, "testdata/format3")
 		const id = "01M8ZHR6DR5VSG15YN34ZCVX45"
 		got, err := s2.Get(t.Context(), id)
 		require.NoError(t, err)
@@ -263,17 +254,7 @@ func TestFormatVersion(t *testing.T) {
 		// key and a partition. It reads as it is and gets tags from its
 		// next change on; FORMAT now says 5, so that programs of format 4,
 		// which would drop a job's tags and metadata, refuse it.
-		dir := t.TempDir()
-		require.NoError(t, os.CopyFS(dir, os.DirFS("testdata/format4")))
-		for _, d := range []string{dirClaimed, dirDone, dirTmp} { // git keeps no empty directory
-			require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o700))
-		}
-		s2, err := Open(t.Context(), dir, &Options{NoSync: true})
-		require.NoError(t, err)
-		defer s2.Close()
-		data, err := os.ReadFile(filepath.Join(dir, formatFile))
-		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
+		s2 := openFixture(t, "testdata/format4")
 		const id = "01M95JCT6D2FHCZ1F2C9JSR0P6"
 		got, err := s2.Get(t.Context(), id)
 		require.NoError(t, err)
@@ -535,4 +516,23 @@ func TestGetByKeyOfLeftovers(t *testing.T) {
 	got, err := s.GetByKey(ctx, "other")
 	require.NoError(t, err)
 	require.Equal(t, other.ID, got.ID)
+}
+
+// openFixture opens a copy of the store written by an older release in
+// fixture (a directory of testdata) and checks that Open upgraded its
+// FORMAT to this format.
+func openFixture(t *testing.T, fixture string) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.CopyFS(dir, os.DirFS(fixture)))
+	for _, d := range []string{dirClaimed, dirDone, dirTmp} { // git keeps no empty directory
+		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o700))
+	}
+	s, err := Open(t.Context(), dir, &Options{NoSync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	data, err := os.ReadFile(filepath.Join(dir, formatFile))
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"store":"jobdir","format":%d}`, FormatVersion), string(data))
+	return s
 }
