@@ -1,6 +1,7 @@
 package jobstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -357,4 +358,45 @@ func (tk ticker) between(from, to time.Time, keep int) ([]time.Time, int) {
 		}
 	}
 	return ring, n
+}
+
+// ErrScheduleExists is returned by Scheduler.AddSchedule for a name that
+// a schedule has, unless it replaces it.
+var ErrScheduleExists = errors.New("a schedule of this name exists")
+
+// ScheduleInfo is a schedule as a store keeps it: the Schedule, and its
+// latest fired tick.
+type ScheduleInfo struct {
+	Schedule
+	// LastTick is the latest tick fired (by any process), zero if none.
+	LastTick time.Time `json:"last,omitzero"`
+	// LastJob is the ID of LastTick's job.
+	LastJob string `json:"last_job,omitempty"`
+}
+
+// Scheduler is a Store that keeps schedules: memstore, filestore and
+// pgstore implement it. Every process of the store sees a change once its
+// method returns; the changes are durable. A name is checked as
+// ValidateScheduleName says, and a name no schedule has gives an error
+// wrapping ErrNotFound.
+type Scheduler interface {
+	// AddSchedule adds s, with CreatedAt now (so its first tick is the
+	// first after now), and returns it as kept. A schedule of that name
+	// gives ErrScheduleExists, unless replace, which replaces it and
+	// keeps its LastTick (a tick fired is not fired again). An invalid s
+	// gives an error wrapping ErrInvalidInput, and changes nothing.
+	AddSchedule(ctx context.Context, s Schedule, replace bool) (ScheduleInfo, error)
+	// Schedules returns every schedule, sorted by name.
+	Schedules(ctx context.Context) ([]ScheduleInfo, error)
+	// GetSchedule returns the schedule name.
+	GetSchedule(ctx context.Context, name string) (ScheduleInfo, error)
+	// PauseSchedule pauses (paused true) or resumes the schedule name;
+	// either is idempotent. It returns the schedule as kept.
+	PauseSchedule(ctx context.Context, name string, paused bool) (ScheduleInfo, error)
+	// RemoveSchedule removes the schedule name: no tick of it fires from
+	// then on. The jobs of its ticks stay.
+	RemoveSchedule(ctx context.Context, name string) error
+	// RecordTick notes that the tick at of the schedule name made the job
+	// jobID: LastTick becomes at, if at is later than it.
+	RecordTick(ctx context.Context, name string, at time.Time, jobID string) error
 }

@@ -54,6 +54,8 @@ type Store struct {
 	// ended holds the workers that unregistered, by ID, until they are
 	// older than jobstore.RecentWorkerWindow (see EndedWorkers).
 	ended map[string]jobstore.WorkerInfo
+	// schedules holds the schedules by name (see AddSchedule).
+	schedules map[string]jobstore.ScheduleInfo
 	// queues holds the settings of the queues that have some (see
 	// queues.go).
 	queues map[string]jobstore.QueueSettings

@@ -273,6 +273,9 @@ type queries struct {
 	workers          string
 	unregisterWorker string
 	endedWorkers     string
+	// Schedules (schedules.go).
+	addSchedule, putSchedule, schedules, getSchedule string
+	pauseSchedule, removeSchedule, recordTick        string
 }
 
 func newQueries(schema string) queries {
@@ -607,6 +610,7 @@ func newQueries(schema string) queries {
 		WHERE NOT ` + alive("w.session") + ` AND coalesce(x.dead_since, least(x.expires_at, now())) >= $2`
 	q.running = `SELECT ` + cols + ` FROM ` + t + ` WHERE session = $1 AND state = 'running' FOR UPDATE`
 	limitQueries(&q, s, t)
+	scheduleQueries(&q, s)
 	return q
 }
 

@@ -62,6 +62,7 @@ var groups = []group{
 	{"Queue", queueTests},
 	{"Queues", queueControlTests},
 	{"Meta", metaTests},
+	{"Schedules", scheduleTests},
 }
 
 // Run runs the conformance suite: one subtest per rule of the
