@@ -21,6 +21,12 @@
 // Options.Middleware wraps every attempt's handler, whatever its kind, for
 // logging, metrics, tracing or checks (see Middleware).
 //
+// With Options.Schedules, the runner also fires the ticks of the store's
+// schedules (jobstore.Scheduler) while it runs: each tick's job is
+// submitted with the tick's key, so that however many runners, in however
+// many processes, fire a tick, it is one job (TestSchedulesFireEachTickOnce).
+// FireSchedules does the same for a process that runs no jobs.
+//
 // The runner claims as soon as a job is due: it calls Claim until the store
 // has nothing for it, then blocks in Worker.AwaitWork, which a store returns
 // from when work arrives. It never waits longer than Options.PollInterval or

@@ -29,17 +29,27 @@ const (
 	// given the attempt back with Worker.Release before this event.
 	EventDropped
 	// EventStoreError: a store call the runner retries (Claim, AwaitWork,
-	// WatchCancel, Complete) failed, or a Release after a dropped outcome
-	// did. Err is the error.
+	// WatchCancel, Complete, the reads and submits of schedules) failed,
+	// or a Release after a dropped outcome did. Err is the error.
 	EventStoreError
+	// EventTickFired: the runner made the job of a schedule's tick
+	// (Options.Schedules). Job is the job, Schedule and Tick name the
+	// tick, and QueueWait is how long after the tick the job was made.
+	// Only the process whose Submit created the job reports it.
+	EventTickFired
+	// EventTicksSkipped: a schedule's catch-up or overlap policy dropped
+	// Skipped ticks; Tick is the latest tick due then.
+	EventTicksSkipped
 )
 
 var eventNames = map[EventType]string{
-	EventClaimed:    "claimed",
-	EventPanicked:   "panicked",
-	EventFinished:   "finished",
-	EventDropped:    "dropped",
-	EventStoreError: "store_error",
+	EventClaimed:      "claimed",
+	EventPanicked:     "panicked",
+	EventFinished:     "finished",
+	EventDropped:      "dropped",
+	EventStoreError:   "store_error",
+	EventTickFired:    "tick_fired",
+	EventTicksSkipped: "ticks_skipped",
 }
 
 // String returns the event's lower-case name, such as "claimed".
@@ -72,4 +82,10 @@ type Event struct {
 	Outcome jobstore.Outcome
 	// Err is the handler's error, the panic, or the store error.
 	Err error
+	// Schedule and Tick, for EventTickFired and EventTicksSkipped, name
+	// the schedule and the tick.
+	Schedule string
+	Tick     time.Time
+	// Skipped, for EventTicksSkipped, is how many ticks were dropped.
+	Skipped int
 }

@@ -69,6 +69,13 @@ type Options struct {
 	// jobstore.ClaimRequest.Queues); empty means every queue. A paused
 	// queue's jobs are not claimed either way.
 	Queues []string
+	// Schedules makes the runner fire the due ticks of the store's
+	// schedules while it runs (the store must be a jobstore.Scheduler):
+	// each tick's job is submitted with the tick's key, so that however
+	// many processes fire a tick, it is one job, and a tick is fired as
+	// long as one of them runs. It wakes at each schedule's next tick and
+	// reads the schedules at least every second.
+	Schedules bool
 	// Version is the version of the program, listed with the worker where
 	// the store keeps a list of workers (jobstore.WorkerRegistry). Empty
 	// means the main module's version from the build information, if any.
@@ -117,6 +124,7 @@ type settings struct {
 	onEvent         func(Event)
 	middleware      []Middleware
 	metrics         Metrics
+	schedules       bool
 	version         string
 	queues          []string
 }
@@ -138,6 +146,7 @@ func (o *Options) settings() settings {
 		onEvent:         o.OnEvent,
 		middleware:      slices.Clone(o.Middleware),
 		metrics:         o.Metrics,
+		schedules:       o.Schedules,
 	}
 	if s.concurrency <= 0 {
 		s.concurrency = runtime.GOMAXPROCS(0)

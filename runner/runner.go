@@ -118,8 +118,27 @@ func (r *Runner) Run(ctx context.Context) error {
 		idle:     make(chan jobstore.Job),
 		stopped:  make(chan struct{}),
 	}
+	var sc scheduleStore
+	if r.s.schedules {
+		var ok bool
+		if sc, ok = r.store.(scheduleStore); !ok {
+			return fmt.Errorf("runner: Options.Schedules: this store keeps no schedules: %w", errors.ErrUnsupported)
+		}
+	}
 	r.s.log.Info("runner started", "worker", r.s.worker, "kinds", kinds, "concurrency", r.s.concurrency)
 	defer r.register(ctx, kinds)()
+	if sc != nil {
+		fireCtx, stopFiring := context.WithCancel(ctx)
+		fired := make(chan struct{})
+		go func() {
+			defer close(fired)
+			_ = r.fireSchedules(fireCtx, sc) // a closed store ends the claim loop too
+		}()
+		defer func() {
+			stopFiring()
+			<-fired
+		}()
+	}
 
 	runErr := l.claimLoop(ctx, workCtx)
 

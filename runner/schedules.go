@@ -1,0 +1,167 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// scheduleRecheck is the longest a runner that fires schedules goes
+// without reading them: a schedule added, changed or resumed elsewhere is
+// seen within it. Between, it wakes at the next tick of the schedules it
+// read.
+const scheduleRecheck = time.Second
+
+// heldRecheck is how often a runner looks again at a schedule whose due
+// tick waits for the previous tick's job (OverlapQueue): the tick fires
+// within it of that job's end.
+const heldRecheck = 100 * time.Millisecond
+
+// scheduleStore is what firing schedules needs of a store: its schedules,
+// and the submits and reads of a client.
+type scheduleStore interface {
+	jobstore.Scheduler
+	Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, bool, error)
+	Get(ctx context.Context, id string) (jobstore.Job, error)
+}
+
+// FireSchedules fires the due ticks of store's schedules until ctx ends,
+// as a Runner with Options.Schedules does, for a process that runs no
+// jobs (jobdir serve without --work): each tick is a Submit of the
+// schedule's job keyed by the tick (jobstore.TickKey), so that of every
+// process firing it one job is made. It logs to logger and reports
+// EventTickFired, EventTicksSkipped and EventStoreError to onEvent (either
+// may be nil). It returns nil when ctx ends, an error wrapping
+// errors.ErrUnsupported at once if store keeps no schedules
+// (jobstore.Scheduler), and one wrapping jobstore.ErrClosed if the store
+// is closed.
+func FireSchedules(ctx context.Context, store jobstore.Store, logger *slog.Logger, onEvent func(Event)) error {
+	sc, ok := store.(scheduleStore)
+	if !ok {
+		return fmt.Errorf("runner: this store keeps no schedules: %w", errors.ErrUnsupported)
+	}
+	r := &Runner{store: store, s: (&Options{Logger: logger, OnEvent: onEvent}).settings()}
+	return r.fireSchedules(ctx, sc)
+}
+
+// fireSchedules fires the due ticks of the store's schedules (sc) until
+// ctx ends (it returns nil) or the store is closed.
+func (r *Runner) fireSchedules(ctx context.Context, sc scheduleStore) error {
+	for failures := 0; ; {
+		next, err := r.fireDue(ctx, sc, time.Now())
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, jobstore.ErrClosed):
+			return err
+		case err != nil:
+			failures++
+			r.s.log.Warn("firing schedules failed; retrying", "err", err, "failures", failures)
+			r.emit(Event{Type: EventStoreError, Err: fmt.Errorf("runner: schedules: %w", err)})
+			next = time.Now().Add(retryDelay(failures))
+		default:
+			failures = 0
+		}
+		wait := min(time.Until(next), scheduleRecheck)
+		if !sleep(ctx, max(wait, time.Millisecond)) {
+			return nil
+		}
+	}
+}
+
+// fireDue fires what is due at now of every schedule and returns the
+// earliest next tick of them (now plus scheduleRecheck if none).
+func (r *Runner) fireDue(ctx context.Context, sc scheduleStore, now time.Time) (time.Time, error) {
+	all, err := sc.Schedules(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	next := now.Add(scheduleRecheck)
+	var errs []error
+	for _, info := range all {
+		held, err := r.fireOne(ctx, sc, info, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("schedule %s: %w", info.Name, err))
+		}
+		if held && now.Add(heldRecheck).Before(next) {
+			next = now.Add(heldRecheck)
+		}
+		if t := info.Next(now); !t.IsZero() && t.Before(next) && !info.Paused {
+			next = t
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// fireOne fires what is due at now of one schedule, as its catch-up and
+// overlap policies say, and records the latest tick it fired. It reports
+// held when a due tick waits for the previous tick's job (OverlapQueue).
+func (r *Runner) fireOne(ctx context.Context, sc scheduleStore, info jobstore.ScheduleInfo, now time.Time) (held bool, err error) {
+	plan := info.Plan(info.LastTick, now)
+	if len(plan.Fire) == 0 {
+		return false, nil
+	}
+	last := plan.Fire[len(plan.Fire)-1]
+	if info.Overlap == jobstore.OverlapSkip || info.Overlap == jobstore.OverlapQueue {
+		busy, err := tickRunning(ctx, sc, info.LastJob)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case busy && info.Overlap == jobstore.OverlapSkip:
+			// The due ticks are dropped; the running job stays the one
+			// the next tick waits for.
+			r.emit(Event{Type: EventTicksSkipped, Schedule: info.Name, Tick: last.At, Skipped: plan.Skipped + len(plan.Fire)})
+			return false, sc.RecordTick(ctx, info.Name, last.At, info.LastJob)
+		case busy:
+			return true, nil // queue: the ticks wait for it
+		case info.Overlap == jobstore.OverlapSkip:
+			// One at a time: the latest.
+			plan.Skipped += len(plan.Fire) - 1
+			plan.Fire = plan.Fire[len(plan.Fire)-1:]
+		default:
+			// One at a time: the oldest; the others wait for it.
+			held = len(plan.Fire) > 1
+			plan.Fire = plan.Fire[:1]
+		}
+	}
+	if plan.Skipped > 0 {
+		r.emit(Event{Type: EventTicksSkipped, Schedule: info.Name, Tick: plan.Fire[0].At, Skipped: plan.Skipped})
+	}
+	for _, tick := range plan.Fire {
+		spec := info.Job
+		spec.Key = tick.Key
+		job, created, err := sc.Submit(ctx, spec)
+		if err != nil {
+			return held, fmt.Errorf("tick %s: %w", tick.At.Format(time.RFC3339), err)
+		}
+		if created {
+			r.s.log.Info("schedule fired", "schedule", info.Name, "tick", tick.At, "job", job.ID, "catch_up", tick.CatchUp)
+			r.emit(Event{Type: EventTickFired, Job: job, Schedule: info.Name, Tick: tick.At, QueueWait: max(job.CreatedAt.Sub(tick.At), 0)})
+		}
+		if err := sc.RecordTick(ctx, info.Name, tick.At, job.ID); err != nil && !errors.Is(err, jobstore.ErrNotFound) {
+			return held, err
+		}
+	}
+	return held, nil
+}
+
+// tickRunning reports whether the job id (a schedule's latest tick's; none
+// if empty) is queued or running.
+func tickRunning(ctx context.Context, sc scheduleStore, id string) (bool, error) {
+	if id == "" {
+		return false, nil
+	}
+	j, err := sc.Get(ctx, id)
+	if errors.Is(err, jobstore.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !j.State.Terminal(), nil
+}

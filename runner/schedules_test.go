@@ -1,0 +1,175 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/memstore"
+	"github.com/jobdir/jobdir/runner"
+)
+
+// tickJobs returns the jobs of the schedule name in s, by their tick.
+func tickJobs(t *testing.T, s jobstore.Store, name string) map[time.Time]jobstore.Job {
+	t.Helper()
+	page, err := s.List(t.Context(), jobstore.ListOptions{Limit: jobstore.MaxListLimit, Order: jobstore.OldestFirst})
+	require.NoError(t, err)
+	out := map[time.Time]jobstore.Job{}
+	for _, j := range page.Jobs {
+		var at string
+		if _, err := fmt.Sscanf(j.Key, "schedule:"+name+":%s", &at); err != nil {
+			continue
+		}
+		tick, err := time.Parse(time.RFC3339, at)
+		require.NoError(t, err)
+		require.NotContains(t, out, tick, "two jobs of one tick")
+		out[tick] = j
+	}
+	return out
+}
+
+// scheduledRunner returns a runner with Options.Schedules on s that runs
+// jobs of kind "tick" with run, and its events of ticks.
+func scheduledRunner(s jobstore.Store, run func(context.Context, jobstore.Job) error, ev *events) *runner.Runner {
+	r := runner.New(s, &runner.Options{Schedules: true, Concurrency: 4, OnEvent: ev.add})
+	r.Handle("tick", runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
+		return nil, run(ctx, j)
+	}))
+	return r
+}
+
+// TestSchedulesFireEachTickOnce: three runners on one store fire an @every
+// 1s schedule: each tick is one job, made when the tick comes, by
+// whichever runner came first; a paused schedule fires nothing and a
+// removed one stops.
+func TestSchedulesFireEachTickOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		ctx := t.Context()
+		begin := time.Now()
+		_, err := s.AddSchedule(ctx, jobstore.Schedule{Name: "beat", Spec: "@every 1s", Job: jobstore.Spec{Kind: "tick", Tags: []string{"beat"}}}, false)
+		require.NoError(t, err)
+		ev := &events{}
+		for range 3 {
+			start(t, scheduledRunner(s, func(context.Context, jobstore.Job) error { return nil }, ev))
+		}
+		time.Sleep(10*time.Second + 500*time.Millisecond)
+		synctest.Wait()
+		jobs := tickJobs(t, s, "beat")
+		require.Len(t, jobs, 10, "one job per tick")
+		for tick, j := range jobs {
+			require.True(t, tick.After(begin))
+			require.WithinDuration(t, tick, j.CreatedAt, 10*time.Millisecond, "a tick's job is made at the tick")
+			require.Equal(t, []string{"beat"}, j.Tags, "the schedule's job spec")
+		}
+		require.Len(t, ev.of(runner.EventTickFired), 10, "each tick reported once, by the runner that made its job")
+		info, err := s.GetSchedule(ctx, "beat")
+		require.NoError(t, err)
+		require.Equal(t, begin.Truncate(time.Second).Add(10*time.Second).UTC(), info.LastTick)
+
+		_, err = s.PauseSchedule(ctx, "beat", true)
+		require.NoError(t, err)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		require.Len(t, tickJobs(t, s, "beat"), 10, "a paused schedule fired")
+		_, err = s.PauseSchedule(ctx, "beat", false)
+		require.NoError(t, err)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		// Resumed: the ticks missed while paused are made up as one job
+		// (CatchUpOne), and the ticks go on.
+		require.Len(t, tickJobs(t, s, "beat"), 10+1+2)
+		require.NoError(t, s.RemoveSchedule(ctx, "beat"))
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		require.Len(t, tickJobs(t, s, "beat"), 13, "a removed schedule fired")
+	})
+}
+
+// TestSchedulesCatchUp: after 10 ticks with no runner, a runner makes up
+// the missed ticks as each schedule's policy says.
+func TestSchedulesCatchUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		ctx := t.Context()
+		for _, c := range []jobstore.CatchUp{jobstore.CatchUpSkip, jobstore.CatchUpOne, jobstore.CatchUpAll} {
+			_, err := s.AddSchedule(ctx, jobstore.Schedule{Name: string(c), Spec: "@every 1s", CatchUp: c, Job: jobstore.Spec{Kind: "tick"}}, false)
+			require.NoError(t, err)
+		}
+		time.Sleep(10*time.Second + 500*time.Millisecond) // all down
+		ev := &events{}
+		start(t, scheduledRunner(s, func(context.Context, jobstore.Job) error { return nil }, ev))
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		require.Len(t, tickJobs(t, s, "skip"), 1, "skip: the latest tick only")
+		require.Len(t, tickJobs(t, s, "one"), 2, "one: one for the missed ticks, and the latest")
+		require.Len(t, tickJobs(t, s, "all"), 10, "all: each tick")
+		skipped := 0
+		for _, e := range ev.of(runner.EventTicksSkipped) {
+			skipped += e.Skipped
+		}
+		require.Equal(t, 9+8, skipped, "the ticks dropped by skip and one")
+	})
+}
+
+// TestSchedulesOverlap: a tick's job that runs for 2.5 ticks: with
+// OverlapSkip the ticks meanwhile are dropped, with OverlapQueue they wait
+// and run one after another, with OverlapAllow they run beside it.
+func TestSchedulesOverlap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		ctx := t.Context()
+		for _, o := range []jobstore.Overlap{jobstore.OverlapAllow, jobstore.OverlapSkip, jobstore.OverlapQueue} {
+			_, err := s.AddSchedule(ctx, jobstore.Schedule{Name: string(o), Spec: "@every 1s", Overlap: o, CatchUp: jobstore.CatchUpAll,
+				Job: jobstore.Spec{Kind: "tick", Queue: string(o)}}, false)
+			require.NoError(t, err)
+		}
+		var mu sync.Mutex
+		running := map[string]int{}
+		most := map[string]int{}
+		ev := &events{}
+		r := runner.New(s, &runner.Options{Schedules: true, Concurrency: 10, OnEvent: ev.add})
+		r.Handle("tick", runner.HandlerFunc(func(ctx context.Context, j jobstore.Job) (json.RawMessage, error) {
+			mu.Lock()
+			running[j.Queue]++
+			most[j.Queue] = max(most[j.Queue], running[j.Queue])
+			mu.Unlock()
+			time.Sleep(2500 * time.Millisecond)
+			mu.Lock()
+			running[j.Queue]--
+			mu.Unlock()
+			return nil, nil
+		}))
+		start(t, r)
+		time.Sleep(6*time.Second + 500*time.Millisecond)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		require.Greater(t, most["allow"], 1, "allow: ticks overlap")
+		require.Equal(t, 1, most["skip"], "skip: one at a time")
+		require.Equal(t, 1, most["queue"], "queue: one at a time")
+		require.Len(t, tickJobs(t, s, "allow"), 6)
+		require.Len(t, tickJobs(t, s, "skip"), 2, "ticks 1 and 4; 2, 3, 5 and 6 dropped")
+		require.Len(t, tickJobs(t, s, "queue"), 3, "ticks 1, 2 and 3, one after another; the rest wait")
+	})
+}
+
+// TestSchedulesNeedAScheduler: Options.Schedules on a store that keeps no
+// schedules fails Run at once.
+func TestSchedulesNeedAScheduler(t *testing.T) {
+	s := memstore.New(nil)
+	defer s.Close()
+	r := runner.New(struct{ jobstore.Worker }{s}, &runner.Options{Schedules: true})
+	r.Handle("tick", runner.HandlerFunc(func(context.Context, jobstore.Job) (json.RawMessage, error) { return nil, nil }))
+	err := r.Run(t.Context())
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	require.Contains(t, err.Error(), "this store keeps no schedules")
+}
