@@ -215,7 +215,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		c.GroupID = "jobs"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.workCommand(), a.serveCommand(), a.workersCommand(), a.queueCommand()} {
+	for _, c := range []*cobra.Command{a.workCommand(), a.serveCommand(), a.workersCommand(), a.queueCommand(), a.scheduleCommand()} {
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}

@@ -23,7 +23,7 @@ import (
 
 func TestHelpReadsWell(t *testing.T) {
 	r := jdOK(t, "")
-	for _, name := range []string{"submit", "work", "get", "list", "logs", "cancel", "retry", "wait", "stats", "prune", "fsck", "serve", "completion", "workers", "delete", "queue"} {
+	for _, name := range []string{"submit", "work", "get", "list", "logs", "cancel", "retry", "wait", "stats", "prune", "fsck", "serve", "completion", "workers", "delete", "queue", "schedule"} {
 		require.Contains(t, r.stdout, "\n  "+name+" ", "root help lists %s", name)
 	}
 	require.Equal(t, r, jdOK(t, "", "help"))

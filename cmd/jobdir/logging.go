@@ -166,6 +166,11 @@ func logEvent(log *slog.Logger, ev runner.Event) {
 		}
 	case runner.EventDropped, runner.EventStoreError:
 		level = slog.LevelWarn
+	case runner.EventTickFired, runner.EventTicksSkipped:
+		attrs = append(attrs, slog.String("schedule", ev.Schedule), slog.Time("tick", ev.Tick))
+		if ev.Skipped > 0 {
+			attrs = append(attrs, slog.Int("skipped", ev.Skipped))
+		}
 	}
 	if ev.Err != nil {
 		attrs = append(attrs, slog.String("error", ev.Err.Error()))
@@ -184,6 +189,10 @@ func eventName(t runner.EventType) string {
 		return "outcome not recorded"
 	case runner.EventStoreError:
 		return "store error"
+	case runner.EventTickFired:
+		return "tick fired"
+	case runner.EventTicksSkipped:
+		return "ticks skipped"
 	}
 	return fmt.Sprint(t)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/jobdir/jobdir/filestore"
 	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/runner"
 	"github.com/jobdir/jobdir/runner/otelrunner"
 	"github.com/jobdir/jobdir/webui"
 )
@@ -269,6 +270,20 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 				// A worker that cannot go on takes the server down
 				// with it rather than serving a store nobody works.
 				serveCh <- fmt.Errorf("worker: %w", runErr)
+			}
+		})
+	} else if !cfg.wf.noSchedules {
+		// No workers here, but the schedules' ticks are fired all the
+		// same, as by every other process of the store.
+		log := a.logger(slog.LevelInfo)
+		wg.Go(func() {
+			err := runner.FireSchedules(runCtx, st.Store, log, func(ev runner.Event) {
+				if line := eventLine(ev); line != "" && !cfg.wf.quiet {
+					log.Info(line)
+				}
+			})
+			if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+				serveCh <- fmt.Errorf("schedules: %w", err)
 			}
 		})
 	}

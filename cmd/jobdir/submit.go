@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/jobdir/jobdir/execjob"
 	"github.com/jobdir/jobdir/internal/humantime"
@@ -15,19 +16,12 @@ import (
 
 func (a *app) submitCommand() *cobra.Command {
 	var (
-		key         string
-		maxAttempts int
-		priority    int
-		delay       time.Duration
-		at          string
-		queue       string
-		partition   string
-		timeout     time.Duration
-		env         []string
-		tags        []string
-		meta        []string
-		asJSON      bool
-		needWorker  bool
+		key        string
+		jf         = jobFlags{traced: true}
+		delay      time.Duration
+		at         string
+		asJSON     bool
+		needWorker bool
 	)
 	cmd := &cobra.Command{
 		Use:         "submit [flags] [--] PROGRAM [ARG...]",
@@ -84,31 +78,11 @@ that is restarting does not count as missing.`,
 			if delay < 0 {
 				return usagef("--delay must not be negative")
 			}
-			if cmd.Flags().Changed("max-attempts") && maxAttempts < 1 {
-				return usagef("--max-attempts %d: a job needs at least 1 attempt", maxAttempts)
-			}
-			wd, err := os.Getwd()
+			spec, err := jf.execSpec(cmd, args)
 			if err != nil {
-				return fmt.Errorf("working directory: %w", err)
-			}
-			spec, err := execjob.NewSpec(execjob.Payload{Argv: args, Dir: wd, Env: env})
-			if err != nil {
-				return usagef("%v", err)
-			}
-			spec.Key, spec.MaxAttempts, spec.Priority, spec.Timeout, spec.Queue = key, maxAttempts, priority, timeout, queue
-			if partition != "" {
-				if err := jobstore.ValidatePartition(partition); err != nil {
-					return usagef("--partition: %v", err)
-				}
-			}
-			spec.Partition = partition
-			if spec.Meta, err = metaFlags(meta); err != nil {
 				return err
 			}
-			if err := jobstore.ValidateTags(tags); err != nil {
-				return usagef("--tag: %v", err)
-			}
-			spec.Tags = tags
+			spec.Key = key
 			if delay > 0 {
 				spec.RunAt = time.Now().Add(delay)
 			}
@@ -132,8 +106,8 @@ that is restarting does not count as missing.`,
 					return err
 				}
 				what, start := spec.Kind+" jobs", "jobdir work"
-				if jobstore.QueueOf(queue) != jobstore.DefaultQueue {
-					what, start = spec.Kind+" jobs of queue "+queue, "jobdir work --queue "+queue
+				if q := jobstore.QueueOf(spec.Queue); q != jobstore.DefaultQueue {
+					what, start = spec.Kind+" jobs of queue "+q, "jobdir work --queue "+q
 				}
 				if !served && needWorker {
 					return fmt.Errorf("no worker runs %s on this store, or did in the last 15 minutes, so the job was not submitted: start one with \"%s\", or submit without --require-worker", what, start)
@@ -159,26 +133,83 @@ that is restarting does not count as missing.`,
 	cmd.Flags().SetInterspersed(false)
 	f := cmd.Flags()
 	f.StringVar(&key, "key", "", "idempotency key: submit only if no job has this `KEY`")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "`N` attempts before the job fails for good (default 3: an attempt also ends when its worker dies, and running the job again elsewhere is then the point; give 1 for a program that must never run twice)")
-	f.IntVar(&priority, "priority", 0, "priority `P`: higher runs first, from -1000 to 1000")
-	f.StringVar(&queue, "queue", "", "put the job in this `QUEUE` (default: the queue named default); workers choose their queues with jobdir work --queue, and jobdir queue pauses one")
-	f.StringVar(&partition, "partition", "", "put the job in this `PARTITION` of its queue, a customer's ID say: jobdir queue limit QUEUE --per-partition M runs at most M jobs of each partition at once")
+	jf.register(f)
 	durationVar(f, &delay, "delay", 0, "run no sooner than this long from now, e.g. 90s, 2h or 1d")
 	f.StringVar(&at, "at", "", "run no sooner than `TIME`: 18:30 (the next one), tomorrow 09:00, 2026-11-29 18:30 (local time) or RFC 3339")
-	durationVar(f, &timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")
-	f.StringArrayVar(&env, "env", nil, "add `KEY=VALUE` to the program's environment (repeatable)")
-	f.StringSliceVar(&tags, "tag", nil, "label the job with `TAG` (repeatable, or comma-separated): letters, digits and ._:/-= such as nightly or team=billing")
-	f.StringArrayVar(&meta, "meta", nil, "carry `KEY=VALUE` metadata with the job (repeatable); shown by jobdir get, never read by jobdir")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON (as the HTTP API sends it) instead of its ID")
 	f.BoolVar(&needWorker, "require-worker", false, "submit only if a live worker runs exec jobs on the store")
 	return cmd
 }
 
-// metaFlags returns the metadata of submit's --meta KEY=VALUE flags, with
-// the trace context of the environment (TRACEPARENT, TRACESTATE) added as
-// traceparent and tracestate unless a flag gave them; nil for none. A bad
-// flag is a usage error that names it.
-func metaFlags(flags []string) (map[string]string, error) {
+// jobFlags are the flags of a job's spec that submit and schedule add
+// share: an exec job's program is the command's arguments.
+type jobFlags struct {
+	maxAttempts int
+	priority    int
+	queue       string
+	partition   string
+	timeout     time.Duration
+	env         []string
+	tags        []string
+	meta        []string
+	// traced takes the trace context of the environment into the
+	// metadata (see metaFlags): for a submit, not for a schedule's jobs.
+	traced bool
+}
+
+// register adds the flags to f.
+func (jf *jobFlags) register(f *pflag.FlagSet) {
+	f.IntVar(&jf.maxAttempts, "max-attempts", 0, "`N` attempts before the job fails for good (default 3: an attempt also ends when its worker dies, and running the job again elsewhere is then the point; give 1 for a program that must never run twice)")
+	f.IntVar(&jf.priority, "priority", 0, "priority `P`: higher runs first, from -1000 to 1000")
+	f.StringVar(&jf.queue, "queue", "", "put the job in this `QUEUE` (default: the queue named default); workers choose their queues with jobdir work --queue, and jobdir queue pauses one")
+	f.StringVar(&jf.partition, "partition", "", "put the job in this `PARTITION` of its queue, a customer's ID say: jobdir queue limit QUEUE --per-partition M runs at most M jobs of each partition at once")
+	durationVar(f, &jf.timeout, "timeout", 0, "stop an attempt that runs longer than this (default: no limit)")
+	f.StringArrayVar(&jf.env, "env", nil, "add `KEY=VALUE` to the program's environment (repeatable)")
+	f.StringSliceVar(&jf.tags, "tag", nil, "label the job with `TAG` (repeatable, or comma-separated): letters, digits and ._:/-= such as nightly or team=billing")
+	f.StringArrayVar(&jf.meta, "meta", nil, "carry `KEY=VALUE` metadata with the job (repeatable); shown by jobdir get, never read by jobdir")
+}
+
+// execSpec returns the spec of an exec job that runs argv in the working
+// directory, with the flags' fields; a bad flag is a usage error.
+func (jf *jobFlags) execSpec(cmd *cobra.Command, argv []string) (jobstore.Spec, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return jobstore.Spec{}, fmt.Errorf("working directory: %w", err)
+	}
+	spec, err := execjob.NewSpec(execjob.Payload{Argv: argv, Dir: wd, Env: jf.env})
+	if err != nil {
+		return jobstore.Spec{}, usagef("%v", err)
+	}
+	return spec, jf.fill(cmd, &spec)
+}
+
+// fill sets the flags' fields of spec; a bad flag is a usage error.
+func (jf *jobFlags) fill(cmd *cobra.Command, spec *jobstore.Spec) error {
+	if cmd.Flags().Changed("max-attempts") && jf.maxAttempts < 1 {
+		return usagef("--max-attempts %d: a job needs at least 1 attempt", jf.maxAttempts)
+	}
+	if jf.partition != "" {
+		if err := jobstore.ValidatePartition(jf.partition); err != nil {
+			return usagef("--partition: %v", err)
+		}
+	}
+	if err := jobstore.ValidateTags(jf.tags); err != nil {
+		return usagef("--tag: %v", err)
+	}
+	meta, err := metaFlags(jf.meta, jf.traced)
+	if err != nil {
+		return err
+	}
+	spec.MaxAttempts, spec.Priority, spec.Timeout, spec.Queue = jf.maxAttempts, jf.priority, jf.timeout, jf.queue
+	spec.Partition, spec.Tags, spec.Meta = jf.partition, jf.tags, meta
+	return nil
+}
+
+// metaFlags returns the metadata of --meta KEY=VALUE flags, with, if
+// traced, the trace context of the environment (TRACEPARENT, TRACESTATE)
+// added as traceparent and tracestate unless a flag gave them; nil for
+// none. A bad flag is a usage error that names it.
+func metaFlags(flags []string, traced bool) (map[string]string, error) {
 	meta := map[string]string{}
 	for _, f := range flags {
 		k, v, ok := strings.Cut(f, "=")
@@ -191,7 +222,7 @@ func metaFlags(flags []string) (map[string]string, error) {
 		meta[k] = v
 	}
 	for env, k := range map[string]string{"TRACEPARENT": "traceparent", "TRACESTATE": "tracestate"} {
-		if v := os.Getenv(env); v != "" {
+		if v := os.Getenv(env); v != "" && traced {
 			if _, given := meta[k]; !given {
 				meta[k] = v
 			}

@@ -40,6 +40,8 @@ type workerFlags struct {
 	tracing *otelrunner.Options
 	// queues is --queue: the queues to take jobs from, none for all.
 	queues []string
+	// noSchedules is --no-schedules: fire no schedule's ticks.
+	noSchedules bool
 }
 
 // checkQueues refuses a --queue that is not a queue name.
@@ -64,6 +66,7 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&wf.cleanEnv, "clean-env", false, "give programs only PATH, HOME, LANG, TZ and USER of this process's environment (and their own env)")
 	f.BoolVar(&wf.otel, "otel", false,
 		"trace each attempt (and with serve, each HTTP submit) with OpenTelemetry, sent by OTLP over HTTP where OTEL_EXPORTER_OTLP_ENDPOINT says (default http://localhost:4318); an attempt's span is a child of its job's submit, in any process")
+	f.BoolVar(&wf.noSchedules, "no-schedules", false, "fire no schedule's ticks in this process (by default it fires them, as every other process does; each tick is one job)")
 	f.StringSliceVar(&wf.queues, "queue", nil, "take jobs only from this `QUEUE` (repeatable, or comma-separated; default: every queue that is not paused)")
 	f.StringVar(&wf.containment, "containment", "auto",
 		"how each job's processes are kept together: auto (a cgroup v2 per job where this process may make one, else a supervisor), cgroup (require a cgroup), or supervisor (never a cgroup)")
@@ -124,6 +127,7 @@ func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency in
 	r := runner.New(st.Store, &runner.Options{
 		Middleware:    mws,
 		Metrics:       metrics,
+		Schedules:     !wf.noSchedules,
 		Concurrency:   concurrency,
 		Queues:        wf.queues,
 		Version:       version(),
@@ -180,6 +184,10 @@ func eventLine(ev runner.Event) string {
 		return fmt.Sprintf("%s  outcome not recorded: %s", j.ID, plainMessage(errText(ev)))
 	case runner.EventStoreError:
 		return fmt.Sprintf("store error (retrying): %s", plainMessage(errText(ev)))
+	case runner.EventTickFired:
+		return fmt.Sprintf("%s  made by schedule %s for its tick of %s", j.ID, ev.Schedule, ev.Tick.Local().Format("2006-01-02 15:04:05"))
+	case runner.EventTicksSkipped:
+		return fmt.Sprintf("schedule %s: %s dropped by its catch-up or overlap policy", ev.Schedule, plural(int64(ev.Skipped), "tick"))
 	}
 	return ""
 }
@@ -205,7 +213,9 @@ func (a *app) workCommand() *cobra.Command {
 		Short:       "Run exec jobs until interrupted",
 		Long: `Run exec jobs from the store, up to --concurrency at once, until SIGINT or
 SIGTERM. Any number of workers, in any number of processes, may work on one
-store: each job runs in exactly one of them.
+store: each job runs in exactly one of them. Each also fires the ticks of the
+store's schedules (see jobdir schedule), unless --no-schedules: a tick is one
+job however many processes fire it.
 
 Each program runs with JOBDIR_JOB_ID and JOBDIR_ATTEMPT in its environment;
 its stdout and stderr go to the job's log (see jobdir logs). Exit status 0
