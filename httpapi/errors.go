@@ -37,6 +37,9 @@ const (
 	// operation, for example retrying a running job. The error carries the
 	// job ID and the from and to states.
 	CodeInvalidTransition = "invalid_transition"
+	// CodeScheduleExists (409): a schedule of that name exists, and the
+	// request did not ask to replace it.
+	CodeScheduleExists = "schedule_exists"
 	// CodePayloadTooLarge (413): the request body or the job payload is over
 	// the limit.
 	CodePayloadTooLarge = "payload_too_large"
@@ -124,6 +127,8 @@ func toError(err error, invalidStatus int, invalidCode string) *Error {
 		e := newError(http.StatusConflict, CodeInvalidTransition, "%s", message)
 		e.ID, e.From, e.To = te.ID, te.From, te.To
 		return e
+	case errors.Is(err, jobstore.ErrScheduleExists):
+		return newError(http.StatusConflict, CodeScheduleExists, "%s", message)
 	case errors.Is(err, jobstore.ErrInvalidTransition):
 		return newError(http.StatusConflict, CodeInvalidTransition, "%s", message)
 	case errors.Is(err, jobstore.ErrPayloadTooLarge):

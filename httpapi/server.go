@@ -338,6 +338,13 @@ func New(store jobstore.Client, opts *Options) (*Server, error) {
 		{routeQueuePause, http.HandlerFunc(s.handleQueuePause)},
 		{routeQueueResume, http.HandlerFunc(s.handleQueueResume)},
 		{routeQueueLimit, http.HandlerFunc(s.handleQueueLimit)},
+		{routeSchedules, http.HandlerFunc(s.handleSchedules)},
+		{routeScheduleAdd, http.HandlerFunc(s.handleScheduleAdd)},
+		{routeSchedule, http.HandlerFunc(s.handleSchedule)},
+		{routeScheduleRemove, http.HandlerFunc(s.handleScheduleRemove)},
+		{routeSchedulePause, http.HandlerFunc(s.handleSchedulePause)},
+		{routeScheduleResume, http.HandlerFunc(s.handleScheduleResume)},
+		{routeScheduleRun, http.HandlerFunc(s.handleScheduleRun)},
 		{routeHealth, http.HandlerFunc(s.handleHealth)},
 		{routeMetrics, s.metricsHandler()},
 	} {
