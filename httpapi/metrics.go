@@ -36,13 +36,19 @@ type metrics struct {
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 	httpInFlight *prometheus.GaugeVec
+	// The schedules' ticks this process fired (see ObserveTick).
+	ticks        *prometheus.CounterVec
+	ticksSkipped *prometheus.CounterVec
+	tickLag      *prometheus.GaugeVec
 
 	// kinds bounds the kind label: clients choose kinds, and each distinct
 	// label value is a series kept forever.
 	mu    sync.Mutex
 	kinds map[string]bool
-	// queues bounds the queue label in the same way.
-	queues map[string]bool
+	// queues bounds the queue label in the same way, and schedules the
+	// schedule label.
+	queues    map[string]bool
+	schedules map[string]bool
 }
 
 // maxKindLabels is how many distinct kinds get a label value of their own;
@@ -97,6 +103,7 @@ func newMetrics(reg *prometheus.Registry, store jobstore.Client) (*metrics, erro
 	m := &metrics{
 		kinds:     make(map[string]bool),
 		queues:    make(map[string]bool),
+		schedules: make(map[string]bool),
 		submitted: counter("jobs_submitted_total", "Jobs created through this process's HTTP API.", "kind"),
 		claimed:   counter("jobs_claimed_total", "Attempts claimed by this process's runner.", "kind"),
 		completed: counter("jobs_completed_total", "Jobs this process's runner completed successfully.", "kind"),
@@ -128,10 +135,18 @@ func newMetrics(reg *prometheus.Registry, store jobstore.Client) (*metrics, erro
 			Namespace: "jobdir", Name: "http_requests_in_flight",
 			Help: "HTTP requests being served, by route pattern (waits included).",
 		}, []string{"route"}),
+		ticks: counter("schedule_ticks_total", "Ticks of each schedule whose job this process made (of the processes that fire a tick, the one whose submit created its job).", "schedule"),
+		ticksSkipped: counter("schedule_ticks_skipped_total",
+			"Ticks of each schedule that this process dropped by the schedule's catch-up or overlap policy.", "schedule"),
+		tickLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "jobdir", Name: "schedule_tick_lag_seconds",
+			Help: "How long after its tick this process made the job of each schedule's latest tick it fired.",
+		}, []string{"schedule"}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.submitted, m.claimed, m.completed, m.failed, m.canceled, m.retried, m.dropped, m.panics,
 		m.storeErrors, m.claimLatency, m.runDuration, m.httpRequests, m.httpDuration, m.httpInFlight,
+		m.ticks, m.ticksSkipped, m.tickLag,
 		&storeCollector{store: store, m: m},
 	} {
 		if err := reg.Register(c); err != nil {
@@ -219,6 +234,36 @@ func (s *Server) KnownKinds(kinds ...string) {
 // runner.Options.Metrics of the runners in the same process feeds its
 // claim and run metrics. Each method is safe for
 // concurrent use and does not block.
+
+// schedule returns the label of the schedule name, bounded as kinds are.
+func (m *metrics) schedule(name string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.schedules[name] {
+		return name
+	}
+	if len(m.schedules) >= maxKindLabels {
+		return otherKinds
+	}
+	m.schedules[name] = true
+	return name
+}
+
+// ObserveTick counts a tick of the schedule whose job this process made,
+// lag after the tick (jobdir_schedule_ticks_total,
+// jobdir_schedule_tick_lag_seconds). It implements runner.ScheduleMetrics.
+func (s *Server) ObserveTick(schedule string, lag time.Duration) {
+	l := s.metrics.schedule(schedule)
+	s.metrics.ticks.WithLabelValues(l).Inc()
+	s.metrics.tickLag.WithLabelValues(l).Set(lag.Seconds())
+}
+
+// ObserveTicksSkipped counts n ticks of the schedule dropped by its
+// policies (jobdir_schedule_ticks_skipped_total). It implements
+// runner.ScheduleMetrics.
+func (s *Server) ObserveTicksSkipped(schedule string, n int) {
+	s.metrics.ticksSkipped.WithLabelValues(s.metrics.schedule(schedule)).Add(float64(n))
+}
 
 // ObserveClaim counts an attempt of kind claimed and records how long its
 // job was due before (jobdir_jobs_claimed_total,

@@ -176,3 +176,22 @@ func TestKindLabelsAreBounded(t *testing.T) {
 	require.Contains(t, text, `jobdir_oldest_queued_age_by_kind_seconds{kind="kind-000"} `)
 	require.NotContains(t, text, `jobdir_oldest_queued_age_by_kind_seconds{kind="kind-104"}`, "past the bound")
 }
+
+// TestScheduleMetrics: the ticks a runner of the process fired, their lag
+// and the ticks dropped are series by schedule, whose label is bounded as
+// the kind label is.
+func TestScheduleMetrics(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	var sm runner.ScheduleMetrics = e.api
+	sm.ObserveTick("nightly", 1500*time.Millisecond)
+	sm.ObserveTick("nightly", 2*time.Millisecond)
+	sm.ObserveTicksSkipped("nightly", 9)
+	for i := range 105 {
+		sm.ObserveTick(fmt.Sprintf("s-%03d", i), 0)
+	}
+	text := string(e.do("GET", "/metrics", "").body)
+	require.Equal(t, float64(2), metricValue(t, text, `jobdir_schedule_ticks_total{schedule="nightly"}`))
+	require.Equal(t, 0.002, metricValue(t, text, `jobdir_schedule_tick_lag_seconds{schedule="nightly"}`), "the latest tick's lag")
+	require.Equal(t, float64(9), metricValue(t, text, `jobdir_schedule_ticks_skipped_total{schedule="nightly"}`))
+	require.Equal(t, float64(6), metricValue(t, text, `jobdir_schedule_ticks_total{schedule="_other"}`), "past 100 schedules")
+}

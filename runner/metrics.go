@@ -31,6 +31,19 @@ type Metrics interface {
 	ObserveStoreError()
 }
 
+// ScheduleMetrics receives the ticks of the schedules a runner fires
+// (Options.Schedules, FireSchedules): an Options.Metrics that is one gets
+// them too. An httpapi.Server is one.
+type ScheduleMetrics interface {
+	// ObserveTick reports a tick of schedule whose job this process made
+	// (of the processes that fire a tick, only the one whose submit
+	// created the job), lag after the tick.
+	ObserveTick(schedule string, lag time.Duration)
+	// ObserveTicksSkipped reports n ticks of schedule dropped by its
+	// catch-up or overlap policy.
+	ObserveTicksSkipped(schedule string, n int)
+}
+
 // MetricsMiddleware returns a Middleware that reports each attempt to m
 // through the middleware mechanism alone, as any middleware can: the claim
 // and its queue wait (the job's StartedAt minus its RunAt) as the attempt

@@ -205,8 +205,19 @@ func (r *Runner) stop() {
 }
 
 func (r *Runner) emit(e Event) {
-	if e.Type == EventStoreError && r.s.metrics != nil {
-		r.s.metrics.ObserveStoreError()
+	if r.s.metrics != nil {
+		switch e.Type {
+		case EventStoreError:
+			r.s.metrics.ObserveStoreError()
+		case EventTickFired:
+			if sm, ok := r.s.metrics.(ScheduleMetrics); ok {
+				sm.ObserveTick(e.Schedule, e.QueueWait)
+			}
+		case EventTicksSkipped:
+			if sm, ok := r.s.metrics.(ScheduleMetrics); ok {
+				sm.ObserveTicksSkipped(e.Schedule, e.Skipped)
+			}
+		}
 	}
 	if r.s.onEvent == nil {
 		return

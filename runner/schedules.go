@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -33,18 +32,19 @@ type scheduleStore interface {
 // as a Runner with Options.Schedules does, for a process that runs no
 // jobs (jobdir serve without --work): each tick is a Submit of the
 // schedule's job keyed by the tick (jobstore.TickKey), so that of every
-// process firing it one job is made. It logs to logger and reports
-// EventTickFired, EventTicksSkipped and EventStoreError to onEvent (either
-// may be nil). It returns nil when ctx ends, an error wrapping
+// process firing it one job is made. Of opts (nil means none) it uses
+// Logger, OnEvent (EventTickFired, EventTicksSkipped and EventStoreError)
+// and Metrics (ObserveStoreError, and the ticks if it is a
+// ScheduleMetrics). It returns nil when ctx ends, an error wrapping
 // errors.ErrUnsupported at once if store keeps no schedules
 // (jobstore.Scheduler), and one wrapping jobstore.ErrClosed if the store
 // is closed.
-func FireSchedules(ctx context.Context, store jobstore.Store, logger *slog.Logger, onEvent func(Event)) error {
+func FireSchedules(ctx context.Context, store jobstore.Store, opts *Options) error {
 	sc, ok := store.(scheduleStore)
 	if !ok {
 		return fmt.Errorf("runner: this store keeps no schedules: %w", errors.ErrUnsupported)
 	}
-	r := &Runner{store: store, s: (&Options{Logger: logger, OnEvent: onEvent}).settings()}
+	r := &Runner{store: store, s: opts.settings()}
 	return r.fireSchedules(ctx, sc)
 }
 

@@ -173,3 +173,59 @@ func TestSchedulesNeedAScheduler(t *testing.T) {
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	require.Contains(t, err.Error(), "this store keeps no schedules")
 }
+
+// tickLog is a runner.Metrics and runner.ScheduleMetrics that counts the
+// ticks reported to it.
+type tickLog struct {
+	callLog
+	mu      sync.Mutex
+	ticks   map[string]int
+	skipped map[string]int
+	lag     time.Duration
+}
+
+func (l *tickLog) ObserveTick(schedule string, lag time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ticks[schedule]++
+	l.lag = max(l.lag, lag)
+}
+
+func (l *tickLog) ObserveTicksSkipped(schedule string, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.skipped[schedule] += n
+}
+
+// TestScheduleMetrics: an Options.Metrics that is a ScheduleMetrics gets
+// each tick whose job the runner made, with its lag, and the ticks its
+// policies dropped; FireSchedules, for a process without handlers, does
+// the same.
+func TestScheduleMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		ctx := t.Context()
+		_, err := s.AddSchedule(ctx, jobstore.Schedule{Name: "beat", Spec: "@every 1s", CatchUp: jobstore.CatchUpSkip, Job: jobstore.Spec{Kind: "tick"}}, false)
+		require.NoError(t, err)
+		time.Sleep(3*time.Second + 500*time.Millisecond) // three ticks come with nobody firing
+		m := &tickLog{ticks: map[string]int{}, skipped: map[string]int{}}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- runner.FireSchedules(runCtx, s, &runner.Options{Metrics: m}) }()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		stop()
+		require.NoError(t, <-done)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		require.Equal(t, 3, m.ticks["beat"], "the latest missed tick, then two on time")
+		require.Equal(t, 2, m.skipped["beat"], "two missed ticks dropped by skip")
+		require.Equal(t, 500*time.Millisecond, m.lag, "the late tick's lag")
+		require.Len(t, tickJobs(t, s, "beat"), 3)
+
+		require.ErrorIs(t, runner.FireSchedules(ctx, plainStore{s}, nil), errors.ErrUnsupported)
+	})
+}
+
+// plainStore is a jobstore.Store that keeps no schedules.
+type plainStore struct{ jobstore.Store }

@@ -277,11 +277,11 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		// same, as by every other process of the store.
 		log := a.logger(slog.LevelInfo)
 		wg.Go(func() {
-			err := runner.FireSchedules(runCtx, st.Store, log, func(ev runner.Event) {
+			err := runner.FireSchedules(runCtx, st.Store, &runner.Options{Logger: log, Metrics: srv, OnEvent: func(ev runner.Event) {
 				if line := eventLine(ev); line != "" && !cfg.wf.quiet {
 					log.Info(line)
 				}
-			})
+			}})
 			if err != nil && !errors.Is(err, errors.ErrUnsupported) {
 				serveCh <- fmt.Errorf("schedules: %w", err)
 			}
