@@ -3,11 +3,14 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +32,9 @@ ID, key, state, attempts, times, payload, result, errors and history, and
 the output of exec jobs (the log files of a directory, the logs table of
 PostgreSQL). A queue paused in --from is paused in --to too, and a queue's
 limits are set in --to too, before any job is copied; if --to cannot keep a
-limit (a store in PostgreSQL, for now), nothing is copied. A store is a directory (a path or file:///path) or
+limit, nothing is copied. The schedules of --from that --to lacks are added to
+it, with their latest tick fired (a schedule of the same name defined
+otherwise stops the copy). A store is a directory (a path or file:///path) or
 postgres://USER@HOST/DB?schema=NAME, in either direction: to move from a
 directory to PostgreSQL, or back.
 
@@ -167,6 +172,10 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 	if err != nil {
 		return err
 	}
+	schedules, err := copySchedules(ctx, in, out)
+	if err != nil {
+		return err
+	}
 	var (
 		seen, added, skipped, corrupt, logs int
 		batch                               []jobstore.Job
@@ -229,6 +238,9 @@ func (a *app) copyJobs(ctx context.Context, in, out *cliStore, skipRunning bool)
 	}
 	if len(settings.limited) > 0 {
 		fmt.Fprintf(a.stdout, "limited in %s too: %s\n", out.name, strings.Join(settings.limited, ", "))
+	}
+	if len(schedules) > 0 {
+		fmt.Fprintf(a.stdout, "schedules in %s too: %s\n", out.name, strings.Join(schedules, ", "))
 	}
 	if skipped > 0 {
 		fmt.Fprintf(a.stdout, "not copied: %d running jobs; run copy again once they have finished\n", skipped)
@@ -314,6 +326,67 @@ func copySettings(ctx context.Context, in, out *cliStore) (copiedSettings, error
 		}
 	}
 	return c, nil
+}
+
+// copySchedules adds to out every schedule of in that out lacks, with the
+// latest tick it fired (so that out does not fire it again), and returns
+// their names. A schedule of out with a name of in's and another
+// definition is an error, and nothing is copied; one with the same is
+// left as it is.
+func copySchedules(ctx context.Context, in, out *cliStore) ([]string, error) {
+	src, ok := in.Store.(jobstore.Scheduler)
+	if !ok {
+		return nil, nil
+	}
+	all, err := src.Schedules(ctx)
+	if err != nil || len(all) == 0 {
+		return nil, err
+	}
+	dst, ok := out.Store.(jobstore.Scheduler)
+	if !ok {
+		return nil, fmt.Errorf("%s has schedules, and %s keeps none: nothing copied", in.name, out.name)
+	}
+	var missing []jobstore.ScheduleInfo
+	for _, s := range all {
+		there, err := dst.GetSchedule(ctx, s.Name)
+		switch {
+		case errors.Is(err, jobstore.ErrNotFound):
+			missing = append(missing, s)
+		case err != nil:
+			return nil, fmt.Errorf("read %s: %w", out.name, err)
+		case !sameSchedule(s.Schedule, there.Schedule):
+			return nil, withHint(fmt.Errorf("a schedule named %s is in both stores, defined differently: nothing copied", s.Name),
+				"Remove or rename it in one of them (jobdir schedule rm, or schedule add --replace), then copy again.")
+		}
+	}
+	var names []string
+	for _, s := range missing {
+		if _, err := dst.AddSchedule(ctx, s.Schedule, false); err != nil {
+			return names, fmt.Errorf("copy into %s: %w", out.name, err)
+		}
+		if !s.LastTick.IsZero() {
+			if err := dst.RecordTick(ctx, s.Name, s.LastTick, s.LastJob); err != nil {
+				return names, fmt.Errorf("copy into %s: %w", out.name, err)
+			}
+		}
+		names = append(names, s.Name)
+	}
+	return names, nil
+}
+
+// sameSchedule reports whether a and b define the same schedule, when
+// they were made aside: the same fields, and payloads of the same JSON
+// value (a store may keep them in another spelling).
+func sameSchedule(a, b jobstore.Schedule) bool {
+	a.CreatedAt, b.CreatedAt = time.Time{}, time.Time{}
+	var va, vb any
+	return jsonValue(a, &va) && jsonValue(b, &vb) && reflect.DeepEqual(va, vb)
+}
+
+// jsonValue sets *v to v's JSON as a generic value, and reports success.
+func jsonValue(x any, v *any) bool {
+	data, err := json.Marshal(x)
+	return err == nil && json.Unmarshal(data, v) == nil
 }
 
 // copyLog copies what the log of job id in in has and its log in out lacks:

@@ -50,6 +50,7 @@ func TestCopyBetweenStores(t *testing.T) {
 	jdOK(t, dir, "cancel", gone)
 	mail := submit(t, dir, "--queue", "mail", "--", "true")
 	jdOK(t, dir, "queue", "pause", "mail")
+	jdOK(t, dir, "schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz", "Europe/Berlin", "--kind", "report.build", "--payload", `{"b":1,"a":[1,2]}`)
 	want := listAll(t, dir)
 	require.Len(t, want, 5)
 
@@ -61,6 +62,8 @@ func TestCopyBetweenStores(t *testing.T) {
 	require.Contains(t, r.stdout, "; 0 jobs were there already")
 	require.Contains(t, r.stdout, "\npaused in postgres://")
 	require.Contains(t, r.stdout, " too: mail\n")
+	require.Contains(t, r.stdout, "\nschedules in postgres://")
+	require.Contains(t, r.stdout, " too: nightly\n")
 	require.Equal(t, want, listAll(t, pg), "every field of every job")
 	require.Equal(t, okLog, jdOK(t, pg, "logs", ok).stdout, "the logs, byte for byte")
 	require.Equal(t, badLog, jdOK(t, pg, "logs", bad).stdout)
@@ -73,6 +76,9 @@ func TestCopyBetweenStores(t *testing.T) {
 
 	r = jdOK(t, "", "copy", "--from", pg, "--to", "file://"+back)
 	require.Contains(t, r.stdout, "copied 5 jobs and 2 logs")
+	require.Contains(t, jdOK(t, back, "schedule", "list").stdout, "nightly", "schedules go there and back")
+	r = jdOK(t, "", "copy", "--from", back, "--to", pg)
+	require.NotContains(t, r.stdout, "schedules in", "a schedule there already, the same, is left alone")
 	require.Equal(t, want, listAll(t, back), "and back")
 	require.Contains(t, jdOK(t, back, "queue", "list").stdout, "paused")
 	require.Equal(t, okLog, jdOK(t, back, "logs", ok).stdout)
@@ -90,6 +96,13 @@ func TestCopyBetweenStores(t *testing.T) {
 	require.Equal(t, []string{"nightly", "team=ops"}, getJob(t, back, later).Tags, "tags and metadata are copied")
 	require.Equal(t, map[string]string{"ticket": "OPS-7"}, getJob(t, back, later).Meta)
 	require.Equal(t, jobstore.StateQueued, getJob(t, pg, mail).State, "the queue is paused in the copy too")
+
+	// A schedule of the same name, defined otherwise, stops the copy.
+	clash := newStoreDir(t)
+	jdOK(t, clash, "schedule", "add", "nightly", "--cron", "@hourly", "--", "true")
+	r = jd(t, "", "copy", "--from", clash, "--to", pg)
+	require.Equal(t, exitError, r.code, "%s", r)
+	require.Contains(t, r.stderr, "a schedule named nightly is in both stores, defined differently: nothing copied")
 
 	// A key that names another job in the target stops the copy.
 	other := newStoreDir(t)
