@@ -26,7 +26,7 @@ type errorPage struct {
 
 // pageNames are the templates under assets/templates, each parsed with
 // layout.html.
-var pageNames = []string{"overview", "jobs", "job", "workers", "queues", "signin", "error"}
+var pageNames = []string{"overview", "jobs", "job", "workers", "queues", "schedules", "signin", "error"}
 
 var funcs = template.FuncMap{
 	"join": strings.Join,

@@ -216,6 +216,8 @@ func New(store Store, opts *Options) (*Handler, error) {
 	mux.HandleFunc("GET "+Prefix+"workers", h.authed(h.handleWorkers))
 	mux.HandleFunc("GET "+Prefix+"queues", h.authed(h.handleQueues))
 	mux.HandleFunc("POST "+Prefix+"queues/{queue}/{action}", h.authed(h.handleQueueAction))
+	mux.HandleFunc("GET "+Prefix+"schedules", h.authed(h.handleSchedules))
+	mux.HandleFunc("POST "+Prefix+"schedules/{name}/{action}", h.authed(h.handleScheduleAction))
 	mux.HandleFunc("GET "+Prefix+"bulk", h.authed(h.handleBulkCount))
 	mux.HandleFunc("POST "+Prefix+"bulk", h.authed(h.handleBulk))
 	mux.HandleFunc("GET "+Prefix+"static/", h.static.ServeHTTP)

@@ -373,6 +373,16 @@ func TestUIScreenshotsForDocs(t *testing.T) {
 	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "ui-queues.png"), png, 0o644))
+	runBin(t, dir, wd, "schedule", "add", "nightly-report", "--cron", "0 3 * * *", "--tz", "Europe/Berlin", "--max-attempts", "1", "--", "make", "report")
+	runBin(t, dir, wd, "schedule", "add", "heartbeat", "--cron", "@every 1s", "--overlap", "skip", "--", "sh", "-c", "echo alive")
+	runBin(t, dir, wd, "schedule", "add", "invoices", "--cron", "*/15 9-17 * * 1-5", "--tz", "America/New_York", "--catch-up", "all", "--", "./send-invoices.sh")
+	runBin(t, dir, wd, "schedule", "pause", "invoices")
+	time.Sleep(2 * time.Second) // a tick or two of heartbeat
+	do(t, ctx, chromedp.Navigate(srv.url+"/ui/schedules"), chromedp.WaitVisible("#schedules"))
+	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "ui-schedules.png"), png, 0o644))
+	runBin(t, dir, wd, "schedule", "rm", "heartbeat")
 	runBin(t, dir, wd, "cancel", build)
 	runBin(t, dir, wd, "cancel", other)
 	worker.stop(t)
@@ -424,7 +434,7 @@ func TestUIBrowserAccessibility(t *testing.T) {
 	}
 	dir, wd := newStoreDir(t), t.TempDir()
 	srv := uiServer(t, dir, wd)
-	failed := submitBin(t, dir, wd, "--key", "sync-7", "--max-attempts", "1", "--", "sh", "-c", "echo 'upstream said 503' >&2; exit 2")
+	failed := submitBin(t, dir, wd, "--key", "sync-7", "--max-attempts", "1", "--tag", "team=crm", "--meta", "ticket=OPS-7", "--", "sh", "-c", "echo 'upstream said 503' >&2; exit 2")
 	r := runBin(t, dir, wd, "work", "--exit-when-idle", "-q")
 	require.Equal(t, 0, r.code, "%s", r)
 	submitBin(t, dir, wd, "--key", "nightly", "--delay", "1h", "--", "make", "report")
@@ -432,6 +442,9 @@ func TestUIBrowserAccessibility(t *testing.T) {
 	running := submitBin(t, dir, wd, "--key", "build-42", "--", "sh", "-c", "echo compiling; exec sleep 300")
 	runBin(t, dir, wd, "queue", "pause", "emails")
 	submitBin(t, dir, wd, "--queue", "emails", "--", "sh", "-c", "echo sent")
+	runBin(t, dir, wd, "schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz", "Europe/Berlin", "--", "make", "report")
+	runBin(t, dir, wd, "schedule", "add", "probe", "--cron", "@every 1h", "--overlap", "skip", "--", "./probe.sh")
+	runBin(t, dir, wd, "schedule", "pause", "probe")
 	t.Cleanup(func() {
 		runBin(t, dir, wd, "cancel", running)
 		worker.stop(t)
@@ -446,6 +459,7 @@ func TestUIBrowserAccessibility(t *testing.T) {
 		{"/ui/jobs/00000000000000000000000000", "#main"},
 		{"/ui/workers", "#workers"},
 		{"/ui/queues", "#queues"},
+		{"/ui/schedules", "#schedules"},
 	}
 	for _, scheme := range []string{"light", "dark"} {
 		for _, width := range []int64{1280, 390} {
