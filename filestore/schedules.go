@@ -38,6 +38,9 @@ const maxSchedulesFile = 16 << 20
 type schedulesDoc struct {
 	// Schedules holds each schedule, by name.
 	Schedules map[string]jobstore.ScheduleInfo `json:"schedules"`
+	// Retention is the store's retention policy, which the processes that
+	// fire the schedules apply; absent for none.
+	Retention *jobstore.Retention `json:"retention,omitempty"`
 }
 
 // AddSchedule adds sc, or replaces the schedule of its name if replace,
@@ -51,13 +54,13 @@ func (s *Store) AddSchedule(ctx context.Context, sc jobstore.Schedule, replace b
 		return jobstore.ScheduleInfo{}, err
 	}
 	var out jobstore.ScheduleInfo
-	err = s.changeSchedules(ctx, func(all map[string]jobstore.ScheduleInfo) (bool, error) {
-		old, ok := all[sc.Name]
+	err = s.changeSchedules(ctx, func(doc *schedulesDoc) (bool, error) {
+		old, ok := doc.Schedules[sc.Name]
 		if ok && !replace {
 			return false, jobstore.ErrScheduleExists
 		}
 		out = jobstore.ScheduleInfo{Schedule: sc, LastTick: old.LastTick, LastJob: old.LastJob}
-		all[sc.Name] = out
+		doc.Schedules[sc.Name] = out
 		return true, nil
 	})
 	if err != nil {
@@ -72,13 +75,13 @@ func (s *Store) Schedules(ctx context.Context) ([]jobstore.ScheduleInfo, error) 
 	if err := s.enter(ctx, "schedules"); err != nil {
 		return nil, err
 	}
-	all, err := s.readSchedules()
+	doc, err := s.readSchedules()
 	if err != nil {
 		return nil, fmt.Errorf("filestore: schedules: %w", err)
 	}
-	out := make([]jobstore.ScheduleInfo, 0, len(all))
-	for _, name := range slices.Sorted(maps.Keys(all)) {
-		out = append(out, all[name])
+	out := make([]jobstore.ScheduleInfo, 0, len(doc.Schedules))
+	for _, name := range slices.Sorted(maps.Keys(doc.Schedules)) {
+		out = append(out, doc.Schedules[name])
 	}
 	return out, nil
 }
@@ -92,11 +95,11 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (jobstore.Schedule
 	if err := s.enter(ctx, "get schedule"); err != nil {
 		return jobstore.ScheduleInfo{}, err
 	}
-	all, err := s.readSchedules()
+	doc, err := s.readSchedules()
 	if err != nil {
 		return jobstore.ScheduleInfo{}, fmt.Errorf("filestore: get schedule %s: %w", name, err)
 	}
-	info, ok := all[name]
+	info, ok := doc.Schedules[name]
 	if !ok {
 		return jobstore.ScheduleInfo{}, fmt.Errorf("filestore: get schedule: %w", storekit.ScheduleNotFound(name))
 	}
@@ -152,12 +155,12 @@ func (s *Store) changeSchedule(ctx context.Context, op, name string, change func
 	}
 	// Nothing to write is known without the lock when the schedule is
 	// missing; the lock is taken for the check that counts.
-	err := s.changeSchedules(ctx, func(all map[string]jobstore.ScheduleInfo) (bool, error) {
-		info, ok := all[name]
+	err := s.changeSchedules(ctx, func(doc *schedulesDoc) (bool, error) {
+		info, ok := doc.Schedules[name]
 		if !ok {
 			return false, storekit.ScheduleNotFound(name)
 		}
-		return change(all, info), nil
+		return change(doc.Schedules, info), nil
 	})
 	if err != nil {
 		return fmt.Errorf("filestore: %s: %w", op, err)
@@ -165,24 +168,25 @@ func (s *Store) changeSchedule(ctx context.Context, op, name string, change func
 	return nil
 }
 
-// changeSchedules applies change to the schedules, under schedulesLock,
-// and, if it reports a change, replaces schedulesFile with the result,
-// durably. A change that returns an error writes nothing.
-func (s *Store) changeSchedules(ctx context.Context, change func(map[string]jobstore.ScheduleInfo) (bool, error)) error {
+// changeSchedules applies change to the schedules and the retention
+// policy, under schedulesLock, and, if it reports a change, replaces
+// schedulesFile with the result, durably. A change that returns an error
+// writes nothing.
+func (s *Store) changeSchedules(ctx context.Context, change func(*schedulesDoc) (bool, error)) error {
 	unlock, err := lockRecord(ctx, filepath.Join(s.dir, schedulesLock), true, true, s.filePerm)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	all, err := s.readSchedules()
+	doc, err := s.readSchedules()
 	if err != nil {
 		return err
 	}
-	changed, err := change(all)
+	changed, err := change(&doc)
 	if err != nil || !changed {
 		return err
 	}
-	data, err := json.MarshalIndent(schedulesDoc{Schedules: all}, "", "  ")
+	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -195,41 +199,90 @@ func (s *Store) changeSchedules(ctx context.Context, change func(map[string]jobs
 	return s.durable.dir(".")
 }
 
-// readSchedules reads schedulesFile: no file is no schedules; a file that
-// is not a regular file (a link is never followed) or does not decode is
-// an error wrapping jobstore.ErrCorrupt that names it.
-func (s *Store) readSchedules() (map[string]jobstore.ScheduleInfo, error) {
+// readSchedules reads schedulesFile, its Schedules never nil: no file is
+// no schedules and no retention policy; a file that is not a regular file
+// (a link is never followed) or does not decode is an error wrapping
+// jobstore.ErrCorrupt that names it.
+func (s *Store) readSchedules() (schedulesDoc, error) {
 	path := filepath.Join(s.dir, schedulesFile)
-	all := map[string]jobstore.ScheduleInfo{}
+	none := schedulesDoc{Schedules: map[string]jobstore.ScheduleInfo{}}
 	f, err := s.root.OpenFile(schedulesFile, os.O_RDONLY|noFollow, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return all, nil
+		return none, nil
 	}
 	if err != nil {
-		return nil, &schedulesError{path: path, reason: err.Error()}
+		return none, &schedulesError{path: path, reason: err.Error()}
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, &schedulesError{path: path, reason: "is not a regular file"}
+		return none, &schedulesError{path: path, reason: "is not a regular file"}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxSchedulesFile+1))
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	if len(data) > maxSchedulesFile {
-		return nil, &schedulesError{path: path, reason: fmt.Sprintf("is larger than %d bytes", maxSchedulesFile)}
+		return none, &schedulesError{path: path, reason: fmt.Sprintf("is larger than %d bytes", maxSchedulesFile)}
 	}
 	var doc schedulesDoc
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, &schedulesError{path: path, reason: "is not valid JSON: " + err.Error()}
+		return none, &schedulesError{path: path, reason: "is not valid JSON: " + err.Error()}
 	}
 	for name, info := range doc.Schedules {
 		if info.Name != name || info.Validate(s.opts.MaxPayload) != nil {
-			return nil, &schedulesError{path: path, reason: fmt.Sprintf("holds a schedule %q that is not valid", name)}
+			return none, &schedulesError{path: path, reason: fmt.Sprintf("holds a schedule %q that is not valid", name)}
 		}
-		all[name] = info
 	}
-	return all, nil
+	if doc.Retention != nil && doc.Retention.Validate() != nil {
+		return none, &schedulesError{path: path, reason: "holds a retention policy that is not valid"}
+	}
+	if doc.Schedules == nil {
+		doc.Schedules = none.Schedules
+	}
+	return doc, nil
+}
+
+var _ jobstore.RetentionKeeper = (*Store)(nil)
+
+// Retention returns the store's retention policy, kept in schedulesFile.
+// It implements jobstore.RetentionKeeper.
+func (s *Store) Retention(ctx context.Context) (jobstore.Retention, error) {
+	if err := s.enter(ctx, "retention"); err != nil {
+		return jobstore.Retention{}, err
+	}
+	doc, err := s.readSchedules()
+	if err != nil {
+		return jobstore.Retention{}, fmt.Errorf("filestore: retention: %w", err)
+	}
+	if doc.Retention == nil {
+		return jobstore.Retention{}, nil
+	}
+	return *doc.Retention, nil
+}
+
+// SetRetention replaces the store's retention policy, durably. It
+// implements jobstore.RetentionKeeper.
+func (s *Store) SetRetention(ctx context.Context, r jobstore.Retention) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("filestore: set retention: %w", err)
+	}
+	if err := s.enter(ctx, "set retention"); err != nil {
+		return err
+	}
+	err := s.changeSchedules(ctx, func(doc *schedulesDoc) (bool, error) {
+		if doc.Retention != nil && *doc.Retention == r || doc.Retention == nil && r.IsZero() {
+			return false, nil
+		}
+		doc.Retention = &r
+		if r.IsZero() {
+			doc.Retention = nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("filestore: set retention: %w", err)
+	}
+	return nil
 }
 
 // schedulesError says that schedulesFile cannot be used as it is. It wraps

@@ -56,6 +56,8 @@ type Store struct {
 	ended map[string]jobstore.WorkerInfo
 	// schedules holds the schedules by name (see AddSchedule).
 	schedules map[string]jobstore.ScheduleInfo
+	// retention is the retention policy (see SetRetention).
+	retention jobstore.Retention
 	// queues holds the settings of the queues that have some (see
 	// queues.go).
 	queues map[string]jobstore.QueueSettings

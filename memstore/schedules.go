@@ -115,3 +115,29 @@ func cloneSchedule(info jobstore.ScheduleInfo) jobstore.ScheduleInfo {
 	info.Job.Payload = slices.Clone(info.Job.Payload)
 	return info
 }
+
+var _ jobstore.RetentionKeeper = (*Store)(nil)
+
+// Retention returns the store's retention policy. It implements
+// jobstore.RetentionKeeper.
+func (s *Store) Retention(ctx context.Context) (jobstore.Retention, error) {
+	if err := s.lock(ctx, "retention"); err != nil {
+		return jobstore.Retention{}, err
+	}
+	defer s.mu.Unlock()
+	return s.retention, nil
+}
+
+// SetRetention replaces the store's retention policy. It implements
+// jobstore.RetentionKeeper.
+func (s *Store) SetRetention(ctx context.Context, r jobstore.Retention) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("memstore: set retention: %w", err)
+	}
+	if err := s.lock(ctx, "set retention"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	s.retention = r
+	return nil
+}

@@ -154,3 +154,49 @@ func scheduleQueries(q *queries, s string) {
 		UNION ALL
 		SELECT ` + scheduleCols + ` FROM ` + t + ` WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM moved)`
 }
+
+var _ jobstore.RetentionKeeper = (*Store)(nil)
+
+// Retention returns the store's retention policy (the row 'retention' of
+// the settings table). It implements jobstore.RetentionKeeper.
+func (s *Store) Retention(ctx context.Context) (jobstore.Retention, error) {
+	const op = "retention"
+	var r jobstore.Retention
+	if err := s.check(ctx, op); err != nil {
+		return r, err
+	}
+	var doc []byte
+	err := s.pool.QueryRow(ctx, `SELECT value FROM `+s.q.schema+`.settings WHERE name = 'retention'`).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, nil
+	}
+	if err != nil {
+		return r, s.fail(ctx, op, err)
+	}
+	if err := json.Unmarshal(doc, &r); err != nil || r.Validate() != nil {
+		return jobstore.Retention{}, fmt.Errorf("pgstore: %s: %w: the settings row retention does not hold a valid policy", op, jobstore.ErrCorrupt)
+	}
+	return r, nil
+}
+
+// SetRetention replaces the store's retention policy. It implements
+// jobstore.RetentionKeeper.
+func (s *Store) SetRetention(ctx context.Context, r jobstore.Retention) error {
+	const op = "set retention"
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if err := s.check(ctx, op); err != nil {
+		return err
+	}
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO `+s.q.schema+`.settings (name, value) VALUES ('retention', $1)
+		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, doc)
+	if err != nil {
+		return s.fail(ctx, op, err)
+	}
+	return nil
+}

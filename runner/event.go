@@ -40,6 +40,10 @@ const (
 	// EventTicksSkipped: a schedule's catch-up or overlap policy dropped
 	// Skipped ticks; Tick is the latest tick due then.
 	EventTicksSkipped
+	// EventPruned: a runner that fires schedules pruned Pruned finished
+	// jobs as the store's retention policy says
+	// (jobstore.RetentionKeeper).
+	EventPruned
 )
 
 var eventNames = map[EventType]string{
@@ -50,6 +54,7 @@ var eventNames = map[EventType]string{
 	EventStoreError:   "store_error",
 	EventTickFired:    "tick_fired",
 	EventTicksSkipped: "ticks_skipped",
+	EventPruned:       "pruned",
 }
 
 // String returns the event's lower-case name, such as "claimed".
@@ -88,4 +93,6 @@ type Event struct {
 	Tick     time.Time
 	// Skipped, for EventTicksSkipped, is how many ticks were dropped.
 	Skipped int
+	// Pruned, for EventPruned, is how many jobs were pruned.
+	Pruned int
 }

@@ -74,7 +74,9 @@ type Options struct {
 	// each tick's job is submitted with the tick's key, so that however
 	// many processes fire a tick, it is one job, and a tick is fired as
 	// long as one of them runs. It wakes at each schedule's next tick and
-	// reads the schedules at least every second.
+	// reads the schedules at least every second. It also applies the
+	// store's retention policy (jobstore.RetentionKeeper), at its start
+	// and every minute.
 	Schedules bool
 	// Version is the version of the program, listed with the worker where
 	// the store keeps a list of workers (jobstore.WorkerRegistry). Empty

@@ -15,6 +15,11 @@ import (
 // read.
 const scheduleRecheck = time.Second
 
+// retentionEvery is how often a runner that fires schedules applies the
+// store's retention policy (jobstore.RetentionKeeper): at its start, then
+// at this interval.
+var retentionEvery = time.Minute
+
 // heldRecheck is how often a runner looks again at a schedule whose due
 // tick waits for the previous tick's job (OverlapQueue): the tick fires
 // within it of that job's end.
@@ -48,10 +53,50 @@ func FireSchedules(ctx context.Context, store jobstore.Store, opts *Options) err
 	return r.fireSchedules(ctx, sc)
 }
 
+// applyRetention prunes the finished jobs that the store's retention
+// policy no longer keeps, if the store keeps one and prunes by state, and
+// reports how many it pruned (EventPruned).
+func (r *Runner) applyRetention(ctx context.Context) error {
+	rk, ok := r.store.(jobstore.RetentionKeeper)
+	sp, ok2 := r.store.(jobstore.StatePruner)
+	if !ok || !ok2 {
+		return nil
+	}
+	pol, err := rk.Retention(ctx)
+	if err != nil || pol.IsZero() {
+		return err
+	}
+	n := 0
+	for _, st := range []jobstore.State{jobstore.StateSucceeded, jobstore.StateFailed, jobstore.StateCanceled} {
+		d := pol.Of(st)
+		if d == 0 {
+			continue
+		}
+		k, err := sp.PruneStates(ctx, d, []jobstore.State{st})
+		n += k
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+	}
+	if n > 0 {
+		r.s.log.Info("pruned finished jobs as the store's retention policy says", "jobs", n)
+		r.emit(Event{Type: EventPruned, Pruned: n})
+	}
+	return nil
+}
+
 // fireSchedules fires the due ticks of the store's schedules (sc) until
 // ctx ends (it returns nil) or the store is closed.
 func (r *Runner) fireSchedules(ctx context.Context, sc scheduleStore) error {
+	var retained time.Time
 	for failures := 0; ; {
+		if time.Since(retained) >= retentionEvery {
+			retained = time.Now()
+			if err := r.applyRetention(ctx); err != nil && ctx.Err() == nil {
+				r.s.log.Warn("applying the retention policy failed; trying again later", "err", err)
+				r.emit(Event{Type: EventStoreError, Err: fmt.Errorf("runner: %w", err)})
+			}
+		}
 		next, err := r.fireDue(ctx, sc, time.Now())
 		switch {
 		case ctx.Err() != nil:

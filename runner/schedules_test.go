@@ -229,3 +229,50 @@ func TestScheduleMetrics(t *testing.T) {
 
 // plainStore is a jobstore.Store that keeps no schedules.
 type plainStore struct{ jobstore.Store }
+
+// TestRetentionApplied: a runner that fires schedules prunes, at its start
+// and every minute, the finished jobs the store's retention policy no
+// longer keeps, state by state, and reports each pass that pruned.
+func TestRetentionApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		ctx := t.Context()
+		require.NoError(t, s.SetRetention(ctx, jobstore.Retention{Succeeded: time.Hour}))
+		finish := func(errText string) jobstore.Job {
+			j := submit(t, s, jobstore.Spec{Kind: "k", MaxAttempts: 1})
+			c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+			require.NoError(t, err)
+			require.Equal(t, j.ID, c.ID)
+			done, err := s.Complete(ctx, c.Lease(), jobstore.Outcome{Error: errText})
+			require.NoError(t, err)
+			return done
+		}
+		old, failed := finish(""), finish("boom")
+		time.Sleep(2 * time.Hour)
+		recent := finish("")
+
+		ev := &events{}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- runner.FireSchedules(runCtx, s, &runner.Options{OnEvent: ev.add}) }()
+		synctest.Wait()
+		_, err := s.Get(ctx, old.ID)
+		require.ErrorIs(t, err, jobstore.ErrNotFound, "a succeeded job older than the policy's hour")
+		_, err = s.Get(ctx, failed.ID)
+		require.NoError(t, err, "failed jobs are kept: the policy keeps them")
+		require.Len(t, ev.of(runner.EventPruned), 1)
+		require.Equal(t, 1, ev.of(runner.EventPruned)[0].Pruned)
+
+		time.Sleep(30 * time.Minute)
+		synctest.Wait()
+		_, err = s.Get(ctx, recent.ID)
+		require.NoError(t, err, "pruned before its hour")
+		time.Sleep(31 * time.Minute)
+		synctest.Wait()
+		_, err = s.Get(ctx, recent.ID)
+		require.ErrorIs(t, err, jobstore.ErrNotFound, "not pruned within a minute of its hour")
+		require.Len(t, ev.of(runner.EventPruned), 2)
+		stop()
+		require.NoError(t, <-done)
+	})
+}

@@ -219,7 +219,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.fsckCommand(), a.copyCommand(), a.versionCommand()} {
+	for _, c := range []*cobra.Command{a.statsCommand(), a.pruneCommand(), a.retentionCommand(), a.fsckCommand(), a.copyCommand(), a.versionCommand()} {
 		c.GroupID = "admin"
 		root.AddCommand(c)
 	}

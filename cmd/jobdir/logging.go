@@ -166,6 +166,8 @@ func logEvent(log *slog.Logger, ev runner.Event) {
 		}
 	case runner.EventDropped, runner.EventStoreError:
 		level = slog.LevelWarn
+	case runner.EventPruned:
+		attrs = append(attrs, slog.Int("pruned", ev.Pruned))
 	case runner.EventTickFired, runner.EventTicksSkipped:
 		attrs = append(attrs, slog.String("schedule", ev.Schedule), slog.Time("tick", ev.Tick))
 		if ev.Skipped > 0 {
@@ -193,6 +195,8 @@ func eventName(t runner.EventType) string {
 		return "tick fired"
 	case runner.EventTicksSkipped:
 		return "ticks skipped"
+	case runner.EventPruned:
+		return "pruned"
 	}
 	return fmt.Sprint(t)
 }

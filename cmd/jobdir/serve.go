@@ -276,8 +276,12 @@ func (a *app) serve(ctx context.Context, st *cliStore, ln net.Listener, shown st
 		// No workers here, but the schedules' ticks are fired all the
 		// same, as by every other process of the store.
 		log := a.logger(slog.LevelInfo)
+		logs := &logPruner{st: st}
 		wg.Go(func() {
 			err := runner.FireSchedules(runCtx, st.Store, &runner.Options{Logger: log, Metrics: srv, OnEvent: func(ev runner.Event) {
+				if ev.Type == runner.EventPruned {
+					logs.pruned(context.Background())
+				}
 				if line := eventLine(ev); line != "" && !cfg.wf.quiet {
 					log.Info(line)
 				}

@@ -66,7 +66,7 @@ func (wf *workerFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&wf.cleanEnv, "clean-env", false, "give programs only PATH, HOME, LANG, TZ and USER of this process's environment (and their own env)")
 	f.BoolVar(&wf.otel, "otel", false,
 		"trace each attempt (and with serve, each HTTP submit) with OpenTelemetry, sent by OTLP over HTTP where OTEL_EXPORTER_OTLP_ENDPOINT says (default http://localhost:4318); an attempt's span is a child of its job's submit, in any process")
-	f.BoolVar(&wf.noSchedules, "no-schedules", false, "fire no schedule's ticks in this process (by default it fires them, as every other process does; each tick is one job)")
+	f.BoolVar(&wf.noSchedules, "no-schedules", false, "fire no schedule's ticks and apply no retention policy in this process (by default it does, as every other process does; each tick is one job)")
 	f.StringSliceVar(&wf.queues, "queue", nil, "take jobs only from this `QUEUE` (repeatable, or comma-separated; default: every queue that is not paused)")
 	f.StringVar(&wf.containment, "containment", "auto",
 		"how each job's processes are kept together: auto (a cgroup v2 per job where this process may make one, else a supervisor), cgroup (require a cgroup), or supervisor (never a cgroup)")
@@ -124,6 +124,7 @@ func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency in
 	if wf.tracing != nil {
 		mws = append(mws, otelrunner.Middleware(wf.tracing))
 	}
+	logs := &logPruner{st: st}
 	r := runner.New(st.Store, &runner.Options{
 		Middleware:    mws,
 		Metrics:       metrics,
@@ -136,6 +137,9 @@ func (wf *workerFlags) newRunner(st *cliStore, h execjob.Handler, concurrency in
 		OnEvent: func(ev runner.Event) {
 			if observe != nil {
 				observe(ev)
+			}
+			if ev.Type == runner.EventPruned {
+				logs.pruned(context.Background())
 			}
 			switch {
 			case wf.quiet && ev.Type != runner.EventDropped && ev.Type != runner.EventStoreError:
@@ -188,6 +192,8 @@ func eventLine(ev runner.Event) string {
 		return fmt.Sprintf("%s  made by schedule %s for its tick of %s", j.ID, ev.Schedule, ev.Tick.Local().Format("2006-01-02 15:04:05"))
 	case runner.EventTicksSkipped:
 		return fmt.Sprintf("schedule %s: %s dropped by its catch-up or overlap policy", ev.Schedule, plural(int64(ev.Skipped), "tick"))
+	case runner.EventPruned:
+		return fmt.Sprintf("pruned %s, as the store's retention policy says (jobdir retention)", plural(int64(ev.Pruned), "finished job"))
 	}
 	return ""
 }

@@ -45,3 +45,4 @@ package storetest
 //	Close        lifecycle.go
 //	Copies       lifecycle.go
 //	Concurrent   lifecycle.go
+//	Retention    schedules.go

@@ -219,3 +219,57 @@ func testSchedulesClose(t *testing.T, s jobstore.Store, sc jobstore.Scheduler) {
 	_, err = sc.Schedules(t.Context())
 	require.ErrorIs(t, err, jobstore.ErrClosed)
 }
+
+// retentionTests check jobstore.RetentionKeeper, for the stores that
+// implement it; the others skip them.
+var retentionTests = []test{
+	{"SetAndRead", retentionKeeper(testRetentionSetAndRead)},
+	{"Invalid", retentionKeeper(testRetentionInvalid)},
+}
+
+// retentionKeeper adapts a test of a RetentionKeeper, skipping stores that
+// are not.
+func retentionKeeper(fn func(t *testing.T, rk jobstore.RetentionKeeper)) func(t *testing.T, s jobstore.Store) {
+	return func(t *testing.T, s jobstore.Store) {
+		rk, ok := s.(jobstore.RetentionKeeper)
+		if !ok {
+			t.Skip("the store is not a jobstore.RetentionKeeper")
+		}
+		fn(t, rk)
+	}
+}
+
+func testRetentionSetAndRead(t *testing.T, rk jobstore.RetentionKeeper) {
+	ctx := t.Context()
+	r, err := rk.Retention(ctx)
+	require.NoError(t, err)
+	require.True(t, r.IsZero(), "a new store keeps every job")
+	want := jobstore.Retention{Succeeded: 7 * 24 * time.Hour, Failed: 30 * 24 * time.Hour}
+	require.NoError(t, rk.SetRetention(ctx, want))
+	r, err = rk.Retention(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, r)
+	if sc, ok := rk.(jobstore.Scheduler); ok {
+		_, err := sc.AddSchedule(ctx, nightly("n"), false)
+		require.NoError(t, err)
+		r, err = rk.Retention(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, r, "a schedule's change kept the policy")
+	}
+	require.NoError(t, rk.SetRetention(ctx, jobstore.Retention{}))
+	r, err = rk.Retention(ctx)
+	require.NoError(t, err)
+	require.True(t, r.IsZero())
+}
+
+func testRetentionInvalid(t *testing.T, rk jobstore.RetentionKeeper) {
+	ctx := t.Context()
+	want := jobstore.Retention{Canceled: time.Hour}
+	require.NoError(t, rk.SetRetention(ctx, want))
+	for _, bad := range []jobstore.Retention{{Succeeded: -time.Hour}, {Failed: time.Second}} {
+		require.ErrorIs(t, rk.SetRetention(ctx, bad), jobstore.ErrInvalidInput)
+	}
+	r, err := rk.Retention(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, r, "a refused policy changed the one kept")
+}

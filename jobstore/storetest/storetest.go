@@ -63,6 +63,7 @@ var groups = []group{
 	{"Queues", queueControlTests},
 	{"Meta", metaTests},
 	{"Schedules", scheduleTests},
+	{"Retention", retentionTests},
 }
 
 // Run runs the conformance suite: one subtest per rule of the
