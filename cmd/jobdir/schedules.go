@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobdir/jobdir/httpapi"
 	"github.com/jobdir/jobdir/jobstore"
 )
 
@@ -177,42 +178,6 @@ until that job ends, and the ticks then run one after another.`,
 	return cmd
 }
 
-// scheduleView is a schedule as schedule list --json prints it.
-type scheduleView struct {
-	Name    string     `json:"name"`
-	Spec    string     `json:"spec"`
-	TZ      string     `json:"tz"`
-	Next    *time.Time `json:"next"`
-	Last    *time.Time `json:"last"`
-	LastJob string     `json:"last_job,omitempty"`
-	Paused  bool       `json:"paused"`
-	CatchUp string     `json:"catch_up"`
-	Overlap string     `json:"overlap"`
-	Kind    string     `json:"kind"`
-}
-
-func viewOf(info jobstore.ScheduleInfo, now time.Time) scheduleView {
-	v := scheduleView{Name: info.Name, Spec: info.Spec, TZ: info.TZ, LastJob: info.LastJob, Paused: info.Paused,
-		CatchUp: string(info.CatchUp), Overlap: string(info.Overlap), Kind: info.Job.Kind}
-	if v.TZ == "" {
-		v.TZ = "UTC"
-	}
-	if v.CatchUp == "" {
-		v.CatchUp = string(jobstore.CatchUpOne)
-	}
-	if v.Overlap == "" {
-		v.Overlap = string(jobstore.OverlapAllow)
-	}
-	if n := info.Next(now); !n.IsZero() && !info.Paused {
-		v.Next = &n
-	}
-	if !info.LastTick.IsZero() {
-		last := info.LastTick
-		v.Last = &last
-	}
-	return v
-}
-
 func (a *app) scheduleListCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -220,9 +185,9 @@ func (a *app) scheduleListCommand() *cobra.Command {
 		Short: "List the schedules, their next and last ticks",
 		Long: `List every schedule: its name, spec and zone, its next tick (none while
 paused), its last tick fired and that tick's job, and whether it is paused.
-With --json, an array of objects with the fields name, spec, tz, next, last,
-last_job, paused, catch_up, overlap and kind (next and last are null for
-none).`,
+With --json, an array of the schedules as GET /v1/schedules sends them: name,
+spec, tz, job, catch_up, catch_up_window, overlap, paused, created_at, next,
+last (null for none) and last_job.`,
 		Example: `  jobdir schedule list
   jobdir schedule list --json | jq -r '.[] | select(.paused) | .name'`,
 		Args: cobra.NoArgs,
@@ -237,9 +202,9 @@ none).`,
 					return err
 				}
 				now := time.Now()
-				views := make([]scheduleView, len(all))
+				views := make([]httpapi.Schedule, len(all))
 				for i, info := range all {
-					views[i] = viewOf(info, now)
+					views[i] = httpapi.FromSchedule(info, now)
 				}
 				if asJSON {
 					return writeJSON(a.stdout, views)
@@ -253,7 +218,7 @@ none).`,
 }
 
 // printSchedules writes the schedules for people.
-func printSchedules(w io.Writer, views []scheduleView, now time.Time) error {
+func printSchedules(w io.Writer, views []httpapi.Schedule, now time.Time) error {
 	if len(views) == 0 {
 		_, err := fmt.Fprintln(w, `No schedules yet. Add one with "jobdir schedule add NAME --cron SPEC -- PROGRAM".`)
 		return err

@@ -57,7 +57,7 @@ func testScheduleCommands(t *testing.T, dir string) {
 	require.Equal(t, "Europe/Berlin", views[0]["tz"])
 	require.Nil(t, views[0]["last"])
 	require.NotNil(t, views[0]["next"])
-	require.Equal(t, "crm.sync", views[1]["kind"])
+	require.Equal(t, "crm.sync", views[1]["job"].(map[string]any)["kind"])
 	require.Equal(t, "all", views[1]["catch_up"])
 	require.Equal(t, "skip", views[1]["overlap"])
 
