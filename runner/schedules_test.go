@@ -276,3 +276,45 @@ func TestRetentionApplied(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 }
+
+// failingSchedules is a store whose Schedules fails its first fails calls.
+type failingSchedules struct {
+	*memstore.Store
+	mu    sync.Mutex
+	fails int
+}
+
+func (f *failingSchedules) Schedules(ctx context.Context) ([]jobstore.ScheduleInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fails > 0 {
+		f.fails--
+		return nil, errors.New("disk on fire")
+	}
+	return f.Store.Schedules(ctx)
+}
+
+// TestSchedulesRetryAStoreError: a store that fails to read the schedules
+// is reported (EventStoreError) and read again; the ticks fire once it
+// answers, the missed one made up as the schedule's catch-up says.
+func TestSchedulesRetryAStoreError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &failingSchedules{Store: newStore(t, nil), fails: 3}
+		ctx := t.Context()
+		_, err := s.AddSchedule(ctx, jobstore.Schedule{Name: "beat", Spec: "@every 1s", Job: jobstore.Spec{Kind: "tick"}}, false)
+		require.NoError(t, err)
+		ev := &events{}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- runner.FireSchedules(runCtx, s, &runner.Options{OnEvent: ev.add}) }()
+		time.Sleep(5*time.Second + 500*time.Millisecond)
+		synctest.Wait()
+		stop()
+		require.NoError(t, <-done)
+		require.Len(t, ev.of(runner.EventStoreError), 3)
+		require.ErrorContains(t, ev.of(runner.EventStoreError)[0].Err, "disk on fire")
+		jobs := tickJobs(t, s.Store, "beat")
+		require.NotEmpty(t, jobs)
+		require.Contains(t, jobs, time.Now().Truncate(time.Second).UTC(), "the ticks go on once the store answers")
+	})
+}
