@@ -371,12 +371,69 @@ var faultCases = []faultCase{
 			}
 			j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Queue: "p"})
 			require.NoError(t, err)
-			c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+			c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Queues: []string{"p"}})
 			if paused["p"] {
 				require.ErrorIs(t, err, jobstore.ErrNoJob, "a job of a paused queue was claimed")
 			} else {
 				require.NoError(t, err)
 				require.Equal(t, j.ID, c.ID)
+			}
+		},
+	},
+	{
+		// An added schedule either is there with every field, or the
+		// add is reported failed; the schedule and the retention policy
+		// there before stay.
+		name: "AddSchedule",
+		setup: func(t *testing.T, s *Store) *faultState {
+			_, err := s.AddSchedule(t.Context(), jobstore.Schedule{Name: "before", Spec: "@daily", Job: jobstore.Spec{Kind: "k"}}, false)
+			require.NoError(t, err)
+			require.NoError(t, s.SetRetention(t.Context(), jobstore.Retention{Succeeded: time.Hour}))
+			return &faultState{}
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.AddSchedule(ctx, jobstore.Schedule{Name: "nightly", Spec: "0 3 * * *", TZ: "Europe/Berlin", Job: jobstore.Spec{Kind: "k"}}, false)
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			_, err := s.GetSchedule(t.Context(), "before")
+			require.NoError(t, err, "an earlier schedule was lost")
+			r, err := s.Retention(t.Context())
+			require.NoError(t, err)
+			require.Equal(t, time.Hour, r.Succeeded, "the retention policy was lost")
+			got, err := s.GetSchedule(t.Context(), "nightly")
+			if opErr == nil {
+				require.NoError(t, err, "an acknowledged schedule was lost")
+			}
+			if err == nil {
+				require.Equal(t, "Europe/Berlin", got.TZ)
+			}
+		},
+	},
+	{
+		// A recorded tick either moved forward, or the record is reported
+		// failed and the earlier tick stays.
+		name: "RecordTick",
+		setup: func(t *testing.T, s *Store) *faultState {
+			_, err := s.AddSchedule(t.Context(), jobstore.Schedule{Name: "beat", Spec: "@every 1s", Job: jobstore.Spec{Kind: "k"}}, false)
+			require.NoError(t, err)
+			require.NoError(t, s.RecordTick(t.Context(), "beat", time.Unix(1_800_000_000, 0), "job-1"))
+			return &faultState{}
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			return s.RecordTick(ctx, "beat", time.Unix(1_800_000_001, 0), "job-2")
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			got, err := s.GetSchedule(t.Context(), "beat")
+			require.NoError(t, err, "the schedule was lost")
+			switch got.LastJob {
+			case "job-2":
+				require.Equal(t, int64(1_800_000_001), got.LastTick.Unix())
+			case "job-1":
+				require.Error(t, opErr, "an acknowledged tick was lost")
+				require.Equal(t, int64(1_800_000_000), got.LastTick.Unix())
+			default:
+				t.Fatalf("last job %q", got.LastJob)
 			}
 		},
 	},
@@ -650,9 +707,7 @@ func runFault(t *testing.T, tc faultCase, failAt int, crash, syncFS bool, errv e
 	// Reads are right before any repair: Open makes none but the recovery
 	// of dead workers' jobs.
 	requireNoRunningOneKey(t, s2)
-	if st.id != "" {
-		tc.check(t, s2, st, opErr)
-	}
+	tc.check(t, s2, st, opErr)
 	// What the fault left, Repair (which the Store makes in the background
 	// a second after Open) repairs: Fsck finds nothing after it.
 	_, err = s2.Repair(t.Context())
