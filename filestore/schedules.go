@@ -153,8 +153,6 @@ func (s *Store) changeSchedule(ctx context.Context, op, name string, change func
 	if err := s.enter(ctx, op); err != nil {
 		return err
 	}
-	// Nothing to write is known without the lock when the schedule is
-	// missing; the lock is taken for the check that counts.
 	err := s.changeSchedules(ctx, func(doc *schedulesDoc) (bool, error) {
 		info, ok := doc.Schedules[name]
 		if !ok {

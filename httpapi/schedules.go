@@ -65,19 +65,11 @@ type Schedule struct {
 // FromSchedule returns info as the API sends it, with its next tick after
 // now.
 func FromSchedule(info jobstore.ScheduleInfo, now time.Time) Schedule {
-	v := Schedule{Name: info.Name, Spec: info.Spec, TZ: info.TZ, Job: FromSpec(info.Job), CatchUp: string(info.CatchUp),
-		CatchUpWindow: Duration(info.CatchUpWindow), Overlap: string(info.Overlap), Paused: info.Paused,
+	catchUp, overlap := info.Policies()
+	v := Schedule{Name: info.Name, Spec: info.Spec, TZ: info.Zone(), Job: FromSpec(info.Job), CatchUp: string(catchUp),
+		CatchUpWindow: Duration(info.CatchUpWindow), Overlap: string(overlap), Paused: info.Paused,
 		CreatedAt: info.CreatedAt, LastJob: info.LastJob}
-	if v.TZ == "" {
-		v.TZ = "UTC"
-	}
-	if v.CatchUp == "" {
-		v.CatchUp = string(jobstore.CatchUpOne)
-	}
-	if v.Overlap == "" {
-		v.Overlap = string(jobstore.OverlapAllow)
-	}
-	if n := info.Next(now); !n.IsZero() && !info.Paused {
+	if n := info.Next(now); !n.IsZero() {
 		v.Next = &n
 	}
 	if !info.LastTick.IsZero() {
@@ -234,23 +226,9 @@ func (s *Server) handleScheduleRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
-	spec := info.Job
-	spec.Key = jobstore.TickKey(info.Name, time.Now())
-	if e := s.checkSpec(spec); e != nil {
-		s.writeError(w, r, e)
-		return
-	}
-	job, created, err := s.submit.Submit(r.Context(), spec)
-	if err != nil {
-		s.fail(w, r, err, http.StatusUnprocessableEntity, CodeInvalidSpec)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		s.metrics.submitted.WithLabelValues(s.metrics.kind(job.Kind)).Inc()
-	}
-	s.writeJSON(w, status, FromJob(job))
+	// No Location: a reference relative to this route would not name
+	// the job.
+	s.submitOne(w, r, info.JobAt(time.Now()), "")
 }
 
 // onSchedule answers with the schedule of the request's path as change

@@ -527,6 +527,16 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest, CodeInvalidInput)
 		return
 	}
+	// A reference relative to /v1/jobs, so that it stays right when the
+	// handler is mounted under a prefix.
+	s.submitOne(w, r, spec, "jobs/")
+}
+
+// submitOne submits spec, if the server's rules accept it, and answers
+// with the job: 201 Created, with a Location of location and the job's
+// ID when location is not empty, for a new job; 200 for the job its key
+// named already.
+func (s *Server) submitOne(w http.ResponseWriter, r *http.Request, spec jobstore.Spec, location string) {
 	if e := s.checkSpec(spec); e != nil {
 		s.writeError(w, r, e)
 		return
@@ -540,9 +550,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 		s.metrics.submitted.WithLabelValues(s.metrics.kind(job.Kind)).Inc()
-		// A reference relative to /v1/jobs, so that it stays right when
-		// the handler is mounted under a prefix.
-		w.Header().Set("Location", "jobs/"+job.ID)
+		if location != "" {
+			w.Header().Set("Location", location+job.ID)
+		}
 	}
 	s.writeJSON(w, status, FromJob(job))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -45,13 +46,15 @@ func Workers(ctx context.Context, c jobstore.Client) (WorkersResponse, error) {
 	}
 	v := WorkersResponse{Workers: ws, UnservedKinds: jobstore.UnservedKinds(st, ws), UnservedQueues: jobstore.UnservedQueues(st, ws)}
 	if h, ok := c.(jobstore.WorkerHistory); ok {
-		recent, err := jobstore.RecentWorkers(ctx, h, time.Now())
+		// The live ones are read already: only the ends are asked for,
+		// those of a name live again left out.
+		ended, err := h.EndedWorkers(ctx, time.Now().Add(-jobstore.RecentWorkerWindow))
 		if err != nil {
 			return WorkersResponse{}, err
 		}
 		v.Ended = []jobstore.WorkerInfo{}
-		for _, w := range recent {
-			if !w.EndedAt.IsZero() {
+		for _, w := range ended {
+			if !slices.ContainsFunc(ws, func(l jobstore.WorkerInfo) bool { return l.ID == w.ID }) {
 				w.Running = []string{}
 				v.Ended = append(v.Ended, w)
 			}

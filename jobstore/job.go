@@ -407,10 +407,8 @@ func ValidateKind(kind string) error {
 	if len(kind) > MaxKindLen {
 		return fmt.Errorf("%w: kind is %d bytes, limit %d", ErrInvalidInput, len(kind), MaxKindLen)
 	}
-	for i := 0; i < len(kind); i++ {
-		if !nameByte(kind[i]) {
-			return fmt.Errorf("%w: kind %q: only letters, digits and ._:/- are allowed", ErrInvalidInput, clip.String(kind, 64))
-		}
+	if !nameOf(kind) {
+		return fmt.Errorf("%w: kind %q: only letters, digits and ._:/- are allowed", ErrInvalidInput, clip.String(kind, 64))
 	}
 	return nil
 }

@@ -85,16 +85,6 @@ func ValidateTags(tags []string) error {
 // HasTag reports whether j has tag.
 func (j Job) HasTag(tag string) bool { return slices.Contains(j.Tags, tag) }
 
-// nameOf reports whether s is made of the bytes a kind may hold.
-func nameOf(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // uniqueTags returns tags without repeats, in the order of their first
 // appearance, and nil for none. It never returns tags itself.
 func uniqueTags(tags []string) []string {

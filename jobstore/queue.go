@@ -27,15 +27,24 @@ func ValidateQueue(queue string) error {
 	if len(queue) > MaxQueueLen {
 		return fmt.Errorf("%w: queue name is %d bytes, limit %d", ErrInvalidInput, len(queue), MaxQueueLen)
 	}
-	for i := 0; i < len(queue); i++ {
-		if !nameByte(queue[i]) {
-			return fmt.Errorf("%w: queue %q: only letters, digits and ._:/- are allowed", ErrInvalidInput, clip.String(queue, 64))
-		}
+	if !nameOf(queue) {
+		return fmt.Errorf("%w: queue %q: only letters, digits and ._:/- are allowed", ErrInvalidInput, clip.String(queue, 64))
 	}
 	return nil
 }
 
 // nameByte reports whether c may appear in a kind or a queue name.
+// nameOf reports whether s is made of the bytes a kind or a queue name may
+// hold (nameByte).
+func nameOf(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !nameByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func nameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		c == '.' || c == '_' || c == ':' || c == '/' || c == '-'

@@ -164,14 +164,45 @@ func (s Schedule) Validate(maxPayload int) error {
 	return nil
 }
 
-// Next returns the schedule's first tick after t, in UTC; the zero time if
-// its spec or zone is invalid, or it has none within five years.
+// Next returns the schedule's first tick after t, in UTC; the zero time
+// if it is paused, its spec or zone is invalid, or it has none within
+// five years.
 func (s Schedule) Next(t time.Time) time.Time {
 	tk, err := s.ticker()
-	if err != nil {
+	if err != nil || s.Paused {
 		return time.Time{}
 	}
 	return tk.next(t)
+}
+
+// JobAt returns the spec of the job that the schedule's tick at tick
+// makes: its Job, keyed by TickKey.
+func (s Schedule) JobAt(tick time.Time) Spec {
+	spec := s.Job
+	spec.Key = TickKey(s.Name, tick)
+	return spec
+}
+
+// Zone returns the name of the zone the schedule's spec is read in: TZ,
+// or "UTC" when it is empty.
+func (s Schedule) Zone() string {
+	if s.TZ == "" {
+		return "UTC"
+	}
+	return s.TZ
+}
+
+// Policies returns the schedule's catch-up and overlap policies, with the
+// defaults (CatchUpOne, OverlapAllow) for the empty ones.
+func (s Schedule) Policies() (CatchUp, Overlap) {
+	c, o := s.CatchUp, s.Overlap
+	if c == "" {
+		c = CatchUpOne
+	}
+	if o == "" {
+		o = OverlapAllow
+	}
+	return c, o
 }
 
 // ticker computes a schedule's ticks.

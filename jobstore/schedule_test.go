@@ -180,3 +180,19 @@ func TestSchedulePlan(t *testing.T) {
 		t.Logf("%s: a month of missed ticks planned in %v", spec, time.Since(begin))
 	}
 }
+
+// TestScheduleDefaults: a schedule's zone and policies as shown, the spec
+// of a tick's job, and no next tick while paused.
+func TestScheduleDefaults(t *testing.T) {
+	s := jobstore.Schedule{Name: "n", Spec: "@hourly", Job: jobstore.Spec{Kind: "k", Queue: "q"}}
+	require.Equal(t, "UTC", s.Zone())
+	c, o := s.Policies()
+	require.Equal(t, jobstore.CatchUpOne, c)
+	require.Equal(t, jobstore.OverlapAllow, o)
+	tick := utc("2026-12-01T03:00:00Z")
+	require.Equal(t, jobstore.Spec{Kind: "k", Queue: "q", Key: "schedule:n:2026-12-01T03:00:00Z"}, s.JobAt(tick))
+	require.Empty(t, s.Job.Key, "JobAt changed the schedule's job")
+	require.False(t, s.Next(tick).IsZero())
+	s.Paused = true
+	require.True(t, s.Next(tick).IsZero(), "a paused schedule has no next tick")
+}

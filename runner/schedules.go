@@ -18,7 +18,7 @@ const scheduleRecheck = time.Second
 // retentionEvery is how often a runner that fires schedules applies the
 // store's retention policy (jobstore.RetentionKeeper): at its start, then
 // at this interval.
-var retentionEvery = time.Minute
+const retentionEvery = time.Minute
 
 // heldRecheck is how often a runner looks again at a schedule whose due
 // tick waits for the previous tick's job (OverlapQueue): the tick fires
@@ -135,7 +135,7 @@ func (r *Runner) fireDue(ctx context.Context, sc scheduleStore, now time.Time) (
 		if held && now.Add(heldRecheck).Before(next) {
 			next = now.Add(heldRecheck)
 		}
-		if t := info.Next(now); !t.IsZero() && t.Before(next) && !info.Paused {
+		if t := info.Next(now); !t.IsZero() && t.Before(next) {
 			next = t
 		}
 	}
@@ -177,22 +177,29 @@ func (r *Runner) fireOne(ctx context.Context, sc scheduleStore, info jobstore.Sc
 	if plan.Skipped > 0 {
 		r.emit(Event{Type: EventTicksSkipped, Schedule: info.Name, Tick: plan.Fire[0].At, Skipped: plan.Skipped})
 	}
+	// The latest tick fired is recorded once, after the submits (or
+	// after the last one that went through): one write of the
+	// schedules, not one per made-up tick.
+	var fired jobstore.Job
+	var firedAt time.Time
 	for _, tick := range plan.Fire {
-		spec := info.Job
-		spec.Key = tick.Key
-		job, created, err := sc.Submit(ctx, spec)
-		if err != nil {
-			return held, fmt.Errorf("tick %s: %w", tick.At.Format(time.RFC3339), err)
+		job, created, serr := sc.Submit(ctx, info.JobAt(tick.At))
+		if serr != nil {
+			err = fmt.Errorf("tick %s: %w", tick.At.Format(time.RFC3339), serr)
+			break
 		}
 		if created {
 			r.s.log.Info("schedule fired", "schedule", info.Name, "tick", tick.At, "job", job.ID, "catch_up", tick.CatchUp)
 			r.emit(Event{Type: EventTickFired, Job: job, Schedule: info.Name, Tick: tick.At, QueueWait: max(job.CreatedAt.Sub(tick.At), 0)})
 		}
-		if err := sc.RecordTick(ctx, info.Name, tick.At, job.ID); err != nil && !errors.Is(err, jobstore.ErrNotFound) {
-			return held, err
+		fired, firedAt = job, tick.At
+	}
+	if fired.ID != "" {
+		if rerr := sc.RecordTick(ctx, info.Name, firedAt, fired.ID); rerr != nil && !errors.Is(rerr, jobstore.ErrNotFound) {
+			err = errors.Join(err, rerr)
 		}
 	}
-	return held, nil
+	return held, err
 }
 
 // tickRunning reports whether the job id (a schedule's latest tick's; none

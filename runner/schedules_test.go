@@ -318,3 +318,53 @@ func TestSchedulesRetryAStoreError(t *testing.T) {
 		require.Contains(t, jobs, time.Now().Truncate(time.Second).UTC(), "the ticks go on once the store answers")
 	})
 }
+
+// failingSubmit is a store whose failAt'th Submit fails.
+type failingSubmit struct {
+	*memstore.Store
+	mu     sync.Mutex
+	calls  int
+	failAt int
+}
+
+func (f *failingSubmit) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, bool, error) {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls == f.failAt
+	f.mu.Unlock()
+	if fail {
+		return jobstore.Job{}, false, errors.New("disk full")
+	}
+	return f.Store.Submit(ctx, spec)
+}
+
+// TestSchedulesSubmitFailsHalfway: of the missed ticks a CatchUpAll
+// schedule makes up, the submit of the third fails: the schedule's last
+// tick is the second's (recorded once, not per tick), the error is
+// reported, and the next pass makes the rest, each tick once.
+func TestSchedulesSubmitFailsHalfway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &failingSubmit{Store: newStore(t, nil), failAt: 3}
+		ctx := t.Context()
+		_, err := s.AddSchedule(ctx, jobstore.Schedule{Name: "all", Spec: "@every 1s", CatchUp: jobstore.CatchUpAll, Job: jobstore.Spec{Kind: "tick"}}, false)
+		require.NoError(t, err)
+		begin := time.Now()
+		time.Sleep(5*time.Second + 500*time.Millisecond) // five ticks with nobody firing
+		ev := &events{}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- runner.FireSchedules(runCtx, s, &runner.Options{OnEvent: ev.add}) }()
+		synctest.Wait()
+		info, err := s.GetSchedule(ctx, "all")
+		require.NoError(t, err)
+		require.Equal(t, begin.Add(2*time.Second).UTC(), info.LastTick, "the last tick made before the failure")
+		require.Len(t, tickJobs(t, s.Store, "all"), 2)
+		require.Len(t, ev.of(runner.EventStoreError), 1)
+		require.ErrorContains(t, ev.of(runner.EventStoreError)[0].Err, "disk full")
+		time.Sleep(400 * time.Millisecond) // the retry
+		synctest.Wait()
+		require.Len(t, tickJobs(t, s.Store, "all"), 5, "the next pass makes the rest")
+		stop()
+		require.NoError(t, <-done)
+	})
+}

@@ -48,21 +48,13 @@ func (h *Handler) handleSchedules(w http.ResponseWriter, r *http.Request) {
 	d := schedulesData{Supported: true}
 	now := time.Now()
 	for _, s := range all {
-		row := scheduleRow{Name: s.Name, Spec: s.Spec, TZ: s.TZ, Job: s.Job.Kind, Paused: s.Paused, LastJob: s.LastJob,
-			CatchUp: string(s.CatchUp), Overlap: string(s.Overlap), CanRun: h.kindAllowed(s.Job.Kind)}
-		if row.TZ == "" {
-			row.TZ = "UTC"
-		}
-		if row.CatchUp == "" {
-			row.CatchUp = string(jobstore.CatchUpOne)
-		}
-		if row.Overlap == "" {
-			row.Overlap = string(jobstore.OverlapAllow)
-		}
+		catchUp, overlap := s.Policies()
+		row := scheduleRow{Name: s.Name, Spec: s.Spec, TZ: s.Zone(), Job: s.Job.Kind, Paused: s.Paused, LastJob: s.LastJob,
+			CatchUp: string(catchUp), Overlap: string(overlap), CanRun: h.kindAllowed(s.Job.Kind)}
 		if argv, ok := execArgv(jobstore.Job{Kind: s.Job.Kind, Payload: s.Job.Payload}); ok {
 			row.Job = clip(shellQuote(argv), rowCommandLen)
 		}
-		if n := s.Next(now); !n.IsZero() && !s.Paused {
+		if n := s.Next(now); !n.IsZero() {
 			row.Next, row.NextAt = "in "+ago(n.Sub(now)), n.Format(time.RFC3339)
 		}
 		if !s.LastTick.IsZero() {
@@ -110,10 +102,8 @@ func (h *Handler) handleScheduleAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == nil {
-			spec := s.Job
-			spec.Key = jobstore.TickKey(s.Name, time.Now())
 			var j jobstore.Job
-			if j, _, err = h.store.Submit(r.Context(), spec); err == nil {
+			if j, _, err = h.store.Submit(r.Context(), s.JobAt(time.Now())); err == nil {
 				res.Message = "Made the job of " + name + " now: " + j.ID + "."
 				res.Location = Prefix + "jobs/" + j.ID
 				loc = res.Location

@@ -314,9 +314,7 @@ before; a paused schedule's job is made all the same.`,
 				if err != nil {
 					return scheduleErr(args[0], err)
 				}
-				spec := info.Job
-				spec.Key = jobstore.TickKey(info.Name, time.Now())
-				job, _, err := st.Submit(cmd.Context(), spec)
+				job, _, err := st.Submit(cmd.Context(), info.JobAt(time.Now()))
 				if err != nil {
 					return err
 				}

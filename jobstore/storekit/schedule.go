@@ -2,6 +2,7 @@ package storekit
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -20,13 +21,7 @@ func NewSchedule(s jobstore.Schedule, maxPayload int, now time.Time) (jobstore.S
 	s.CreatedAt = now.UTC().Truncate(time.Microsecond)
 	s.Job.Tags = slices.Clone(s.Job.Tags)
 	s.Job.Payload = slices.Clone(s.Job.Payload)
-	if s.Job.Meta != nil {
-		m := make(map[string]string, len(s.Job.Meta))
-		for k, v := range s.Job.Meta {
-			m[k] = v
-		}
-		s.Job.Meta = m
-	}
+	s.Job.Meta = maps.Clone(s.Job.Meta)
 	return s, nil
 }
 

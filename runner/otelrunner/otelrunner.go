@@ -24,6 +24,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -285,12 +286,8 @@ func carry(ctx context.Context, prop propagation.TextMapPropagator, specs []jobs
 			continue
 		}
 		out := make(map[string]string, room)
-		for k, v := range meta {
-			out[k] = v
-		}
-		for k, v := range c {
-			out[k] = v
-		}
+		maps.Copy(out, meta)
+		maps.Copy(out, c)
 		specs[i].Meta = out
 		n++
 	}
