@@ -32,6 +32,7 @@ func ExampleState_Terminal() {
 		fmt.Println(s, s.Terminal())
 	}
 	// Output:
+	// waiting false
 	// queued false
 	// running false
 	// succeeded true
@@ -54,6 +55,8 @@ func ExampleTransitions() {
 		fmt.Printf("%s -> %s: %s\n", t.From, t.To, t.By)
 	}
 	// Output:
+	// waiting -> queued: the last of its dependencies ended (succeeded, or any end with AfterAny)
+	// waiting -> canceled: Cancel, or a dependency failed or was canceled (without AfterAny)
 	// queued -> running: Claim
 	// queued -> canceled: Cancel
 	// running -> succeeded: Complete (success)
@@ -62,6 +65,8 @@ func ExampleTransitions() {
 	// running -> canceled: Complete after Cancel requested
 	// failed -> queued: Retry
 	// canceled -> queued: Retry
+	// failed -> waiting: Retry of a job whose dependencies have not all ended
+	// canceled -> waiting: Retry of a job whose dependencies have not all ended
 }
 
 // Backoff grows as attempt⁴ seconds with ±10% jitter, capped at an hour.

@@ -88,6 +88,21 @@ type Job struct {
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// Worker names the worker that holds (or last held) the job.
 	Worker string `json:"worker,omitempty"`
+	// After lists the jobs, by ID, that must end before this one may be
+	// claimed (Spec.After, AfterKeys and AfterSpecs, resolved at submit);
+	// nil for none. While one of them has not ended the job is
+	// StateWaiting.
+	After []string `json:"after,omitempty"`
+	// AfterAny says that the job runs once every job of After ended,
+	// whatever their outcomes; without it a dependency that failed or was
+	// canceled cancels the job.
+	AfterAny bool `json:"after_any,omitempty"`
+	// Batch names the batch the job belongs to (Spec.Batch); empty for
+	// none.
+	Batch string `json:"batch,omitempty"`
+	// AfterBatch names the batch whose callback this job is
+	// (Spec.AfterBatch): After holds every job of that batch.
+	AfterBatch string `json:"after_batch,omitempty"`
 	// History lists the job's latest finished attempts, oldest first: at
 	// most MaxHistory of them, each with how it ended. The running attempt
 	// is not in it until it ends. The Apply functions keep it, so every
@@ -217,7 +232,8 @@ const jobOverhead = 512
 // error, key, partition and worker name, plus a fixed 512 bytes for the other fields.
 // ListOptions.MaxBytes counts it.
 func (j Job) Size() int {
-	n := jobOverhead + len(j.Payload) + len(j.Result) + len(j.LastError) + len(j.Key) + len(j.Partition) + len(j.Worker)
+	n := jobOverhead + len(j.Payload) + len(j.Result) + len(j.LastError) + len(j.Key) + len(j.Partition) + len(j.Worker) +
+		len(j.After)*(ulidLen+3) + len(j.Batch) + len(j.AfterBatch)
 	for _, t := range j.Tags {
 		n += len(t) + 3
 	}
@@ -229,7 +245,8 @@ func (j Job) Size() int {
 
 // RerunSpec returns the spec of a new job that does what j does: its kind,
 // queue, partition, tags, metadata, payload, attempts, priority and
-// timeout, without its key (which names j) and due at once.
+// timeout, without its key (which names j), its dependencies and its
+// batch, and due at once.
 func (j Job) RerunSpec() Spec {
 	return Spec{Kind: j.Kind, Queue: j.Queue, Partition: j.Partition, Tags: slices.Clone(j.Tags),
 		Meta: cloneMeta(j.Meta), Payload: j.Payload,
@@ -274,6 +291,34 @@ type Spec struct {
 	RunAt time.Time `json:"run_at,omitzero"`
 	// Timeout bounds each attempt; zero means none.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
+
+	// After names jobs by ID that must end before this one may be claimed
+	// (its dependencies); the job is StateWaiting until then. Each must
+	// exist when the job is submitted, so no cycle can be built. Together
+	// with AfterKeys and AfterSpecs at most MaxAfter.
+	After []string `json:"after,omitempty"`
+	// AfterKeys names dependencies by idempotency key: of a job of the
+	// store, or of an earlier spec of the same SubmitBatch.
+	AfterKeys []string `json:"after_keys,omitempty"`
+	// AfterSpecs names dependencies by their index among the specs of the
+	// same SubmitBatch; each must be lower than this spec's own. Submit
+	// refuses it.
+	AfterSpecs []int `json:"after_specs,omitempty"`
+	// AfterAny runs the job once every dependency ended, whatever their
+	// outcomes (the shape of a callback). Without it a dependency that
+	// fails or is canceled cancels the job, with a LastError that names
+	// it, as soon as that happens.
+	AfterAny bool `json:"after_any,omitempty"`
+	// Batch adds the job to a batch, a group of jobs that a callback can
+	// wait for (AfterBatch; see ValidateBatchName). A batch exists from
+	// its first job on; once a callback closed it, a submit to it fails
+	// with ErrBatchClosed.
+	Batch string `json:"batch,omitempty"`
+	// AfterBatch makes the job a callback of a batch: it waits for every
+	// job of the batch and runs once all ended, whatever their outcomes
+	// (AfterAny is implied). Submitting it closes the batch. An unknown
+	// or empty batch is refused.
+	AfterBatch string `json:"after_batch,omitempty"`
 }
 
 // Validate checks the spec against the rules above and the payload limit
@@ -316,7 +361,7 @@ func (s Spec) Validate(maxPayload int) error {
 	if s.Timeout < 0 {
 		return fmt.Errorf("%w: negative timeout %s", ErrInvalidInput, s.Timeout)
 	}
-	return nil
+	return s.validateDeps()
 }
 
 // NewJob returns the queued job that submitting spec at time now creates,
@@ -339,6 +384,9 @@ func NewJob(spec Spec, now time.Time) Job {
 		Timeout:     spec.Timeout,
 		CreatedAt:   now,
 		UpdatedAt:   now,
+		Batch:       spec.Batch,
+		AfterBatch:  spec.AfterBatch,
+		AfterAny:    spec.AfterAny || spec.AfterBatch != "",
 	}
 	if j.MaxAttempts == 0 {
 		j.MaxAttempts = DefaultMaxAttempts

@@ -10,6 +10,10 @@ type State string
 // failed attempt waiting for its backoff) is StateQueued with RunAt in the
 // future: claim order, not a separate state, expresses "not yet due".
 const (
+	// StateWaiting: waiting for the jobs it names (Job.After) to end; never
+	// claimed. When the last of them ends the job is queued, or, unless
+	// Job.AfterAny, canceled if one of them failed or was canceled.
+	StateWaiting State = "waiting"
 	// StateQueued: waiting to be claimed once RunAt has passed.
 	StateQueued State = "queued"
 	// StateRunning: held by one worker for one attempt.
@@ -26,7 +30,7 @@ const (
 
 // States returns every state, in lifecycle order.
 func States() []State {
-	return []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled}
+	return []State{StateWaiting, StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled}
 }
 
 // Valid reports whether s is one of the states returned by States.
@@ -46,7 +50,7 @@ func (s State) Terminal() bool {
 func ParseState(s string) (State, error) {
 	st := State(s)
 	if !st.Valid() {
-		return "", fmt.Errorf("%w: unknown state %q (want one of queued, running, succeeded, failed, canceled)", ErrInvalidInput, s)
+		return "", fmt.Errorf("%w: unknown state %q (want one of waiting, queued, running, succeeded, failed, canceled)", ErrInvalidInput, s)
 	}
 	return st, nil
 }
@@ -62,6 +66,8 @@ type Transition struct {
 // transitionTable is the state machine as data. docs/state-machine.md draws
 // it, and TestTransitionsMatchDocs keeps the two in step.
 var transitionTable = []Transition{
+	{StateWaiting, StateQueued, "the last of its dependencies ended (succeeded, or any end with AfterAny)"},
+	{StateWaiting, StateCanceled, "Cancel, or a dependency failed or was canceled (without AfterAny)"},
 	{StateQueued, StateRunning, "Claim"},
 	{StateQueued, StateCanceled, "Cancel"},
 	{StateRunning, StateSucceeded, "Complete (success)"},
@@ -70,6 +76,8 @@ var transitionTable = []Transition{
 	{StateRunning, StateCanceled, "Complete after Cancel requested"},
 	{StateFailed, StateQueued, "Retry"},
 	{StateCanceled, StateQueued, "Retry"},
+	{StateFailed, StateWaiting, "Retry of a job whose dependencies have not all ended"},
+	{StateCanceled, StateWaiting, "Retry of a job whose dependencies have not all ended"},
 }
 
 var transitions = func() map[State]map[State]bool {

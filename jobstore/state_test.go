@@ -13,7 +13,7 @@ import (
 )
 
 func TestStates(t *testing.T) {
-	require.Equal(t, []jobstore.State{"queued", "running", "succeeded", "failed", "canceled"}, jobstore.States())
+	require.Equal(t, []jobstore.State{"waiting", "queued", "running", "succeeded", "failed", "canceled"}, jobstore.States())
 	for _, s := range jobstore.States() {
 		require.True(t, s.Valid(), s)
 	}
@@ -51,6 +51,10 @@ func TestParseState(t *testing.T) {
 // legal is the state machine written out by hand, independently of the
 // package's table.
 var legal = map[[2]jobstore.State]bool{
+	{jobstore.StateWaiting, jobstore.StateQueued}:    true,
+	{jobstore.StateWaiting, jobstore.StateCanceled}:  true,
+	{jobstore.StateFailed, jobstore.StateWaiting}:    true,
+	{jobstore.StateCanceled, jobstore.StateWaiting}:  true,
 	{jobstore.StateQueued, jobstore.StateRunning}:    true,
 	{jobstore.StateQueued, jobstore.StateCanceled}:   true,
 	{jobstore.StateRunning, jobstore.StateSucceeded}: true,
@@ -68,14 +72,15 @@ func TestCanTransition(t *testing.T) {
 			require.Equal(t, legal[[2]jobstore.State{from, to}], jobstore.CanTransition(from, to), "%s -> %s", from, to)
 		}
 	}
-	// Terminal states lead nowhere except back to queued by Retry.
+	// Terminal states lead nowhere except back to queued (or waiting) by
+	// Retry.
 	for _, from := range jobstore.States() {
 		if !from.Terminal() {
 			continue
 		}
 		for _, to := range jobstore.States() {
 			if jobstore.CanTransition(from, to) {
-				require.Equal(t, jobstore.StateQueued, to, "%s -> %s", from, to)
+				require.Contains(t, []jobstore.State{jobstore.StateQueued, jobstore.StateWaiting}, to, "%s -> %s", from, to)
 				require.NotEqual(t, jobstore.StateSucceeded, from, "a succeeded job is final")
 			}
 		}
@@ -95,7 +100,7 @@ func TestTransitions(t *testing.T) {
 	}
 	// The result is a copy.
 	got[0].From = "bogus"
-	require.Equal(t, jobstore.StateQueued, jobstore.Transitions()[0].From)
+	require.Equal(t, jobstore.StateWaiting, jobstore.Transitions()[0].From)
 }
 
 func TestCheckTransition(t *testing.T) {

@@ -72,3 +72,45 @@ func ExampleStore_Wait() {
 	// Output:
 	// failed image corrupt
 }
+
+// A graph submitted in one call: a build, then a test and a lint that wait
+// for it, then a release that waits for both. Each runs only once what it
+// waits for has succeeded.
+func ExampleStore_SubmitBatch_dependencies() {
+	ctx := context.Background()
+	s := memstore.New(nil)
+	defer s.Close()
+
+	out, err := s.SubmitBatch(ctx, []jobstore.Spec{
+		{Kind: "build"},
+		{Kind: "test", AfterSpecs: []int{0}},
+		{Kind: "lint", AfterSpecs: []int{0}},
+		{Kind: "release", AfterSpecs: []int{1, 2}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range out {
+		fmt.Println(r.Job.Kind, r.Job.State)
+	}
+	// Run whatever is claimable until nothing is.
+	for {
+		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+		if errors.Is(err, jobstore.ErrNoJob) {
+			break
+		}
+		fmt.Println("ran", j.Kind)
+		if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
+			panic(err)
+		}
+	}
+	// Output:
+	// build queued
+	// test waiting
+	// lint waiting
+	// release waiting
+	// ran build
+	// ran test
+	// ran lint
+	// ran release
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/jobstore/storekit"
@@ -23,6 +24,16 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 	}
 	defer s.mu.Unlock()
 	n := 0
+	var waiting []*entry
+	defer func() {
+		// Imported jobs that wait may find their dependencies ended.
+		now := time.Now()
+		for _, e := range waiting {
+			if j, changed, _ := storekit.Settle(e.job, "", s.lookup, now); changed {
+				s.set(e, j)
+			}
+		}
+	}()
 	for _, j := range jobs {
 		if _, ok := s.jobs[j.ID]; ok {
 			continue
@@ -33,7 +44,12 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 		j = clone(j)
 		j.Queue = jobstore.QueueOf(j.Queue)
 		j.History = slices.Clone(j.History)
-		s.jobs[j.ID] = &entry{job: j, changed: make(chan struct{})}
+		e := &entry{job: j, changed: make(chan struct{})}
+		s.jobs[j.ID] = e
+		s.link(j)
+		if j.State == jobstore.StateWaiting {
+			waiting = append(waiting, e)
+		}
 		i, _ := slices.BinarySearch(s.ids, j.ID)
 		s.ids = slices.Insert(s.ids, i, j.ID)
 		if j.Key != "" {

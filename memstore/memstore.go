@@ -63,6 +63,11 @@ type Store struct {
 	queues map[string]jobstore.QueueSettings
 	// starts holds the recent starts of each rate-limited queue.
 	starts map[string]jobstore.RateWindow
+	// dependents holds, for each job that others name in their After,
+	// those jobs' IDs (see deps.go).
+	dependents map[string][]string
+	// batches holds the batches by name.
+	batches map[string]*batch
 	// rateNext is when the window of a rate-limited queue whose jobs the
 	// last Claim passed over has room again; AwaitWork wakes then.
 	rateNext time.Time
@@ -95,6 +100,8 @@ func New(opts *Options) *Store {
 		jobs:       make(map[string]*entry),
 		keys:       make(map[string]string),
 		work:       make(chan struct{}),
+		dependents: make(map[string][]string),
+		batches:    make(map[string]*batch),
 	}
 	if s.maxPayload <= 0 {
 		s.maxPayload = jobstore.DefaultMaxPayload
@@ -135,12 +142,16 @@ var _ jobstore.Pinger = (*Store)(nil)
 // caller holds s.mu.
 func (s *Store) set(e *entry, j jobstore.Job) {
 	freed := e.job.State == jobstore.StateRunning && j.State != jobstore.StateRunning && s.limited(&j)
+	ended := !e.job.State.Terminal() && j.State.Terminal()
 	e.job = j
 	close(e.changed)
 	e.changed = make(chan struct{})
 	if j.State == jobstore.StateQueued || freed {
 		// Queued work, or a limited queue's or partition's slot freed.
 		s.signalWork()
+	}
+	if ended {
+		s.settleDependents(j.ID, j.UpdatedAt)
 	}
 }
 
@@ -157,6 +168,7 @@ func clone(j jobstore.Job) jobstore.Job {
 	j.Result = slices.Clone(j.Result)
 	j.Tags = slices.Clone(j.Tags)
 	j.Meta = maps.Clone(j.Meta)
+	j.After = slices.Clone(j.After)
 	return j
 }
 
@@ -182,8 +194,12 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 		return jobstore.Job{}, false, err
 	}
 	defer s.mu.Unlock()
-	j, created := s.submit(spec, time.Now())
-	return j, created, nil
+	p, err := s.plan([]jobstore.Spec{spec}, time.Now(), false)
+	if err != nil {
+		return jobstore.Job{}, false, fmt.Errorf("memstore: submit: %w", err)
+	}
+	s.add(p[0])
+	return clone(p[0].job), p[0].created, nil
 }
 
 // SubmitBatch submits every spec as Submit would, all under one lock, and
@@ -198,24 +214,24 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 		return nil, err
 	}
 	defer s.mu.Unlock()
+	p, err := s.plan(specs, time.Now(), true)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: submit batch: %w", err)
+	}
 	out := make([]jobstore.Submitted, len(specs))
-	now := time.Now()
-	for i, spec := range specs {
-		j, created := s.submit(spec, now)
-		out[i] = jobstore.Submitted{Job: j, Created: created}
+	for i, r := range p {
+		s.add(r)
+		out[i] = jobstore.Submitted{Job: clone(r.job), Created: r.created}
 	}
 	return out, nil
 }
 
-// submit adds the job spec makes, or finds the one with its key. The caller
-// holds s.mu and has validated spec.
-func (s *Store) submit(spec jobstore.Spec, now time.Time) (jobstore.Job, bool) {
-	if spec.Key != "" {
-		if id, ok := s.keys[spec.Key]; ok {
-			return clone(s.jobs[id].job), false
-		}
+// add adds the job p made, if it is new. The caller holds s.mu.
+func (s *Store) add(p planned) {
+	if !p.created {
+		return
 	}
-	j := jobstore.NewJob(spec, now)
+	j := p.job
 	s.jobs[j.ID] = &entry{job: clone(j), changed: make(chan struct{})}
 	if n := len(s.ids); n > 0 && s.ids[n-1] > j.ID {
 		// Not reached with IDs from jobstore.NewID, which increase; kept so
@@ -225,11 +241,11 @@ func (s *Store) submit(spec jobstore.Spec, now time.Time) (jobstore.Job, bool) {
 	} else {
 		s.ids = append(s.ids, j.ID)
 	}
-	if spec.Key != "" {
-		s.keys[spec.Key] = j.ID
+	if j.Key != "" {
+		s.keys[j.Key] = j.ID
 	}
+	s.link(j)
 	s.signalWork()
-	return j, true
 }
 
 // Get returns the job with the given ID. Returns an error wrapping
@@ -542,6 +558,9 @@ func (s *Store) Cancel(ctx context.Context, id string) (jobstore.Job, error) {
 func (s *Store) Retry(ctx context.Context, id string) (jobstore.Job, error) {
 	return s.update(ctx, "retry", id, func(j jobstore.Job, now time.Time) (jobstore.Job, bool, error) {
 		j, err := storekit.ApplyRetry(j, now)
+		if err == nil && j.State == jobstore.StateWaiting {
+			j, err = storekit.SettleRetry(j, s.lookup, now)
+		}
 		return j, err == nil, err
 	})
 }
@@ -628,10 +647,11 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	n := 0
 	s.ids = slices.DeleteFunc(s.ids, func(id string) bool {
 		e := s.jobs[id]
-		if !e.job.Prunable(cutoff) || !inStates(e.job.State) {
+		if !e.job.Prunable(cutoff) || !inStates(e.job.State) || s.waitingOn(id) != "" {
 			return false
 		}
 		delete(s.jobs, id)
+		s.unlink(e.job)
 		if e.job.Key != "" && s.keys[e.job.Key] == id {
 			delete(s.keys, e.job.Key)
 		}
@@ -682,6 +702,8 @@ func (s *Store) Close() error {
 	s.ids = nil
 	s.workers = nil
 	s.queues = nil
+	s.dependents = nil
+	s.batches = nil
 	return nil
 }
 
@@ -701,7 +723,11 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if !e.job.State.Terminal() {
 		return fmt.Errorf("memstore: delete %s: job is %s: %w", id, e.job.State, jobstore.ErrNotFinished)
 	}
+	if w := s.waitingOn(id); w != "" {
+		return fmt.Errorf("memstore: delete: %w", jobstore.DependedOn(id, w))
+	}
 	delete(s.jobs, id)
+	s.unlink(e.job)
 	if i, found := slices.BinarySearch(s.ids, id); found {
 		s.ids = slices.Delete(s.ids, i, i+1)
 	}

@@ -152,12 +152,12 @@ func ApplyRelease(j jobstore.Job, lease jobstore.Lease, now time.Time) (jobstore
 func noBackoff(int) time.Duration { return 0 }
 
 // ApplyCancel returns j canceled at now and whether anything changed: a
-// queued job becomes canceled, a running one gets CancelRequested, and a
+// queued or waiting job becomes canceled, a running one gets CancelRequested, and a
 // canceled one is unchanged. Other states give a *TransitionError.
 func ApplyCancel(j jobstore.Job, now time.Time) (jobstore.Job, bool, error) {
 	now = now.UTC()
 	switch j.State {
-	case jobstore.StateQueued:
+	case jobstore.StateQueued, jobstore.StateWaiting:
 		j.State = jobstore.StateCanceled
 		j.FinishedAt = now
 		j.UpdatedAt = now
@@ -175,8 +175,9 @@ func ApplyCancel(j jobstore.Job, now time.Time) (jobstore.Job, bool, error) {
 	return j, false, jobstore.CheckTransition(j.ID, j.State, jobstore.StateCanceled)
 }
 
-// ApplyRetry returns j queued again at now after it failed or was canceled.
-// Attempt keeps counting (so old leases stay fenced off); if the attempts are
+// ApplyRetry returns j queued again at now after it failed or was canceled,
+// or waiting again if it has dependencies (Job.After), which the store then
+// settles (SettleRetry). Attempt keeps counting (so old leases stay fenced off); if the attempts are
 // used up, MaxAttempts grows to allow one more.
 func ApplyRetry(j jobstore.Job, now time.Time) (jobstore.Job, error) {
 	if j.State != jobstore.StateFailed && j.State != jobstore.StateCanceled {
@@ -186,6 +187,9 @@ func ApplyRetry(j jobstore.Job, now time.Time) (jobstore.Job, error) {
 	}
 	now = now.UTC()
 	j.State = jobstore.StateQueued
+	if len(j.After) > 0 {
+		j.State = jobstore.StateWaiting
+	}
 	j.RunAt = now
 	j.UpdatedAt = now
 	j.FinishedAt = time.Time{}

@@ -37,6 +37,18 @@ func validateImport(j jobstore.Job, maxPayload int) error {
 	if err := spec.Validate(maxPayload); err != nil {
 		return err
 	}
+	for _, id := range j.After {
+		if err := jobstore.ValidateID(id); err != nil {
+			return fmt.Errorf("after: %w", err)
+		}
+	}
+	for _, b := range []string{j.Batch, j.AfterBatch} {
+		if b != "" {
+			if err := jobstore.ValidateBatchName(b); err != nil {
+				return err
+			}
+		}
+	}
 	if len(j.Result) > 0 {
 		if err := jobstore.ValidatePayload(j.Result, maxPayload); err != nil {
 			return fmt.Errorf("result: %w", err)
@@ -57,6 +69,10 @@ func validateImport(j jobstore.Job, maxPayload int) error {
 		return fmt.Errorf("%w: a %s job has a finished_at", jobstore.ErrInvalidInput, j.State)
 	case !j.State.Terminal() && !j.FinishedAt.IsZero():
 		return fmt.Errorf("%w: a %s job has no finished_at", jobstore.ErrInvalidInput, j.State)
+	case j.State == jobstore.StateWaiting && len(j.After) == 0:
+		return fmt.Errorf("%w: a waiting job names the jobs it waits for (after)", jobstore.ErrInvalidInput)
+	case len(j.After) > jobstore.MaxAfter:
+		return fmt.Errorf("%w: %d dependencies, limit %d", jobstore.ErrInvalidInput, len(j.After), jobstore.MaxAfter)
 	case len(j.History) > jobstore.MaxHistory:
 		return fmt.Errorf("%w: %d attempts in the history, more than %d", jobstore.ErrInvalidInput, len(j.History), jobstore.MaxHistory)
 	}

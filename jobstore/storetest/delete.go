@@ -44,10 +44,10 @@ func testDeleteOnlyFinished(t *testing.T, s jobstore.Store) {
 	}
 	st, err := s.Stats(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 2, st.Matching("", nil), "the queued and running jobs are all that is left")
+	require.Equal(t, 3, st.Matching("", nil), "the waiting, queued and running jobs are all that is left")
 	page, err := s.List(ctx, jobstore.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, page.Jobs, 2)
+	require.Len(t, page.Jobs, 3)
 }
 
 func testDeleteFreesTheKey(t *testing.T, s jobstore.Store) {

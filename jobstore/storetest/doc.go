@@ -46,3 +46,4 @@ package storetest
 //	Copies       lifecycle.go
 //	Concurrent   lifecycle.go
 //	Retention    schedules.go
+//	Batches      deps.go

@@ -81,7 +81,7 @@ func testPrune(t *testing.T, s jobstore.Store) {
 
 	p, err := s.List(ctx, jobstore.ListOptions{})
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{delayed.ID, byState[jobstore.StateQueued].ID, byState[jobstore.StateRunning].ID}, ids(p.Jobs))
+	require.ElementsMatch(t, []string{delayed.ID, byState[jobstore.StateQueued].ID, byState[jobstore.StateRunning].ID, byState[jobstore.StateWaiting].ID}, ids(p.Jobs))
 	st, err := s.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, st.Counts[jobstore.StateQueued])
@@ -124,7 +124,7 @@ func testStats(t *testing.T, s jobstore.Store) {
 	require.NoError(t, err)
 	require.Equal(t, map[jobstore.State]int{
 		jobstore.StateQueued: 3, jobstore.StateRunning: 1, jobstore.StateSucceeded: 1,
-		jobstore.StateFailed: 1, jobstore.StateCanceled: 1,
+		jobstore.StateFailed: 1, jobstore.StateCanceled: 1, jobstore.StateWaiting: 1,
 	}, st.Counts)
 	kinds := map[string]map[jobstore.State]int{"k": {jobstore.StateQueued: 2}}
 	for state, j := range byState {

@@ -64,6 +64,8 @@ var groups = []group{
 	{"Meta", metaTests},
 	{"Schedules", scheduleTests},
 	{"Retention", retentionTests},
+	{"Deps", depsTests},
+	{"Batches", batchesTests},
 }
 
 // Run runs the conformance suite: one subtest per rule of the
@@ -221,6 +223,13 @@ func jobsInEveryState(t *testing.T, s jobstore.Store, key func(jobstore.State) s
 		return jobstore.Spec{Kind: "state." + string(st), Key: key(st), MaxAttempts: 1}
 	}
 	mk := func(st jobstore.State) jobstore.Job {
+		if st == jobstore.StateWaiting {
+			// Waiting for the job that will be running, which no test
+			// ends with success.
+			sp := spec(st)
+			sp.After = []string{out[jobstore.StateRunning].ID}
+			return submit(t, s, sp)
+		}
 		j := submit(t, s, spec(st))
 		if st == jobstore.StateQueued {
 			return j
@@ -238,7 +247,9 @@ func jobsInEveryState(t *testing.T, s jobstore.Store, key func(jobstore.State) s
 		}
 		return c
 	}
-	for _, st := range jobstore.States() {
+	// The waiting job waits for the running one, made before it.
+	order := append(jobstore.States()[1:], jobstore.StateWaiting)
+	for _, st := range order {
 		j := mk(st)
 		require.Equal(t, st, j.State)
 		out[st] = j
