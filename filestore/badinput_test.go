@@ -152,7 +152,7 @@ func TestFormatVersion(t *testing.T) {
 		s := openTest(t, &Options{NoSync: true})
 		data, err := os.ReadFile(filepath.Join(s.Dir(), formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":6}`, string(data))
 	})
 	t.Run("UpgradedFrom1", func(t *testing.T) {
 		// A format-1 store: its records (format 1, rewritten at claim)
@@ -179,7 +179,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err := os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":6}`, string(data))
 		j, err := s2.Get(t.Context(), queued.ID)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateQueued, j.State)
@@ -217,7 +217,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err = os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":5}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":6}`, string(data))
 		got, err := s2.Get(t.Context(), j.ID)
 		require.NoError(t, err)
 		require.Equal(t, j, got)
@@ -283,9 +283,39 @@ func TestFormatVersion(t *testing.T) {
 		require.Equal(t, []string{"after"}, got.Tags)
 		require.Equal(t, map[string]string{"m": "v"}, got.Meta)
 	})
+	t.Run("UpgradedFrom5", func(t *testing.T) {
+		// A format-5 store, as the release before dependencies wrote it
+		// (testdata/format5): a queued job with a key, tags and metadata,
+		// and a schedule. It reads as it is, a new job may wait for it,
+		// and FORMAT now says 6, so that programs of format 5, which
+		// would take a waiting job for corrupt, refuse the store.
+		s2 := openFixture(t, "testdata/format5")
+		const id = "01M95T6FKH6RNPRGHXHXF4XYZQ"
+		got, err := s2.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, []string{"team=ops"}, got.Tags)
+		require.Equal(t, map[string]string{"owner": "ops"}, got.Meta)
+		scheds, err := s2.Schedules(t.Context())
+		require.NoError(t, err)
+		require.Len(t, scheds, 1)
+		dep, _, err := s2.Submit(t.Context(), jobstore.Spec{Kind: "exec", AfterKeys: []string{"nightly-report"}})
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateWaiting, dep.State)
+		j, err := s2.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+		require.NoError(t, err)
+		require.Equal(t, id, j.ID)
+		_, err = s2.Complete(t.Context(), j.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+		got, err = s2.Get(t.Context(), dep.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, got.State)
+		data, err := os.ReadFile(filepath.Join(s2.dir, formatFile))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"store":"jobdir","format":6}`, string(data))
+	})
 	t.Run("TooNew", func(t *testing.T) {
 		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":6}`), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":7}`), 0o600))
 		_, err := Open(t.Context(), dir, nil)
 		require.ErrorIs(t, err, ErrFormatTooNew)
 		ents, err := os.ReadDir(dir)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,13 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 	}
 	if err := storekit.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
 		return nil, fmt.Errorf("filestore: submit batch: %w", err)
+	}
+	if slices.ContainsFunc(specs, graphSpec) {
+		out, err := s.submitGraphRetry(ctx, specs, true)
+		if err != nil {
+			return nil, fmt.Errorf("filestore: submit batch: %w", err)
+		}
+		return out, nil
 	}
 	out := make([]jobstore.Submitted, len(specs))
 	// first maps a key to the index of its first spec; later specs with
@@ -154,17 +162,26 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 			return fail(err)
 		}
 	}
+	dirs := map[string]bool{}
 	for _, b := range news {
 		if b.tmp == "" {
 			continue
 		}
-		if err := s.fs.Rename(b.tmp, s.recordPath(dirQueued, b.job.ID)); err != nil {
+		// queued/, or done/ for a job that a failed dependency canceled
+		// at once (submitGraph).
+		d := dirOf(b.job.State)
+		if err := s.fs.Rename(b.tmp, s.recordPath(d, b.job.ID)); err != nil {
 			return fail(fmt.Errorf("publish job %s: %w", b.job.ID, err))
 		}
 		b.tmp, b.queued = "", true
+		dirs[d] = true
 	}
-	if err := s.durable.dir(dirQueued); err != nil {
-		return fail(err)
+	for _, d := range stateDirs {
+		if dirs[d] {
+			if err := s.durable.dir(d); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	for _, b := range news {
 		if b.queued {
@@ -238,7 +255,7 @@ func (s *Store) takeBack(news []*batchJob) {
 		if b.tmp != "" {
 			_ = s.fs.Remove(b.tmp)
 		}
-		if b.queued && !s.takeBackRecord(b.job.ID) {
+		if b.queued && !s.takeBackRecord(b.job.ID, b.job.State) {
 			continue // the job stays, with its key
 		}
 		if b.linked {

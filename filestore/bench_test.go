@@ -248,3 +248,85 @@ func BenchmarkGet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDependencies measures what dependencies cost, side by side
+// with the same operations without them: a Submit that names a queued
+// job, and a claim and Complete of a job that one job waits for (which the
+// Complete queues), against a plain Submit and a claim and Complete of a
+// job nobody waits for.
+func BenchmarkDependencies(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts Options
+	}{{"Durable", Options{}}, {"NoSync", Options{NoSync: true}}} {
+		b.Run(mode.name+"/Submit/Plain", func(b *testing.B) {
+			s, err := Open(b.Context(), b.TempDir(), &mode.opts)
+			require.NoError(b, err)
+			defer s.Close()
+			for b.Loop() {
+				if _, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "bench"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+		})
+		b.Run(mode.name+"/Submit/After", func(b *testing.B) {
+			s, err := Open(b.Context(), b.TempDir(), &mode.opts)
+			require.NoError(b, err)
+			defer s.Close()
+			var dep string
+			i := 0
+			for b.Loop() {
+				if i%100 == 0 { // a new dependency every 100 jobs
+					j, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "dep"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					dep = j.ID
+				}
+				i++
+				if _, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "bench", After: []string{dep}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+		})
+		for _, waited := range []bool{false, true} {
+			name := mode.name + "/ClaimComplete/NobodyWaits"
+			if waited {
+				name = mode.name + "/ClaimComplete/OneWaits"
+			}
+			b.Run(name, func(b *testing.B) {
+				s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
+				require.NoError(b, err)
+				for range b.N {
+					j, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "bench"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if waited {
+						if _, _, err := s.Submit(b.Context(), jobstore.Spec{Kind: "waiter", After: []string{j.ID}}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				dir := s.Dir()
+				require.NoError(b, s.Close())
+				s, err = Open(b.Context(), dir, &mode.opts)
+				require.NoError(b, err)
+				defer s.Close()
+				b.ResetTimer()
+				for range b.N {
+					j, err := s.Claim(b.Context(), jobstore.ClaimRequest{Worker: "w", Kinds: []string{"bench"}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := s.Complete(b.Context(), j.Lease(), jobstore.Succeeded(nil)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			})
+		}
+	}
+}

@@ -78,6 +78,9 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	// holder.
 	releaseLease(lp, h)
 	s.setCand(j)
+	if j.State.Terminal() {
+		s.afterEnd(ctx, j)
+	}
 	return j, nil
 }
 
@@ -112,6 +115,9 @@ func (s *Store) completeAgain(lp string, h *leaseHold, done record, unlock func(
 	releaseLease(lp, h)
 	s.touched(id)
 	s.setCand(rec.Job)
+	if rec.Job.State.Terminal() {
+		s.afterEnd(context.Background(), rec.Job)
+	}
 	return rec.Job, nil
 }
 

@@ -133,6 +133,7 @@ package filestore
 //	workers.go      the registry of live workers (workers/)
 //	queues.go       queue settings: pause, resume and limits (QUEUES)
 //	schedules.go    schedules and their latest ticks (SCHEDULES)
+//	deps.go         dependencies and batches: submitGraph, settling waiting jobs, dependents/, batches/
 //	slots.go        the slots of a limited queue's running jobs (slots/)
 //	rates.go        the starts of a rate-limited queue (slots/<queue>/starts)
 //	probe.go        IsStore and OtherFiles

@@ -456,6 +456,76 @@ var faultCases = []faultCase{
 		},
 	},
 	{
+		// A job that waits for another: acknowledged, it waits, with
+		// its index entries; an error leaves no job; a crash leaves it
+		// whole, waiting, or nothing.
+		name:  "SubmitAfter",
+		setup: submitKeyed,
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.SubmitBatch(ctx, []jobstore.Spec{
+				{Kind: "dep", Batch: "b"}, {Kind: "dep", After: []string{st.id}, AfterSpecs: []int{0}},
+			})
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			page, err := s.List(t.Context(), jobstore.ListOptions{Kind: "dep", Order: jobstore.OldestFirst})
+			require.NoError(t, err)
+			switch {
+			case opErr == nil:
+				require.Len(t, page.Jobs, 2, "an acknowledged graph lost jobs")
+			case !st.crash:
+				require.Empty(t, page.Jobs, "a graph that reported an error left jobs")
+			}
+			if len(page.Jobs) == 2 {
+				require.Equal(t, jobstore.StateWaiting, page.Jobs[1].State)
+				deps, err := s.Dependents(t.Context(), st.id)
+				require.NoError(t, err)
+				require.Len(t, deps, 1, "the waiting job is not found from its dependency")
+				// Ending the dependencies settles it.
+				for range 2 {
+					c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+					require.NoError(t, err)
+					_, err = s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
+					require.NoError(t, err)
+				}
+				mustState(t, s, page.Jobs[1].ID, jobstore.StateQueued)
+			}
+		},
+	},
+	{
+		// A dependency's Complete, and the settling of the job that
+		// waits for it: a crash between the two leaves the dependent
+		// waiting, and Repair (in the background after Open) settles it.
+		name: "CompleteSettles",
+		setup: func(t *testing.T, s *Store) *faultState {
+			st := claimed(t, s)
+			w, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "waiter", After: []string{st.id}})
+			require.NoError(t, err)
+			st.key = w.ID // the waiting job
+			return st
+		},
+		op: func(ctx context.Context, s *Store, st *faultState) error {
+			_, err := s.Complete(ctx, st.lease, jobstore.Succeeded(nil))
+			return err
+		},
+		check: func(t *testing.T, s *Store, st *faultState, opErr error) {
+			if !st.crash {
+				// The live store settles at its next pass.
+				s.settleWaiting(t.Context())
+			}
+			_, err := s.Repair(t.Context())
+			require.NoError(t, err)
+			dep := mustState(t, s, st.id, jobstore.StateSucceeded, jobstore.StateQueued)
+			w, err := s.Get(t.Context(), st.key)
+			require.NoError(t, err)
+			if dep.State == jobstore.StateSucceeded {
+				require.Equal(t, jobstore.StateQueued, w.State, "a job waits though its dependency ended")
+			} else {
+				require.Equal(t, jobstore.StateWaiting, w.State)
+			}
+		},
+	},
+	{
 		name:  "Claim",
 		setup: submitKeyed,
 		op: func(ctx context.Context, s *Store, st *faultState) error {
@@ -681,11 +751,13 @@ func runFault(t *testing.T, tc faultCase, failAt int, crash, syncFS bool, errv e
 		// file without a record (rolled back by the next submit of that
 		// key), a dead worker's job not yet recovered (the next recovery
 		// pass), the lock file of a job taken back (an inode, removed by
-		// the next Open or Fsck with repair).
+		// the next Open or Fsck with repair), a waiting job whose
+		// dependency's outcome was recorded but not made durable (settled
+		// by the retried Complete, or the next settle pass).
 		r, err := s.Fsck(t.Context(), false)
 		require.NoError(t, err)
 		for _, p := range r.Problems {
-			require.Contains(t, []ProblemKind{ProblemStaleCopy, ProblemDanglingKey, ProblemDeadWorker, ProblemOrphanLock}, p.Kind,
+			require.Contains(t, []ProblemKind{ProblemStaleCopy, ProblemDanglingKey, ProblemDeadWorker, ProblemOrphanLock, ProblemUnsettled}, p.Kind,
 				"after an I/O error at %v: %v", ops, r.Problems)
 		}
 		j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "after"})

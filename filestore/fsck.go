@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
+	"github.com/jobdir/jobdir/jobstore/storekit"
 )
 
 // ProblemKind classifies a Problem.
@@ -77,6 +78,16 @@ const (
 	// file of another user), or recovering it failed (a full disk). The
 	// other jobs are recovered; this one is tried again on every pass.
 	ProblemUnrecoverable ProblemKind = "unrecoverable"
+	// ProblemUnsettled is a waiting job whose dependencies have all ended
+	// (or one failed, without after_any): the process that ended the last
+	// of them died before it settled the job. It is settled: queued, or
+	// canceled with a LastError naming the dependency.
+	ProblemUnsettled ProblemKind = "unsettled"
+	// ProblemDanglingDependency is a waiting job that names a job that
+	// does not exist (pruned or deleted meanwhile, or removed by hand).
+	// Without after_any it is canceled when settled; with it, the missing
+	// job counts as ended.
+	ProblemDanglingDependency ProblemKind = "dangling-dependency"
 )
 
 // Problem is one finding of Fsck.
@@ -279,6 +290,9 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 		r.Problems = append(r.Problems, p)
 	}
 	if err := s.checkLockFiles(ctx, repair, where, &r); err != nil {
+		return r, err
+	}
+	if err := s.checkWaiting(ctx, repair, ids, where, &r); err != nil {
 		return r, err
 	}
 	dead, err := s.recoverDead(ctx, repair)
@@ -667,5 +681,44 @@ func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool,
 		p.Repaired = true
 	}
 	r.Problems = append(r.Problems, p)
+	return nil
+}
+
+// checkWaiting reports, and with repair settles, the waiting jobs in
+// queued/ (of ids, found in the state directories where says) whose
+// dependencies decide them, and those that name a job that does not exist.
+func (s *Store) checkWaiting(ctx context.Context, repair bool, ids []string, where map[string][]string, r *Report) error {
+	lookup := s.depLookup(ctx)
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !slices.Contains(where[id], dirQueued) {
+			continue
+		}
+		p := s.recordPath(dirQueued, id)
+		env, err := s.readRecord(p, id)
+		if err != nil || env.Job.State != jobstore.StateWaiting {
+			continue
+		}
+		s.noteWaiting(id, true)
+		for _, d := range env.Job.After {
+			if _, ok, err := lookup(d); err == nil && !ok {
+				r.Problems = append(r.Problems, Problem{Kind: ProblemDanglingDependency, ID: id, Path: p,
+					Detail: "waits for job " + d + ", which does not exist", Repaired: repair})
+			}
+		}
+		settled, changed, err := storekit.Settle(env.Job, "", lookup, time.Now())
+		if err != nil || !changed {
+			continue
+		}
+		prob := Problem{Kind: ProblemUnsettled, ID: id, Path: p,
+			Detail: fmt.Sprintf("waits, but its dependencies make it %s", settled.State)}
+		if repair {
+			s.settle(ctx, id, "")
+			prob.Repaired = true
+		}
+		r.Problems = append(r.Problems, prob)
+	}
 	return nil
 }

@@ -26,6 +26,13 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 		return 0, fmt.Errorf("filestore: import: %w", err)
 	}
 	n := 0
+	var waiting []string
+	// Imported jobs that wait may find their dependencies ended.
+	defer func() {
+		for _, id := range waiting {
+			s.settle(ctx, id, "")
+		}
+	}()
 	for _, j := range jobs {
 		added, err := s.importJob(ctx, j)
 		if err != nil {
@@ -33,6 +40,9 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 		}
 		if added {
 			n++
+			if j.State == jobstore.StateWaiting {
+				waiting = append(waiting, j.ID)
+			}
 		}
 	}
 	return n, nil
@@ -77,6 +87,18 @@ func (s *Store) importOnce(ctx context.Context, j jobstore.Job) (added, retry bo
 	data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: j})
 	if err != nil {
 		return false, false, err
+	}
+	if len(j.After) > 0 || j.Batch != "" || j.AfterBatch != "" {
+		// The index entries first, durable, as submitGraph makes them.
+		g := &graphEntries{s: s, dirs: make(map[string]bool)}
+		if err := g.index(j, j.After); err != nil {
+			g.undo()
+			return false, false, err
+		}
+		if err := g.sync(); err != nil {
+			g.undo()
+			return false, false, err
+		}
 	}
 	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, s.durable.file())
 	if err != nil {

@@ -80,7 +80,11 @@ const (
 
 // FormatVersion is the on-disk format this package reads and writes. It is
 // recorded in the FORMAT file of every store directory and in every record
-// it writes. Format 5 adds a job's tags and metadata to its record
+// it writes. Format 6 adds dependencies and batches: a record may be in
+// the state waiting (in queued/, never claimed) and name its dependencies
+// (job.after), and the directories dependents/ and batches/ index them; a
+// program of format 5 would take a waiting record for corrupt and end jobs
+// without settling the ones that wait for them. Format 5 adds a job's tags and metadata to its record
 // (job.tags, job.meta), which a program of format 4 would drop when it
 // rewrote the record. Format 4 puts each job in a queue (a record without one, of an
 // older format, is in jobstore.DefaultQueue) and keeps queue settings,
@@ -90,11 +94,11 @@ const (
 // it holds one delays only that job; format 2 had 1,024 lock files shared
 // by all jobs; format 1 had a lock file per job and rewrote the record at
 // each claim (format 2 and later claim with a note in the lease file). Open
-// upgrades a store of format 1, 2, 3 or 4 in place (its files are all valid
-// in format 5): every process sharing it must be upgraded together, as the
+// upgrades a store of format 1 to 5 in place (its files are all valid
+// in format 6): every process sharing it must be upgraded together, as the
 // lock protocols do not exclude each other (docs/operations.md in the
 // jobdir repository).
-const FormatVersion = 5
+const FormatVersion = 6
 
 // Errors returned by Open. Test for them with errors.Is.
 var (

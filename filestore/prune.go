@@ -63,6 +63,9 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 			return n, err
 		}
 		ok, err := s.pruneOne(ctx, id, cutoff, inStates, synced)
+		if errors.Is(err, jobstore.ErrDependedOn) {
+			continue // kept while a waiting job names it
+		}
 		if err != nil {
 			return n, fmt.Errorf("filestore: prune %s: %w", id, err)
 		}
@@ -121,6 +124,11 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	if rec.dir != dirDone || !rec.Job.Prunable(cutoff) || !inStates(rec.Job.State) {
 		return false, nil
 	}
+	if w, err := s.waitedFor(ctx, id, rec.Job.Batch); err != nil {
+		return false, err
+	} else if w != "" {
+		return false, jobstore.DependedOn(id, w)
+	}
 	// The older copy may have gone after the pass's fsync: removed just
 	// now (above), by a writer this waited for, or by one that finished
 	// about when the pass began.
@@ -154,6 +162,7 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	if err := s.fs.Remove(s.leasePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return true, err
 	}
+	s.unindex(ctx, rec.Job)
 	return true, nil
 }
 
@@ -174,6 +183,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		// The zero time makes pruneOne fsync queued/ and claimed/ first,
 		// as for a job that came to done/ after a pass's fsync.
 		ok, err := s.pruneOne(ctx, id, cutoff, all, time.Time{})
+		if errors.Is(err, jobstore.ErrDependedOn) {
+			return fmt.Errorf("filestore: delete: %w", err)
+		}
 		if err != nil {
 			return fmt.Errorf("filestore: delete %s: %w", id, err)
 		}

@@ -40,7 +40,7 @@ var stateDirs = []string{dirQueued, dirClaimed, dirDone}
 // dirOf returns the state directory a job in state st belongs in.
 func dirOf(st jobstore.State) string {
 	switch {
-	case st == jobstore.StateQueued:
+	case st == jobstore.StateQueued || st == jobstore.StateWaiting:
 		return dirQueued
 	case st == jobstore.StateRunning:
 		return dirClaimed

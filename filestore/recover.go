@@ -57,6 +57,14 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 		return nil, err // held: its worker is alive
 	}
 	defer releaseLease(lp, h)
+	// A job that recovery ends (its attempts used up) settles the jobs
+	// that wait for it, once its locks are released.
+	var ended *jobstore.Job
+	defer func() {
+		if ended != nil {
+			s.afterEnd(ctx, *ended)
+		}
+	}()
 	unlock, ok, err := p.lock(ctx, func(ctx context.Context) (func(), error) { return s.lockFor(ctx, id, repair) })
 	if err != nil {
 		return nil, err
@@ -96,6 +104,9 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 		}
 		s.log.Warn("filestore: recovered the job of a dead worker", "id", id, "worker", rec.Job.Worker, "attempt", rec.Job.Attempt, "state", j.State)
 		s.setCand(j)
+		if j.State.Terminal() {
+			ended = &j
+		}
 	case rec.Job.State == jobstore.StateQueued:
 		// Claimed, but the claim note that says by whom is lost: the note
 		// is never fsynced, the rename into claimed/ is (before the job
@@ -122,6 +133,9 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 		}
 		s.log.Warn("filestore: recovered a job whose claim note was lost in a crash; its attempt counts", "id", id, "attempt", j.Attempt, "state", j.State)
 		s.setCand(j)
+		if j.State.Terminal() {
+			ended = &j
+		}
 	default:
 		// A move out of claimed/ was interrupted: finish it, unchanged.
 		prob.Detail = fmt.Sprintf("record in claimed/ says %s", rec.Job.State)

@@ -41,6 +41,9 @@ func (s *Store) Release(ctx context.Context, lease jobstore.Lease) error {
 	// Only now, with the lease let go, wake this process's claimers: one
 	// woken before would find the lease still held and skip the job.
 	s.setCand(j)
+	if j.State.Terminal() {
+		s.afterEnd(ctx, j)
+	}
 	return nil
 }
 

@@ -102,6 +102,12 @@ type Store struct {
 	// candidate set (no pending IDs, no polls of queued/), so that one
 	// that never claims never reads the queue.
 	claimer bool
+
+	// waitMu guards waiting: the waiting jobs this Store has seen in
+	// queued/, which a Store that claims settles every settleInterval
+	// (deps.go).
+	waitMu  sync.Mutex
+	waiting map[string]struct{}
 	// work is closed and replaced whenever a job may have become
 	// claimable; signals counts that, and what the latest Claim that
 	// found nothing saw (see AwaitWork).

@@ -38,6 +38,13 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 	if err := spec.Validate(s.opts.MaxPayload); err != nil {
 		return jobstore.Job{}, false, fmt.Errorf("filestore: submit: %w", err)
 	}
+	if graphSpec(spec) {
+		out, err := s.submitGraphRetry(ctx, []jobstore.Spec{spec}, false)
+		if err != nil {
+			return jobstore.Job{}, false, fmt.Errorf("filestore: submit: %w", err)
+		}
+		return out[0].Job, out[0].Created, nil
+	}
 	var hash string
 	if spec.Key != "" {
 		hash = keyName(spec.Key)
@@ -170,7 +177,7 @@ func (s *Store) publish(j jobstore.Job, tmp, hash string) error {
 // published, so nobody else can have changed it; the record is still
 // checked before it goes, and the key file goes only if it names the job.
 func (s *Store) unpublish(j jobstore.Job, hash string) {
-	if !s.takeBackRecord(j.ID) {
+	if !s.takeBackRecord(j.ID, jobstore.StateQueued) {
 		return // the job stays, with its key
 	}
 	if hash != "" {
@@ -180,19 +187,19 @@ func (s *Store) unpublish(j jobstore.Job, hash string) {
 	}
 }
 
-// takeBackRecord removes queued/<id>.json if it is the first record of job
-// id, as a submit that is being taken back wrote it, and reports whether
+// takeBackRecord removes job id's record if it is its first record, in
+// state st, as a submit that is being taken back wrote it, and reports whether
 // the job's record is gone. If it is not (it was not as written, or its
 // removal failed), the job stays, and so must its key file: removing that
 // would let a second job take the key. The caller holds the job's record
 // lock exclusively.
-func (s *Store) takeBackRecord(id string) bool {
-	p := s.recordPath(dirQueued, id)
+func (s *Store) takeBackRecord(id string, st jobstore.State) bool {
+	p := s.recordPath(dirOf(st), id)
 	env, err := s.readRecord(p, id)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true
 	}
-	if err != nil || env.Rev != 1 || env.Job.State != jobstore.StateQueued {
+	if err != nil || env.Rev != 1 || env.Job.State != st {
 		s.log.Warn("filestore: a failed submit's record is not as it wrote it; left alone", "id", id, "err", err)
 		return false
 	}

@@ -20,42 +20,59 @@ func (s *Store) Cancel(ctx context.Context, id string) (jobstore.Job, error) {
 	})
 }
 
-// Retry queues a failed or canceled job again, due now.
+// Retry queues a failed or canceled job again, due now; a job with
+// dependencies waits for them again, or is queued at once if they all
+// ended as it needs (storekit.SettleRetry).
 func (s *Store) Retry(ctx context.Context, id string) (jobstore.Job, error) {
 	return s.update(ctx, "retry", id, func(j jobstore.Job) (jobstore.Job, bool, error) {
-		j, err := storekit.ApplyRetry(j, time.Now())
+		now := time.Now()
+		j, err := storekit.ApplyRetry(j, now)
+		if err == nil && j.State == jobstore.StateWaiting {
+			j, err = storekit.SettleRetry(j, s.depLookup(ctx), now)
+		}
 		return j, err == nil, err
 	})
 }
 
 // update applies fn to job id's record under its exclusive lock and, if fn
-// changed it, stores the result durably.
+// changed it, stores the result durably; a job it ended settles the jobs
+// that wait for it, once the lock is released.
 func (s *Store) update(ctx context.Context, op, id string, fn func(jobstore.Job) (jobstore.Job, bool, error)) (jobstore.Job, error) {
+	j, changed, err := s.change(ctx, op, id, fn)
+	if err == nil && changed && j.State.Terminal() {
+		s.afterEnd(ctx, j)
+	}
+	return j, err
+}
+
+// change is update without the settling of dependents; it reports whether
+// fn changed the job.
+func (s *Store) change(ctx context.Context, op, id string, fn func(jobstore.Job) (jobstore.Job, bool, error)) (jobstore.Job, bool, error) {
 	if err := s.enter(ctx, op); err != nil {
-		return jobstore.Job{}, err
+		return jobstore.Job{}, false, err
 	}
 	if err := jobstore.ValidateID(id); err != nil {
-		return jobstore.Job{}, fmt.Errorf("filestore: %s: %w", op, err)
+		return jobstore.Job{}, false, fmt.Errorf("filestore: %s: %w", op, err)
 	}
 	unlock, err := s.lockJob(ctx, id)
 	if err != nil {
-		return jobstore.Job{}, fmt.Errorf("filestore: %s: %w", op, err)
+		return jobstore.Job{}, false, fmt.Errorf("filestore: %s: %w", op, err)
 	}
 	defer unlock()
 	rec, err := s.readJob(id, true)
 	if err != nil {
-		return jobstore.Job{}, fmt.Errorf("filestore: %s: %w", op, err)
+		return jobstore.Job{}, false, fmt.Errorf("filestore: %s: %w", op, err)
 	}
 	j, changed, err := fn(rec.Job)
 	if err != nil {
-		return rec.Job, fmt.Errorf("filestore: %s: %w", op, err)
+		return rec.Job, false, fmt.Errorf("filestore: %s: %w", op, err)
 	}
 	if !changed {
-		return j, nil
+		return j, false, nil
 	}
 	if _, err := s.store(rec, j, true); err != nil {
-		return rec.Job, fmt.Errorf("filestore: %s %s: %w", op, id, err)
+		return rec.Job, false, fmt.Errorf("filestore: %s %s: %w", op, id, err)
 	}
 	s.setCand(j)
-	return j, nil
+	return j, true, nil
 }

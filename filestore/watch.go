@@ -233,6 +233,7 @@ func (s *Store) refreshCands() (int, error) {
 	results := make([]result, 0, len(pend))
 	for id := range pend {
 		env, err := s.readRecord(s.recordPath(dirQueued, id), id)
+		s.noteWaiting(id, err == nil && env.Job.State == jobstore.StateWaiting)
 		if err != nil || env.Job.State != jobstore.StateQueued {
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				s.log.Debug("filestore: unreadable queued record", "err", err)
@@ -300,10 +301,14 @@ func (s *Store) maintain() {
 	repairAfter := time.Now().Add(repairDelay)
 	poll := time.NewTicker(s.opts.PollInterval)
 	defer poll.Stop()
+	settle := time.NewTicker(settleInterval)
+	defer settle.Stop()
 	for {
 		select {
 		case <-s.closed:
 			return
+		case <-settle.C:
+			s.settleWaiting(ctx)
 		case <-rec.C:
 			if !s.repairedInBackground.Load() && !time.Now().Before(repairAfter) {
 				// Repair recovers dead workers' jobs too.
