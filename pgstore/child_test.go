@@ -191,6 +191,10 @@ func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error
 		}
 	case "churn":
 		return churn(ctx, s, worker)
+	case "fan-in":
+		return fanIn(ctx, s, worker)
+	case "complete-deps":
+		return completeDeps(ctx, s, worker)
 	case "append-log":
 		// childKey is "<job ID> <line>".
 		id, line, _ := strings.Cut(os.Getenv(childKey), " ")

@@ -1,9 +1,11 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -54,10 +56,11 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 		s.forget(lease)
 		return jobstore.Job{}, fmt.Errorf("pgstore: complete %s: %w: %w", lease.ID, jobstore.ErrNotHeld, h.sess.lostError())
 	}
-	if mine && h.claimed.version != 0 {
+	if mine && h.claimed.version != 0 && !h.claimed.depended {
 		// The row as the claim left it: if it did not change since (a
-		// cancel, a recovery), the batch's conditional statement
-		// completes it.
+		// cancel, a recovery, a submit that names it), the batch's
+		// conditional statement completes it. A job that others name
+		// takes the path below, whose write settles them (settle.go).
 		j, err := storekit.ApplyOutcome(h.claimed.job, lease, o, usec(time.Now()), s.opts.Backoff)
 		if err == nil {
 			nr, err := s.completeClaimed(ctx, h.claimed, j)
@@ -202,6 +205,9 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 	if len(live) == 0 {
 		return
 	}
+	// In ID order, as every statement that locks several jobs locks them,
+	// so that this one and a submit naming some of them do not deadlock.
+	slices.SortFunc(live, func(a, b *completion) int { return cmp.Compare(a.j.ID, b.j.ID) })
 	n := len(live)
 	var (
 		ids, states, workers = make([]string, n), make([]string, n), make([]string, n)
@@ -235,13 +241,18 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, detachedTimeout)
 	defer cancel()
-	rs, err := s.pool.Query(ctx, s.q.completeMany, ids, versions, states, prios, runAts, attempts, workers,
-		started, updated, finished, cancels, results, docs, s.q.chanWork, s.q.chanJob)
-	if err == nil {
-		byID := make(map[string]*completion, len(live))
-		for _, c := range live {
-			byID[c.j.ID] = c
+	byID := make(map[string]*completion, len(live))
+	for _, c := range live {
+		byID[c.j.ID] = c
+	}
+	write := func() error {
+		clear(written)
+		rs, err := s.pool.Query(ctx, s.q.completeMany, ids, versions, states, prios, runAts, attempts, workers,
+			started, updated, finished, cancels, results, docs, s.q.chanWork, s.q.chanJob)
+		if err != nil {
+			return err
 		}
+		defer rs.Close()
 		for rs.Next() {
 			var (
 				id      string
@@ -251,22 +262,23 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 				nw, nj  int64
 			)
 			if err := rs.Scan(&id, &version, &waited, &payload, &nw, &nj); err != nil {
-				writeErr = err
-				break
+				return err
 			}
 			c := byID[id]
 			if c == nil {
-				writeErr = fmt.Errorf("a batch of completions wrote job %s, which it did not hold", id)
-				break
+				return fmt.Errorf("a batch of completions wrote job %s, which it did not hold", id)
 			}
 			written[id] = c.written(version, waited, payload)
 		}
 		rs.Close()
-		if err := rs.Err(); err != nil && writeErr == nil {
-			writeErr = err
+		return rs.Err()
+	}
+	for try := 0; ; try++ {
+		// A deadlock undoes the whole statement: write it again.
+		writeErr = write()
+		if !isRetryable(writeErr) || try == 3 {
+			break
 		}
-	} else {
-		writeErr = err
 	}
 	for k, c := range live {
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,8 +54,32 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 		cancels                     = make([]bool, n)
 		payloads, results, docs     = make([][]byte, n), make([][]byte, n), make([][]byte, n)
 		tags, metas                 = make([]*string, n), make([]*string, n)
+		after, batches, callbacks   = make([]*string, n), make([]*string, n), make([]*string, n)
+		anys, depended              = make([]bool, n), make([]bool, n)
 		queued                      bool
+		// named holds the jobs the imported jobs name; outside lists
+		// those of them not imported here, which a submit would lock;
+		// batchNames and closing the batches of the imported jobs.
+		named       = map[string]bool{}
+		outside     []string
+		batchNames  []string
+		closing     []bool
+		waitingJobs bool
 	)
+	imported := make(map[string]bool, n)
+	for _, j := range jobs {
+		imported[j.ID] = true
+		for _, id := range j.After {
+			named[id] = true
+		}
+		waitingJobs = waitingJobs || j.State == jobstore.StateWaiting
+	}
+	for id := range named {
+		if !imported[id] {
+			outside = append(outside, id)
+		}
+	}
+	slices.Sort(outside)
 	for i, j := range jobs {
 		j = trimTimes(j)
 		doc, err := encodeDoc(j)
@@ -89,12 +114,28 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 		}
 		docs[i] = doc
 		queued = queued || j.State == jobstore.StateQueued
+		after[i], anys[i] = joinIDs(j.After), j.AfterAny
+		batches[i], callbacks[i] = nullString(j.Batch), nullString(j.AfterBatch)
+		depended[i] = named[j.ID]
+		if j.Batch != "" {
+			batchNames, closing = append(batchNames, j.Batch), append(closing, false)
+		}
+		if j.AfterBatch != "" {
+			batchNames, closing = append(batchNames, j.AfterBatch), append(closing, true)
+		}
 	}
 	added := 0
+	var st settled
 	insert := func(tx pgx.Tx) error {
-		added = 0
+		added, st = 0, settled{}
+		// The jobs of the store that imported jobs name are marked and
+		// locked as a submit's dependencies are (see settle.go).
+		if _, err := s.lockDeps(ctx, tx, outside); err != nil {
+			return err
+		}
 		rs, err := tx.Query(ctx, s.q.importMany, ids, keys, kinds, states, prios, runAts, attempts, workers,
-			started, updated, finished, cancels, payloads, results, docs, queues, parts, tags, metas)
+			started, updated, finished, cancels, payloads, results, docs, queues, parts, tags, metas,
+			after, anys, batches, callbacks, depended)
 		if err != nil {
 			return err
 		}
@@ -111,6 +152,23 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 			return err
 		}
 		added = len(inserted)
+		if len(batchNames) > 0 {
+			if _, err := tx.Exec(ctx, s.q.importBatches, batchNames, closing); err != nil {
+				return err
+			}
+		}
+		if waitingJobs {
+			// Imported jobs that wait may find their dependencies ended.
+			var waiting []string
+			for _, j := range jobs {
+				if j.State == jobstore.StateWaiting && inserted[j.ID] {
+					waiting = append(waiting, j.ID)
+				}
+			}
+			if st, err = s.settleWaiting(ctx, tx, waiting); err != nil {
+				return err
+			}
+		}
 		if added == n {
 			if queued {
 				_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, s.q.chanWork)
@@ -164,5 +222,6 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 	if queued && added > 0 {
 		s.announceWork() // workers of other processes may wait for these too
 	}
+	s.signalSettled(st)
 	return added, nil
 }

@@ -275,21 +275,76 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	}
 	cutoff := usec(time.Now().Add(-olderThan))
 	total := 0
+	batches := map[string]bool{}
+	defer func() {
+		if err := s.dropBatches(context.WithoutCancel(ctx), batches); err != nil {
+			s.opts.Logger.Warn("pgstore: prune: removing the rows of emptied batches failed; the sweep of waiting jobs tries again within a minute", "err", err)
+		}
+	}()
 	for {
-		tag, err := s.pool.Exec(ctx, s.q.prune, cutoff, pruneBatch, names)
+		var seen, deleted int
+		var held, emptied []string
+		err := s.pool.QueryRow(ctx, s.q.prune, cutoff, pruneBatch, names).Scan(&seen, &deleted, &held, &emptied)
 		if err != nil {
 			return total, s.fail(ctx, "prune", err)
 		}
-		n := int(tag.RowsAffected())
-		total += n
-		if n < pruneBatch {
+		total += deleted
+		for _, b := range emptied {
+			batches[b] = true
+		}
+		if len(held) > 0 {
+			n, err := s.pruneHeld(ctx, held, batches)
+			total += n
+			if err != nil {
+				return total, s.fail(ctx, "prune", err)
+			}
+		}
+		if seen < pruneBatch {
 			return total, nil
 		}
 	}
 }
 
+// pruneHeld deletes the jobs ids, finished and named by others, that no
+// waiting job names, and adds their batches to batches: they are locked
+// first (those another transaction holds are passed over), then deleted
+// in a later statement, which sees every submit that named them before
+// the lock.
+func (s *Store) pruneHeld(ctx context.Context, ids []string, batches map[string]bool) (int, error) {
+	n := 0
+	err := inTx(ctx, s.pool, func(tx pgx.Tx) error {
+		n = 0
+		rs, err := tx.Query(ctx, s.q.deps.pruneHeld, ids)
+		if err != nil {
+			return err
+		}
+		locked, err := pgx.CollectRows(rs, pgx.RowTo[string])
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		rs, err = tx.Query(ctx, s.q.deps.deleteHeld, locked)
+		if err != nil {
+			return err
+		}
+		for rs.Next() {
+			var b, ab *string
+			if err := rs.Scan(&b, &ab); err != nil {
+				rs.Close()
+				return err
+			}
+			batchNames(batches, b, ab)
+			n++
+		}
+		return rs.Err()
+	})
+	return n, err
+}
+
 // Delete deletes the finished job id, with its log. It implements
-// jobstore.Deleter.
+// jobstore.Deleter. Returns an error wrapping jobstore.ErrNotFound for an
+// unknown job, jobstore.ErrNotFinished for one that has not ended, and
+// a *jobstore.DependencyError wrapping jobstore.ErrDependedOn, naming the
+// waiting job, for one that a waiting job names in its After.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := jobstore.ValidateID(id); err != nil {
 		return fmt.Errorf("pgstore: delete: %w", err)
@@ -298,15 +353,48 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	var state string
-	var deleted bool
-	err := s.pool.QueryRow(ctx, s.q.deleteJob, id).Scan(&state, &deleted)
+	var depended, deleted bool
+	var b, ab *string
+	err := s.pool.QueryRow(ctx, s.q.deleteJob, id).Scan(&state, &depended, &deleted, &b, &ab)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("pgstore: delete %s: %w", id, jobstore.ErrNotFound)
 	case err != nil:
 		return s.fail(ctx, "delete "+id, err)
-	case !deleted:
+	case !jobstore.State(state).Terminal():
 		return fmt.Errorf("pgstore: delete %s: job is %s: %w", id, state, jobstore.ErrNotFinished)
+	case !deleted && depended:
+		// Others name it: locked, then looked at again (as pruneHeld).
+		var waiting string
+		err = inTx(ctx, s.pool, func(tx pgx.Tx) error {
+			waiting, b, ab = "", nil, nil
+			if err := tx.QueryRow(ctx, s.q.deps.lockJob, id).Scan(&state); err != nil {
+				return err
+			}
+			if !jobstore.State(state).Terminal() {
+				return nil // retried meanwhile
+			}
+			err := tx.QueryRow(ctx, s.q.deps.waitingOn, id).Scan(&waiting)
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			return tx.QueryRow(ctx, s.q.deps.delete, id).Scan(&b, &ab)
+		})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("pgstore: delete %s: %w", id, jobstore.ErrNotFound)
+		case err != nil:
+			return s.fail(ctx, "delete "+id, err)
+		case !jobstore.State(state).Terminal():
+			return fmt.Errorf("pgstore: delete %s: job is %s: %w", id, state, jobstore.ErrNotFinished)
+		case waiting != "":
+			return fmt.Errorf("pgstore: delete: %w", jobstore.DependedOn(id, waiting))
+		}
+	}
+	names := map[string]bool{}
+	batchNames(names, b, ab)
+	if err := s.dropBatches(ctx, names); err != nil {
+		s.opts.Logger.Warn("pgstore: delete: removing the row of an emptied batch failed; the sweep of waiting jobs tries again within a minute", "err", err)
 	}
 	return nil
 }

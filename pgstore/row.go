@@ -14,7 +14,8 @@ import (
 // cols are the columns every read of a whole job selects, in the order
 // scanRow expects.
 const cols = `id, key, kind, queue, state, priority, run_at, attempt, worker, started_at, updated_at,
-	finished_at, cancel_requested, session, waited, version, payload, result, doc, tags, meta`
+	finished_at, cancel_requested, session, waited, version, payload, result, doc, tags, meta,
+	after, after_any, batch, after_batch, depended`
 
 // row is one job as stored.
 type row struct {
@@ -23,6 +24,9 @@ type row struct {
 	session int32
 	waited  bool
 	version int64
+	// depended says that some job names this one in its After (see
+	// migration 0012): its end settles them.
+	depended bool
 }
 
 // scanRow reads the columns of cols into a row, and any further columns
@@ -41,9 +45,13 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		session              *int32
 		payload, result, doc []byte
 		tags, meta           []byte
+		after                []string
+		batch, afterBatch    *string
 	)
+	j := &out.job
 	dest := []any{&id, &key, &kind, &queue, &state, &prio, &runAt, &attempt, &w, &started, &updated,
-		&finished, &cancelReq, &session, &out.waited, &out.version, &payload, &result, &doc, &tags, &meta}
+		&finished, &cancelReq, &session, &out.waited, &out.version, &payload, &result, &doc, &tags, &meta,
+		&after, &j.AfterAny, &batch, &afterBatch, &out.depended}
 	err := r.Scan(append(dest, extra...)...)
 	if err != nil {
 		return out, err
@@ -52,7 +60,6 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return out, &corruptError{id: id, column: "doc", err: err}
 	}
-	j := &out.job
 	if len(tags) > 0 {
 		if err := json.Unmarshal(tags, &j.Tags); err != nil {
 			return out, &corruptError{id: id, column: "tags", err: err}
@@ -75,6 +82,17 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 	j.StartedAt, j.FinishedAt = timeOrZero(started), timeOrZero(finished)
 	j.CancelRequested = cancelReq
 	j.Payload, j.Result = nilIfEmpty(payload), nilIfEmpty(result)
+	j.After = nil
+	if len(after) > 0 {
+		j.After = after
+	}
+	j.Batch, j.AfterBatch = "", ""
+	if batch != nil {
+		j.Batch = *batch
+	}
+	if afterBatch != nil {
+		j.AfterBatch = *afterBatch
+	}
 	if session != nil {
 		out.session = *session
 	}
@@ -214,6 +232,8 @@ type queries struct {
 	// insertManyNew is insertMany for jobs without keys.
 	insertManyNew string
 	importMany    string
+	// importBatches makes the batches of imported jobs.
+	importBatches string
 	presentIDs    string
 	claim         string
 	claimKinds    string
@@ -231,8 +251,9 @@ type queries struct {
 	appendLog    string
 	watch        string
 	prune        string
-	// deleteJob deletes one finished job; it returns the state of the
-	// job if there is one, and whether it deleted it.
+	// deleteJob deletes one finished job that no job names; it returns
+	// the state of the job if there is one, whether others name it,
+	// whether it deleted it, and its batches.
 	deleteJob    string
 	counts       string
 	compact      string
@@ -273,6 +294,8 @@ type queries struct {
 	workers          string
 	unregisterWorker string
 	endedWorkers     string
+	// Dependencies and batches (deps.go, settle.go).
+	deps depQueries
 	// Schedules (schedules.go).
 	addSchedule, putSchedule, schedules, getSchedule string
 	pauseSchedule, removeSchedule, recordTick        string
@@ -305,15 +328,24 @@ func newQueries(schema string) queries {
 	// importMany inserts whole jobs of another store, skipping those whose
 	// ID (or key) is taken.
 	q.importMany = `INSERT INTO ` + t + ` (id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
-			finished_at, cancel_requested, payload, result, doc, queue, partition, tags, meta)
+			finished_at, cancel_requested, payload, result, doc, queue, partition, tags, meta,
+			after, after_any, batch, after_batch, depended)
 		SELECT id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
-			finished_at, cancel_requested, payload, result, doc, queue, partition, tags::jsonb, meta::jsonb
+			finished_at, cancel_requested, payload, result, doc, queue, partition, tags::jsonb, meta::jsonb,
+			string_to_array(after, ','), after_any, batch, after_batch, depended
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[],
-			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $14::bytea[], $15::bytea[], $16::text[], $17::text[], $18::text[], $19::text[])
+			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $14::bytea[], $15::bytea[], $16::text[], $17::text[], $18::text[], $19::text[],
+			$20::text[], $21::bool[], $22::text[], $23::text[], $24::bool[])
 			AS u(id, key, kind, state, priority, run_at, attempt, worker, started_at, updated_at,
-			finished_at, cancel_requested, payload, result, doc, queue, partition, tags, meta)
+			finished_at, cancel_requested, payload, result, doc, queue, partition, tags, meta,
+			after, after_any, batch, after_batch, depended)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
+	// importBatches makes the rows of the batches of imported jobs ($1),
+	// closed if they have callbacks ($2).
+	q.importBatches = `INSERT INTO ` + s + `.batches AS b (name, closed)
+		SELECT name, bool_or(closed) FROM unnest($1::text[], $2::bool[]) AS u(name, closed) GROUP BY name
+		ON CONFLICT (name) DO UPDATE SET closed = true WHERE EXCLUDED.closed AND NOT b.closed`
 	q.presentIDs = `SELECT coalesce(array_agg(id), '{}') FROM ` + t + ` WHERE id = ANY($1)`
 	// A claim does not wait for its commit to be flushed (the setting
 	// applies to its own transaction only): a claim lost in a crash of
@@ -512,15 +544,27 @@ func newQueries(schema string) queries {
 	// that took the same jobs in different orders were a deadlock, which
 	// the server broke by failing one of them. A job passed over is
 	// deleted by the prune that holds it, or by the next.
-	q.prune = `DELETE FROM ` + t + ` WHERE id IN (
-		SELECT id FROM ` + t + `
+	//
+	// A job that a waiting job names is kept. The candidates that others
+	// name at all (depended) are not deleted here but returned, for
+	// pruneHeld to lock and look at again in a statement of their own
+	// (see deps.go); so are the batches of the jobs deleted, whose rows
+	// may go with them.
+	q.prune = `WITH c AS (
+		SELECT id, depended FROM ` + t + ` j
 		WHERE finished_at < $1 AND state = ANY($3::text[])
+		AND NOT (depended AND EXISTS (SELECT 1 FROM ` + t + ` w WHERE w.after @> ARRAY[j.id] AND w.state = 'waiting'))
 		ORDER BY id
 		LIMIT $2
-		FOR UPDATE SKIP LOCKED)`
+		FOR UPDATE SKIP LOCKED),
+	d AS (DELETE FROM ` + t + ` WHERE id IN (SELECT id FROM c WHERE NOT depended) RETURNING batch, after_batch)
+	SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM d), ARRAY(SELECT id FROM c WHERE depended ORDER BY id),
+		ARRAY(SELECT DISTINCT b FROM d, LATERAL (VALUES (d.batch), (d.after_batch)) AS v(b) WHERE b IS NOT NULL)`
 	q.deleteJob = `WITH d AS (
-		DELETE FROM ` + t + ` WHERE id = $1 AND state IN ('succeeded', 'failed', 'canceled') RETURNING id)
-	SELECT j.state, EXISTS (SELECT 1 FROM d) FROM ` + t + ` j WHERE j.id = $1`
+		DELETE FROM ` + t + ` WHERE id = $1 AND state IN ('succeeded', 'failed', 'canceled') AND NOT depended
+		RETURNING batch, after_batch)
+	SELECT j.state, j.depended, EXISTS (SELECT 1 FROM d), (SELECT batch FROM d), (SELECT after_batch FROM d)
+	FROM ` + t + ` j WHERE j.id = $1`
 	// counts sums the count deltas that the triggers on jobs append (see
 	// migration 0004): a table of a few rows per (kind, state) after a
 	// compaction, however many jobs there are.
@@ -609,6 +653,7 @@ func newQueries(schema string) queries {
 		SELECT w.info, coalesce(x.dead_since, least(x.expires_at, now())) FROM ` + w + ` w JOIN ` + ss + ` x ON x.id = w.session
 		WHERE NOT ` + alive("w.session") + ` AND coalesce(x.dead_since, least(x.expires_at, now())) >= $2`
 	q.running = `SELECT ` + cols + ` FROM ` + t + ` WHERE session = $1 AND state = 'running' FOR UPDATE`
+	q.deps = newDepQueries(s, t)
 	limitQueries(&q, s, t)
 	scheduleQueries(&q, s)
 	return q

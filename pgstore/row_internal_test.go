@@ -17,7 +17,8 @@ import (
 // columnFields are the JSON names of the jobstore.Job fields that have a
 // column of their own (see cols and scanRow).
 var columnFields = []string{"id", "key", "kind", "queue", "payload", "state", "attempt", "priority", "run_at",
-	"updated_at", "started_at", "finished_at", "result", "cancel_requested", "worker", "tags", "meta"}
+	"updated_at", "started_at", "finished_at", "result", "cancel_requested", "worker", "tags", "meta",
+	"after", "after_any", "batch", "after_batch"}
 
 // jsonNames returns the JSON names of t's fields.
 func jsonNames(t reflect.Type) []string {

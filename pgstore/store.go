@@ -360,15 +360,24 @@ func (s *Store) connConfig() *pgx.ConnConfig {
 // lease sessions, retries failed releases, and reads which queues are
 // limited (see acceptedLimited), every RecoverInterval, and
 // compacts the count deltas (vacuuming their table after a large
-// compaction) every second or RecoverInterval, whichever is longer.
+// compaction) every second or RecoverInterval, whichever is longer. It
+// sweeps the waiting jobs (sweepWaiting) at once and every minute.
 func (s *Store) maintain(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.RecoverInterval)
 	defer t.Stop()
 	compacted := time.Now()
+	var swept time.Time
 	for {
 		if err := s.recoverDead(ctx); err != nil && ctx.Err() == nil {
 			s.opts.Logger.Warn("pgstore: recovery of dead workers' jobs failed; will retry", "err", err)
+		}
+		if time.Since(swept) >= sweepEvery {
+			swept = time.Now()
+			if err := s.sweepWaiting(ctx); err != nil && ctx.Err() == nil {
+				s.opts.Logger.Warn("pgstore: the sweep of waiting jobs failed; will retry", "err", err)
+				swept = time.Time{} // again at the next pass
+			}
 		}
 		s.retryReleases(ctx)
 		if err := s.refreshLimited(ctx); err != nil && ctx.Err() == nil {

@@ -44,6 +44,16 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 	if err := s.check(ctx, "submit"); err != nil {
 		return jobstore.Job{}, false, err
 	}
+	if needsPlan([]jobstore.Spec{spec}) {
+		out, queued, err := s.submitPlanned(ctx, s.pool, []jobstore.Spec{spec}, false)
+		if err != nil {
+			return jobstore.Job{}, false, s.submitErr(ctx, "submit", err)
+		}
+		if queued {
+			s.announceWork()
+		}
+		return out[0].Job, out[0].Created, nil
+	}
 	j, created, err := s.insertJob(ctx, s.pool, spec, "submit", func(err error) error { return s.fail(ctx, "submit", err) })
 	if created {
 		s.announceWork()
@@ -95,6 +105,19 @@ func (s *Store) insertJob(ctx context.Context, q querier, spec jobstore.Spec, op
 // any spec is invalid; on any other error the transaction is rolled back
 // and nothing is submitted either.
 func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
+	if needsPlan(specs) {
+		if err := s.validateBatch(ctx, "submit batch", specs); err != nil {
+			return nil, err
+		}
+		out, queued, err := s.submitPlanned(ctx, s.pool, specs, true)
+		if err != nil {
+			return nil, s.submitErr(ctx, "submit batch", err)
+		}
+		if queued {
+			s.announceWork()
+		}
+		return out, nil
+	}
 	b, err := s.newBatch(ctx, "submit batch", specs)
 	if err != nil {
 		return nil, err
@@ -153,16 +176,22 @@ type batch struct {
 	existing        map[string]jobstore.Job
 }
 
+// validateBatch checks the specs of a SubmitBatch op, and that it may
+// proceed.
+func (s *Store) validateBatch(ctx context.Context, op string, specs []jobstore.Spec) error {
+	if err := storekit.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if err := validateSpecs(specs); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return s.check(ctx, op)
+}
+
 // newBatch validates specs and makes their jobs and rows.
 func (s *Store) newBatch(ctx context.Context, op string, specs []jobstore.Spec) (*batch, error) {
 	b := &batch{out: make([]jobstore.Submitted, len(specs)), first: map[string]int{}}
-	if err := storekit.ValidateBatch(specs, s.opts.MaxPayload); err != nil {
-		return b, fmt.Errorf("pgstore: %s: %w", op, err)
-	}
-	if err := validateSpecs(specs); err != nil {
-		return b, fmt.Errorf("pgstore: %s: %w", op, err)
-	}
-	if err := s.check(ctx, op); err != nil {
+	if err := s.validateBatch(ctx, op, specs); err != nil {
 		return b, err
 	}
 	now := time.Now()

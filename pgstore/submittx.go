@@ -44,6 +44,13 @@ func (s *Store) SubmitTx(ctx context.Context, tx pgx.Tx, spec jobstore.Spec) (jo
 	if err := s.check(ctx, "submit in a transaction"); err != nil {
 		return jobstore.Job{}, false, err
 	}
+	if needsPlan([]jobstore.Spec{spec}) {
+		out, err := s.submitPlannedTx(ctx, tx, "submit in a transaction", []jobstore.Spec{spec}, false)
+		if err != nil {
+			return jobstore.Job{}, false, err
+		}
+		return out[0].Job, out[0].Created, nil
+	}
 	j, created, err := s.insertJob(ctx, tx, spec, "submit in a transaction", func(err error) error {
 		return fmt.Errorf("pgstore: submit in a transaction: %w", err)
 	})
@@ -63,6 +70,12 @@ func (s *Store) SubmitTx(ctx context.Context, tx pgx.Tx, spec jobstore.Spec) (jo
 func (s *Store) SubmitBatchTx(ctx context.Context, tx pgx.Tx, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
 	if tx == nil {
 		return nil, fmt.Errorf("pgstore: submit batch in a transaction: %w: nil transaction", jobstore.ErrInvalidInput)
+	}
+	if needsPlan(specs) {
+		if err := s.validateBatch(ctx, "submit batch in a transaction", specs); err != nil {
+			return nil, err
+		}
+		return s.submitPlannedTx(ctx, tx, "submit batch in a transaction", specs, true)
 	}
 	b, err := s.newBatch(ctx, "submit batch in a transaction", specs)
 	if err != nil {
@@ -101,4 +114,20 @@ func (s *Store) notifyInTx(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("pgstore: notify the workers in the transaction: %w", err)
 	}
 	return nil
+}
+
+// submitPlannedTx is submitPlanned in the caller's transaction tx, in a
+// savepoint (so that a refusal leaves tx as it was), with the workers
+// notified when tx commits.
+func (s *Store) submitPlannedTx(ctx context.Context, tx pgx.Tx, op string, specs []jobstore.Spec, many bool) ([]jobstore.Submitted, error) {
+	out, queued, err := s.submitPlanned(ctx, tx, specs, many)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if queued {
+		if err := s.notifyInTx(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

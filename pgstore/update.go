@@ -18,8 +18,22 @@ var errConflict = errors.New("row changed since it was read")
 // write stores j as the new state of the job that r was read as, if the row
 // has not changed since (its version), and returns the row as written.
 // The statement notifies the work channel if j is queued, and the job
-// channel if notifyJob is set or j is terminal and a Wait watches it.
-func (s *Store) write(ctx context.Context, q querier, r row, j jobstore.Job, notifyJob bool) (row, error) {
+// channel if notifyJob is set or j is terminal and a Wait watches it. A
+// write that ends a job that others name settles them in the same
+// transaction (writeEnd), and one that makes a job wait again settles it
+// against its dependencies (writeWaiting); see settle.go.
+func (s *Store) write(ctx context.Context, q dbtx, r row, j jobstore.Job, notifyJob bool) (row, error) {
+	switch {
+	case r.depended && !r.job.State.Terminal() && j.State.Terminal():
+		return s.writeEnd(ctx, q, r, j, notifyJob)
+	case j.State == jobstore.StateWaiting && r.job.State != jobstore.StateWaiting:
+		return s.writeWaiting(ctx, q, r, j, notifyJob)
+	}
+	return s.writeRow(ctx, q, r, j, notifyJob)
+}
+
+// writeRow is write of one row, in one statement.
+func (s *Store) writeRow(ctx context.Context, q querier, r row, j jobstore.Job, notifyJob bool) (row, error) {
 	j = trimTimes(j)
 	doc, err := encodeDoc(j)
 	if err != nil {
@@ -72,6 +86,9 @@ func (s *Store) change(ctx context.Context, op, id string, f func(r row, now tim
 		nr, err := s.write(ctx, s.pool, r, j, notifyJob)
 		if errors.Is(err, errConflict) {
 			continue
+		}
+		if _, ok := errors.AsType[*refusal](err); ok {
+			return jobstore.Job{}, fmt.Errorf("pgstore: %s: %w", op, err)
 		}
 		if err != nil {
 			return jobstore.Job{}, s.fail(ctx, op, err)
