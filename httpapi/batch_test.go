@@ -162,7 +162,7 @@ func TestSubmitBatchRefusesTheWholeBatch(t *testing.T) {
 		{"validator refuses", batchOf(`{"kind":"email.send","payload":{"to":"a@example.com"}}`, `{"kind":"email.send","payload":{}}`),
 			http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec, `jobs[1]: invalid payload for kind "email.send"`},
 		{"the first bad spec is the one named", batchOf(ok, `{"kind":"other"}`, `{"kind":"k","priority":5000}`), http.StatusForbidden, httpapi.CodeKindNotAllowed, "jobs[1]: "},
-		{"payload over the store limit", batchOf(ok, bigPayload), http.StatusRequestEntityTooLarge, httpapi.CodePayloadTooLarge, "spec 1"},
+		{"payload over the store limit", batchOf(ok, bigPayload), http.StatusRequestEntityTooLarge, httpapi.CodePayloadTooLarge, "jobs[1]: "},
 		{"too many specs", tooMany, http.StatusUnprocessableEntity, httpapi.CodeInvalidSpec, fmt.Sprint(jobstore.MaxBatch)},
 		{"body over MaxBatchBodyBytes", tooLong, http.StatusRequestEntityTooLarge, httpapi.CodePayloadTooLarge, "limit"},
 	} {

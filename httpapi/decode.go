@@ -39,6 +39,12 @@ type submitRequest struct {
 	RunAt       strictString            `json:"run_at"`
 	Timeout     durationText            `json:"timeout"`
 	TimeoutNS   *int64                  `json:"timeout_ns"`
+	After       []strictString          `json:"after"`
+	AfterKeys   []strictString          `json:"after_keys"`
+	AfterSpecs  []int                   `json:"after_specs"`
+	AfterAny    bool                    `json:"after_any"`
+	Batch       strictString            `json:"batch"`
+	AfterBatch  strictString            `json:"after_batch"`
 }
 
 // durationText is the timeout of a submit: a strictString that must be a
@@ -98,19 +104,35 @@ func jsonValueKind(data []byte) string {
 // fieldForms says, for each field of a submit request that can have the
 // wrong JSON type, the type it takes and what to send.
 var fieldForms = map[string]struct{ want, send string }{
-	"kind":         {"a string", `a kind such as "email.send"`},
-	"key":          {"a string", `a key such as "invoice-1001"`},
-	"queue":        {"a string", `a queue name such as "emails"`},
-	"partition":    {"a string", `a partition such as "customer-42"`},
-	"tags":         {"a list of strings", `a list such as ["nightly", "team=billing"]`},
-	"meta":         {"an object of strings", `an object such as {"request": "r-42"}`},
-	"meta.*":       {"a string", `each value of meta as a string, such as {"attempt": "3"}`},
-	"tags.*":       {"a string", `each tag as a string, such as "nightly"`},
-	"run_at":       {"a string", `an RFC 3339 time such as "2026-01-02T15:04:05Z"`},
-	"timeout":      {"a string", `a duration such as "30s" or "1h30m"`},
-	"max_attempts": {"an integer", "a whole number such as 3, without quotes"},
-	"priority":     {"an integer", "a whole number such as 10, without quotes"},
-	"timeout_ns":   {"an integer", `timeout, a duration such as "30s" (timeout_ns, a whole number of nanoseconds without quotes, is deprecated)`},
+	"kind":          {"a string", `a kind such as "email.send"`},
+	"key":           {"a string", `a key such as "invoice-1001"`},
+	"queue":         {"a string", `a queue name such as "emails"`},
+	"partition":     {"a string", `a partition such as "customer-42"`},
+	"tags":          {"a list of strings", `a list such as ["nightly", "team=billing"]`},
+	"meta":          {"an object of strings", `an object such as {"request": "r-42"}`},
+	"meta.*":        {"a string", `each value of meta as a string, such as {"attempt": "3"}`},
+	"tags.*":        {"a string", `each tag as a string, such as "nightly"`},
+	"run_at":        {"a string", `an RFC 3339 time such as "2026-01-02T15:04:05Z"`},
+	"timeout":       {"a string", `a duration such as "30s" or "1h30m"`},
+	"max_attempts":  {"an integer", "a whole number such as 3, without quotes"},
+	"priority":      {"an integer", "a whole number such as 10, without quotes"},
+	"timeout_ns":    {"an integer", `timeout, a duration such as "30s" (timeout_ns, a whole number of nanoseconds without quotes, is deprecated)`},
+	"after":         {"a list of strings", `a list of job IDs such as ["01JCXZ8ZQ4V6Y2W0M8R5T3N7PB"]`},
+	"after.*":       {"a string", `each job ID as a string, such as "01JCXZ8ZQ4V6Y2W0M8R5T3N7PB"`},
+	"after_keys":    {"a list of strings", `a list of keys such as ["build-42"]`},
+	"after_keys.*":  {"a string", `each key as a string, such as "build-42"`},
+	"after_specs":   {"a list of integers", "a list of indexes of earlier jobs of the batch, such as [0, 2]"},
+	"after_specs.*": {"an integer", "each index as a whole number without quotes, such as 0"},
+	"after_any":     {"a boolean", "true or false, without quotes"},
+	"batch":         {"a string", `a batch name such as "nightly-export"`},
+	"after_batch":   {"a string", `a batch name such as "nightly-export"`},
+}
+
+// fieldElements names, for the fields of a submit request that are lists
+// or objects, one of their elements.
+var fieldElements = map[string]string{
+	"meta": "a value of meta", "tags": "a tag", "after": "an ID of after",
+	"after_keys": "a key of after_keys", "after_specs": "an index of after_specs",
 }
 
 // fieldTypeError turns a *json.UnmarshalTypeError found in err (a JSON
@@ -136,9 +158,9 @@ func fieldTypeError(err error, whole string) error {
 		return fmt.Errorf(`%w: %s is %s; want a JSON object such as {"kind": "email.send"}`, jobstore.ErrInvalidInput, whole, got)
 	}
 	field, name := te.Field, te.Field
-	if (field == "meta" || field == "tags") && te.Type != nil && te.Type.Kind() == reflect.String {
+	if elem, ok := fieldElements[field]; ok && te.Type != nil && te.Type.Kind() != reflect.Slice && te.Type.Kind() != reflect.Map {
 		// An element of the map or list, not the field itself.
-		field, name = field+".*", map[string]string{"meta": "a value of meta", "tags": "a tag"}[field]
+		field, name = field+".*", elem
 	}
 	form, ok := fieldForms[field]
 	if !ok {
@@ -397,7 +419,13 @@ func (req submitRequest) spec() (jobstore.Spec, error) {
 		Tags:        req.Tags,
 		MaxAttempts: req.MaxAttempts,
 		Priority:    req.Priority,
+		AfterSpecs:  req.AfterSpecs,
+		AfterAny:    req.AfterAny,
+		Batch:       string(req.Batch),
+		AfterBatch:  string(req.AfterBatch),
 	}
+	spec.After = plainStrings(req.After)
+	spec.AfterKeys = plainStrings(req.AfterKeys)
 	if len(req.Meta) > 0 {
 		spec.Meta = make(map[string]string, len(req.Meta))
 		for k, v := range req.Meta {
@@ -436,6 +464,18 @@ func (req submitRequest) spec() (jobstore.Spec, error) {
 	}
 	spec.Timeout = timeout
 	return spec, nil
+}
+
+// plainStrings returns ss as plain strings; nil for none.
+func plainStrings(ss []strictString) []string {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // decodeError turns a JSON decoding error into one wrapping

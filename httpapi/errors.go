@@ -40,6 +40,17 @@ const (
 	// CodeScheduleExists (409): a schedule of that name exists, and the
 	// request did not ask to replace it.
 	CodeScheduleExists = "schedule_exists"
+	// CodeBatchClosed (409): the submit adds a job to a batch whose
+	// callback was submitted already (jobstore.ErrBatchClosed); nothing
+	// was submitted.
+	CodeBatchClosed = "batch_closed"
+	// CodeDependencyFailed (409): the retried job depends on a job that
+	// failed or was canceled and is still so (jobstore.ErrDependencyFailed):
+	// retry that one first.
+	CodeDependencyFailed = "dependency_failed"
+	// CodeDependedOn (409): the finished job cannot be deleted while a
+	// waiting job depends on it (jobstore.ErrDependedOn).
+	CodeDependedOn = "depended_on"
 	// CodePayloadTooLarge (413): the request body or the job payload is over
 	// the limit.
 	CodePayloadTooLarge = "payload_too_large"
@@ -123,6 +134,13 @@ func toError(err error, invalidStatus int, invalidCode string) *Error {
 	case errors.As(err, &maxErr):
 		return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
 			"request body is over the limit of %d bytes", maxErr.Limit)
+	// Before the transition errors, which these two wrap.
+	case errors.Is(err, jobstore.ErrDependencyFailed):
+		return newError(http.StatusConflict, CodeDependencyFailed, "%s", sentinelFree(message, jobstore.ErrDependencyFailed))
+	case errors.Is(err, jobstore.ErrDependedOn):
+		return newError(http.StatusConflict, CodeDependedOn, "%s", sentinelFree(message, jobstore.ErrDependedOn))
+	case errors.Is(err, jobstore.ErrBatchClosed):
+		return newError(http.StatusConflict, CodeBatchClosed, "%s", sentinelFree(message, jobstore.ErrBatchClosed))
 	case errors.As(err, &te):
 		e := newError(http.StatusConflict, CodeInvalidTransition, "%s", message)
 		e.ID, e.From, e.To = te.ID, te.From, te.To
@@ -147,6 +165,14 @@ func toError(err error, invalidStatus int, invalidCode string) *Error {
 		return newError(http.StatusServiceUnavailable, CodeUnavailable, "%s", message)
 	}
 	return newError(http.StatusInternalServerError, CodeInternal, "%s", message)
+}
+
+// sentinelFree drops the text of sentinel from msg where more follows
+// it: "invalid transition: a dependency failed: job X: dependency Y
+// failed; retry that job first" reads "job X: dependency Y failed; retry
+// that job first", the error's code saying the rest.
+func sentinelFree(msg string, sentinel error) string {
+	return strings.Replace(msg, sentinel.Error()+": ", "", 1)
 }
 
 // packagePrefix is the "pkg: op: " with which a library error begins.

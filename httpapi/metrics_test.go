@@ -65,7 +65,9 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	}, 30*time.Second, 5*time.Millisecond)
 	queued := e.submit("never-runs", "")
 	e.do("POST", "/v1/jobs/"+queued.ID+"/cancel", "").job(t, http.StatusOK)
-	e.submit("never-runs", "")
+	nr := e.submit("never-runs", "")
+	// A job that waits for it.
+	e.do("POST", "/v1/jobs", `{"kind":"later","after":["`+nr.ID+`"]}`).job(t, http.StatusCreated)
 
 	resp := e.do("GET", "/metrics", "")
 	require.Equal(t, http.StatusOK, resp.status)
@@ -76,6 +78,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		`jobdir_store_up`:                                                          1,
 		`jobdir_workers`:                                                           1,
 		`jobdir_unserved_jobs{kind="never-runs"}`:                                  1,
+		`jobdir_jobs{state="waiting"}`:                                             1,
 		`jobdir_jobs{state="queued"}`:                                              1,
 		`jobdir_jobs{state="running"}`:                                             0,
 		`jobdir_jobs{state="succeeded"}`:                                           3,
@@ -86,6 +89,8 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		`jobdir_jobs_by_kind{kind="bad",state="failed"}`:                           1,
 		`jobdir_jobs_by_kind{kind="never-runs",state="queued"}`:                    1,
 		`jobdir_jobs_by_kind{kind="never-runs",state="canceled"}`:                  1,
+		`jobdir_jobs_by_kind{kind="later",state="waiting"}`:                        1,
+		`jobdir_jobs_by_kind{kind="ok",state="waiting"}`:                           0,
 		`jobdir_jobs_submitted_total{kind="ok"}`:                                   3,
 		`jobdir_jobs_submitted_total{kind="bad"}`:                                  1,
 		`jobdir_jobs_submitted_total{kind="never-runs"}`:                           2,
@@ -97,7 +102,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		`jobdir_claim_latency_seconds_count{kind="ok"}`:                            3,
 		`jobdir_run_duration_seconds_count{kind="ok",state="succeeded"}`:           3,
 		`jobdir_run_duration_seconds_count{kind="bad",state="failed"}`:             1,
-		`jobdir_http_requests_total{code="201",route="POST /v1/jobs"}`:             6,
+		`jobdir_http_requests_total{code="201",route="POST /v1/jobs"}`:             7,
 		`jobdir_http_requests_total{code="403",route="POST /v1/jobs"}`:             1,
 		`jobdir_http_requests_total{code="400",route="GET /v1/jobs/{id}"}`:         1,
 		`jobdir_http_requests_total{code="200",route="GET /v1/jobs/{id}/wait"}`:    3,

@@ -113,7 +113,9 @@ func (d *openAPIDoc) operations() []operation {
 // with a JSON body that its schema accepts. The documented response
 // examples are checked against their schemas too. The store holds, under
 // the example IDs and key, the jobs the examples need: a queued keyed
-// job, a queued job to cancel and a failed job to retry.
+// job of the batch nightly-export, a queued job to cancel, a failed job
+// to retry, and the batch's callback, which waits for the keyed job and
+// closed the batch.
 func TestOpenAPIDescribesTheServer(t *testing.T) {
 	d := loadOpenAPI(t)
 
@@ -146,13 +148,19 @@ func TestOpenAPIDescribesTheServer(t *testing.T) {
 		}
 		return j
 	}
+	keyed := seed("01M8M7AB6JD9EYQ6QDAWZ282C2", "nightly-2026-11-29", jobstore.StateQueued)
+	keyed.Batch = "nightly-export"
+	callback := seed("01M8M7B3ZP5XW8C1DKQ4R7T2EH", "", jobstore.StateQueued)
+	callback.Kind, callback.AfterBatch, callback.AfterAny = "report.publish", "nightly-export", true
+	callback.SetAfter([]string{keyed.ID})
 	n, err := store.Import(t.Context(), []jobstore.Job{
-		seed("01M8M7AB6JD9EYQ6QDAWZ282C2", "nightly-2026-11-29", jobstore.StateQueued),
+		keyed,
 		seed("01M8M7AE87RGTSP8PHCTGNDR77", "", jobstore.StateQueued),
 		seed("01M8M7B0Q3V1ZK6Y1HS0FQX9TA", "", jobstore.StateFailed),
+		callback,
 	})
 	require.NoError(t, err)
-	require.Equal(t, 3, n)
+	require.Equal(t, 4, n)
 
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
@@ -231,7 +239,7 @@ func TestOpenAPIDescribesTheServer(t *testing.T) {
 			checkResponse(t, d, o, what, resp, data)
 		}
 	}
-	require.GreaterOrEqual(t, requests, 18, "example requests run")
+	require.GreaterOrEqual(t, requests, 28, "example requests run")
 
 	// Every documented response example fits its schema.
 	for name, r := range d.doc["components"].(map[string]any)["responses"].(map[string]any) {

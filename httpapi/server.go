@@ -331,6 +331,8 @@ func New(store jobstore.Client, opts *Options) (*Server, error) {
 		{routeCancel, http.HandlerFunc(s.handleCancel)},
 		{routeRetry, http.HandlerFunc(s.handleRetry)},
 		{routeWait, http.HandlerFunc(s.handleWait)},
+		{routeDependents, http.HandlerFunc(s.handleDependents)},
+		{routeBatchInfo, http.HandlerFunc(s.handleBatchInfo)},
 		{routeLog, http.HandlerFunc(s.handleLog)},
 		{routeStats, http.HandlerFunc(s.handleStats)},
 		{routeWorkers, http.HandlerFunc(s.handleWorkers)},
@@ -581,6 +583,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 				e = toError(err, http.StatusUnprocessableEntity, CodeInvalidSpec)
 			}
 		}
+		if e == nil {
+			e = checkAfterSpecs(i, spec)
+		}
 		if e != nil {
 			e.Message = fmt.Sprintf("jobs[%d]: %s", i, e.Message)
 			s.writeError(w, r, e)
@@ -593,7 +598,12 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	subs, err := s.submit.SubmitBatch(r.Context(), specs)
 	if err != nil {
-		s.fail(w, r, err, http.StatusUnprocessableEntity, CodeInvalidSpec)
+		e := batchError(err)
+		if e.Status >= 500 {
+			s.logError(r, e, err.Error())
+			e.logged = true
+		}
+		s.writeError(w, r, e)
 		return
 	}
 	if len(subs) != len(specs) {

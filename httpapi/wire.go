@@ -89,6 +89,19 @@ type Job struct {
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// Worker names the worker that holds (or last held) the job.
 	Worker string `json:"worker,omitempty"`
+	// After lists, by ID, the jobs that must end before this one may run
+	// (its dependencies); absent for none. While one has not ended the
+	// job is "waiting".
+	After []string `json:"after,omitempty"`
+	// AfterAny says that the job runs once its dependencies ended,
+	// whatever their outcomes; without it a dependency that failed or was
+	// canceled cancels the job.
+	AfterAny bool `json:"after_any,omitempty"`
+	// Batch names the batch the job belongs to; absent for none.
+	Batch string `json:"batch,omitempty"`
+	// AfterBatch names the batch whose callback this job is: After holds
+	// every job of that batch.
+	AfterBatch string `json:"after_batch,omitempty"`
 	// History lists the latest finished attempts, oldest first.
 	History []AttemptRecord `json:"history,omitempty"`
 }
@@ -118,6 +131,7 @@ func FromJob(j jobstore.Job) Job {
 		RunAt: j.RunAt, Timeout: Duration(j.Timeout), TimeoutNS: int64(j.Timeout),
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		Result: j.Result, LastError: j.LastError, CancelRequested: j.CancelRequested, Worker: j.Worker,
+		After: j.After, AfterAny: j.AfterAny, Batch: j.Batch, AfterBatch: j.AfterBatch,
 	}
 	if j.History != nil {
 		w.History = make([]AttemptRecord, len(j.History))
@@ -145,6 +159,7 @@ func (j Job) ToJob() (jobstore.Job, error) {
 		RunAt: j.RunAt, Timeout: timeout,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		Result: j.Result, LastError: j.LastError, CancelRequested: j.CancelRequested, Worker: j.Worker,
+		After: j.After, AfterAny: j.AfterAny, Batch: j.Batch, AfterBatch: j.AfterBatch,
 	}
 	if j.History != nil {
 		out.History = make([]jobstore.AttemptRecord, len(j.History))
@@ -198,18 +213,40 @@ type SubmitRequest struct {
 	RunAt time.Time `json:"run_at,omitzero"`
 	// Timeout bounds each attempt; zero means none.
 	Timeout Duration `json:"timeout,omitzero"`
+	// After names, by ID, jobs that must end before this one may run (its
+	// dependencies): each must exist. Empty for none.
+	After []string `json:"after,omitempty"`
+	// AfterKeys names dependencies by idempotency key: of a job of the
+	// store, or of an earlier job of the same batch submit.
+	AfterKeys []string `json:"after_keys,omitempty"`
+	// AfterSpecs names dependencies by their index in the "jobs" of the
+	// same batch submit, each lower than this job's own; a single submit
+	// refuses it.
+	AfterSpecs []int `json:"after_specs,omitempty"`
+	// AfterAny runs the job once its dependencies ended, whatever their
+	// outcomes; without it a dependency that fails or is canceled cancels
+	// the job.
+	AfterAny bool `json:"after_any,omitempty"`
+	// Batch adds the job to the named batch.
+	Batch string `json:"batch,omitempty"`
+	// AfterBatch makes the job the callback of the named batch: it waits
+	// for every job of the batch, runs once all ended whatever their
+	// outcomes, and closes the batch.
+	AfterBatch string `json:"after_batch,omitempty"`
 }
 
 // FromSpec returns the request that submits spec.
 func FromSpec(spec jobstore.Spec) SubmitRequest {
 	return SubmitRequest{Kind: spec.Kind, Key: spec.Key, Queue: spec.Queue, Partition: spec.Partition, Tags: spec.Tags, Meta: spec.Meta, Payload: spec.Payload, MaxAttempts: spec.MaxAttempts,
-		Priority: spec.Priority, RunAt: spec.RunAt, Timeout: Duration(spec.Timeout)}
+		Priority: spec.Priority, RunAt: spec.RunAt, Timeout: Duration(spec.Timeout),
+		After: spec.After, AfterKeys: spec.AfterKeys, AfterSpecs: spec.AfterSpecs, AfterAny: spec.AfterAny, Batch: spec.Batch, AfterBatch: spec.AfterBatch}
 }
 
 // ToSpec returns the spec that r describes.
 func (r SubmitRequest) ToSpec() jobstore.Spec {
 	return jobstore.Spec{Kind: r.Kind, Key: r.Key, Queue: r.Queue, Partition: r.Partition, Tags: r.Tags, Meta: r.Meta, Payload: r.Payload, MaxAttempts: r.MaxAttempts,
-		Priority: r.Priority, RunAt: r.RunAt, Timeout: time.Duration(r.Timeout)}
+		Priority: r.Priority, RunAt: r.RunAt, Timeout: time.Duration(r.Timeout),
+		After: r.After, AfterKeys: r.AfterKeys, AfterSpecs: r.AfterSpecs, AfterAny: r.AfterAny, Batch: r.Batch, AfterBatch: r.AfterBatch}
 }
 
 // BatchRequest is the body of POST /v1/jobs/batch.

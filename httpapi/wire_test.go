@@ -28,6 +28,7 @@ func fullJob(t *testing.T) jobstore.Job {
 		State: jobstore.StateRunning, Attempt: 2, MaxAttempts: 5, Priority: -7, RunAt: at(1), Timeout: 90 * time.Second,
 		CreatedAt: at(0), UpdatedAt: at(9), StartedAt: at(5), FinishedAt: at(8), Result: json.RawMessage(`{"rows":3}`),
 		LastError: "disk full", CancelRequested: true, Worker: "build-7",
+		After: []string{"01M8M7AE87RGTSP8PHCTGNDR77"}, AfterAny: true, Batch: "reports", AfterBatch: "exports",
 		History: []jobstore.AttemptRecord{{Attempt: 1, Worker: "build-6", StartedAt: at(2), FinishedAt: at(3),
 			End: jobstore.EndTimedOut, Error: "took too long"}},
 	}
@@ -67,9 +68,10 @@ func TestWireJobRoundTrip(t *testing.T) {
 	w := httpapi.FromJob(j)
 	b, err := json.Marshal(w)
 	require.NoError(t, err)
-	require.Equal(t, []string{"attempt", "cancel_requested", "created_at", "finished_at", "history", "id", "key", "kind",
+	require.Equal(t, []string{"after", "after_any", "after_batch", "attempt", "batch", "cancel_requested", "created_at", "finished_at", "history", "id", "key", "kind",
 		"last_error", "max_attempts", "meta", "partition", "payload", "priority", "queue", "result", "run_at", "started_at", "state", "tags", "timeout",
 		"timeout_ns", "updated_at", "worker"}, jsonKeys(t, b))
+	require.Contains(t, string(b), `"after":["01M8M7AE87RGTSP8PHCTGNDR77"],"after_any":true,"batch":"reports","after_batch":"exports",`)
 	require.Equal(t, jsonTags(reflect.TypeFor[httpapi.Job]()), jsonKeys(t, b), "every field of the wire type is sent")
 	require.Contains(t, string(b), `"timeout":"1m30s","timeout_ns":90000000000,`)
 	require.Contains(t, string(b), `"run_at":"2027-01-15T08:00:01.123456789Z"`)
@@ -125,7 +127,8 @@ func TestWireJobTimeoutSpellings(t *testing.T) {
 func TestWireSubmitRequestRoundTrip(t *testing.T) {
 	spec := jobstore.Spec{Kind: "report.build", Key: "nightly", Queue: "reports", Partition: "customer-7", Tags: []string{"nightly", "team=ops"},
 		Meta: map[string]string{"request": "r-42"}, Payload: json.RawMessage(`{"day":"2026-11-29"}`),
-		MaxAttempts: 5, Priority: -7, RunAt: time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC), Timeout: 90 * time.Second}
+		MaxAttempts: 5, Priority: -7, RunAt: time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC), Timeout: 90 * time.Second,
+		After: []string{"01M8M7AE87RGTSP8PHCTGNDR77"}, AfterKeys: []string{"build-1"}, AfterSpecs: []int{0}, AfterAny: true, Batch: "reports", AfterBatch: "exports"}
 	v := reflect.ValueOf(spec)
 	for i := range v.NumField() {
 		require.False(t, v.Field(i).IsZero(), "fixture leaves Spec.%s zero", v.Type().Field(i).Name)
@@ -134,12 +137,18 @@ func TestWireSubmitRequestRoundTrip(t *testing.T) {
 	require.Equal(t, spec, req.ToSpec())
 	b, err := json.Marshal(req)
 	require.NoError(t, err)
-	require.Equal(t, []string{"key", "kind", "max_attempts", "meta", "partition", "payload", "priority", "queue", "run_at", "tags", "timeout"}, jsonKeys(t, b))
+	require.Equal(t, []string{"after", "after_any", "after_batch", "after_keys", "after_specs", "batch", "key", "kind", "max_attempts", "meta", "partition", "payload", "priority", "queue", "run_at", "tags", "timeout"}, jsonKeys(t, b))
 	require.Contains(t, string(b), `"run_at":"2030-01-02T03:04:05.000000006Z","timeout":"1m30s"`)
 	var back httpapi.SubmitRequest
 	strictDecode(t, b, &back)
 	require.Equal(t, req, back)
 
+	// The server reads it as that spec, but a single submit names no
+	// dependency by index, and no batch can be both: without those.
+	spec.After, spec.AfterKeys, spec.AfterSpecs, spec.AfterAny, spec.Batch, spec.AfterBatch = nil, nil, nil, false, "", ""
+	req = httpapi.FromSpec(spec)
+	b, err = json.Marshal(req)
+	require.NoError(t, err)
 	e := newEnv(t, nil, nil)
 	job := e.do("POST", "/v1/jobs", string(b)).job(t, http.StatusCreated)
 	require.Equal(t, spec, jobstore.Spec{Kind: job.Kind, Key: job.Key, Queue: job.Queue, Partition: job.Partition, Tags: job.Tags, Meta: job.Meta, Payload: job.Payload, MaxAttempts: job.MaxAttempts,
@@ -365,6 +374,16 @@ func TestEveryJobRouteAnswersTheWireType(t *testing.T) {
 	for _, j := range raw.Jobs {
 		wireForm(j)
 	}
+
+	// A job of a batch, and the batch's callback, which waits for it.
+	m := job(e.do("POST", "/v1/jobs", `{"kind":"m","batch":"g"}`), http.StatusCreated)
+	cb := job(e.do("POST", "/v1/jobs", `{"kind":"cb","after_batch":"g"}`), http.StatusCreated)
+	require.Equal(t, []string{m.ID}, cb.After)
+	r = e.do("GET", "/v1/jobs/"+m.ID+"/dependents", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.NoError(t, json.Unmarshal(r.body, &raw))
+	require.Len(t, raw.Jobs, 1)
+	wireForm(raw.Jobs[0])
 	require.Equal(t, jsonTags(reflect.TypeFor[httpapi.Job]()), slices.Sorted(maps.Keys(seen)),
 		"the answers use every field of the wire type")
 }

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -427,8 +428,17 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 		if f.readsAll() {
 			batch = ScanBudget
 		}
+		deps := newDepStates(h.store)
 		next, err := h.scan(r.Context(), f, cursor, ScanBudget, batch, func(j jobstore.Job) error {
-			data.Rows = append(data.Rows, rowOf(j, now))
+			row := rowOf(j, now)
+			if j.State == jobstore.StateWaiting {
+				words, err := deps.words(r.Context(), j)
+				if err != nil {
+					return err
+				}
+				row.Words = words
+			}
+			data.Rows = append(data.Rows, row)
 			if len(data.Rows) == PageSize {
 				return errStop
 			}
@@ -526,6 +536,8 @@ type jobPage struct {
 	LogURL              string
 	Terminal            bool
 	CancelRequested     bool
+	// Links are the job's dependencies, dependents and batch.
+	Links jobLinks
 }
 
 // prettyJSON indents a JSON value for reading; anything else is shown as
@@ -561,7 +573,7 @@ func (h *Handler) handleJob(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	d := jobPage{ID: j.ID, Kind: j.Kind, State: string(j.State), Words: stateWords(j, now),
 		Payload: prettyJSON(j.Payload), Result: prettyJSON(j.Result), LastError: j.LastError,
-		CanCancel: j.State == jobstore.StateQueued || j.State == jobstore.StateRunning && !j.CancelRequested,
+		CanCancel: j.State == jobstore.StateWaiting || j.State == jobstore.StateQueued || j.State == jobstore.StateRunning && !j.CancelRequested,
 		CanRetry:  j.State == jobstore.StateFailed || j.State == jobstore.StateCanceled,
 		CanRerun:  h.kindAllowed(j.Kind), Terminal: j.State.Terminal(), CancelRequested: j.CancelRequested}
 	if !d.CanRerun {
@@ -581,6 +593,26 @@ func (h *Handler) handleJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if j.Partition != "" {
 		d.Fields = slices.Insert(d.Fields, 3, field{"Partition", j.Partition})
+	}
+	if d.Links, err = h.links(r.Context(), j, now); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	if d.Links.Waiting != "" {
+		d.Words = d.Links.Waiting
+	}
+	if j.Batch != "" {
+		d.Fields = append(d.Fields, field{"Batch", cmp.Or(d.Links.Batch, j.Batch)})
+	}
+	if j.AfterBatch != "" {
+		d.Fields = append(d.Fields, field{"Callback of batch", cmp.Or(d.Links.CallbackOf, j.AfterBatch)})
+	}
+	if len(j.After) > 0 {
+		anyText := "no: canceled as soon as a dependency fails or is canceled"
+		if j.AfterAny {
+			anyText = "yes: runs once its dependencies ended, whatever their outcomes"
+		}
+		d.Fields = append(d.Fields, field{"After any", anyText})
 	}
 	d.Tags = j.Tags
 	for _, k := range slices.Sorted(maps.Keys(j.Meta)) {
@@ -652,6 +684,9 @@ func (h *Handler) handleAction(w http.ResponseWriter, r *http.Request) {
 	case "retry":
 		j, err = h.store.Retry(r.Context(), id)
 		res.Message = "Queued again."
+		if err == nil && j.State == jobstore.StateWaiting {
+			res.Message = "Retried: it waits for its dependencies again."
+		}
 	case "rerun":
 		j, err = h.store.Get(r.Context(), id)
 		if err == nil && !h.kindAllowed(j.Kind) {
@@ -695,7 +730,7 @@ func bulkStates(action string, f filter) ([]jobstore.State, bool) {
 	var from []jobstore.State
 	switch action {
 	case "cancel":
-		from = []jobstore.State{jobstore.StateQueued, jobstore.StateRunning}
+		from = []jobstore.State{jobstore.StateWaiting, jobstore.StateQueued, jobstore.StateRunning}
 	case "retry":
 		from = []jobstore.State{jobstore.StateFailed, jobstore.StateCanceled}
 	case "delete":
@@ -770,6 +805,10 @@ type bulkResult struct {
 	// Skipped counts jobs that changed state between the count and the
 	// action, so the action did not apply to them.
 	Skipped int `json:"skipped"`
+	// Refused counts the jobs the store would not act on because of
+	// other jobs: a retry of a job whose dependency is still failed or
+	// canceled, a delete of a job that a waiting job depends on.
+	Refused int `json:"refused,omitempty"`
 }
 
 // handleBulk cancels or retries every job the filter matches among the
@@ -809,6 +848,10 @@ func (h *Handler) handleBulk(w http.ResponseWriter, r *http.Request) {
 		// repeats a job.
 		_, err = h.scan(r.Context(), f, "", MaxBulk, jobstore.MaxListLimit, func(j jobstore.Job) error {
 			if _, err := op(r.Context(), j.ID); err != nil {
+				if errors.Is(err, jobstore.ErrDependencyFailed) || errors.Is(err, jobstore.ErrDependedOn) {
+					res.Refused++
+					return nil
+				}
 				if errors.Is(err, jobstore.ErrInvalidTransition) || errors.Is(err, jobstore.ErrNotFound) {
 					res.Skipped++
 					return nil
@@ -827,6 +870,12 @@ func (h *Handler) handleBulk(w http.ResponseWriter, r *http.Request) {
 	res.Message = fmt.Sprintf("%s %d jobs.", verb, res.Done)
 	if res.Skipped > 0 {
 		res.Message += fmt.Sprintf(" %d had changed state meanwhile and were left alone.", res.Skipped)
+	}
+	switch {
+	case res.Refused > 0 && action == "retry":
+		res.Message += fmt.Sprintf(" %d were not retried: a job they depend on failed or was canceled and is still so; retry those first.", res.Refused)
+	case res.Refused > 0:
+		res.Message += fmt.Sprintf(" %d were kept: jobs that wait depend on them.", res.Refused)
 	}
 	if wantsJSON(r) {
 		writeJSON(w, http.StatusOK, res)

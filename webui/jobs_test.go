@@ -352,7 +352,7 @@ func TestOverview(t *testing.T) {
 	require.Contains(t, r.body, `<rect class="bad"`)
 	require.Contains(t, r.body, `<td>worker-two</td>`)
 	require.Contains(t, r.body, j2.ID)
-	require.Regexp(t, `jobs\?kind=a">a</a></th><td>\d</td><td>\d</td><td>\d</td><td>\d</td><td>\d</td><td>2</td>`, r.body)
+	require.Regexp(t, `jobs\?kind=a">a</a></th><td>\d</td><td>\d</td><td>\d</td><td>\d</td><td>\d</td><td>\d</td><td>2</td>`, r.body)
 	require.Contains(t, r.body, `id="oldest-wait"`)
 
 	// The live part alone, for the pages' script.

@@ -289,6 +289,20 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 		h.refuse(w, r, http.StatusNotFound, "no job has that ID (it may have been pruned)")
 	case errors.Is(err, jobstore.ErrInvalidID):
 		h.refuse(w, r, http.StatusBadRequest, "that is not a job ID")
+	case errors.Is(err, jobstore.ErrDependencyFailed):
+		msg := "a job it depends on failed or was canceled, and is still so: retry that job first"
+		var de *jobstore.DependencyError
+		if errors.As(err, &de) {
+			msg = "it cannot be retried yet: " + de.Error()
+		}
+		h.refuse(w, r, http.StatusConflict, msg)
+	case errors.Is(err, jobstore.ErrDependedOn):
+		msg := "a waiting job depends on it, so it is kept until that job no longer waits"
+		var de *jobstore.DependencyError
+		if errors.As(err, &de) {
+			msg += " (" + de.Detail + ")"
+		}
+		h.refuse(w, r, http.StatusConflict, msg)
 	case errors.As(err, &te):
 		h.refuse(w, r, http.StatusConflict, fmt.Sprintf("the job is %s, so it cannot become %s", te.From, te.To))
 	case errors.Is(err, jobstore.ErrInvalidInput):

@@ -14,11 +14,16 @@ func ago(d time.Duration) string { return humantime.Duration(d) }
 
 // stateWords says where a job is, in words, at time now: "scheduled in
 // 5m", "retrying in 30s", "running for 12s", "succeeded 2m ago", with the
-// attempt where it matters ("attempt 2/3").
+// attempt where it matters ("attempt 2/3"); "waiting for 5 jobs" for a
+// job that waits for its dependencies.
 func stateWords(j jobstore.Job, now time.Time) string {
 	used, limit, _ := j.CountedAttempts()
 	attempt := func(n int) string { return fmt.Sprintf("attempt %d/%d", n, limit) }
 	switch j.State {
+	case jobstore.StateWaiting:
+		// The pages that read the dependencies say how many are left
+		// (depStates.words).
+		return "waiting for " + plural(len(j.After), "job", "jobs")
 	case jobstore.StateQueued:
 		if wait := j.RunAt.Sub(now); wait > 0 {
 			if j.Attempt > 0 {
