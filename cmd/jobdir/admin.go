@@ -186,7 +186,8 @@ func (a *app) pruneCommand() *cobra.Command {
 		Short: "Delete finished jobs older than a given age",
 		Long: `Delete the jobs that finished (succeeded, failed or canceled) more than
 --older-than ago, with their logs. Their idempotency keys become free again.
-Queued and running jobs are never pruned. --state prunes only the finished
+Waiting, queued and running jobs are never pruned, nor a finished job that a
+waiting job depends on (jobdir submit --after) until that job no longer waits. --state prunes only the finished
 jobs in the given states (repeat it, or separate states with commas).`,
 		Example: `  jobdir prune --older-than 1w     # 7d, 168h
   jobdir prune --older-than 0       # every finished job

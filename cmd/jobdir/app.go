@@ -211,7 +211,7 @@ also exits 3 (job failed), 4 (canceled) and 5 (its --timeout passed).`,
 		&cobra.Group{ID: "admin", Title: "Store administration:"},
 	)
 	for _, c := range []*cobra.Command{a.submitCommand(), a.getCommand(), a.listCommand(), a.logsCommand(),
-		a.cancelCommand(), a.retryCommand(), a.rerunCommand(), a.waitCommand(), a.deleteCommand()} {
+		a.cancelCommand(), a.retryCommand(), a.rerunCommand(), a.waitCommand(), a.deleteCommand(), a.batchCommand()} {
 		c.GroupID = "jobs"
 		root.AddCommand(c)
 	}

@@ -64,12 +64,21 @@ func describeFilter(opts jobstore.ListOptions, words []string, n int) string {
 		}
 	}
 	if len(words) > 0 {
-		s = fmt.Sprintf("%d %s %s", n, strings.Join(words, " or "), strings.TrimPrefix(plural(int64(n), "job"), fmt.Sprint(n)+" "))
+		s = fmt.Sprintf("%d %s %s", n, eitherOf(words), strings.TrimPrefix(plural(int64(n), "job"), fmt.Sprint(n)+" "))
 	}
 	if opts.Kind != "" {
 		s += " of kind " + opts.Kind
 	}
 	return s
+}
+
+// eitherOf joins words as a person lists alternatives: "a", "a or b",
+// "a, b or c".
+func eitherOf(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // errNotConfirmed is returned when a person did not confirm a bulk
@@ -109,13 +118,15 @@ func (a *app) bulk(ctx context.Context, st jobstore.Client, bf *bulkFilter, opts
 			return err
 		}
 	}
-	changed, moved := 0, 0
+	changed, moved, refused := 0, 0, 0
 	for _, j := range jobs {
 		_, err := op(ctx, j.ID)
 		var te *jobstore.TransitionError
 		switch {
 		case err == nil:
 			changed++
+		case errors.Is(err, jobstore.ErrDependencyFailed), errors.Is(err, jobstore.ErrDependedOn):
+			refused++ // because of other jobs, said below
 		case errors.As(err, &te), errors.Is(err, jobstore.ErrInvalidTransition), errors.Is(err, jobstore.ErrNotFound):
 			moved++ // it finished, or was retried, canceled, pruned or deleted, since it was listed
 		default:
@@ -125,6 +136,12 @@ func (a *app) bulk(ctx context.Context, st jobstore.Client, bf *bulkFilter, opts
 	msg := fmt.Sprintf("%s %s", done, plural(int64(changed), "job"))
 	if moved > 0 {
 		msg += fmt.Sprintf(" (%d changed state or went away meanwhile)", moved)
+	}
+	switch {
+	case refused > 0 && verb == "retry":
+		msg += fmt.Sprintf("; %s not retried: a job each depends on failed or was canceled and is still so (retry that one first)", plural(int64(refused), "job"))
+	case refused > 0:
+		msg += fmt.Sprintf("; %s kept: jobs that wait depend on them", plural(int64(refused), "job"))
 	}
 	_, err = fmt.Fprintln(a.stdout, msg)
 	return err

@@ -40,7 +40,7 @@ func TestBulkCancelAndRetry(t *testing.T) {
 
 	r = jdIn(t, dir, "y\n", "cancel", "--kind", "exec")
 	require.Equal(t, 0, r.code, "%s", r)
-	require.Equal(t, "Cancel 3 queued or running jobs of kind exec in the store "+dir+"? [y/N] ", r.stderr)
+	require.Equal(t, "Cancel 3 waiting, queued or running jobs of kind exec in the store "+dir+"? [y/N] ", r.stderr)
 	require.Equal(t, "canceled 3 jobs\n", r.stdout)
 	for _, id := range ids {
 		require.Equal(t, jobstore.StateCanceled, getJob(t, dir, id).State)
@@ -59,7 +59,7 @@ func TestBulkCancelAndRetry(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"cancel", "--state", "succeeded"}, "--state succeeded: only queued or running jobs can be canceled"},
+		{[]string{"cancel", "--state", "succeeded"}, "--state succeeded: only waiting, queued or running jobs can be canceled"},
 		{[]string{"retry", "--state", "queued"}, "--state queued: only failed or canceled jobs can be retried"},
 		{[]string{"cancel", "--state", "queued", ids[0]}, "cancel takes an ID, or --state and --kind, not both"},
 		{[]string{"retry", "--kind", "a b"}, "--kind:"},

@@ -323,7 +323,7 @@ func TestCancelFinishedJob(t *testing.T) {
 	jdOK(t, dir, "work", "--exit-when-idle", "-q")
 	r := jd(t, dir, "cancel", id)
 	require.Equal(t, exitError, r.code)
-	require.Contains(t, r.stderr, "job "+id+" already succeeded: only a queued or running job can be canceled\n")
+	require.Contains(t, r.stderr, "job "+id+" already succeeded: only a waiting, queued or running job can be canceled\n")
 }
 
 func TestLogsFollow(t *testing.T) {
@@ -440,13 +440,14 @@ func TestStats(t *testing.T) {
 	require.Regexp(t, `(?m)^queued\s+2$`, r.stdout)
 	require.Regexp(t, `(?m)^running\s+0$`, r.stdout)
 	require.Regexp(t, `(?m)^oldest due job\s+waiting \d+s \(due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)$`, r.stdout)
-	require.Regexp(t, `(?m)^KIND\s+QUEUED\s+RUNNING\s+SUCCEEDED\s+FAILED\s+CANCELED\s+OLDEST DUE\nexec\s+2\s+0\s+0\s+0\s+0\s+waiting \d+s$`, r.stdout)
+	require.Regexp(t, `(?m)^waiting\s+0$`, r.stdout, "every state, waiting first")
+	require.Regexp(t, `(?m)^KIND\s+WAITING\s+QUEUED\s+RUNNING\s+SUCCEEDED\s+FAILED\s+CANCELED\s+OLDEST DUE\nexec\s+0\s+2\s+0\s+0\s+0\s+0\s+waiting \d+s$`, r.stdout)
 
 	later := newStoreDir(t)
 	submit(t, later, "--delay", "1h", "--", "true")
 	r = jdOK(t, later, "stats")
 	require.Regexp(t, `(?m)^oldest due job\s+none: the queued job waits for its time or a retry$`, r.stdout)
-	require.Regexp(t, `(?m)^exec\s+1\s+0\s+0\s+0\s+0\s+-$`, r.stdout, "no job of the kind is due")
+	require.Regexp(t, `(?m)^exec\s+0\s+1\s+0\s+0\s+0\s+0\s+-$`, r.stdout, "no job of the kind is due")
 	submit(t, later, "--delay", "2h", "--", "true")
 	r = jdOK(t, later, "stats")
 	require.Regexp(t, `(?m)^oldest due job\s+none: the 2 queued jobs wait for their time or a retry$`, r.stdout, "the plural")
@@ -458,7 +459,7 @@ func TestStats(t *testing.T) {
 		OldestQueuedAgeSeconds float64                   `json:"oldest_queued_age_seconds"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(jdOK(t, dir, "stats", "--json").stdout), &s))
-	require.Equal(t, map[string]int{"queued": 2, "running": 0, "succeeded": 0, "failed": 0, "canceled": 0}, s.Counts)
+	require.Equal(t, map[string]int{"waiting": 0, "queued": 2, "running": 0, "succeeded": 0, "failed": 0, "canceled": 0}, s.Counts)
 	require.Equal(t, map[string]map[string]int{"exec": {"queued": 2}}, s.Kinds)
 	require.False(t, s.OldestQueuedAt.IsZero())
 	require.Greater(t, s.OldestQueuedAgeSeconds, 0.0)

@@ -20,9 +20,10 @@ func (a *app) deleteCommand() *cobra.Command {
 		Use:   "delete ID | --key KEY | --state STATE --kind KIND",
 		Short: "Delete a finished job, with its log",
 		Long: `Delete a job that succeeded, failed or was canceled, with its log, whatever
-its age: it is gone for every process, and its key is free again. A queued or
-running job is not deleted: cancel it first. A job whose --env held a secret
-is one to delete.
+its age: it is gone for every process, and its key is free again. A waiting,
+queued or running job is not deleted: cancel it first. Nor is a finished job
+that a waiting job depends on (jobdir submit --after), until that job no
+longer waits. A job whose --env held a secret is one to delete.
 
 With --state or --kind instead of an ID, delete every finished job in those
 states and of that kind: jobdir says how many, asks before it goes on (--yes

@@ -52,7 +52,7 @@ func testDeleteFinishedJobs(t *testing.T, dir string) {
 
 	r = jd(t, dir, "delete", "--state", "queued")
 	require.Equal(t, exitUsage, r.code)
-	require.Contains(t, r.stderr, "--state queued: only succeeded or failed or canceled jobs can be deleted")
+	require.Contains(t, r.stderr, "--state queued: only succeeded, failed or canceled jobs can be deleted")
 
 	r = jdOK(t, dir, "delete", "--state", "failed,succeeded", "--yes")
 	require.Equal(t, "deleted 1 job\n", r.stdout, "only the failed one is finished")

@@ -154,7 +154,7 @@ func TestStateWordsOfQueuedJobs(t *testing.T) {
 	require.ElementsMatch(t, []string{later.ID, flaky.ID}, list("scheduled,retrying"))
 	r := jd(t, dir, "list", "--state", "sleeping")
 	require.Equal(t, exitUsage, r.code)
-	require.Contains(t, r.stderr, `unknown state "sleeping": want one of queued, scheduled, retrying, running, succeeded, failed, canceled`)
+	require.Contains(t, r.stderr, `unknown state "sleeping": want one of waiting, queued, scheduled, retrying, running, succeeded, failed, canceled`)
 
 	r = jdOK(t, dir, "cancel", "--state", "queued", "--yes")
 	require.Equal(t, "canceled 1 job\n", r.stdout)

@@ -104,7 +104,7 @@ func TestCompletionOffersJobs(t *testing.T) {
 	require.Equal(t, []string{newer + "\tqueued: sleep 5", older + "\tqueued: echo older", "last\tthe newest job"}, complete("logs", ""))
 	require.Equal(t, []string{strings.ToLower(older) + "\tqueued: echo older"}, complete("get", strings.ToLower(older[:25])))
 	require.Empty(t, complete("cancel", newer, ""), "one ID is enough")
-	require.Equal(t, []string{"queued", "running", "succeeded", "failed", "canceled"}, complete("list", "--state", ""))
+	require.Equal(t, []string{"waiting", "queued", "running", "succeeded", "failed", "canceled"}, complete("list", "--state", ""))
 	require.Equal(t, []string{"exec"}, complete("list", "--kind", ""))
 
 	missing := filepath.Join(t.TempDir(), "missing")

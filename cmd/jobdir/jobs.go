@@ -25,6 +25,13 @@ func (a *app) getCommand() *cobra.Command {
 		Long: `Show everything known about one job: its state, command, attempts, times,
 result or last error, and where its log is.
 
+A job submitted with --after or --after-key lists its dependencies, each with
+its ID, state and command, and a job that waits for them says for how many:
+"waiting for 3 of 5 jobs" (those that have not ended, of all). A job that
+other jobs wait for lists them as its dependents. A job of a batch (--batch-id)
+says how many jobs the batch has and whether its callback closed it. A job
+that a failed or canceled dependency canceled says which in its last error.
+
 With --json, the job is printed as the HTTP API sends it (GET /v1/jobs/ID):
 the same fields, times in RFC 3339 and the timeout as a duration string such
 as "30s". Every command's --json prints a job in this one form.`,
@@ -55,7 +62,11 @@ as "30s". Every command's --json prints a job in this one form.`,
 				default:
 					logPath, _ = execjob.LogPath(st.logDir(), j.ID)
 				}
-				return printJob(a.stdout, j, logPath, time.Now())
+				links, err := readLinks(cmd.Context(), st.Store, j)
+				if err != nil {
+					return err
+				}
+				return printJob(a.stdout, j, logPath, links, time.Now())
 			})
 		},
 	}
@@ -83,21 +94,26 @@ func (a *app) listCommand() *cobra.Command {
 array of jobs with --json (each in the form of jobdir get --json, which is
 the HTTP API's), or as --format, a Go template applied to each job (its
 fields are those of jobdir get --json, named as in Go: .ID, .State, .Kind,
-.Key, .Priority, .Attempt, .MaxAttempts, .RunAt, .Timeout, .LastError, ...).
+.Key, .Priority, .Attempt, .MaxAttempts, .RunAt, .Timeout, .LastError,
+.After, .Batch, ...).
 
 The table gives each job's ID, state, kind, queue (when a job is in a queue
 other than the default one), priority, key, attempts, age and command; -o
 wide adds the worker, how long the latest attempt ran, and the
 start of the last error. A queued job that is not due yet shows as
 "scheduled (in 5m)", or "retrying (in 30s, attempt 2/3)" when it waits to be
-tried again.
+tried again. A job that waits for other jobs (jobdir submit --after) shows as
+"waiting (3/5)": 3 of its 5 dependencies have not ended yet.
 
 --state keeps jobs in the given states: repeat it or separate states with
-commas. The states are queued, running, succeeded, failed and canceled.
+commas. The states are waiting (for other jobs to end), queued, running,
+succeeded, failed and canceled; queued is the jobs due now, and scheduled
+and retrying the queued jobs that wait for their time.
 At most --limit jobs are listed (100 by default); when more match, a line on
 stderr says how many more. --limit 0 lists every job.`,
 		Example: `  jobdir list
   jobdir list --state queued,running -o wide
+  jobdir list --state waiting
   jobdir list --format '{{.ID}} {{.State}} {{.Attempt}}'
   jobdir list --state failed --json | jq -r '.[].id'`,
 		Args: cobra.NoArgs,
@@ -161,7 +177,11 @@ stderr says how many more. --limit 0 lists every job.`,
 						fmt.Fprintln(a.stdout)
 					}
 				default:
-					err = printTable(a.stdout, jobs, time.Now(), output == "wide")
+					var waits map[string]string
+					if waits, err = waitCounts(cmd.Context(), st.Store, jobs); err != nil {
+						return err
+					}
+					err = printTable(a.stdout, jobs, waits, time.Now(), output == "wide")
 				}
 				if err != nil || !more {
 					return err
@@ -172,7 +192,7 @@ stderr says how many more. --limit 0 lists every job.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&states, "state", nil, "only jobs in this `STATE` (repeatable, or comma-separated): queued (due now), scheduled, retrying (waiting for their time), running, succeeded, failed, canceled")
+	f.StringSliceVar(&states, "state", nil, "only jobs in this `STATE` (repeatable, or comma-separated): waiting (for other jobs), queued (due now), scheduled, retrying (waiting for their time), running, succeeded, failed, canceled")
 	f.StringVar(&kind, "kind", "", "only jobs of this `KIND`")
 	f.StringVar(&queue, "queue", "", "only jobs of this `QUEUE`")
 	f.StringVar(&tag, "tag", "", "only jobs with this `TAG` (jobdir submit --tag)")
@@ -255,15 +275,19 @@ func (a *app) cancelCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cancel ID | --key KEY | --state STATE --kind KIND",
 		Short: "Cancel a job",
-		Long: `Cancel a job. A queued job is canceled at once and never runs. A running job
-is marked for cancellation; its worker, in whatever process, sends SIGTERM to
-every process of the job (those that left its process group too), then SIGKILL
-after a grace period, and the job ends canceled. Canceling a canceled job does nothing; a job that already
-succeeded or failed cannot be canceled.
+		Long: `Cancel a job. A waiting or queued job is canceled at once and never runs. A
+running job is marked for cancellation; its worker, in whatever process, sends
+SIGTERM to every process of the job (those that left its process group too),
+then SIGKILL after a grace period, and the job ends canceled. Canceling a
+canceled job does nothing; a job that already succeeded or failed cannot be
+canceled.
 
-With --state or --kind instead of an ID, cancel every queued or running job
-in those states and of that kind: jobdir says how many, asks before it goes
-on (--yes does not ask), then says how many it canceled.`,
+The jobs that wait for a canceled job (jobdir submit --after) are canceled too,
+and the jobs that wait for those, unless they were submitted with --after-any.
+
+With --state or --kind instead of an ID, cancel every waiting, queued or
+running job in those states and of that kind: jobdir says how many, asks
+before it goes on (--yes does not ask), then says how many it canceled.`,
 		Example: `  jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir cancel 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB && jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir cancel --key deploy-42
@@ -271,7 +295,7 @@ on (--yes does not ask), then says how many it canceled.`,
 		Args: bulkArgs(&bf, &ja),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if bf.set() {
-				opts, f, err := bf.options([]jobstore.State{jobstore.StateQueued, jobstore.StateRunning})
+				opts, f, err := bf.options([]jobstore.State{jobstore.StateWaiting, jobstore.StateQueued, jobstore.StateRunning})
 				if err != nil {
 					return err
 				}
@@ -313,6 +337,11 @@ func (a *app) retryCommand() *cobra.Command {
 		Long: `Queue a failed or canceled job again, due now. If its attempts are used up,
 it gets one more. To run a job that succeeded again, see jobdir rerun.
 
+A job with dependencies (jobdir submit --after) that have not all ended waits
+for them again. A job that was canceled because a dependency failed or was
+canceled cannot be retried while that dependency is still so: retry the
+dependency first, then the job.
+
 With --state or --kind instead of an ID, retry every failed or canceled job
 in those states and of that kind: jobdir says how many, asks before it goes
 on (--yes does not ask), then says how many it queued again.`,
@@ -341,6 +370,10 @@ on (--yes does not ask), then says how many it queued again.`,
 					return a.explainJob(id, err)
 				}
 				used, limit, _ := j.CountedAttempts()
+				if j.State == jobstore.StateWaiting {
+					_, err = fmt.Fprintf(a.stdout, "%s waits for its dependencies again (attempt %d of %d next)\n", j.ID, used+1, limit)
+					return err
+				}
 				_, err = fmt.Fprintf(a.stdout, "%s queued (attempt %d of %d next)\n", j.ID, used+1, limit)
 				return err
 			})
@@ -370,8 +403,9 @@ func (a *app) waitCommand() *cobra.Command {
   5  --timeout passed before the job finished
 
 While it waits, it says on stderr when the job waits for its time (scheduled, or
-a retry), and when a due job has stayed queued for 10s: no worker is taking it,
-because none runs on this store, none takes its kind, or every one is busy.`,
+a retry) or for other jobs to end (jobdir submit --after), and when a due job
+has stayed queued for 10s: no worker is taking it, because none runs on this
+store, none takes its kind, or every one is busy.`,
 		Example: `  jobdir wait 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB
   jobdir wait --timeout 10m "$(jobdir submit -- make release)" || echo "release did not succeed"`,
 		Args: ja.args,

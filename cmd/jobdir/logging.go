@@ -126,7 +126,7 @@ func (h *humanHandler) WithGroup(name string) slog.Handler {
 
 // packagePrefixes are the names of this module's packages, which start
 // the messages of their logs and errors.
-var packagePrefixes = []string{"filestore: ", "pgstore: ", "jobstore: ", "runner: ", "execjob: ", "joblog: ", "httpapi: "}
+var packagePrefixes = []string{"filestore: ", "pgstore: ", "memstore: ", "jobstore: ", "runner: ", "execjob: ", "joblog: ", "httpapi: "}
 
 // plainMessage drops the package name that starts a library's message:
 // people are not told which Go package spoke.

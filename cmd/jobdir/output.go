@@ -177,12 +177,17 @@ func orDash(s string) string {
 	return s
 }
 
-// printJob writes a job for people, one field a line.
-func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error {
+// printJob writes a job for people, one field a line, with what links
+// says of its dependencies, dependents and batch.
+func printJob(w io.Writer, j jobstore.Job, logPath string, links jobLinks, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("ID", j.ID)
-	row("State", stateText(j))
+	if links.waiting != "" {
+		row("State", links.waiting)
+	} else {
+		row("State", stateText(j))
+	}
 	row("Kind", j.Kind)
 	if q := jobstore.QueueOf(j.Queue); q != jobstore.DefaultQueue {
 		row("Queue", q)
@@ -195,6 +200,19 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 	}
 	if len(j.Tags) > 0 {
 		row("Tags", strings.Join(j.Tags, ", "))
+	}
+	if j.Batch != "" {
+		row("Batch", batchLine(j.Batch, links.batch))
+	}
+	if j.AfterBatch != "" {
+		row("Callback of", "batch "+batchLine(j.AfterBatch, links.callbackOf))
+	}
+	if len(j.After) > 0 {
+		if j.AfterAny {
+			row("After any", "yes: runs once its dependencies ended, whatever their outcomes")
+		} else {
+			row("After any", "no: canceled if a dependency fails or is canceled")
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(j.Meta)) {
 		row("Meta", k+"="+oneLine(j.Meta[k], 200))
@@ -237,6 +255,9 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printLinks(w, links, now); err != nil {
+		return err
+	}
 	if len(j.History) > 0 {
 		fmt.Fprintln(w, "Attempts:")
 		hw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -260,8 +281,10 @@ func printJob(w io.Writer, j jobstore.Job, logPath string, now time.Time) error 
 }
 
 // printTable writes jobs as a table for people; wide adds the worker, the
-// run time and the start of the last error.
-func printTable(w io.Writer, jobs []jobstore.Job, now time.Time, wide bool) error {
+// run time and the start of the last error. waits holds, for each waiting
+// job, how many of its dependencies have not ended of all ("3/5", see
+// waitCounts).
+func printTable(w io.Writer, jobs []jobstore.Job, waits map[string]string, now time.Time, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// The queue column only when a job is in a queue other than the
 	// default one.
@@ -281,7 +304,11 @@ func printTable(w io.Writer, jobs []jobstore.Job, now time.Time, wide bool) erro
 	fmt.Fprintln(tw, head+"COMMAND")
 	for _, j := range jobs {
 		used, limit, _ := j.CountedAttempts()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t", j.ID, stateAt(j, now), j.Kind)
+		state := stateAt(j, now)
+		if n, ok := waits[j.ID]; ok && j.State == jobstore.StateWaiting {
+			state += " (" + n + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t", j.ID, state, j.Kind)
 		if queues {
 			fmt.Fprintf(tw, "%s\t", jobstore.QueueOf(j.Queue))
 		}

@@ -44,8 +44,8 @@ func testQueueCommands(t *testing.T, dir string) {
 	require.Regexp(t, `(?m)^default\s+running\s+-\s+-\s+-\s+1\s+0\s+\S+`, r.stdout)
 	require.Regexp(t, `(?m)^emails\s+paused\s+-\s+-\s+-\s+1\s+0\s+\S+`, r.stdout)
 	r = jdOK(t, dir, "stats")
-	require.Regexp(t, `(?m)^QUEUE\s+QUEUED\s+RUNNING`, r.stdout)
-	require.Regexp(t, `(?m)^emails\s+1\s+0`, r.stdout)
+	require.Regexp(t, `(?m)^QUEUE\s+WAITING\s+QUEUED\s+RUNNING`, r.stdout)
+	require.Regexp(t, `(?m)^emails\s+0\s+1\s+0`, r.stdout)
 	require.Contains(t, r.stdout, "Paused queues, whose jobs no worker starts until \"jobdir queue resume\": emails\n")
 	var stats struct {
 		Queues       map[string]map[jobstore.State]int `json:"queues"`

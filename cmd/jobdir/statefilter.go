@@ -20,7 +20,7 @@ const (
 )
 
 // stateWords are the words --state takes, in the order of the help.
-var stateWords = []string{"queued", stateScheduled, stateRetrying, "running", "succeeded", "failed", "canceled"}
+var stateWords = []string{"waiting", "queued", stateScheduled, stateRetrying, "running", "succeeded", "failed", "canceled"}
 
 // stateFilter is what --state selects: the store states to list, and the
 // words a job's state must be one of.
@@ -48,7 +48,7 @@ func parseStates(values []string, allowed []jobstore.State, done string) (stateF
 				for i, a := range allowed {
 					names[i] = string(a)
 				}
-				return stateFilter{}, fmt.Errorf("%s: only %s jobs can be %s", w, strings.Join(names, " or "), done)
+				return stateFilter{}, fmt.Errorf("%s: only %s jobs can be %s", w, eitherOf(names), done)
 			}
 			if !slices.Contains(f.words, w) {
 				f.words = append(f.words, w)

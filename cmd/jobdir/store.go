@@ -195,6 +195,22 @@ func (a *app) explainJob(id string, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, jobstore.ErrDependencyFailed):
+		msg := fmt.Sprintf("job %s cannot be retried: a job it depends on failed or was canceled, and is still so; retry that job first", id)
+		hint := ""
+		var de *jobstore.DependencyError
+		if errors.As(err, &de) {
+			msg = de.Error()
+			hint = fmt.Sprintf("Run jobdir retry %s, then jobdir retry %s.", de.Other, id)
+		}
+		return &plainError{err: err, msg: msg, hint: hint}
+	case errors.Is(err, jobstore.ErrDependedOn):
+		msg := fmt.Sprintf("job %s cannot be deleted: a waiting job depends on it", id)
+		var de *jobstore.DependencyError
+		if errors.As(err, &de) {
+			msg = fmt.Sprintf("job %s cannot be deleted: %s", id, de.Detail)
+		}
+		return &plainError{err: err, msg: msg, hint: "It can be deleted once no job waits for it (cancel the waiting job, or let it run)."}
 	case errors.Is(err, jobstore.ErrInvalidID):
 		return fmt.Errorf("%q is not a job ID (an ID is 26 characters such as 01JCXZ8ZQ4V6Y2W0M8R5T3N7PB; see jobdir list)", id)
 	case errors.Is(err, jobstore.ErrNotFound):
@@ -209,6 +225,7 @@ func (a *app) explainJob(id string, err error) error {
 // describes.
 func transitionText(id string, te *jobstore.TransitionError) string {
 	is := map[jobstore.State]string{
+		jobstore.StateWaiting:   "is waiting for its dependencies",
 		jobstore.StateQueued:    "is queued",
 		jobstore.StateRunning:   "is running",
 		jobstore.StateSucceeded: "already succeeded",
@@ -220,7 +237,7 @@ func transitionText(id string, te *jobstore.TransitionError) string {
 	}
 	switch te.To {
 	case jobstore.StateCanceled:
-		return fmt.Sprintf("job %s %s: only a queued or running job can be canceled", id, is)
+		return fmt.Sprintf("job %s %s: only a waiting, queued or running job can be canceled", id, is)
 	case jobstore.StateQueued:
 		return fmt.Sprintf("job %s %s: only a failed or canceled job can be retried (jobdir rerun %s runs a copy of it)", id, is, id)
 	}

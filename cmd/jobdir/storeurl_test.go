@@ -142,13 +142,13 @@ func TestPostgresStoreThroughTheCommand(t *testing.T) {
 	require.Equal(t, later+" canceled\n", jdOK(t, store, "cancel", later).stdout)
 	r = jd(t, store, "cancel", ok)
 	require.Equal(t, exitError, r.code)
-	require.Contains(t, r.stderr, "already succeeded: only a queued or running job can be canceled")
+	require.Contains(t, r.stderr, "already succeeded: only a waiting, queued or running job can be canceled")
 
 	var s struct {
 		Counts map[string]int `json:"counts"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(jdOK(t, store, "stats", "--json").stdout), &s))
-	require.Equal(t, map[string]int{"queued": 1, "running": 0, "succeeded": 1, "failed": 0, "canceled": 1}, s.Counts)
+	require.Equal(t, map[string]int{"waiting": 0, "queued": 1, "running": 0, "succeeded": 1, "failed": 0, "canceled": 1}, s.Counts)
 
 	// The environment selects the same store.
 	t.Setenv(envStore, store)

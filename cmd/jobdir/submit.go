@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -18,6 +20,8 @@ func (a *app) submitCommand() *cobra.Command {
 	var (
 		key        string
 		jf         = jobFlags{traced: true}
+		df         depFlags
+		batchFile  string
 		delay      time.Duration
 		at         string
 		asJSON     bool
@@ -52,6 +56,35 @@ With --key, the job is submitted only if no job with that key exists. If one
 does (in any state, until it is pruned), its ID is printed instead, a note
 says so on stderr, and the exit status is still 0.
 
+--after makes the job wait for other jobs, named by ID (or a unique prefix of
+one, or "last"), and --after-key for the jobs with those keys; the two
+combine. The job is "waiting" until every one of them ended, and then runs if
+they all succeeded; if one fails or is canceled, the job is canceled too, and
+its last error says which. With --after-any it runs once they ended, however
+they ended. Each job named must exist, so no cycle can be made.
+
+--batch-id NAME adds the job to a batch, a named group of jobs. --after-batch
+NAME submits the batch's callback: a job that waits for every job of the batch
+and runs once all of them ended, however they ended. Submitting it closes the
+batch: no job may join it after that. "jobdir batch status NAME" counts the
+batch's jobs by state.
+
+--batch FILE submits every job of FILE at once ("-" reads stdin), all or none,
+and prints their IDs in order, one a line. FILE holds one job a line, a JSON
+object: {"argv": ["make", "test"]} and any of "key", "after" (IDs),
+"after_keys", "after_specs" (the jobs of the file it waits for, by their
+index: 0 is the first job of the file), "after_any", "batch", "after_batch",
+"dir" (default: the working directory), "env", "queue", "partition", "tags",
+"meta", "priority", "max_attempts" and "timeout" ("10m"). A job names only
+earlier jobs of the file, by index or by key. Empty lines and lines that start
+with # are skipped. The other flags apply to every job of the file that does
+not set the same field itself. For example:
+
+  {"argv": ["make", "build"], "key": "build-42"}
+  {"argv": ["make", "test"], "after_specs": [0]}
+  {"argv": ["make", "lint"], "after_keys": ["build-42"]}
+  {"argv": ["./deploy.sh"], "after_specs": [1, 2]}
+
 If no worker runs exec jobs on the store, or did in the last 15 minutes (see
 "jobdir workers"), a note on stderr says that the job waits for one; with
 --require-worker the job is not submitted and the exit status is 1. A worker
@@ -64,8 +97,21 @@ that is restarting does not count as missing.`,
   jobdir submit --delay 10m --timeout 1h -- backup --full /srv
   jobdir submit --at 'tomorrow 03:00' -- ./nightly.sh
   jobdir submit --json -- sh -c 'date; sleep 5'
-  id=$(jobdir submit -- ./build.sh) && jobdir wait "$id"`,
+  id=$(jobdir submit -- ./build.sh) && jobdir wait "$id"
+  build=$(jobdir submit --key build-42 -- make build)
+  jobdir submit --after "$build" -- make test
+  jobdir submit --after-key build-42 --after-any -- ./notify.sh
+  jobdir submit --batch-id nightly -- ./export.sh part-1
+  jobdir submit --batch-id nightly -- ./export.sh part-2
+  jobdir submit --after-batch nightly -- ./merge-exports.sh
+  jobdir submit --batch pipeline.jsonl`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if batchFile != "" {
+				if len(args) > 0 {
+					return fmt.Errorf("submit takes a PROGRAM or --batch FILE, not both")
+				}
+				return nil
+			}
 			if len(args) == 0 {
 				return fmt.Errorf("submit needs a PROGRAM to run")
 			}
@@ -78,13 +124,12 @@ that is restarting does not count as missing.`,
 			if delay < 0 {
 				return usagef("--delay must not be negative")
 			}
-			spec, err := jf.execSpec(cmd, args)
-			if err != nil {
+			if err := df.check(); err != nil {
 				return err
 			}
-			spec.Key = key
+			var runAt time.Time
 			if delay > 0 {
-				spec.RunAt = time.Now().Add(delay)
+				runAt = time.Now().Add(delay)
 			}
 			if at != "" {
 				now := time.Now()
@@ -95,12 +140,28 @@ that is restarting does not count as missing.`,
 				if t.Before(now) {
 					fmt.Fprintf(a.stderr, "jobdir: --at %s is %s in the past: the job is due at once\n", at, humantime.Duration(now.Sub(t)))
 				}
-				spec.RunAt = t
+				runAt = t
 			}
-			if err := spec.Validate(0); err != nil {
+			if batchFile != "" {
+				if key != "" {
+					return usagef("--key names one job: with --batch, give each job its key in the file")
+				}
+				return a.submitFile(cmd, batchFile, &jf, &df, runAt, asJSON, needWorker)
+			}
+			spec, err := jf.execSpec(cmd, args)
+			if err != nil {
+				return err
+			}
+			spec.Key = key
+			spec.RunAt = runAt
+			df.fill(&spec)
+			if err := validateNamed(spec); err != nil {
 				return usagef("%v", err)
 			}
 			return a.withStore(cmd.Context(), func(st *cliStore) error {
+				if err := a.resolveAfter(cmd.Context(), st, &spec, nil); err != nil {
+					return err
+				}
 				served, err := jobServed(cmd.Context(), st.Store, spec.Queue, spec.Kind)
 				if err != nil {
 					return err
@@ -114,7 +175,7 @@ that is restarting does not count as missing.`,
 				}
 				job, created, err := st.Submit(cmd.Context(), spec)
 				if err != nil {
-					return err
+					return submitError(err)
 				}
 				if !served && created {
 					fmt.Fprintf(a.stderr, "jobdir: no worker runs %s on this store, or did in the last 15 minutes; the job waits until one starts (\"%s\")\n", what, start)
@@ -138,6 +199,8 @@ that is restarting does not count as missing.`,
 	f.StringVar(&at, "at", "", "run no sooner than `TIME`: 18:30 (the next one), tomorrow 09:00, 2026-11-29 18:30 (local time) or RFC 3339")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON (as the HTTP API sends it) instead of its ID")
 	f.BoolVar(&needWorker, "require-worker", false, "submit only if a live worker runs exec jobs on the store")
+	df.register(f)
+	f.StringVar(&batchFile, "batch", "", "submit every job of `FILE`, one JSON object a line, at once (- for stdin); a job may wait for earlier ones of the file (see above)")
 	return cmd
 }
 
@@ -235,4 +298,94 @@ func metaFlags(flags []string, traced bool) (map[string]string, error) {
 		return nil, nil
 	}
 	return meta, nil
+}
+
+// depFlags are submit's flags of dependencies and batches.
+type depFlags struct {
+	after      []string // IDs, unique prefixes or "last"
+	afterKeys  []string
+	afterAny   bool
+	batch      string
+	afterBatch string
+}
+
+// register adds the flags to f.
+func (df *depFlags) register(f *pflag.FlagSet) {
+	f.StringSliceVar(&df.after, "after", nil, "run only after the job with this `ID` ended (or a unique prefix of it, or last); repeatable, or comma-separated")
+	f.StringSliceVar(&df.afterKeys, "after-key", nil, "run only after the job with this `KEY` ended; repeatable, or comma-separated, and combines with --after")
+	f.BoolVar(&df.afterAny, "after-any", false, "run once the jobs of --after and --after-key ended, however they ended (without it, one that fails or is canceled cancels this job)")
+	f.StringVar(&df.batch, "batch-id", "", "add the job to the batch `NAME`, which a callback (--after-batch) waits for")
+	f.StringVar(&df.afterBatch, "after-batch", "", "make the job the callback of batch `NAME`: it runs once every job of the batch ended, however they ended, and no job may join the batch after it")
+}
+
+// check refuses flags that cannot make a spec, as usage errors.
+func (df *depFlags) check() error {
+	for _, name := range []struct{ flag, v string }{{"--batch-id", df.batch}, {"--after-batch", df.afterBatch}} {
+		if name.v == "" {
+			continue
+		}
+		if err := jobstore.ValidateBatchName(name.v); err != nil {
+			return usagef("%s: %v", name.flag, err)
+		}
+	}
+	if df.batch != "" && df.batch == df.afterBatch {
+		return usagef("--batch-id and --after-batch name the same batch: a job cannot be both in a batch and its callback")
+	}
+	for _, k := range df.afterKeys {
+		if err := jobstore.ValidateLookupKey(k); err != nil {
+			return usagef("--after-key: %v", err)
+		}
+	}
+	return nil
+}
+
+// fill sets the flags' fields of spec; --after's names are resolved
+// later, by resolveAfter.
+func (df *depFlags) fill(spec *jobstore.Spec) {
+	spec.After = df.after
+	spec.AfterKeys = df.afterKeys
+	spec.AfterAny = df.afterAny
+	spec.Batch = df.batch
+	spec.AfterBatch = df.afterBatch
+}
+
+// validateNamed validates spec as the store will once resolveAfter has
+// turned the names of its After (prefixes, "last") into IDs.
+func validateNamed(spec jobstore.Spec) error {
+	spec.After = nil
+	return spec.Validate(0)
+}
+
+// resolveAfter turns the names of spec.After, as a person gives them (an
+// ID in either case, a unique prefix, "last"), into IDs, looking each up
+// once in resolved (nil: no memory of earlier lookups).
+func (a *app) resolveAfter(ctx context.Context, st jobstore.Client, spec *jobstore.Spec, resolved map[string]string) error {
+	for i, name := range spec.After {
+		id, ok := resolved[name]
+		if !ok {
+			var err error
+			if id, err = a.resolveID(ctx, st, name); err != nil {
+				return &plainError{err: err, msg: "--after " + name + ": " + err.Error()}
+			}
+			if resolved != nil {
+				resolved[name] = id
+			}
+		}
+		spec.After[i] = id
+	}
+	return nil
+}
+
+// submitError says in plain words why the store refused a submit: a
+// dependency that does not exist, a closed batch, a callback of an
+// unknown batch.
+func submitError(err error) error {
+	switch {
+	case errors.Is(err, jobstore.ErrBatchClosed):
+		return &plainError{err: err, msg: storeMessage(err),
+			hint: "A batch takes no more jobs once its callback was submitted (see jobdir batch status NAME); use another batch name."}
+	case errors.Is(err, jobstore.ErrInvalidInput):
+		return &plainError{err: err, msg: storeMessage(err)}
+	}
+	return err
 }

@@ -28,7 +28,8 @@ func waitHintDelay() time.Duration {
 // person waiting, once each, on stderr: that the job waits for its time
 // (scheduled, or a retry), and that a due job has stayed queued for
 // waitHintAfter, which means no worker is taking it (none runs on this
-// store, none takes its kind, or every one is busy). A job a worker has taken ends the watch.
+// store, none takes its kind, or every one is busy), and that a job waits
+// for its dependencies. A job a worker has taken ends the watch.
 // The returned function stops the watch and returns once it has stopped.
 func (a *app) hintUnclaimed(ctx context.Context, st *cliStore, id string) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -36,7 +37,7 @@ func (a *app) hintUnclaimed(ctx context.Context, st *cliStore, id string) (stop 
 	go func() {
 		defer close(done)
 		delay := waitHintDelay()
-		toldScheduled := false
+		toldScheduled, toldWaiting := false, false
 		for {
 			t := time.NewTimer(delay)
 			select {
@@ -46,6 +47,16 @@ func (a *app) hintUnclaimed(ctx context.Context, st *cliStore, id string) (stop 
 			case <-t.C:
 			}
 			j, err := st.Get(ctx, id)
+			if err == nil && j.State == jobstore.StateWaiting {
+				if !toldWaiting {
+					toldWaiting = true
+					if pending, total, ok, err := newDepStates(st, len(j.After)).count(ctx, j); err == nil && ok {
+						fmt.Fprintf(a.stderr, "jobdir: job %s is %s (its dependencies: jobdir get %s); waiting\n", id, waitingText(pending, total), id)
+					}
+				}
+				delay = waitHintDelay()
+				continue
+			}
 			if err != nil || j.State != jobstore.StateQueued {
 				return // taken, finished, or gone: wait says the rest
 			}
