@@ -16,8 +16,11 @@ var _ jobstore.DependencyReader = (*Store)(nil)
 type batch struct {
 	// members are the IDs of its jobs, in submit order.
 	members []string
-	// callbacks are the IDs of its callbacks; one closes the batch.
+	// callbacks are the IDs of its callbacks.
 	callbacks []string
+	// closed is set by the first callback, and stays while the batch has
+	// jobs.
+	closed bool
 }
 
 // planned is one spec's result in a submit that has not been made yet.
@@ -129,7 +132,7 @@ func specErr(batch bool, i int, err error) error {
 // closedBatch reports whether a callback closed batch b. The caller holds
 // s.mu.
 func (s *Store) closedBatch(b string) bool {
-	return s.batches[b] != nil && len(s.batches[b].callbacks) > 0
+	return s.batches[b] != nil && s.batches[b].closed
 }
 
 // link adds the new job j to the indexes of dependencies and batches. The
@@ -148,6 +151,7 @@ func (s *Store) link(j jobstore.Job) {
 	}
 	if j.AfterBatch != "" {
 		s.batches[j.AfterBatch].callbacks = append(s.batches[j.AfterBatch].callbacks, j.ID)
+		s.batches[j.AfterBatch].closed = true
 	}
 }
 
@@ -246,7 +250,7 @@ func (s *Store) Batch(ctx context.Context, name string) (jobstore.BatchInfo, err
 	if b == nil {
 		return jobstore.BatchInfo{}, fmt.Errorf("memstore: %w", storekit.NoBatch(name))
 	}
-	info := jobstore.BatchInfo{Name: name, States: map[jobstore.State]int{}, Closed: len(b.callbacks) > 0, Callbacks: slices.Clone(b.callbacks)}
+	info := jobstore.BatchInfo{Name: name, States: map[jobstore.State]int{}, Closed: b.closed, Callbacks: slices.Clone(b.callbacks)}
 	for _, id := range b.members {
 		if e, ok := s.jobs[id]; ok {
 			info.Total++

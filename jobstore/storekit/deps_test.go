@@ -2,6 +2,7 @@ package storekit_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -78,7 +79,7 @@ func TestSettleFirstStopsAtPending(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, changed)
 	require.Equal(t, jobstore.StateWaiting, got.State)
-	require.Equal(t, 2, s.calls, "the ended dependency, then the first that has not ended")
+	require.Equal(t, 2, s.calls, "the ended dependency, then the next, which has not ended")
 
 	// Without after_any, the one that ended is looked at first.
 	j = waiting(after, false)
@@ -135,4 +136,28 @@ func TestResolveAfter(t *testing.T) {
 	require.ErrorContains(t, err, "only a spec of a batch")
 	_, err = storekit.ResolveAfter(jobstore.Spec{AfterSpecs: []int{2}}, byKey, []string{"E0", "E1"})
 	require.ErrorContains(t, err, "earlier spec")
+}
+
+// TestSettleFanInCostsLinear: the ends of a fan-in, in the order its jobs
+// were named, cost about two look-ups each, not a walk from the start.
+func TestSettleFanInCostsLinear(t *testing.T) {
+	const n = 1000
+	after := make([]string, n)
+	m := make(map[string]jobstore.State, n)
+	for i := range after {
+		after[i] = fmt.Sprintf("J%04d", i)
+		m[after[i]] = jobstore.StateRunning
+	}
+	j := waiting(after, true)
+	s := &states{m: m}
+	for i, id := range after {
+		m[id] = jobstore.StateSucceeded
+		got, changed, err := storekit.Settle(j, id, s.lookup, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, i == n-1, changed)
+		if changed {
+			require.Equal(t, jobstore.StateQueued, got.State)
+		}
+	}
+	require.LessOrEqual(t, s.calls, 3*n, "look-ups for %d ends", n)
 }

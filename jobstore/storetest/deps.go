@@ -39,6 +39,8 @@ var batchesTests = []test{
 	{"CallbackClosesBatch", testBatchesCallbackCloses},
 	{"UnknownOrEmptyRefused", testBatchesUnknownRefused},
 	{"CallbackOnceUnderConcurrentEnds", testBatchesCallbackConcurrent},
+	{"CallbackWithOtherDependencies", testBatchesCallbackWithOthers},
+	{"StaysClosed", testBatchesStaysClosed},
 }
 
 // depReader returns s as a jobstore.DependencyReader, failing the test if
@@ -558,4 +560,52 @@ func testBatchesCallbackConcurrent(t *testing.T, s jobstore.Store) {
 	require.Len(t, js, n)
 	claimID(t, s, "w", cb.ID)
 	requireNoJob(t, s)
+}
+
+func testBatchesCallbackWithOthers(t *testing.T, s jobstore.Store) {
+	ctx := t.Context()
+	m := batchOf(t, s, "b", 1)[0]
+	k := submit(t, s, jobstore.Spec{Kind: "k", Key: "setup"})
+	x := submitKind(t, s, "x")
+	cb := submit(t, s, jobstore.Spec{Kind: "cb", AfterBatch: "b", AfterKeys: []string{"setup"}, After: []string{x.ID}})
+	require.ElementsMatch(t, []string{m.ID, k.ID, x.ID}, cb.After)
+	succeed(t, s, m)
+	succeed(t, s, x)
+	requireState(t, s, cb.ID, jobstore.StateWaiting)
+	time.Sleep(5 * time.Millisecond)
+	n, err := s.Prune(ctx, time.Nanosecond)
+	require.NoError(t, err)
+	require.Zero(t, n, "Prune removed a job that the callback waits for")
+	if dr, ok := s.(jobstore.DependencyReader); ok {
+		deps, err := dr.Dependents(ctx, k.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{cb.ID}, ids(deps), "a callback is a dependent of the job it names by key")
+	}
+	// The job it names by key ends last: that end queues it at once.
+	failFinally(t, s, k)
+	requireState(t, s, cb.ID, jobstore.StateQueued)
+}
+
+func testBatchesStaysClosed(t *testing.T, s jobstore.Store) {
+	ctx := t.Context()
+	sp, ok := s.(jobstore.StatePruner)
+	if !ok {
+		t.Skip("the store prunes no states alone")
+	}
+	js := batchOf(t, s, "b", 2)
+	cb := submit(t, s, jobstore.Spec{Kind: "cb", AfterBatch: "b"})
+	failFinally(t, s, js[0])
+	succeed(t, s, js[1])
+	succeed(t, s, cb)
+	time.Sleep(5 * time.Millisecond)
+	n, err := sp.PruneStates(ctx, time.Nanosecond, []jobstore.State{jobstore.StateSucceeded})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "m", Batch: "b"})
+	require.ErrorIs(t, err, jobstore.ErrBatchClosed, "a batch whose callback was pruned is closed while it has jobs")
+	// Once every job of the batch is gone, its name is free again.
+	n, err = s.Prune(ctx, time.Nanosecond)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	batchOf(t, s, "b", 1)
 }
