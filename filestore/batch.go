@@ -85,7 +85,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 		}
 		news = append(news, &batchJob{i: i, job: jobstore.NewJob(spec, now), hash: hash})
 	}
-	taken, err := s.submitBatch(ctx, news)
+	taken, err := s.submitBatch(ctx, news, false)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: submit batch: %w", err)
 	}
@@ -114,9 +114,11 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 }
 
 // submitBatch writes and publishes news. It returns the indexes of the
-// jobs whose key file another job owned: those were not created. On error
-// nothing of the batch is left.
-func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool, error) {
+// jobs whose key file another job owned: those were not created. With
+// whole set, one such key fails the batch with errKeyRace before any of
+// its records is published (a graph must not be published in part). On
+// error nothing of the batch is left.
+func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (map[int]bool, error) {
 	taken := make(map[int]bool)
 	if len(news) == 0 {
 		return taken, nil
@@ -156,6 +158,9 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob) (map[int]bool
 			return fail(fmt.Errorf("publish key of job %s: %w", b.job.ID, err))
 		}
 		b.linked, linked = true, true
+	}
+	if whole && len(taken) > 0 {
+		return fail(errKeyRace)
 	}
 	if linked {
 		if err := s.durable.dir(dirKeys); err != nil {

@@ -152,7 +152,12 @@ func (s *Store) noteWaiting(id string, waiting bool) {
 	}
 }
 
-// settleWaiting settles every waiting job this Store has seen in queued/.
+// settleWaiting settles the waiting jobs this Store has seen in queued/
+// whose dependencies decide them. Each is first read without a lock,
+// looking at its dependencies from the first on only until one has not
+// ended, and locked only if it is decided, without waiting: a job whose
+// lock another process holds (stopped, perhaps) is left for the next
+// pass, so that this pass never stalls the maintenance loop it runs in.
 func (s *Store) settleWaiting(ctx context.Context) {
 	s.waitMu.Lock()
 	ids := make([]string, 0, len(s.waiting))
@@ -160,10 +165,26 @@ func (s *Store) settleWaiting(ctx context.Context) {
 		ids = append(ids, id)
 	}
 	s.waitMu.Unlock()
+	lookup := s.depLookup(ctx)
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
 		}
+		j, err := s.get(ctx, id)
+		if err != nil || j.State != jobstore.StateWaiting {
+			if err == nil || errors.Is(err, jobstore.ErrNotFound) {
+				s.noteWaiting(id, false)
+			}
+			continue
+		}
+		if _, changed, err := storekit.Settle(j, j.After[0], lookup, time.Now()); err != nil || !changed {
+			continue
+		}
+		unlock, ok, err := s.tryLockJob(id)
+		if err != nil || !ok {
+			continue
+		}
+		unlock()
 		s.settle(ctx, id, "")
 	}
 }
@@ -238,7 +259,7 @@ func (s *Store) Batch(ctx context.Context, name string) (jobstore.BatchInfo, err
 			info.Callbacks = append(info.Callbacks, id)
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(dir, batchClosed)); err == nil {
+	if _, err := os.Lstat(filepath.Join(dir, batchClosed)); err == nil || len(info.Callbacks) > 0 {
 		info.Closed = true
 	}
 	if info.Total == 0 && len(info.Callbacks) == 0 {
@@ -247,9 +268,28 @@ func (s *Store) Batch(ctx context.Context, name string) (jobstore.BatchInfo, err
 	return info, nil
 }
 
-// batchMembers returns the jobs of batch name that exist.
-func (s *Store) batchMemberIDs(ctx context.Context, name string) ([]string, error) {
-	ids, err := readIDs(filepath.Join(s.batchDir(name), batchMembers))
+// batchIsClosed reports whether a callback closed batch name: its closed
+// marker is there (written once the callback is published, and kept while
+// the batch has jobs), or a callback of the batch exists (one published
+// by a process that died before it wrote the marker). A callbacks/ entry
+// whose record was never published (a submit that failed or crashed)
+// closes nothing. The caller holds the batch's lock.
+func (s *Store) batchIsClosed(ctx context.Context, name string) (bool, error) {
+	dir := s.batchDir(name)
+	_, err := os.Lstat(filepath.Join(dir, batchClosed))
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	calls, err := s.liveIDs(ctx, filepath.Join(dir, batchCalls))
+	return len(calls) > 0, err
+}
+
+// liveIDs returns the IDs named by the entries of dir whose jobs exist.
+func (s *Store) liveIDs(ctx context.Context, dir string) ([]string, error) {
+	ids, err := readIDs(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -265,15 +305,6 @@ func (s *Store) batchMemberIDs(ctx context.Context, name string) ([]string, erro
 		out = append(out, id)
 	}
 	return out, nil
-}
-
-// batchIsClosed reports whether a callback closed batch name.
-func (s *Store) batchIsClosed(name string) (bool, error) {
-	_, err := os.Lstat(filepath.Join(s.batchDir(name), batchClosed))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // lockBatches takes the exclusive lock of every batch the specs join or
@@ -320,14 +351,21 @@ type graphEntries struct {
 	s *Store
 	// made are the entries made, to take back on failure.
 	made []string
-	// dirs are the directories whose entries changed, to fsync.
+	// dirs are the directories whose entries changed, to fsync: those the
+	// entries went into, and the parents of those made for them.
 	dirs map[string]bool
+	// ready are the directories known to exist.
+	ready map[string]bool
 	// proto is the empty file every entry links to; "" until made.
 	proto string
 }
 
-// link makes the entry path (a link to the empty proto file) in dir,
-// making dir if need be.
+func newGraphEntries(s *Store) *graphEntries {
+	return &graphEntries{s: s, dirs: make(map[string]bool), ready: make(map[string]bool)}
+}
+
+// link makes the entry name in dir (a link to the empty proto file),
+// making dir and the directories above it, up to the store's, if need be.
 func (g *graphEntries) link(dir, name string) error {
 	s := g.s
 	if g.proto == "" {
@@ -337,13 +375,12 @@ func (g *graphEntries) link(dir, name string) error {
 		}
 		g.proto = p
 	}
-	if !g.dirs[dir] {
-		if err := s.mkdirAll(dir); err != nil {
+	if !g.ready[dir] {
+		if err := g.mkdirAll(dir); err != nil {
 			return err
 		}
-		g.dirs[dir] = true
-		g.dirs[filepath.Dir(dir)] = true
 	}
+	g.dirs[dir] = true
 	p := filepath.Join(dir, name)
 	err := s.fs.Link(g.proto, p)
 	if errors.Is(err, fs.ErrExist) {
@@ -356,15 +393,41 @@ func (g *graphEntries) link(dir, name string) error {
 	return nil
 }
 
-// index links the entries of the new job j: dependents/ for each job of
-// its After (of a callback, only those of named, as its batch's jobs find
-// it through the batch's callbacks/), and its batch's entries.
-func (g *graphEntries) index(j jobstore.Job, named []string) error {
+// mkdirAll makes dir and the directories above it, up to the store's,
+// noting the parent of each one it makes as changed.
+func (g *graphEntries) mkdirAll(dir string) error {
 	s := g.s
-	for _, d := range j.After {
-		if j.AfterBatch != "" && !slices.Contains(named, d) {
+	rel, err := filepath.Rel(s.dir, dir)
+	if err != nil {
+		return err
+	}
+	p := s.dir
+	for _, part := range splitPath(rel) {
+		parent := p
+		p = filepath.Join(p, part)
+		if g.ready[p] {
 			continue
 		}
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			// Mkdir refuses what is there and is not a directory (a link).
+			if err := s.fs.Mkdir(p, s.dirPerm); err != nil {
+				return err
+			}
+			g.dirs[parent] = true
+		} else if err != nil {
+			return err
+		}
+		g.ready[p] = true
+	}
+	return nil
+}
+
+// index links the entries of the new job j: dependents/ for each job of
+// named, the dependencies it named itself (a callback's batch jobs find it
+// through the batch's callbacks/ instead), and its batch's entries.
+func (g *graphEntries) index(j jobstore.Job, named []string) error {
+	s := g.s
+	for _, d := range named {
 		if err := g.link(s.dependentsDir(d), j.ID); err != nil {
 			return err
 		}
@@ -375,27 +438,7 @@ func (g *graphEntries) index(j jobstore.Job, named []string) error {
 		}
 	}
 	if j.AfterBatch != "" {
-		dir := s.batchDir(j.AfterBatch)
-		if err := g.link(filepath.Join(dir, batchCalls), j.ID); err != nil {
-			return err
-		}
-		if err := g.link(dir, batchClosed); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// mkdirAll makes dir and the directories above it, up to the store's.
-func (s *Store) mkdirAll(dir string) error {
-	rel, err := filepath.Rel(s.dir, dir)
-	if err != nil {
-		return err
-	}
-	p := s.dir
-	for _, part := range splitPath(rel) {
-		p = filepath.Join(p, part)
-		if err := s.fs.Mkdir(p, s.dirPerm); err != nil {
+		if err := g.link(filepath.Join(s.batchDir(j.AfterBatch), batchCalls), j.ID); err != nil {
 			return err
 		}
 	}
@@ -459,74 +502,78 @@ func (g *graphEntries) undo() {
 // graphJob is a planned job of submitGraph.
 type graphJob struct {
 	*batchJob
-	spec jobstore.Spec
+	// named are the dependencies the job named itself, as IDs: those of
+	// After, AfterKeys and AfterSpecs, not the jobs of a batch it is the
+	// callback of.
+	named []string
 }
 
 // submitGraph submits specs, some of which name dependencies or batches,
-// as SubmitBatch (batch) or Submit: the dependencies are resolved and must
-// exist, each new job is settled against them, the index entries of every
-// new job are made durable, then the jobs are published as SubmitBatch
-// publishes them (waiting and queued jobs into queued/, a job whose
-// dependency already failed into done/, canceled), and finally the new
-// waiting jobs are settled again, for a dependency that ended while they
-// were being published (its ender may have looked for them before their
-// entries existed). An error means no job of the specs was created.
+// as SubmitBatch (batch) or Submit. Under the locks of the batches the
+// specs join or close, and a shared record lock of every job they name
+// (so that no Prune or Delete removes one meanwhile), the dependencies are
+// resolved and must exist, each new job is settled against them, the
+// index entries of every new job are made durable, then the jobs are
+// published as SubmitBatch publishes them (waiting and queued jobs into
+// queued/, a job whose dependency already failed into done/, canceled).
+// Once the locks are released the new waiting jobs are settled again, for
+// a dependency that ended while they were being published (its ender may
+// have looked for them before their entries existed). An error means no
+// job of the specs was created.
 func (s *Store) submitGraph(ctx context.Context, specs []jobstore.Spec, batch bool) ([]jobstore.Submitted, error) {
-	unlockBatches, err := s.lockBatches(ctx, specs)
+	out, news, err := s.submitGraphLocked(ctx, specs, batch)
 	if err != nil {
 		return nil, err
 	}
-	defer unlockBatches()
-	out := make([]jobstore.Submitted, len(specs))
-	ids := make([]string, len(specs)) // each spec's job
-	first := make(map[string]int)     // key -> its first spec
-	newByKey := make(map[string]string)
-	states := make(map[string]jobstore.State) // the new jobs'
-	joined := make(map[string][]string)       // batch -> its new jobs
-	closing := make(map[string]bool)
-	// Each dependency is read once: whether it exists, and its state.
 	read := s.depLookup(ctx)
-	type seen struct {
-		st jobstore.State
-		ok bool
+	for _, g := range news {
+		if g.job.State != jobstore.StateWaiting {
+			continue
+		}
+		if _, changed, err := storekit.Settle(g.job, "", read, time.Now()); err == nil && changed {
+			s.settle(context.WithoutCancel(ctx), g.job.ID, "")
+			if j, err := s.get(ctx, g.job.ID); err == nil {
+				out[g.i].Job = j
+			}
+		}
 	}
-	known := make(map[string]seen)
-	lookup := func(id string) (jobstore.State, bool, error) {
-		if k, ok := known[id]; ok {
-			return k.st, k.ok, nil
-		}
-		st, ok, err := read(id)
-		if err == nil {
-			known[id] = seen{st, ok}
-		}
-		return st, ok, err
+	return out, nil
+}
+
+// submitGraphLocked is submitGraph but for the settling after the locks.
+func (s *Store) submitGraphLocked(ctx context.Context, specs []jobstore.Spec, batch bool) ([]jobstore.Submitted, []*graphJob, error) {
+	unlockBatches, err := s.lockBatches(ctx, specs)
+	if err != nil {
+		return nil, nil, err
 	}
-	planLookup := func(id string) (jobstore.State, bool, error) {
-		if st, ok := states[id]; ok {
-			return st, true, nil
-		}
-		return lookup(id)
-	}
-	byKey := func(key string) (string, error) {
-		if id, ok := newByKey[key]; ok {
-			return id, nil
-		}
-		j, err := s.GetByKey(ctx, key)
-		if errors.Is(err, jobstore.ErrNotFound) {
-			return "", nil
-		}
-		if err != nil {
-			return "", err
-		}
-		return j.ID, nil
-	}
+	defer unlockBatches()
 	specErr := func(i int, err error) error {
 		if batch {
 			return fmt.Errorf("spec %d: %w", i, err)
 		}
 		return err
 	}
+	out := make([]jobstore.Submitted, len(specs))
+	ids := make([]string, len(specs)) // each spec's job
+	first := make(map[string]int)     // key -> its first spec
+	newByKey := make(map[string]string)
+	isNew := make(map[string]bool)
+	joined := make(map[string][]string) // batch -> its new jobs
+	closing := make(map[string]bool)
+	byKey := func(key string) (string, error) {
+		if id, ok := newByKey[key]; ok {
+			return id, nil
+		}
+		j, err := s.getByKey(ctx, key)
+		if errors.Is(err, jobstore.ErrNotFound) {
+			return "", nil
+		}
+		return j.ID, err
+	}
+	// Each spec resolved: the jobs found by their keys, the new ones with
+	// every dependency as an ID.
 	var news []*graphJob
+	external := make(map[string]bool) // dependencies that are not new
 	now := time.Now()
 	for i, spec := range specs {
 		if spec.Key != "" {
@@ -535,65 +582,59 @@ func (s *Store) submitGraph(ctx context.Context, specs []jobstore.Spec, batch bo
 				continue
 			}
 			first[spec.Key] = i
-			id, err := byKey(spec.Key)
-			if err != nil {
-				return nil, specErr(i, err)
-			}
-			if id != "" {
-				j, err := s.get(ctx, id)
-				if err != nil {
-					return nil, specErr(i, err)
-				}
-				out[i], ids[i] = jobstore.Submitted{Job: j}, id
+			j, err := s.getByKey(ctx, spec.Key)
+			if err == nil {
+				out[i], ids[i] = jobstore.Submitted{Job: j}, j.ID
 				continue
+			}
+			if !errors.Is(err, jobstore.ErrNotFound) {
+				return nil, nil, specErr(i, err)
 			}
 		}
 		var prior []string
 		if batch {
 			prior = ids[:i]
 		}
-		after, err := storekit.ResolveAfter(spec, byKey, prior)
+		named, err := storekit.ResolveAfter(spec, byKey, prior)
 		if err != nil {
-			return nil, specErr(i, err)
+			return nil, nil, specErr(i, err)
 		}
-		for _, id := range spec.After {
-			if _, ok, err := lookup(id); err != nil {
-				return nil, specErr(i, err)
-			} else if !ok {
-				return nil, specErr(i, storekit.DependencyMissing(id))
-			}
-		}
+		after := slices.Clone(named)
 		if b := spec.Batch; b != "" {
-			closed, err := s.batchIsClosed(b)
+			closed, err := s.batchIsClosed(ctx, b)
 			if err != nil {
-				return nil, specErr(i, err)
+				return nil, nil, specErr(i, err)
 			}
 			if closed || closing[b] {
-				return nil, specErr(i, storekit.BatchClosed(b))
+				return nil, nil, specErr(i, storekit.BatchClosed(b))
 			}
 		}
 		if b := spec.AfterBatch; b != "" {
-			members, err := s.batchMemberIDs(ctx, b)
+			members, err := s.liveIDs(ctx, filepath.Join(s.batchDir(b), batchMembers))
 			if err != nil {
-				return nil, specErr(i, err)
+				return nil, nil, specErr(i, err)
 			}
 			members = append(members, joined[b]...)
 			if len(members) == 0 {
-				return nil, specErr(i, storekit.BatchEmpty(b))
+				return nil, nil, specErr(i, storekit.BatchEmpty(b))
 			}
 			if len(members) > jobstore.MaxAfter {
-				return nil, specErr(i, storekit.BatchTooLarge(b, len(members)))
+				return nil, nil, specErr(i, storekit.BatchTooLarge(b, len(members)))
 			}
 			after = append(after, members...)
 			closing[b] = true
 		}
 		j := jobstore.NewJob(spec, now)
 		j.SetAfter(after)
-		if j, _, err = storekit.Settle(j, "", planLookup, now); err != nil {
-			return nil, specErr(i, err)
+		if len(j.After) > jobstore.MaxAfter {
+			return nil, nil, specErr(i, fmt.Errorf("%w: %d dependencies with the jobs of batch %q, limit %d", jobstore.ErrInvalidInput, len(j.After), spec.AfterBatch, jobstore.MaxAfter))
 		}
-		states[j.ID] = j.State
-		ids[i] = j.ID
+		for _, d := range named {
+			if !isNew[d] {
+				external[d] = true
+			}
+		}
+		ids[i], isNew[j.ID] = j.ID, true
 		if spec.Key != "" {
 			newByKey[spec.Key] = j.ID
 		}
@@ -604,11 +645,54 @@ func (s *Store) submitGraph(ctx context.Context, specs []jobstore.Spec, batch bo
 		if spec.Key != "" {
 			b.hash = keyName(spec.Key)
 		}
-		news = append(news, &graphJob{batchJob: b, spec: spec})
+		news = append(news, &graphJob{batchJob: b, named: named})
+	}
+	// The jobs named are kept from Prune and Delete until the new jobs
+	// that wait for them are published: each one's record lock, shared.
+	locked := make([]string, 0, len(external))
+	for id := range external {
+		locked = append(locked, id)
+	}
+	slices.Sort(locked)
+	for _, id := range locked {
+		unlock, err := lockRecord(ctx, s.lockPath(id), false, true, s.filePerm)
+		if err != nil {
+			return nil, nil, s.lockErr(id, err)
+		}
+		defer unlock()
+	}
+	// Each named job read once, under its lock: it must exist, and its
+	// state settles the new jobs.
+	read := s.depLookup(ctx)
+	states := make(map[string]jobstore.State)
+	lookup := func(id string) (jobstore.State, bool, error) {
+		if st, ok := states[id]; ok {
+			return st, true, nil
+		}
+		st, ok, err := read(id)
+		if err == nil && ok {
+			states[id] = st
+		}
+		return st, ok, err
+	}
+	for _, g := range news {
+		for _, d := range g.named {
+			if _, ok, err := lookup(d); err != nil {
+				return nil, nil, specErr(g.i, err)
+			} else if !ok {
+				return nil, nil, specErr(g.i, storekit.DependencyMissing(d))
+			}
+		}
+		j, _, err := storekit.Settle(g.job, "", lookup, now)
+		if err != nil {
+			return nil, nil, specErr(g.i, err)
+		}
+		g.job = j
+		states[j.ID] = j.State
 	}
 	if len(news) > 0 {
 		if err := s.publishGraph(ctx, news); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, g := range news {
@@ -619,30 +703,19 @@ func (s *Store) submitGraph(ctx context.Context, specs []jobstore.Spec, batch bo
 			out[i] = jobstore.Submitted{Job: out[f].Job}
 		}
 	}
-	// Settled again once published and indexed (see above), if a
-	// dependency ended meanwhile: read again, without a lock.
-	for _, g := range news {
-		if g.job.State != jobstore.StateWaiting {
-			continue
-		}
-		if _, changed, err := storekit.Settle(g.job, "", read, time.Now()); err == nil && changed {
-			s.settle(ctx, g.job.ID, "")
-			if j, err := s.get(ctx, g.job.ID); err == nil && j.State != jobstore.StateWaiting {
-				out[g.i].Job = j
-			}
-		}
-	}
-	return out, nil
+	return out, news, nil
 }
 
 // publishGraph makes the index entries of news durable and publishes the
 // jobs, taking everything back on error. A key that another process took
-// meanwhile takes the whole submit back, and the caller is told to submit
-// again, which finds that job by its key.
+// meanwhile takes the whole submit back before any record is published
+// (errKeyRace), and the caller submits again, which finds that job by
+// its key. A callback's batch is marked closed once the callback is
+// published.
 func (s *Store) publishGraph(ctx context.Context, news []*graphJob) error {
-	g := &graphEntries{s: s, dirs: make(map[string]bool)}
+	g := newGraphEntries(s)
 	for _, n := range news {
-		if err := g.index(n.job, n.spec.After); err != nil {
+		if err := g.index(n.job, n.named); err != nil {
 			g.undo()
 			return err
 		}
@@ -655,31 +728,29 @@ func (s *Store) publishGraph(ctx context.Context, news []*graphJob) error {
 	for i, n := range news {
 		bs[i] = n.batchJob
 	}
-	taken, err := s.submitBatch(ctx, bs)
-	if err != nil {
+	if _, err := s.submitBatch(ctx, bs, true); err != nil {
 		g.undo()
 		return err
 	}
-	if len(taken) > 0 {
-		// Rare: another process took one of the keys between the look-up
-		// and the link. Take back what was published, under fresh locks.
-		for _, b := range bs {
-			if !taken[b.i] {
-				if unlock, err := s.lockJob(ctx, b.job.ID); err == nil {
-					b.queued = true
-					s.takeBack([]*batchJob{b})
-					unlock()
-				}
-			}
+	closing := newGraphEntries(s)
+	var err error
+	for _, n := range news {
+		if b := n.job.AfterBatch; b != "" && err == nil {
+			err = closing.link(s.batchDir(b), batchClosed)
 		}
-		g.undo()
-		return fmt.Errorf("%w: a key of the submit was taken by another submit meanwhile; submit again", errKeyRace)
+	}
+	if err == nil {
+		err = closing.sync()
+	}
+	if err != nil {
+		// The batch is closed all the same while its callback exists.
+		s.log.Warn("filestore: cannot mark a batch closed; its callback keeps it closed", "err", err)
 	}
 	return nil
 }
 
 // errKeyRace asks Submit and SubmitBatch to try a graph again.
-var errKeyRace = errors.New("key race")
+var errKeyRace = errors.New("a key of the submit was taken by another submit meanwhile")
 
 // waitedFor returns the ID of a waiting job that waits for job id, or "",
 // so that Prune and Delete keep a job its dependents still need.
@@ -704,9 +775,10 @@ func (s *Store) waitedFor(ctx context.Context, id, batch string) (string, error)
 }
 
 // unindex removes the index entries of the pruned job j: the jobs that
-// named it, and its membership of a batch. A batch whose last job goes is
-// removed whole, so that its name may be used again, as a pruned job's
-// key may.
+// named it, and its membership of a batch. A batch none of whose jobs and
+// callbacks exist any more is removed whole, so that its name may be used
+// again, as a pruned job's key may. The caller holds no record lock: the
+// batch's lock comes first, as in submitGraph.
 func (s *Store) unindex(ctx context.Context, j jobstore.Job) {
 	if err := s.fs.RemoveAll(s.dependentsDir(j.ID)); err != nil {
 		s.log.Warn("filestore: prune: cannot remove a job's dependents entries", "id", j.ID, "err", err)
@@ -722,13 +794,11 @@ func (s *Store) unindex(ctx context.Context, j jobstore.Job) {
 		}
 		dir := s.batchDir(b.name)
 		_ = s.fs.Remove(filepath.Join(dir, b.sub, j.ID))
-		members, err1 := readNames(filepath.Join(dir, batchMembers))
-		calls, err2 := readNames(filepath.Join(dir, batchCalls))
-		if len(members) == 0 && len(calls) == 0 && (err1 == nil || errors.Is(err1, fs.ErrNotExist)) && (err2 == nil || errors.Is(err2, fs.ErrNotExist)) {
-			for _, p := range []string{filepath.Join(dir, batchMembers), filepath.Join(dir, batchCalls), filepath.Join(dir, batchClosed), dir} {
-				if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					s.log.Warn("filestore: prune: cannot remove an empty batch", "path", p, "err", err)
-				}
+		members, err1 := s.liveIDs(ctx, filepath.Join(dir, batchMembers))
+		calls, err2 := s.liveIDs(ctx, filepath.Join(dir, batchCalls))
+		if len(members) == 0 && len(calls) == 0 && err1 == nil && err2 == nil {
+			if err := s.fs.RemoveAll(dir); err != nil {
+				s.log.Warn("filestore: prune: cannot remove an empty batch", "path", dir, "err", err)
 			}
 		}
 		unlock()

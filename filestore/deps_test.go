@@ -1,8 +1,10 @@
 package filestore
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,4 +115,153 @@ func TestPrunedBatchIsGone(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist, "the batch's directory stays")
 	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "m", Batch: "b"})
 	require.NoError(t, err, "the name of a pruned batch cannot be used again")
+}
+
+// TestSubmitRacesEndAcrossStores: one Store submits a job that waits for
+// X while another completes X, over and over. Whichever comes first, the
+// new job ends up queued once both calls returned: the submit sees the
+// end, or the end finds the new job.
+func TestSubmitRacesEndAcrossStores(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	a := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	b := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	for round := range 100 {
+		x, _, err := b.Submit(ctx, jobstore.Spec{Kind: "x"})
+		require.NoError(t, err)
+		c, err := b.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"x"}})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
+			done <- err
+		}()
+		d, _, err := a.Submit(ctx, jobstore.Spec{Kind: "d", After: []string{x.ID}})
+		require.NoError(t, err)
+		require.NoError(t, <-done)
+		got, err := a.Get(ctx, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, got.State, "round %d: the dependent still waits", round)
+	}
+}
+
+// TestPruneRacesSubmitAcrossStores: one Store prunes X while another
+// submits a job that waits for X. Either the submit fails (X was gone)
+// or X is kept and the new job is queued: never a new job canceled
+// because its dependency vanished under it.
+func TestPruneRacesSubmitAcrossStores(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	a := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	b := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	refused, kept := 0, 0
+	for round := range 100 {
+		x, _, err := a.Submit(ctx, jobstore.Spec{Kind: "x"})
+		require.NoError(t, err)
+		c, err := a.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"x"}})
+		require.NoError(t, err)
+		_, err = a.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+		pruned := make(chan error, 1)
+		go func() {
+			_, err := b.Prune(ctx, 0)
+			pruned <- err
+		}()
+		d, _, err := a.Submit(ctx, jobstore.Spec{Kind: "d", After: []string{x.ID}})
+		require.NoError(t, <-pruned)
+		if err != nil {
+			require.ErrorIs(t, err, jobstore.ErrInvalidInput, "round %d", round)
+			refused++
+			continue
+		}
+		kept++
+		got, err := a.Get(ctx, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, got.State, "round %d: %s", round, got.LastError)
+		// Claim it so that the next round's Prune may take everything.
+		c, err = a.Claim(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"d"}})
+		require.NoError(t, err)
+		_, err = a.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+	}
+	t.Logf("of 100 races, %d submits found the job pruned, %d kept it", refused, kept)
+}
+
+// TestCallbackRacesMemberEnd: the last job of a batch ends in another
+// Store at the worst moment of its callback's submit, after the
+// callback's entry is in callbacks/ and before its record is published,
+// so the end finds the entry and no record. The submit settles the
+// callback again once it is published: it is queued, not left waiting.
+func TestCallbackRacesMemberEnd(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	var (
+		mu     sync.Mutex
+		armed  bool
+		temps  int
+		during func()
+	)
+	faults := func(op, path string) error {
+		mu.Lock()
+		fire := armed && op == "write-temp"
+		if fire {
+			temps++
+			fire = temps == 2 // the first is the entries' empty file
+		}
+		f := during
+		mu.Unlock()
+		if fire {
+			f()
+		}
+		return nil
+	}
+	a := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour, Faults: faults})
+	b := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	m, _, err := b.Submit(ctx, jobstore.Spec{Kind: "m", Batch: "b"})
+	require.NoError(t, err)
+	c, err := b.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.Equal(t, m.ID, c.ID)
+	ended := false
+	mu.Lock()
+	armed, during = true, func() {
+		_, err := b.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+		ended = true
+	}
+	mu.Unlock()
+	cb, _, err := a.Submit(ctx, jobstore.Spec{Kind: "cb", AfterBatch: "b"})
+	require.NoError(t, err)
+	require.True(t, ended, "the member's end did not come during the submit")
+	require.Equal(t, jobstore.StateQueued, cb.State)
+	got, err := b.Get(ctx, cb.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, got.State, "the callback waits for a batch that ended")
+}
+
+// TestDependenciesPinNoDirectories: the directories of dependents/ and
+// batches/, one per job that others name and per batch, are never held
+// open by the Store, so its descriptors do not grow with them, and one
+// removed and made again is not taken for a replaced store directory.
+func TestDependenciesPinNoDirectories(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, &Options{NoSync: true})
+	require.NotNil(t, s.pins)
+	count := func() int {
+		s.pins.mu.RLock()
+		defer s.pins.mu.RUnlock()
+		return len(s.pins.m)
+	}
+	x, _, err := s.Submit(ctx, jobstore.Spec{Kind: "x", Batch: "warm"})
+	require.NoError(t, err)
+	_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "d", After: []string{x.ID}})
+	require.NoError(t, err)
+	before := count()
+	for i := range 50 {
+		x, _, err := s.Submit(ctx, jobstore.Spec{Kind: "x", Batch: fmt.Sprintf("b%d", i)})
+		require.NoError(t, err)
+		_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "d", After: []string{x.ID}})
+		require.NoError(t, err)
+	}
+	require.Equal(t, before, count(), "pinned directories grew with the jobs that others name")
 }

@@ -28,8 +28,9 @@ import (
 //
 // Only the store's own directories are pinned: those one level below the
 // store (queued/, claimed/, done/, keys/, locks/, tmp/, quarantine/) and
-// those two levels below (a Store's staging directory in tmp/). Anything
-// else goes through the root.
+// those two levels below (a Store's staging directory in tmp/), but not
+// those of dependents/ and batches/ (see pinnable). Anything else goes
+// through the root.
 type dirPins struct {
 	root *os.Root
 	dir  string // the store's directory, absolute
@@ -133,9 +134,20 @@ func (p *dirPins) close() {
 }
 
 // pinnable reports whether rel (relative to the store) names one of the
-// store's own directories that are pinned: one or two levels below it.
+// store's own directories that are pinned: one or two levels below it,
+// but for those of dependents/ and batches/ (one per job that others name,
+// and per batch), which come and go with their jobs: pinned, each would
+// keep a descriptor open for the Store's life, and one removed and made
+// again would look replaced.
 func pinnable(rel string) bool {
-	return rel != "." && rel != "" && strings.Count(rel, string(filepath.Separator)) <= 1
+	if rel == "." || rel == "" {
+		return false
+	}
+	top, rest, nested := strings.Cut(rel, string(filepath.Separator))
+	if nested && (top == dirDependents || top == dirBatches) {
+		return false
+	}
+	return !strings.Contains(rest, string(filepath.Separator))
 }
 
 // dirOf returns the pinned directory that holds the store path path, and

@@ -701,24 +701,32 @@ func (s *Store) checkWaiting(ctx context.Context, repair bool, ids []string, whe
 		if err != nil || env.Job.State != jobstore.StateWaiting {
 			continue
 		}
-		s.noteWaiting(id, true)
+		if repair {
+			s.noteWaiting(id, true)
+		}
+		var dangling []Problem
 		for _, d := range env.Job.After {
 			if _, ok, err := lookup(d); err == nil && !ok {
-				r.Problems = append(r.Problems, Problem{Kind: ProblemDanglingDependency, ID: id, Path: p,
-					Detail: "waits for job " + d + ", which does not exist", Repaired: repair})
+				dangling = append(dangling, Problem{Kind: ProblemDanglingDependency, ID: id, Path: p,
+					Detail: "waits for job " + d + ", which does not exist"})
 			}
 		}
 		settled, changed, err := storekit.Settle(env.Job, "", lookup, time.Now())
-		if err != nil || !changed {
-			continue
+		if err == nil && changed {
+			prob := Problem{Kind: ProblemUnsettled, ID: id, Path: p,
+				Detail: fmt.Sprintf("waits, but its dependencies make it %s", settled.State)}
+			if repair {
+				s.settle(ctx, id, "")
+				if j, err := s.get(ctx, id); err == nil && j.State != jobstore.StateWaiting {
+					prob.Repaired = true
+					for i := range dangling {
+						dangling[i].Repaired = true
+					}
+				}
+			}
+			r.Problems = append(r.Problems, prob)
 		}
-		prob := Problem{Kind: ProblemUnsettled, ID: id, Path: p,
-			Detail: fmt.Sprintf("waits, but its dependencies make it %s", settled.State)}
-		if repair {
-			s.settle(ctx, id, "")
-			prob.Repaired = true
-		}
-		r.Problems = append(r.Problems, prob)
+		r.Problems = append(r.Problems, dangling...)
 	}
 	return nil
 }

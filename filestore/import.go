@@ -90,7 +90,7 @@ func (s *Store) importOnce(ctx context.Context, j jobstore.Job) (added, retry bo
 	}
 	if len(j.After) > 0 || j.Batch != "" || j.AfterBatch != "" {
 		// The index entries first, durable, as submitGraph makes them.
-		g := &graphEntries{s: s, dirs: make(map[string]bool)}
+		g := newGraphEntries(s)
 		if err := g.index(j, j.After); err != nil {
 			g.undo()
 			return false, false, err

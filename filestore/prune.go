@@ -106,6 +106,15 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	if err != nil {
 		return false, err
 	}
+	// The index entries of a pruned job go once its record lock is
+	// released: they take its batch's lock, which a submit takes before
+	// the record locks of the jobs it names.
+	var pruned *jobstore.Job
+	defer func() {
+		if pruned != nil {
+			s.unindex(ctx, *pruned)
+		}
+	}()
 	defer unlock()
 	f, err := s.locate(id)
 	if err != nil {
@@ -144,6 +153,7 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	if err := s.fs.Remove(s.recordPath(dirDone, id)); err != nil {
 		return false, err
 	}
+	pruned = &rec.Job
 	// Durable before the key file goes: a record that came back after a
 	// power cut without its key file would let a second job take the key.
 	if err := s.durable.dir(dirDone); err != nil {
@@ -162,7 +172,6 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	if err := s.fs.Remove(s.leasePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return true, err
 	}
-	s.unindex(ctx, rec.Job)
 	return true, nil
 }
 

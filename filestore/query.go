@@ -46,24 +46,30 @@ func (s *Store) GetByKey(ctx context.Context, key string) (jobstore.Job, error) 
 	if err := jobstore.ValidateLookupKey(key); err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: get by key: %w", err)
 	}
-	notFound := fmt.Errorf("filestore: get by key: no job with key %q: %w", key, jobstore.ErrNotFound)
+	j, err := s.getByKey(ctx, key)
+	if err != nil {
+		return jobstore.Job{}, fmt.Errorf("filestore: get by key: %w", err)
+	}
+	return j, nil
+}
+
+// getByKey is GetByKey of a valid key, its errors not prefixed.
+func (s *Store) getByKey(ctx context.Context, key string) (jobstore.Job, error) {
+	notFound := fmt.Errorf("no job with key %q: %w", key, jobstore.ErrNotFound)
 	env, err := s.readKeyFile(s.keyPath(keyName(key)))
 	switch {
 	case errors.Is(err, fs.ErrNotExist) || isTorn(err):
 		return jobstore.Job{}, notFound
 	case err != nil:
-		return jobstore.Job{}, fmt.Errorf("filestore: get by key: %w", err)
+		return jobstore.Job{}, err
 	case env.Job.Key != key:
-		return jobstore.Job{}, fmt.Errorf("filestore: get by key: %w", &CorruptError{Path: s.keyPath(keyName(key)), Reason: "names a job with another key"})
+		return jobstore.Job{}, &CorruptError{Path: s.keyPath(keyName(key)), Reason: "names a job with another key"}
 	}
 	j, err := s.get(ctx, env.Job.ID)
-	switch {
-	case errors.Is(err, jobstore.ErrNotFound):
+	if errors.Is(err, jobstore.ErrNotFound) {
 		return jobstore.Job{}, notFound
-	case err != nil:
-		return jobstore.Job{}, fmt.Errorf("filestore: get by key: %w", err)
 	}
-	return j, nil
+	return j, err
 }
 
 // get reads a valid job ID's current record (see readShared).

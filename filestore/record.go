@@ -125,9 +125,11 @@ func (s *Store) lockPath(id string) string  { return filepath.Join(s.dir, dirLoc
 func (s *Store) leasePath(id string) string { return filepath.Join(s.dir, dirLocks, id+leaseLock) }
 
 // maxRecord bounds how much of a file is read as a record: a payload and a
-// result at the limit, the longest error, and room for the other fields.
+// result at the limit, the longest error, the most dependencies a job may
+// name (a batch's callback names every job of its batch), and room for the
+// other fields.
 func (s *Store) maxRecord() int64 {
-	return 2*int64(s.opts.MaxPayload) + jobstore.MaxErrorLen + 64<<10
+	return 2*int64(s.opts.MaxPayload) + jobstore.MaxErrorLen + jobstore.MaxAfter*(26+3) + 64<<10
 }
 
 // readRecord reads and checks the record at path, which must hold job id

@@ -56,15 +56,16 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 	if err != nil || !ok {
 		return nil, err // held: its worker is alive
 	}
-	defer releaseLease(lp, h)
 	// A job that recovery ends (its attempts used up) settles the jobs
-	// that wait for it, once its locks are released.
+	// that wait for it, once its locks are released (deferred first, so
+	// run last).
 	var ended *jobstore.Job
 	defer func() {
 		if ended != nil {
 			s.afterEnd(ctx, *ended)
 		}
 	}()
+	defer releaseLease(lp, h)
 	unlock, ok, err := p.lock(ctx, func(ctx context.Context) (func(), error) { return s.lockFor(ctx, id, repair) })
 	if err != nil {
 		return nil, err
