@@ -210,34 +210,16 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 	slices.SortFunc(live, func(a, b *completion) int { return cmp.Compare(a.j.ID, b.j.ID) })
 	n := len(live)
 	var (
-		ids, states, workers = make([]string, n), make([]string, n), make([]string, n)
-		versions             = make([]int64, n)
-		prios, attempts      = make([]int32, n), make([]int32, n)
-		runAts, updated      = make([]time.Time, n), make([]time.Time, n)
-		started, finished    = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
-		cancels              = make([]bool, n)
-		results, docs        = make([][]byte, n), make([][]byte, n)
-		encodeErrs           = make([]error, n)
-		written              = make(map[string]row, n)
-		writeErr             error
+		rows       = newWrites(n)
+		encodeErrs = make([]error, n)
+		written    = make(map[string]row, n)
+		writeErr   error
 	)
 	for k, c := range live {
-		j := c.j
-		doc, err := encodeDoc(j)
-		if err != nil {
+		if err := rows.set(k, c.j, c.r.version); err != nil {
 			encodeErrs[k] = err
 			continue // no such id in the statement: its version is 0
 		}
-		ids[k], versions[k], states[k] = j.ID, c.r.version, string(j.State)
-		prios[k], runAts[k], attempts[k], workers[k] = int32(j.Priority), j.RunAt, int32(j.Attempt), j.Worker
-		started[k] = pgtype.Timestamptz{Time: j.StartedAt, Valid: !j.StartedAt.IsZero()}
-		updated[k] = j.UpdatedAt
-		finished[k] = pgtype.Timestamptz{Time: j.FinishedAt, Valid: !j.FinishedAt.IsZero()}
-		cancels[k] = j.CancelRequested
-		if len(j.Result) > 0 {
-			results[k] = j.Result
-		}
-		docs[k] = doc
 	}
 	ctx, cancel := context.WithTimeout(ctx, detachedTimeout)
 	defer cancel()
@@ -247,8 +229,7 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 	}
 	write := func() error {
 		clear(written)
-		rs, err := s.pool.Query(ctx, s.q.completeMany, ids, versions, states, prios, runAts, attempts, workers,
-			started, updated, finished, cancels, results, docs, s.q.chanWork, s.q.chanJob)
+		rs, err := s.pool.Query(ctx, s.q.completeMany, rows.args(s.q.chanWork, s.q.chanJob)...)
 		if err != nil {
 			return err
 		}
@@ -295,4 +276,53 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 			c.done <- completed{r: r}
 		}
 	}
+}
+
+// writes are the arrays of the columns that the completeMany statement
+// writes, a row of jobs at each index.
+type writes struct {
+	ids, states, workers []string
+	versions             []int64
+	prios, attempts      []int32
+	runAts, updated      []time.Time
+	started, finished    []pgtype.Timestamptz
+	cancels              []bool
+	results, docs        [][]byte
+}
+
+func newWrites(n int) *writes {
+	return &writes{
+		ids: make([]string, n), states: make([]string, n), workers: make([]string, n),
+		versions: make([]int64, n),
+		prios:    make([]int32, n), attempts: make([]int32, n),
+		runAts: make([]time.Time, n), updated: make([]time.Time, n),
+		started: make([]pgtype.Timestamptz, n), finished: make([]pgtype.Timestamptz, n),
+		cancels: make([]bool, n),
+		results: make([][]byte, n), docs: make([][]byte, n),
+	}
+}
+
+// set puts job j, fenced by version, at index k.
+func (w *writes) set(k int, j jobstore.Job, version int64) error {
+	doc, err := encodeDoc(j)
+	if err != nil {
+		return err
+	}
+	w.ids[k], w.versions[k], w.states[k] = j.ID, version, string(j.State)
+	w.prios[k], w.runAts[k], w.attempts[k], w.workers[k] = int32(j.Priority), j.RunAt, int32(j.Attempt), j.Worker
+	w.started[k] = pgtype.Timestamptz{Time: j.StartedAt, Valid: !j.StartedAt.IsZero()}
+	w.updated[k] = j.UpdatedAt
+	w.finished[k] = pgtype.Timestamptz{Time: j.FinishedAt, Valid: !j.FinishedAt.IsZero()}
+	w.cancels[k] = j.CancelRequested
+	if len(j.Result) > 0 {
+		w.results[k] = j.Result
+	}
+	w.docs[k] = doc
+	return nil
+}
+
+// args returns the statement's arguments, the notification channels last.
+func (w *writes) args(chanWork, chanJob string) []any {
+	return []any{w.ids, w.versions, w.states, w.prios, w.runAts, w.attempts, w.workers,
+		w.started, w.updated, w.finished, w.cancels, w.results, w.docs, chanWork, chanJob}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobdir/jobdir/jobstore"
 	"github.com/jobdir/jobdir/jobstore/storekit"
@@ -270,39 +269,19 @@ func (s *Store) writeMany(ctx context.Context, tx pgx.Tx, from []row, to []jobst
 	if n == 0 {
 		return settled{}, nil
 	}
-	var (
-		ids, states, workers = make([]string, n), make([]string, n), make([]string, n)
-		versions             = make([]int64, n)
-		prios, attempts      = make([]int32, n), make([]int32, n)
-		runAts, updated      = make([]time.Time, n), make([]time.Time, n)
-		started, finished    = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
-		cancels              = make([]bool, n)
-		results, docs        = make([][]byte, n), make([][]byte, n)
-		out                  settled
-	)
+	rows := newWrites(n)
+	var out settled
 	for k, j := range to {
 		j = trimTimes(j)
-		doc, err := encodeDoc(j)
-		if err != nil {
+		if err := rows.set(k, j, from[k].version); err != nil {
 			return settled{}, fmt.Errorf("job %s: %w", j.ID, err)
 		}
-		ids[k], versions[k], states[k] = j.ID, from[k].version, string(j.State)
-		prios[k], runAts[k], attempts[k], workers[k] = int32(j.Priority), j.RunAt, int32(j.Attempt), j.Worker
-		started[k] = pgtype.Timestamptz{Time: j.StartedAt, Valid: !j.StartedAt.IsZero()}
-		updated[k] = j.UpdatedAt
-		finished[k] = pgtype.Timestamptz{Time: j.FinishedAt, Valid: !j.FinishedAt.IsZero()}
-		cancels[k] = j.CancelRequested
-		if len(j.Result) > 0 {
-			results[k] = j.Result
-		}
-		docs[k] = doc
 		out.ids = append(out.ids, j.ID)
 		if j.State == jobstore.StateQueued {
 			out.queued++
 		}
 	}
-	tag, err := tx.Exec(ctx, s.q.completeMany, ids, versions, states, prios, runAts, attempts, workers,
-		started, updated, finished, cancels, results, docs, s.q.chanWork, s.q.chanJob)
+	tag, err := tx.Exec(ctx, s.q.completeMany, rows.args(s.q.chanWork, s.q.chanJob)...)
 	if err != nil {
 		return settled{}, err
 	}
