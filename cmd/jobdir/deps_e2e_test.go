@@ -175,6 +175,9 @@ func testDependencyGraph(t *testing.T, store string) {
 	jobs := waitAllEnded(t, st, n, 3*time.Minute)
 	close(stop)
 	kills := <-killed
+	// A worker started by the last kill may still be starting up, before
+	// it handles SIGTERM: give it the time to.
+	time.Sleep(time.Second)
 	for _, w := range workers {
 		w.stop(t)
 	}
