@@ -30,14 +30,7 @@ import (
 // dependencies had ended; no job ran whose dependency (without after_any)
 // failed or was canceled.
 func TestE2EDependencyGraphAcrossProcesses(t *testing.T) {
-	t.Run("file", func(t *testing.T) {
-		t.Parallel()
-		testDependencyGraph(t, newStoreDir(t))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		testDependencyGraph(t, pgStore(t))
-	})
+	onFileAndPostgres(t, testDependencyGraph)
 }
 
 // jobLine is a line a test job wrote: its ID, "start" or "end", and when.
@@ -222,14 +215,7 @@ func testDependencyGraph(t *testing.T, store string) {
 // dependency's end to its dependent's start: a chain of jobs whose links
 // alternate between two queues, each served by its own `jobdir work`.
 func TestE2EPromotionLatency(t *testing.T) {
-	t.Run("file", func(t *testing.T) {
-		t.Parallel()
-		testPromotionLatency(t, newStoreDir(t))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		testPromotionLatency(t, pgStore(t))
-	})
+	onFileAndPostgres(t, testPromotionLatency)
 }
 
 func testPromotionLatency(t *testing.T, store string) {
@@ -280,14 +266,7 @@ func testPromotionLatency(t *testing.T, store string) {
 // jobs finished by four processes at once: the callback runs exactly
 // once, after every job of the batch ended.
 func TestE2EBatchCallbackOnce(t *testing.T) {
-	t.Run("file", func(t *testing.T) {
-		t.Parallel()
-		testBatchCallbackOnce(t, newStoreDir(t))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		testBatchCallbackOnce(t, pgStore(t))
-	})
+	onFileAndPostgres(t, testBatchCallbackOnce)
 }
 
 func testBatchCallbackOnce(t *testing.T, store string) {

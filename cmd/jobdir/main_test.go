@@ -164,6 +164,19 @@ func decodeStrict(t *testing.T, out string, v any) {
 	require.False(t, dec.More(), "more than one JSON value in %s", out)
 }
 
+// onFileAndPostgres runs test on a new file store and on a new store in
+// PostgreSQL, as parallel subtests "file" and "postgres".
+func onFileAndPostgres(t *testing.T, test func(t *testing.T, store string)) {
+	t.Run("file", func(t *testing.T) {
+		t.Parallel()
+		test(t, newStoreDir(t))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		test(t, pgStore(t))
+	})
+}
+
 // newStoreDir returns the directory of a new, empty store.
 func newStoreDir(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "store")

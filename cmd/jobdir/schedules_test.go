@@ -85,14 +85,7 @@ func testScheduleCommands(t *testing.T, dir string) {
 // store and in PostgreSQL, side by side, for 30 s (JOBDIR_LONG: 5
 // minutes).
 func TestE2EScheduleTicksOnceAcrossProcesses(t *testing.T) {
-	t.Run("file", func(t *testing.T) {
-		t.Parallel()
-		testScheduleTicksOnce(t, newStoreDir(t))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		testScheduleTicksOnce(t, pgStore(t))
-	})
+	onFileAndPostgres(t, testScheduleTicksOnce)
 }
 
 func testScheduleTicksOnce(t *testing.T, dir string) {
