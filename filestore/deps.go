@@ -238,11 +238,11 @@ func (s *Store) Batch(ctx context.Context, name string) (jobstore.BatchInfo, err
 	if err != nil {
 		return jobstore.BatchInfo{}, fmt.Errorf("filestore: batch %q: %w", name, err)
 	}
-	calls, err := readIDs(filepath.Join(dir, batchCalls))
+	calls, err := s.liveIDs(ctx, filepath.Join(dir, batchCalls))
 	if err != nil {
 		return jobstore.BatchInfo{}, fmt.Errorf("filestore: batch %q: %w", name, err)
 	}
-	info := jobstore.BatchInfo{Name: name, States: map[jobstore.State]int{}}
+	info := jobstore.BatchInfo{Name: name, States: map[jobstore.State]int{}, Callbacks: calls}
 	for _, id := range members {
 		j, err := s.get(ctx, id)
 		if errors.Is(err, jobstore.ErrNotFound) {
@@ -254,13 +254,8 @@ func (s *Store) Batch(ctx context.Context, name string) (jobstore.BatchInfo, err
 		info.Total++
 		info.States[j.State]++
 	}
-	for _, id := range calls {
-		if _, err := s.get(ctx, id); err == nil {
-			info.Callbacks = append(info.Callbacks, id)
-		}
-	}
-	if _, err := os.Lstat(filepath.Join(dir, batchClosed)); err == nil || len(info.Callbacks) > 0 {
-		info.Closed = true
+	if info.Closed, err = s.batchIsClosed(ctx, name); err != nil {
+		return jobstore.BatchInfo{}, fmt.Errorf("filestore: batch %q: %w", name, err)
 	}
 	if info.Total == 0 && len(info.Callbacks) == 0 {
 		return jobstore.BatchInfo{}, fmt.Errorf("filestore: %w", storekit.NoBatch(name))
@@ -273,7 +268,7 @@ func (s *Store) Batch(ctx context.Context, name string) (jobstore.BatchInfo, err
 // the batch has jobs), or a callback of the batch exists (one published
 // by a process that died before it wrote the marker). A callbacks/ entry
 // whose record was never published (a submit that failed or crashed)
-// closes nothing. The caller holds the batch's lock.
+// closes nothing. A submit asks it under the batch's lock.
 func (s *Store) batchIsClosed(ctx context.Context, name string) (bool, error) {
 	dir := s.batchDir(name)
 	_, err := os.Lstat(filepath.Join(dir, batchClosed))
