@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,7 +78,7 @@ func readIDs(dir string) ([]string, error) {
 			ids = append(ids, n)
 		}
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return ids, nil
 }
 
@@ -106,15 +106,16 @@ func (s *Store) afterEnd(ctx context.Context, j jobstore.Job) {
 		return
 	}
 	for _, d := range ids {
-		s.settle(context.WithoutCancel(ctx), d, j.ID)
+		s.settle(context.WithoutCancel(ctx), d, j.ID, s.lockJob)
 	}
 }
 
 // settle settles the waiting job id (storekit.Settle), first naming the
-// dependency that just ended, if any; a job canceled by it settles its own
-// dependents in turn.
-func (s *Store) settle(ctx context.Context, id, first string) {
-	j, changed, err := s.change(ctx, "settle", id, func(j jobstore.Job) (jobstore.Job, bool, error) {
+// dependency that just ended, if any, under its record lock, taken with
+// lock (lockJob, or lockJobNow to leave a job that another holder has); a
+// job canceled by it settles its own dependents in turn.
+func (s *Store) settle(ctx context.Context, id, first string, lock func(context.Context, string) (func(), error)) {
+	j, changed, err := s.changeWith(ctx, "settle", id, lock, func(j jobstore.Job) (jobstore.Job, bool, error) {
 		if j.State != jobstore.StateWaiting {
 			return j, false, nil
 		}
@@ -123,6 +124,8 @@ func (s *Store) settle(ctx context.Context, id, first string) {
 	switch {
 	case errors.Is(err, jobstore.ErrNotFound):
 		s.noteWaiting(id, false)
+	case errors.Is(err, errBusy):
+		// Left for the next pass.
 	case err != nil:
 		s.log.Warn("filestore: cannot settle a waiting job; it is settled later", "id", id, "err", err)
 	case j.State != jobstore.StateWaiting:
@@ -180,13 +183,21 @@ func (s *Store) settleWaiting(ctx context.Context) {
 		if _, changed, err := storekit.Settle(j, j.After[0], lookup, time.Now()); err != nil || !changed {
 			continue
 		}
-		unlock, ok, err := s.tryLockJob(id)
-		if err != nil || !ok {
-			continue
-		}
-		unlock()
-		s.settle(ctx, id, "")
+		s.settle(ctx, id, "", s.lockJobNow)
 	}
+}
+
+// errBusy is lockJobNow's error for a record lock that another holder has.
+var errBusy = errors.New("the job's record lock is held")
+
+// lockJobNow takes job id's record lock as lockJob does, but fails with
+// errBusy at once if another holder has it.
+func (s *Store) lockJobNow(_ context.Context, id string) (func(), error) {
+	unlock, ok, err := s.tryLockJob(id)
+	if err == nil && !ok {
+		err = errBusy
+	}
+	return unlock, err
 }
 
 // Dependents returns the jobs that name id in their After, and the
@@ -397,7 +408,7 @@ func (g *graphEntries) mkdirAll(dir string) error {
 		return err
 	}
 	p := s.dir
-	for _, part := range splitPath(rel) {
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
 		parent := p
 		p = filepath.Join(p, part)
 		if g.ready[p] {
@@ -438,15 +449,6 @@ func (g *graphEntries) index(j jobstore.Job, named []string) error {
 		}
 	}
 	return nil
-}
-
-func splitPath(rel string) []string {
-	var parts []string
-	for rel != "." && rel != "" {
-		parts = append([]string{filepath.Base(rel)}, parts...)
-		rel = filepath.Dir(rel)
-	}
-	return parts
 }
 
 // sync makes the entries durable: an fsync of each directory they changed,
@@ -526,7 +528,7 @@ func (s *Store) submitGraph(ctx context.Context, specs []jobstore.Spec, batch bo
 			continue
 		}
 		if _, changed, err := storekit.Settle(g.job, "", read, time.Now()); err == nil && changed {
-			s.settle(context.WithoutCancel(ctx), g.job.ID, "")
+			s.settle(context.WithoutCancel(ctx), g.job.ID, "", s.lockJob)
 			if j, err := s.get(ctx, g.job.ID); err == nil {
 				out[g.i].Job = j
 			}

@@ -120,7 +120,9 @@ func TestPrunedBatchIsGone(t *testing.T) {
 // TestSubmitRacesEndAcrossStores: one Store submits a job that waits for
 // X while another completes X, over and over. Whichever comes first, the
 // new job ends up queued once both calls returned: the submit sees the
-// end, or the end finds the new job.
+// end, or the end finds the new job. Two things close the window, each
+// alone enough for a job the submit names: the submit's shared lock of X,
+// and its settle after publishing; with both taken out this fails.
 func TestSubmitRacesEndAcrossStores(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -264,4 +266,87 @@ func TestDependenciesPinNoDirectories(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, before, count(), "pinned directories grew with the jobs that others name")
+}
+
+// TestGraphKeyTakenMeanwhile: another process takes the key of a spec of
+// a graph between the graph's look-up of the key and its link of the key
+// file. The graph is taken back before any of its records is published
+// and submitted again: the spec's answer is the other process's job, the
+// job that names it by key waits for that one, and no job of the first
+// try is left.
+func TestGraphKeyTakenMeanwhile(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	b := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
+	var (
+		mu    sync.Mutex
+		done  bool
+		other jobstore.Job
+	)
+	faults := func(op, path string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done && op == "link" && filepath.Base(filepath.Dir(path)) == dirKeys {
+			done = true
+			var err error
+			other, _, err = b.Submit(ctx, jobstore.Spec{Kind: "other", Key: "build"})
+			require.NoError(t, err)
+		}
+		return nil
+	}
+	a := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour, Faults: faults})
+	out, err := a.SubmitBatch(ctx, []jobstore.Spec{
+		{Kind: "build", Key: "build"},
+		{Kind: "test", AfterKeys: []string{"build"}},
+	})
+	require.NoError(t, err)
+	require.True(t, done, "the key was not taken during the submit")
+	require.False(t, out[0].Created)
+	require.Equal(t, other.ID, out[0].Job.ID)
+	require.True(t, out[1].Created)
+	require.Equal(t, []string{other.ID}, out[1].Job.After)
+	page, err := a.List(ctx, jobstore.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 2, "a job of the first try was left: %v", page.Jobs)
+	r, err := a.Fsck(ctx, false)
+	require.NoError(t, err)
+	require.True(t, r.OK(), "%v", r.Problems)
+}
+
+// TestSettlePassSkipsALockedJob: the settle pass never waits for a record
+// lock (a process stopped while it holds one would stall the maintenance
+// loop it runs in): it leaves such a job waiting for the next pass.
+func TestSettlePassSkipsALockedJob(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, &Options{NoSync: true})
+	a, _, err := s.Submit(ctx, jobstore.Spec{Kind: "a"})
+	require.NoError(t, err)
+	w, _, err := s.Submit(ctx, jobstore.Spec{Kind: "w", After: []string{a.ID}})
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(filepath.Join(s.Dir(), dirDependents, a.ID)))
+	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "x"})
+	require.NoError(t, err)
+	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+
+	unlock, err := s.lockJob(ctx, w.ID) // as a stopped process would hold it
+	require.NoError(t, err)
+	passed := make(chan struct{})
+	go func() {
+		s.settleWaiting(ctx)
+		close(passed)
+	}()
+	select {
+	case <-passed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the settle pass waits for a lock")
+	}
+	unlock()
+	got, err := s.Get(ctx, w.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateWaiting, got.State)
+	s.settleWaiting(ctx)
+	got, err = s.Get(ctx, w.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, got.State)
 }

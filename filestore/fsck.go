@@ -716,7 +716,7 @@ func (s *Store) checkWaiting(ctx context.Context, repair bool, ids []string, whe
 			prob := Problem{Kind: ProblemUnsettled, ID: id, Path: p,
 				Detail: fmt.Sprintf("waits, but its dependencies make it %s", settled.State)}
 			if repair {
-				s.settle(ctx, id, "")
+				s.settle(ctx, id, "", s.lockJob)
 				if j, err := s.get(ctx, id); err == nil && j.State != jobstore.StateWaiting {
 					prob.Repaired = true
 					for i := range dangling {

@@ -30,7 +30,7 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 	// Imported jobs that wait may find their dependencies ended.
 	defer func() {
 		for _, id := range waiting {
-			s.settle(ctx, id, "")
+			s.settle(ctx, id, "", s.lockJob)
 		}
 	}()
 	for _, j := range jobs {

@@ -48,13 +48,19 @@ func (s *Store) update(ctx context.Context, op, id string, fn func(jobstore.Job)
 // change is update without the settling of dependents; it reports whether
 // fn changed the job.
 func (s *Store) change(ctx context.Context, op, id string, fn func(jobstore.Job) (jobstore.Job, bool, error)) (jobstore.Job, bool, error) {
+	return s.changeWith(ctx, op, id, s.lockJob, fn)
+}
+
+// changeWith is change that takes the record lock with lock: lockJob,
+// which waits for it, or lockJobNow, which does not.
+func (s *Store) changeWith(ctx context.Context, op, id string, lock func(context.Context, string) (func(), error), fn func(jobstore.Job) (jobstore.Job, bool, error)) (jobstore.Job, bool, error) {
 	if err := s.enter(ctx, op); err != nil {
 		return jobstore.Job{}, false, err
 	}
 	if err := jobstore.ValidateID(id); err != nil {
 		return jobstore.Job{}, false, fmt.Errorf("filestore: %s: %w", op, err)
 	}
-	unlock, err := s.lockJob(ctx, id)
+	unlock, err := lock(ctx, id)
 	if err != nil {
 		return jobstore.Job{}, false, fmt.Errorf("filestore: %s: %w", op, err)
 	}

@@ -20,9 +20,6 @@ const (
 	MaxBatchNameLen = 128
 )
 
-// ulidLen is the length of a job ID.
-const ulidLen = 26
-
 // More sentinel errors, of dependencies and batches.
 var (
 	// ErrBatchClosed is returned by a submit to a batch whose callback

@@ -233,7 +233,7 @@ const jobOverhead = 512
 // ListOptions.MaxBytes counts it.
 func (j Job) Size() int {
 	n := jobOverhead + len(j.Payload) + len(j.Result) + len(j.LastError) + len(j.Key) + len(j.Partition) + len(j.Worker) +
-		len(j.After)*(ulidLen+3) + len(j.Batch) + len(j.AfterBatch)
+		len(j.After)*(ulid.EncodedSize+3) + len(j.Batch) + len(j.AfterBatch)
 	for _, t := range j.Tags {
 		n += len(t) + 3
 	}

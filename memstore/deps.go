@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -222,18 +223,8 @@ func (s *Store) Dependents(ctx context.Context, id string) ([]jobstore.Job, erro
 			out = append(out, clone(e.job))
 		}
 	}
-	slices.SortFunc(out, func(a, b jobstore.Job) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b jobstore.Job) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
-}
-
-func cmpID(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Batch returns the named batch and the states of its jobs. It implements

@@ -56,7 +56,7 @@ func settle(j jobstore.Job, first string, lookup DepLookup, now time.Time) (jobs
 		}
 		switch {
 		case !found && !j.AfterAny:
-			return DependencyCanceled(j, id, "no longer exists", now), true, id, nil
+			return dependencyCanceled(j, id, "no longer exists", now), true, id, nil
 		case !found:
 		case !st.Terminal():
 			pending = true
@@ -64,7 +64,7 @@ func settle(j jobstore.Job, first string, lookup DepLookup, now time.Time) (jobs
 				return j, false, "", nil
 			}
 		case st != jobstore.StateSucceeded && !j.AfterAny:
-			return DependencyCanceled(j, id, endedAs(st), now), true, id, nil
+			return dependencyCanceled(j, id, endedAs(st), now), true, id, nil
 		}
 	}
 	if pending {
@@ -86,10 +86,10 @@ func endedAs(st jobstore.State) string {
 	return string(st)
 }
 
-// DependencyCanceled returns j canceled at now because its dependency id
+// dependencyCanceled returns j canceled at now because its dependency id
 // ended as how says ("failed", "was canceled", "no longer exists"): its
 // LastError reads "dependency <id> failed".
-func DependencyCanceled(j jobstore.Job, id, how string, now time.Time) jobstore.Job {
+func dependencyCanceled(j jobstore.Job, id, how string, now time.Time) jobstore.Job {
 	now = now.UTC()
 	j.State = jobstore.StateCanceled
 	j.LastError = "dependency " + id + " " + how
