@@ -140,26 +140,11 @@ func childRole(ctx context.Context, s *pgstore.Store, role, worker string) error
 		// submit commits after the store closed.
 		return submitDuringClose(ctx, s)
 	case "claim-all":
-		idle := 0
-		for idle < 3 {
-			j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
-			if errors.Is(err, jobstore.ErrNoJob) {
-				wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-				if s.AwaitWork(wctx) != nil {
-					idle++
-				}
-				cancel()
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			idle = 0
+		return workUntilIdle(ctx, s, worker, 3, func(j jobstore.Job) error {
 			fmt.Printf("claimed %s %d\n", j.ID, j.Attempt)
-			if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
-				return err
-			}
-		}
+			_, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+			return err
+		})
 	case "hold", "watch-cancel", "complete-later", "watch-lease":
 		j, err := claimOne(ctx, s, worker)
 		if err != nil {
@@ -247,4 +232,28 @@ func claimOne(ctx context.Context, s jobstore.Store, worker string) (jobstore.Jo
 func startChild(t *testing.T, schema, role string, env ...string) *testproc.Proc {
 	t.Helper()
 	return testproc.Start(t, role, &testproc.Options{Env: append([]string{childSchema + "=" + schema}, env...)})
+}
+
+// workUntilIdle claims the jobs of s for worker and hands each to handle
+// until idle waits in a row (of 300 ms each) found no work.
+func workUntilIdle(ctx context.Context, s *pgstore.Store, worker string, idle int, handle func(jobstore.Job) error) error {
+	for waits := 0; waits < idle; {
+		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
+		if errors.Is(err, jobstore.ErrNoJob) {
+			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			if s.AwaitWork(wctx) != nil {
+				waits++
+			}
+			cancel()
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		waits = 0
+		if err := handle(j); err != nil {
+			return err
+		}
+	}
+	return nil
 }

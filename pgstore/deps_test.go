@@ -497,21 +497,7 @@ func TestProcessBatchFanIn(t *testing.T) {
 // and after it returned; the callback's, the time after its claim
 // returned: the parent compares the first and the last.
 func fanIn(ctx context.Context, s *pgstore.Store, worker string) error {
-	idle := 0
-	for idle < 5 {
-		j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: worker})
-		if errors.Is(err, jobstore.ErrNoJob) {
-			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			if s.AwaitWork(wctx) != nil {
-				idle++
-			}
-			cancel()
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		idle = 0
+	return workUntilIdle(ctx, s, worker, 5, func(j jobstore.Job) error {
 		if j.Kind == "cb" {
 			at := time.Now().UnixNano()
 			b, err := s.Batch(ctx, "fan")
@@ -519,10 +505,8 @@ func fanIn(ctx context.Context, s *pgstore.Store, worker string) error {
 				return err
 			}
 			fmt.Printf("callback %s %v %d\n", j.ID, b.Ended() && b.Total == fanMembers, at)
-			if _, err := s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil)); err != nil {
-				return err
-			}
-			continue
+			_, err = s.Complete(ctx, j.Lease(), jobstore.Succeeded(nil))
+			return err
 		}
 		o := jobstore.Succeeded(nil)
 		if slices.Contains(j.Tags, "fail") {
@@ -533,8 +517,8 @@ func fanIn(ctx context.Context, s *pgstore.Store, worker string) error {
 			return err
 		}
 		fmt.Printf("ended %s %d %d\n", j.ID, before, time.Now().UnixNano())
-	}
-	return nil
+		return nil
+	})
 }
 
 // TestProcessPromotionLatency measures the time from a dependency's
