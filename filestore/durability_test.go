@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,7 +253,7 @@ func TestDurabilityReported(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{Options{}, "fsync: each new file and each changed directory, and a batch of 32 jobs or more with one syncfs(2) of the store's file system (ext4)"},
+		{Options{}, "fsync: each new file and each changed directory; a batch of 32 jobs or more, and the new records of operations that wait at the same moment, with one syncfs(2) of the store's file system (ext4)"},
 		{Options{SyncFS: true}, "syncfs: one syncfs(2) of the store's file system (ext4)"},
 		{Options{NoSync: true}, "none (NoSync)"},
 	} {
@@ -261,4 +262,308 @@ func TestDurabilityReported(t *testing.T) {
 		s := openAtFS(t, t.TempDir(), &opts, &syncLog{fileOps: osFS{}, info: &ext4Disk})
 		require.Contains(t, s.Durability(), tc.want)
 	}
+}
+
+// TestFlushGroup: a caller alone gets a flush of its own; the callers that
+// arrive while a flush runs are covered together by the next one, which
+// begins after each of them arrived; each gets the error of the flush
+// that covered it, and a failed flush fails no later caller.
+func TestFlushGroup(t *testing.T) {
+	g := newFlushGroup()
+	var mu sync.Mutex
+	changes := 0 // changes made so far
+	synced := 0  // changes covered by the last finished flush
+	var ones, alls, inFlight atomic.Int32
+	flushed := func() {
+		mu.Lock()
+		upTo := changes
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		synced = max(synced, upTo)
+		mu.Unlock()
+	}
+	one := func(*flushWaiter) error {
+		assert.Equal(t, int32(1), inFlight.Add(1), "flushes overlap")
+		defer inFlight.Add(-1)
+		ones.Add(1)
+		flushed()
+		return nil
+	}
+	all := func([]*flushWaiter) error {
+		assert.Equal(t, int32(1), inFlight.Add(1), "flushes overlap")
+		defer inFlight.Add(-1)
+		alls.Add(1)
+		flushed()
+		return nil
+	}
+	var wg sync.WaitGroup
+	const n = 64
+	for range n {
+		wg.Go(func() {
+			mu.Lock()
+			changes++
+			mine := changes
+			mu.Unlock()
+			assert.NoError(t, g.flush(&flushWaiter{}, one, all))
+			mu.Lock()
+			assert.GreaterOrEqual(t, synced, mine, "returned before a flush covered its change")
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	require.Positive(t, alls.Load(), "no flush was shared")
+	require.Less(t, ones.Load()+alls.Load(), int32(n), "no flush was shared")
+	t.Logf("%d callers: %d flushes of one, %d of several", n, ones.Load(), alls.Load())
+
+	// A lone caller flushes its own file.
+	ones.Store(0)
+	require.NoError(t, g.flush(&flushWaiter{path: "p"}, func(w *flushWaiter) error {
+		require.Equal(t, "p", w.path)
+		return one(w)
+	}, all))
+	require.Equal(t, int32(1), ones.Load())
+
+	// A failed flush of several fails exactly the callers it covered.
+	boom := errors.New("EIO")
+	release := make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- g.flush(&flushWaiter{}, func(*flushWaiter) error { <-release; return nil }, all)
+	}()
+	waitPending := func(k int) {
+		require.Eventually(t, func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return g.running && len(g.pending) == k
+		}, 10*time.Second, time.Millisecond)
+	}
+	waitPending(0)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() { errs <- g.flush(&flushWaiter{}, one, func([]*flushWaiter) error { return boom }) }()
+	}
+	waitPending(3)
+	close(release)
+	require.NoError(t, <-first, "the flush of the first caller succeeded")
+	for range 3 {
+		require.ErrorIs(t, <-errs, boom)
+	}
+	require.NoError(t, g.flush(&flushWaiter{}, one, all), "a later flush is not failed by an earlier one")
+}
+
+// flushGate, once armed, holds the first fsync of a new file until release
+// is closed, so that the operations that come meanwhile wait together for
+// the next flush, and fails every syncfs while failSyncFS is set.
+type flushGate struct {
+	fileOps
+	armed      atomic.Bool
+	once       sync.Once
+	held       chan struct{} // closed once the first fsync of a file waits
+	release    chan struct{}
+	failSyncFS atomic.Bool
+}
+
+func newFlushGate() *flushGate {
+	return &flushGate{fileOps: osFS{}, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *flushGate) SyncFile(path string) error {
+	first := false
+	if g.armed.Load() {
+		g.once.Do(func() { first = true })
+	}
+	if first {
+		close(g.held)
+		<-g.release
+	}
+	return g.fileOps.SyncFile(path)
+}
+
+func (g *flushGate) SyncFS(dir string) (syncer, error) {
+	sy, err := g.fileOps.SyncFS(dir)
+	if err != nil {
+		return nil, err
+	}
+	return gatedSyncer{sy, g}, nil
+}
+
+type gatedSyncer struct {
+	syncer
+	g *flushGate
+}
+
+func (s gatedSyncer) Sync() error {
+	if s.g.failSyncFS.Load() {
+		return &os.PathError{Op: "syncfs", Path: "(test)", Err: syscall.EIO}
+	}
+	return s.syncer.Sync()
+}
+
+// gateMoves runs op n times at once on s: the first holds its flush at
+// gate until the other n-1 wait in s's flush group, so that one flush
+// covers them. It returns the errors in the order of the calls.
+func gateMoves(t *testing.T, s *Store, gate *flushGate, n int, op func(i int) error) []error {
+	t.Helper()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	gate.armed.Store(true)
+	wg.Go(func() { errs[0] = op(0) })
+	<-gate.held
+	for i := 1; i < n; i++ {
+		wg.Go(func() { errs[i] = op(i) })
+	}
+	require.Eventually(t, func() bool {
+		g := s.durable.moves
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.pending) == n-1
+	}, 10*time.Second, time.Millisecond)
+	close(gate.release)
+	wg.Wait()
+	return errs
+}
+
+// TestMovesShareSyncFS: in the default mode, on a file system where a
+// syncfs(2) reaches the disk, the new records of Submits and Completes
+// that wait at the same moment are made durable by one syncfs instead of
+// two fsyncs each, while one alone fsyncs its record and directory; a
+// failed syncfs fails each operation it covered as a failed fsync would:
+// a Submit creates no job, a Complete returns jobstore.ErrNotDurable and a
+// retry with the same lease ends the attempt.
+func TestMovesShareSyncFS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("syncfs(2) is Linux only")
+	}
+	const n = 6
+	spec := jobstore.Spec{Kind: "k"}
+	open := func(t *testing.T) (*Store, *syncLog, *flushGate) {
+		gate := newFlushGate()
+		l := &syncLog{fileOps: gate, info: &ext4Disk}
+		s := openAtFS(t, t.TempDir(), &Options{RecoverInterval: time.Hour}, l)
+		require.NotNil(t, s.durable.moves, "no shared flush of moves on ext4")
+		l.take()
+		return s, l, gate
+	}
+	// flushes are the fsyncs and syncfs in ops, but for the claim
+	// flusher's fsyncs of claimed/, which come when they come.
+	flushes := func(ops []string) (got []string) {
+		for _, op := range ops {
+			if op == "syncfs" || strings.HasPrefix(op, "fsync ") && op != "fsync claimed/" {
+				got = append(got, op)
+			}
+		}
+		return got
+	}
+
+	t.Run("Submit", func(t *testing.T) {
+		s, l, gate := open(t)
+		for i, err := range gateMoves(t, s, gate, n, func(int) error { _, _, err := s.Submit(t.Context(), spec); return err }) {
+			require.NoError(t, err, "submit %d", i)
+		}
+		require.Equal(t, []string{"fsync file", "fsync queued/", "syncfs"}, flushes(l.take()))
+		page, err := s.List(t.Context(), jobstore.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, page.Jobs, n)
+	})
+
+	t.Run("SubmitFails", func(t *testing.T) {
+		s, _, gate := open(t)
+		gate.failSyncFS.Store(true)
+		errs := gateMoves(t, s, gate, n, func(i int) error {
+			_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: fmt.Sprint("key-", i)})
+			return err
+		})
+		require.NoError(t, errs[0], "the first Submit flushed alone")
+		for i, err := range errs[1:] {
+			require.ErrorIs(t, err, syscall.EIO, "submit %d", i+1)
+		}
+		page, err := s.List(t.Context(), jobstore.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, page.Jobs, 1, "a Submit whose syncfs failed left its job")
+		gate.failSyncFS.Store(false)
+		for i := 1; i < n; i++ {
+			_, created, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: fmt.Sprint("key-", i)})
+			require.NoError(t, err)
+			require.True(t, created, "the key of a failed Submit stayed taken")
+		}
+	})
+
+	t.Run("SlowSyncFS", func(t *testing.T) {
+		// After a slow syncfs, a group fsyncs each file, and its
+		// directory once.
+		s, l, gate := open(t)
+		s.durable.cost.fsyncUntil = time.Now().Add(time.Hour)
+		for i, err := range gateMoves(t, s, gate, n, func(int) error { _, _, err := s.Submit(t.Context(), spec); return err }) {
+			require.NoError(t, err, "submit %d", i)
+		}
+		want := []string{"fsync file", "fsync queued/"}
+		for range n - 1 {
+			want = append(want, "fsync file")
+		}
+		require.Equal(t, append(want, "fsync queued/"), flushes(l.take()))
+	})
+
+	t.Run("Complete", func(t *testing.T) {
+		s, l, gate := open(t)
+		var leases []jobstore.Lease
+		for range n {
+			_, _, err := s.Submit(t.Context(), spec)
+			require.NoError(t, err)
+			j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+			require.NoError(t, err)
+			leases = append(leases, j.Lease())
+		}
+		l.take()
+		gate.failSyncFS.Store(true)
+		errs := gateMoves(t, s, gate, n, func(i int) error {
+			_, err := s.Complete(t.Context(), leases[i], jobstore.Succeeded(nil))
+			return err
+		})
+		require.Equal(t, []string{"fsync file", "fsync done/", "syncfs"}, flushes(l.take()))
+		require.NoError(t, errs[0], "the first Complete flushed alone")
+		for i, err := range errs[1:] {
+			require.ErrorIs(t, err, jobstore.ErrNotDurable, "complete %d", i+1)
+		}
+		gate.failSyncFS.Store(false)
+		for i := 1; i < n; i++ {
+			j, err := s.Complete(t.Context(), leases[i], jobstore.Succeeded(nil))
+			require.NoError(t, err, "the retried Complete")
+			require.Equal(t, jobstore.StateSucceeded, j.State)
+		}
+		st, err := s.Stats(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, n, st.Counts[jobstore.StateSucceeded])
+	})
+}
+
+// TestFlushCost: a syncfs of n callers' files stays in use while it takes
+// at most syncFSSlowFactor times what fsyncs of them would (a lone flush
+// per batchWriters files); a slower one makes groups fsync each file for
+// syncFSBackoff, and then a syncfs is tried again. Before a lone flush
+// was timed, no syncfs is slow.
+func TestFlushCost(t *testing.T) {
+	var c flushCost
+	now := time.Now()
+	_, _, slow := c.shared(2, time.Hour, now)
+	require.False(t, slow, "slow before any lone flush was timed")
+	require.True(t, c.useSyncFS(now))
+
+	c.lone(2 * time.Millisecond)
+	c.lone(4 * time.Millisecond)
+	lone := 2*time.Millisecond + (2*time.Millisecond)/8
+	require.Equal(t, lone, c.loneAvg)
+	_, _, slow = c.shared(2, syncFSSlowFactor*lone, now)
+	require.False(t, slow)
+	_, _, slow = c.shared(batchWriters+1, 2*syncFSSlowFactor*lone, now)
+	require.False(t, slow, "a syncfs of more files than are fsynced at once may take longer")
+	require.True(t, c.useSyncFS(now))
+
+	took, fsyncs, slow := c.shared(2, syncFSSlowFactor*lone+time.Millisecond, now)
+	require.True(t, slow)
+	require.Equal(t, lone, fsyncs)
+	require.Equal(t, syncFSSlowFactor*lone+time.Millisecond, took)
+	require.False(t, c.useSyncFS(now))
+	require.False(t, c.useSyncFS(now.Add(syncFSBackoff-time.Millisecond)))
+	require.True(t, c.useSyncFS(now.Add(syncFSBackoff)), "no syncfs tried again after the back-off")
 }

@@ -84,7 +84,7 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		{"check trust", func(context.Context) error { return s.checkTrust() }},
 		{"open syncfs", func(context.Context) error {
 			if !o.SyncFS {
-				return nil
+				return s.durable.openMoves(s.log)
 			}
 			return s.durable.open(s.log)
 		}},

@@ -15,9 +15,9 @@ type Options struct {
 	// may then lose or resurrect jobs. Zero: durable, every Submit and
 	// Complete is on disk before it returns.
 	NoSync bool
-	// SyncFS makes changes durable with syncfs(2), one shared by every
-	// operation of this Store waiting at that moment, instead of an fsync
-	// of each new file and of its directory. Under concurrency that is far
+	// SyncFS makes every change durable with syncfs(2), one shared by
+	// every operation of this Store waiting at that moment, a lone one
+	// too, instead of an fsync of each new file and of its directory. Under concurrency that is far
 	// fewer disk flushes (docs/benchmarks.md in the repository), and the guarantees are the
 	// same. But a syncfs writes back every dirty file of the whole file
 	// system, other programs' too: use it when the store has its file
@@ -26,7 +26,10 @@ type Options struct {
 	// the disk (ext4 and xfs on a block device, btrfs, tmpfs: see
 	// Store.Durability); elsewhere, as on FUSE, Open logs a warning that
 	// says why and fsyncs as usual. Ignored with NoSync. Zero: fsync each
-	// file and directory.
+	// file and directory, except that where a syncfs reaches the disk the
+	// Submits and Completes that wait at the same moment share one syncfs
+	// for as long as it stays quicker than their fsyncs (docs/format.md,
+	// Durability).
 	SyncFS bool
 	// MaxPayload limits the size in bytes of a payload and of a result.
 	// Zero means jobstore.DefaultMaxPayload.

@@ -227,9 +227,8 @@ func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) 
 	if durable {
 		var err error
 		if placeFirst {
-			err = s.durable.placed(s.recordPath(next.dir, j.ID))
-		}
-		if err == nil {
+			err = s.durable.moved(s.recordPath(next.dir, j.ID), next.dir)
+		} else {
 			err = s.durable.dir(next.dir)
 		}
 		if err != nil {

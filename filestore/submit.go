@@ -123,11 +123,7 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 		}
 		// The key file must be durable before the record: a record
 		// without its key file would let a second job take the key.
-		err = s.durable.placed(tmp)
-		if err == nil {
-			err = s.durable.dir(dirKeys)
-		}
-		if err != nil {
+		if err := s.durable.moved(tmp, dirKeys); err != nil {
 			_ = s.fs.Remove(s.keyPath(hash))
 			_ = s.fs.Remove(tmp)
 			return j, false, false, err
@@ -137,10 +133,9 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 		return j, false, false, err
 	}
 	if hash == "" {
+		err = s.durable.moved(s.recordPath(dirQueued, j.ID), dirQueued)
+	} else {
 		// A keyed record's data was made durable with its key file.
-		err = s.durable.placed(s.recordPath(dirQueued, j.ID))
-	}
-	if err == nil {
 		err = s.durable.dir(dirQueued)
 	}
 	if err != nil {
