@@ -90,7 +90,7 @@ func TestClaimsUseGenericPlan(t *testing.T) {
 	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t)})
 	require.NoError(t, err)
 	defer s.Close()
-	specs := make([]jobstore.Spec, 48)
+	specs := make([]jobstore.Spec, 80)
 	for i := range specs {
 		specs[i] = jobstore.Spec{Kind: "k"}
 	}
@@ -98,6 +98,7 @@ func TestClaimsUseGenericPlan(t *testing.T) {
 	require.NoError(t, err)
 	const calls = 8 // more than the 5 custom plans the server makes before it may choose
 	all, kinds := jobstore.ClaimRequest{Worker: "w"}, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"k"}}
+	twoKinds := jobstore.ClaimRequest{Worker: "w", Kinds: []string{"k", "other"}}
 	for range calls {
 		_, err := s.Claim(ctx, all)
 		require.NoError(t, err)
@@ -106,6 +107,8 @@ func TestClaimsUseGenericPlan(t *testing.T) {
 		_, err = s.ClaimBatch(ctx, all, 2)
 		require.NoError(t, err)
 		_, err = s.ClaimBatch(ctx, kinds, 2)
+		require.NoError(t, err)
+		_, err = s.ClaimBatch(ctx, twoKinds, 2)
 		require.NoError(t, err)
 	}
 	plans := map[string][2]int64{} // statement: generic, custom
@@ -125,9 +128,46 @@ func TestClaimsUseGenericPlan(t *testing.T) {
 		require.NoError(t, rows.Err())
 		c.Release()
 	}
-	require.Len(t, plans, 4, "the four claim statements")
+	require.Len(t, plans, 5, "the five claim statements")
 	for stmt, p := range plans {
 		assert.Zero(t, p[1], "custom plans of %s", stmt)
 		assert.GreaterOrEqual(t, p[0], int64(calls), "generic plans of %s", stmt)
 	}
+}
+
+// TestClaimBatchOfOneKindPassesOverHeldJobs: a batch claim of one kind
+// takes its locks in the scan of the kind's claim index, so jobs that
+// another transaction holds (another process's claim in flight) are passed
+// over and the batch is filled with the next ones in claim order, rather
+// than coming back short.
+func TestClaimBatchOfOneKindPassesOverHeldJobs(t *testing.T) {
+	ctx := t.Context()
+	pool := pgtest.Pool(t, 4)
+	s, err := Open(ctx, pool, &Options{Schema: pgtest.Schema(t)})
+	require.NoError(t, err)
+	defer s.Close()
+	specs := make([]jobstore.Spec, 20)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "k", Priority: len(specs) - i} // claim order is submit order
+	}
+	subs, err := s.SubmitBatch(ctx, specs)
+	require.NoError(t, err)
+	ids := make([]string, len(subs))
+	for i, sub := range subs {
+		ids[i] = sub.Job.ID
+	}
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT 1 FROM `+s.q.schema+`.jobs WHERE id = ANY($1) FOR UPDATE`, []string{ids[0], ids[1], ids[3]})
+	require.NoError(t, err)
+
+	got, err := s.ClaimBatch(ctx, jobstore.ClaimRequest{Worker: "w", Kinds: []string{"k"}}, 8)
+	require.NoError(t, err)
+	var gotIDs []string
+	for _, j := range got {
+		gotIDs = append(gotIDs, j.ID)
+	}
+	want := []string{ids[2], ids[4], ids[5], ids[6], ids[7], ids[8], ids[9], ids[10]}
+	require.Equal(t, want, gotIDs)
 }

@@ -106,6 +106,8 @@ func (s *Store) claimManyFast(ctx context.Context, req jobstore.ClaimRequest, ma
 		br, err = s.onGenericPlan(ctx, s.q.manyQueues, req.Worker, sess.id, now, req.Queues, kindsOrNone(req.Kinds), max, s.ns)
 	case len(req.Kinds) == 0:
 		br, err = s.onGenericPlan(ctx, s.q.claimMany, req.Worker, sess.id, now, max, s.ns)
+	case len(req.Kinds) == 1:
+		br, err = s.onGenericPlan(ctx, s.q.manyKind, req.Worker, sess.id, now, req.Kinds[0], max, s.ns)
 	default:
 		br, err = s.onGenericPlan(ctx, s.q.manyKinds, req.Worker, sess.id, now, req.Kinds, max, s.ns)
 	}

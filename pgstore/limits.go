@@ -179,7 +179,7 @@ func limitQueries(q *queries, s, t string) {
 			WHERE id = picked.pid
 			AND (SELECT off FROM async) IS NOT NULL
 			AND EXISTS (SELECT 1 FROM live)
-			AND NOT pg_try_advisory_xact_lock($7::int, $2)
+			AND (SELECT NOT pg_try_advisory_xact_lock($7::int, $2))
 			RETURNING ` + qualified(cols, t) + `),
 		started AS (
 			INSERT INTO ` + st + ` (queue, at)

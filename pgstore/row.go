@@ -239,6 +239,7 @@ type queries struct {
 	claimKinds    string
 	claimQueues   string
 	claimMany     string
+	manyKind      string
 	manyKinds     string
 	manyQueues    string
 	nextDue       string
@@ -369,7 +370,9 @@ func newQueries(schema string) queries {
 	// and claims nothing. Without that, a claim made just after the lease
 	// connection died would hand out a lease that is already lost, or
 	// leave its job running under a session that no recovery will look at
-	// again.
+	// again. The lock is tried once per statement (an uncorrelated
+	// subquery), not once per job claimed: each try is a look-up in the
+	// server's shared lock table.
 	ss := s + ".sessions"
 	// A paused queue's jobs are passed over, whatever the request: the
 	// list of paused queues is read by the claim's own statement, so a
@@ -386,7 +389,7 @@ func newQueries(schema string) queries {
 		WHERE id = (` + pick + `)
 		AND (SELECT off FROM async) IS NOT NULL
 		AND EXISTS (SELECT 1 FROM live)
-		AND NOT pg_try_advisory_xact_lock(` + ns + `::int, $2)
+		AND (SELECT NOT pg_try_advisory_xact_lock(` + ns + `::int, $2))
 		RETURNING ` + cols
 	}
 	q.claim = claim(`SELECT id FROM `+t+`
@@ -436,7 +439,7 @@ func newQueries(schema string) queries {
 		WHERE id = picked.pid
 		AND (SELECT off FROM async) IS NOT NULL
 		AND EXISTS (SELECT 1 FROM live)
-		AND NOT pg_try_advisory_xact_lock(` + ns + `::int, $2)
+		AND (SELECT NOT pg_try_advisory_xact_lock(` + ns + `::int, $2))
 		RETURNING ` + qualified(cols, t)
 	}
 	q.claimMany = claimMany(`SELECT id AS pid FROM `+t+`
@@ -444,6 +447,15 @@ func newQueries(schema string) queries {
 		ORDER BY priority DESC, run_at, id
 		LIMIT $4
 		FOR UPDATE SKIP LOCKED`, "$5")
+	// manyKind is manyKinds for one kind ($4), a runner's usual request:
+	// the locks are taken in the scan of the kind's claim index, so that
+	// jobs that another claim holds are passed over and the next ones
+	// taken, up to $5, rather than leaving the batch short.
+	q.manyKind = claimMany(`SELECT id AS pid FROM `+t+`
+		WHERE state = 'queued' AND kind = $4 AND run_at <= $3 AND `+notHeld+`
+		ORDER BY priority DESC, run_at, id
+		LIMIT $5
+		FOR UPDATE SKIP LOCKED`, "$6")
 	q.manyKinds = claimMany(`SELECT j.id AS pid FROM `+t+` j
 		WHERE j.id IN (
 			SELECT c.id FROM unnest($4::text[]) AS k(kind),
