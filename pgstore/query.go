@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,11 +107,9 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 		}
 		where = append(where, "id "+op+" "+arg(opts.Cursor))
 	}
-	sql := `SELECT ` + cols + ` FROM ` + s.q.schema + `.jobs`
-	if len(where) > 0 {
-		sql += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	sql += ` ORDER BY id ` + order + ` LIMIT ` + arg(opts.Limit+1)
+	limit := arg(opts.Limit + 1)
+	running, others := listParts(opts)
+	sql := listSQL(s.q.schema+`.jobs`, where, order, limit, running, others)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return jobstore.Page{}, s.fail(ctx, "list", err)
@@ -139,6 +138,55 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	page := b.Page()
 	page.Errors = errs
 	return page, nil
+}
+
+// listParts says which parts of the jobs table a List with opts reads
+// apart, each through its own index (see migration 0013): the running jobs
+// (through jobs_session) and the others (through jobs_state or jobs_kind).
+// It returns none when the list reads neither index (no state and no kind
+// to filter on): the list then reads the primary key.
+func listParts(opts jobstore.ListOptions) (running, others bool) {
+	if len(opts.States) == 0 {
+		return opts.Kind != "", opts.Kind != ""
+	}
+	for _, st := range opts.States {
+		if st == jobstore.StateRunning {
+			running = true
+		} else {
+			others = true
+		}
+	}
+	return running, others
+}
+
+// listSQL returns the statement of a List page from table t: the rows that
+// meet where, in ID order (order, ASC or DESC), up to limit (a parameter).
+// The indexes of states and kinds leave running jobs out, so a list that
+// reads them says so (state <> 'running', which lets the planner use them)
+// and reads the running jobs (if running) in a part of its own; each part
+// stops at limit, and the two are merged in ID order.
+func listSQL(t string, where []string, order, limit string, running, others bool) string {
+	one := func(extra string) string {
+		w := where
+		if extra != "" {
+			w = append(slices.Clip(where), extra)
+		}
+		sql := `SELECT ` + cols + ` FROM ` + t
+		if len(w) > 0 {
+			sql += ` WHERE ` + strings.Join(w, " AND ")
+		}
+		return sql + ` ORDER BY id ` + order + ` LIMIT ` + limit
+	}
+	switch {
+	case running && others:
+		return `SELECT * FROM ((` + one(`state = 'running'`) + `) UNION ALL (` + one(`state <> 'running'`) + `)) u
+			ORDER BY id ` + order + ` LIMIT ` + limit
+	case running:
+		return one(`state = 'running'`)
+	case others:
+		return one(`state <> 'running'`)
+	}
+	return one("")
 }
 
 // Stats counts the jobs in each state, and of each kind in each state, and
