@@ -121,16 +121,19 @@ func (l *syncLog) SyncFS(dir string) (syncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return loggedSyncer{sy, l}, nil
+	return hookedSyncer{sy, func() error { l.add("syncfs"); return nil }}, nil
 }
 
-type loggedSyncer struct {
+// hookedSyncer runs before ahead of each Sync, which fails with its error.
+type hookedSyncer struct {
 	syncer
-	l *syncLog
+	before func() error
 }
 
-func (s loggedSyncer) Sync() error {
-	s.l.add("syncfs")
+func (s hookedSyncer) Sync() error {
+	if err := s.before(); err != nil {
+		return err
+	}
 	return s.syncer.Sync()
 }
 
@@ -385,19 +388,12 @@ func (g *flushGate) SyncFS(dir string) (syncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gatedSyncer{sy, g}, nil
-}
-
-type gatedSyncer struct {
-	syncer
-	g *flushGate
-}
-
-func (s gatedSyncer) Sync() error {
-	if s.g.failSyncFS.Load() {
-		return &os.PathError{Op: "syncfs", Path: "(test)", Err: syscall.EIO}
-	}
-	return s.syncer.Sync()
+	return hookedSyncer{sy, func() error {
+		if g.failSyncFS.Load() {
+			return &os.PathError{Op: "syncfs", Path: "(test)", Err: syscall.EIO}
+		}
+		return nil
+	}}, nil
 }
 
 // gateMoves runs op n times at once on s: the first holds its flush at
