@@ -105,7 +105,16 @@ func (s *Store) completeAgain(lp string, h *leaseHold, done record, unlock func(
 		return jobstore.Job{}, fmt.Errorf("filestore: complete %s: %w", id, err)
 	}
 	if rec.Rev == done.Rev && rec.dir == done.dir {
-		if err := s.durable.dir(done.dir); err != nil {
+		// The flush of the recorded outcome failed: its data may never
+		// reach the disk, and an fsync of it now could not tell, as a
+		// write error is reported once. So it is written again, durably,
+		// over itself (same revision, same bytes), and its directory
+		// fsynced.
+		err := s.writeRecord(done.dir, rec.envelope, true)
+		if err == nil {
+			err = s.durable.dir(done.dir)
+		}
+		if err != nil {
 			unlock()
 			return jobstore.Job{}, fmt.Errorf("filestore: complete %s: the outcome is recorded, but %w: %w", id, jobstore.ErrNotDurable, err)
 		}

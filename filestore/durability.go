@@ -251,11 +251,19 @@ func (d *durability) flushSeveral(ws []*flushWaiter) error {
 	start := time.Now()
 	if d.cost.useSyncFS(start) {
 		if err := d.movesFS.Sync(); err != nil {
+			// A syncfs reports a write error once per descriptor, and
+			// the write that failed may have been of a file that the
+			// next group covers: that group's syncfs would find nothing
+			// left to write and no new error. An fsync of that file
+			// reports the error it has not reported yet, so from now on
+			// every group fsyncs its files.
+			d.cost.failed()
 			return fmt.Errorf("syncfs: %w", err)
 		}
-		if took, fsyncs, slow := d.cost.shared(len(ws), time.Since(start), time.Now()); slow && d.log != nil {
+		took := time.Since(start)
+		if fsyncs, backoff, slow := d.cost.shared(len(ws), took, time.Now()); slow && d.log != nil {
 			d.log.Debug("filestore: a syncfs took much longer than fsyncs of its files would have (another program is writing a lot to the file system?): fsyncing each file for a while",
-				"files", len(ws), "syncfs", took, "fsyncs", fsyncs, "for", syncFSBackoff)
+				"files", len(ws), "syncfs", took, "fsyncs", fsyncs, "for", backoff)
 		}
 		return nil
 	}
@@ -289,22 +297,35 @@ func (d *durability) flushSeveral(ws []*flushWaiter) error {
 // which flushSeveral fsyncs at once. A syncfs waits for every dirty file
 // of the file system, and another program writing a lot there makes it
 // wait for that program's data. Groups then fsync their files for
-// syncFSBackoff, after which a syncfs is tried again. On a file system of
-// the store's own, a syncfs of a hundred new records took 15 ms where a
-// lone flush took 1.4 ms.
+// syncFSBackoff, after which a syncfs is tried again; each slow one in a
+// row doubles the time, up to syncFSBackoffMax. On a file system of the
+// store's own, a syncfs of a hundred new records took 15 ms where a lone
+// flush took 1.4 ms.
 const (
 	syncFSSlowFactor = 4
 	syncFSBackoff    = time.Second
+	syncFSBackoffMax = time.Minute
 )
 
 // flushCost keeps what moved needs to choose between one syncfs and an
 // fsync of each file: the typical duration of a lone flush (an average
-// that gives each new one a weight of 1/8), and until when groups fsync
-// each file because a syncfs was slow. Safe for concurrent use.
+// that gives each new one a weight of 1/8), until when groups fsync each
+// file because a syncfs was slow, and the back-off after the next slow
+// one; and whether a syncfs failed, after which groups fsync their files
+// for good. Safe for concurrent use.
 type flushCost struct {
 	mu         sync.Mutex
 	loneAvg    time.Duration
 	fsyncUntil time.Time
+	backoff    time.Duration
+	broken     bool
+}
+
+// failed records that a syncfs failed.
+func (c *flushCost) failed() {
+	c.mu.Lock()
+	c.broken = true
+	c.mu.Unlock()
 }
 
 // fsyncs is how long fsyncs of n files would take, from the typical lone
@@ -328,22 +349,26 @@ func (c *flushCost) lone(d time.Duration) {
 func (c *flushCost) useSyncFS(now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !now.Before(c.fsyncUntil)
+	return !c.broken && !now.Before(c.fsyncUntil)
 }
 
 // shared records that a syncfs of n callers' files, done at now, took
 // took, and reports whether it was slow, with what fsyncs of them would
-// have taken; if it was, groups fsync each file until syncFSBackoff from
-// now. Before any lone flush was timed nothing is slow.
-func (c *flushCost) shared(n int, took time.Duration, now time.Time) (time.Duration, time.Duration, bool) {
+// have taken and how long groups now fsync each file instead: syncFSBackoff
+// after a quick syncfs, twice as long as the time before after each slow
+// one in a row, up to syncFSBackoffMax. Before any lone flush was timed
+// nothing is slow.
+func (c *flushCost) shared(n int, took time.Duration, now time.Time) (fsyncs, backoff time.Duration, slow bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fsyncs := c.fsyncs(n)
+	fsyncs = c.fsyncs(n)
 	if c.loneAvg == 0 || took <= syncFSSlowFactor*fsyncs {
-		return took, fsyncs, false
+		c.backoff = 0
+		return fsyncs, 0, false
 	}
-	c.fsyncUntil = now.Add(syncFSBackoff)
-	return took, fsyncs, true
+	c.backoff = min(max(2*c.backoff, syncFSBackoff), syncFSBackoffMax)
+	c.fsyncUntil = now.Add(c.backoff)
+	return fsyncs, c.backoff, true
 }
 
 // dir makes the entries of the store's directory name durable (a state

@@ -85,7 +85,7 @@ func (l *syncLog) FSInfo(dir string) (fsInfo, error) {
 
 // ext4Disk is what FSInfo tells of ext4 on a block device, where a syncfs
 // reaches the disk.
-var ext4Disk = fsInfo{Type: 0xef53, BlockDev: true}
+var ext4Disk = fsInfo{Type: 0xef53, BlockDev: true, Kernel: "6.1.0"}
 
 func (l *syncLog) add(s string) {
 	l.mu.Lock()
@@ -104,6 +104,11 @@ func (l *syncLog) take() []string {
 func (l *syncLog) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool) (string, error) {
 	l.add(fmt.Sprintf("file sync=%v", sync))
 	return l.fileOps.WriteTemp(tmpDir, data, perm, sync)
+}
+
+func (l *syncLog) WriteFile(path, tmpDir string, data []byte, perm os.FileMode, sync bool) error {
+	l.add(fmt.Sprintf("rewrite sync=%v", sync))
+	return l.fileOps.WriteFile(path, tmpDir, data, perm, sync)
 }
 
 func (l *syncLog) SyncFile(path string) error {
@@ -209,9 +214,10 @@ func TestNoSyncFSOnUnknownFS(t *testing.T) {
 		batch[i] = jobstore.Spec{Kind: "k"}
 	}
 	for _, fi := range []fsInfo{
-		{Type: 0x65735546},                 // FUSE
-		{Type: 0x12345678, BlockDev: true}, // unknown
-		{Type: 0xef53},                     // ext4 on no block device
+		{Type: 0x65735546},                               // FUSE
+		{Type: 0x12345678, BlockDev: true},               // unknown
+		{Type: 0xef53},                                   // ext4 on no block device
+		{Type: 0xef53, BlockDev: true, Kernel: "5.10.0"}, // a kernel whose syncfs drops errors
 	} {
 		for _, syncFS := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%#x/SyncFS=%v", fi.Type, syncFS), func(t *testing.T) {
@@ -477,6 +483,7 @@ func TestMovesShareSyncFS(t *testing.T) {
 		page, err := s.List(t.Context(), jobstore.ListOptions{})
 		require.NoError(t, err)
 		require.Len(t, page.Jobs, 1, "a Submit whose syncfs failed left its job")
+		require.False(t, s.durable.cost.useSyncFS(time.Now().Add(time.Hour)), "a syncfs used after one failed")
 		gate.failSyncFS.Store(false)
 		for i := 1; i < n; i++ {
 			_, created, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: fmt.Sprint("key-", i)})
@@ -522,11 +529,22 @@ func TestMovesShareSyncFS(t *testing.T) {
 			require.ErrorIs(t, err, jobstore.ErrNotDurable, "complete %d", i+1)
 		}
 		gate.failSyncFS.Store(false)
+		l.take()
 		for i := 1; i < n; i++ {
 			j, err := s.Complete(t.Context(), leases[i], jobstore.Succeeded(nil))
 			require.NoError(t, err, "the retried Complete")
 			require.Equal(t, jobstore.StateSucceeded, j.State)
 		}
+		// Each retry wrote its record again, fsynced, rather than trust an
+		// fsync of the one whose flush failed.
+		retried := l.take()
+		files := 0
+		for _, op := range retried {
+			if op == "rewrite sync=true" {
+				files++
+			}
+		}
+		require.Equal(t, n-1, files, "%v", retried)
 		st, err := s.Stats(t.Context())
 		require.NoError(t, err)
 		require.Equal(t, n, st.Counts[jobstore.StateSucceeded])
@@ -536,8 +554,10 @@ func TestMovesShareSyncFS(t *testing.T) {
 // TestFlushCost: a syncfs of n callers' files stays in use while it takes
 // at most syncFSSlowFactor times what fsyncs of them would (a lone flush
 // per batchWriters files); a slower one makes groups fsync each file for
-// syncFSBackoff, and then a syncfs is tried again. Before a lone flush
-// was timed, no syncfs is slow.
+// syncFSBackoff, each slow one in a row for twice as long as the one
+// before, up to syncFSBackoffMax, and a quick one ends the doubling.
+// Before a lone flush was timed, no syncfs is slow. After a failed
+// syncfs, groups fsync each file for good.
 func TestFlushCost(t *testing.T) {
 	var c flushCost
 	now := time.Now()
@@ -555,11 +575,26 @@ func TestFlushCost(t *testing.T) {
 	require.False(t, slow, "a syncfs of more files than are fsynced at once may take longer")
 	require.True(t, c.useSyncFS(now))
 
-	took, fsyncs, slow := c.shared(2, syncFSSlowFactor*lone+time.Millisecond, now)
+	tooSlow := syncFSSlowFactor*lone + time.Millisecond
+	fsyncs, backoff, slow := c.shared(2, tooSlow, now)
 	require.True(t, slow)
 	require.Equal(t, lone, fsyncs)
-	require.Equal(t, syncFSSlowFactor*lone+time.Millisecond, took)
+	require.Equal(t, syncFSBackoff, backoff)
 	require.False(t, c.useSyncFS(now))
 	require.False(t, c.useSyncFS(now.Add(syncFSBackoff-time.Millisecond)))
 	require.True(t, c.useSyncFS(now.Add(syncFSBackoff)), "no syncfs tried again after the back-off")
+
+	for _, want := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute} {
+		_, backoff, slow = c.shared(2, tooSlow, now)
+		require.True(t, slow)
+		require.Equal(t, want, backoff, "the back-off after slow syncfs in a row")
+	}
+	_, backoff, slow = c.shared(2, lone, now)
+	require.False(t, slow)
+	require.Zero(t, backoff)
+	_, backoff, _ = c.shared(2, tooSlow, now)
+	require.Equal(t, syncFSBackoff, backoff, "a quick syncfs did not end the doubling")
+
+	c.failed()
+	require.False(t, c.useSyncFS(now.Add(time.Hour)), "a syncfs used after one failed")
 }

@@ -94,6 +94,9 @@ type fsInfo struct {
 	// device (major 0) for each subvolume. tmpfs, FUSE and overlayfs have
 	// major 0.
 	BlockDev bool
+	// Kernel is the running kernel's release (uname -r), "" where it is
+	// not known.
+	Kernel string
 }
 
 // syncer is a pending syncfs(2), see fileOps.SyncFS.

@@ -27,8 +27,9 @@ type Options struct {
 	// Store.Durability); elsewhere, as on FUSE, Open logs a warning that
 	// says why and fsyncs as usual. Ignored with NoSync. Zero: fsync each
 	// file and directory, except that where a syncfs reaches the disk the
-	// Submits and Completes that wait at the same moment share one syncfs
-	// for as long as it stays quicker than their fsyncs (docs/format.md,
+	// new records of the Submits, Completes and other moves that wait at
+	// the same moment share one syncfs, unless a recent syncfs took more
+	// than 4 times the fsyncs it replaced, or one failed (docs/format.md,
 	// Durability).
 	SyncFS bool
 	// MaxPayload limits the size in bytes of a payload and of a result.

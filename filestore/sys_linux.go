@@ -10,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,7 +40,39 @@ func fsInfoOf(dir string) (fsInfo, error) {
 	if err := unix.Stat(dir, &fi); err != nil {
 		return fsInfo{}, fmt.Errorf("stat %s: %w", dir, err)
 	}
-	return fsInfo{Type: int64(st.Type), BlockDev: unix.Major(uint64(fi.Dev)) != 0}, nil
+	var u unix.Utsname
+	kernel := ""
+	if err := unix.Uname(&u); err == nil {
+		kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	return fsInfo{Type: int64(st.Type), BlockDev: unix.Major(uint64(fi.Dev)) != 0, Kernel: kernel}, nil
+}
+
+// syncFSErrorsKernel is the first Linux release whose syncfs(2) reports
+// every error of the writeback it waits for: from 5.8 a syncfs returns
+// the file system's write errors since the descriptor was opened, and
+// from 5.17 also an error of the file system's own sync (a failed journal
+// commit), which older kernels dropped.
+var syncFSErrorsKernel = [2]int{5, 17}
+
+// kernelReportsSyncFSErrors says whether the kernel release (uname -r,
+// such as "6.1.0-18-amd64") is syncFSErrorsKernel or later. A release it
+// cannot read is taken for an older one.
+func kernelReportsSyncFSErrors(release string) bool {
+	major, rest, ok := strings.Cut(release, ".")
+	if !ok {
+		return false
+	}
+	minor := rest
+	if i := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minor = rest[:i]
+	}
+	ma, err1 := strconv.Atoi(major)
+	mi, err2 := strconv.Atoi(minor)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > syncFSErrorsKernel[0] || ma == syncFSErrorsKernel[0] && mi >= syncFSErrorsKernel[1]
 }
 
 // syncFSReaches says whether one syncfs(2) of the file system fi
@@ -50,18 +84,33 @@ func fsInfoOf(dir string) (fsInfo, error) {
 // too, trivially: nothing on it survives a power cut, and a syncfs there
 // costs nothing. Everything else fsyncs each file: a FUSE daemon never
 // sees a syncfs (the kernel does not pass it on), and network and stacked
-// file systems (NFS, overlayfs) give no such promise either.
-// TestSyncFSReaches is the table.
+// file systems (NFS, overlayfs) give no such promise either. And a syncfs
+// carries durability only where it reports the errors of what it wrote:
+// on Linux 5.17 and later (kernelReportsSyncFSErrors); on an older kernel
+// the disk file systems fsync each file too. TestSyncFSReaches is the
+// table.
 func syncFSReaches(fi fsInfo) (bool, string) {
+	name, ok := "", false
 	switch uint32(fi.Type) {
 	case magicExt4:
-		return fi.BlockDev, "ext4"
+		name, ok = "ext4", fi.BlockDev
 	case magicXFS:
-		return fi.BlockDev, "xfs"
+		name, ok = "xfs", fi.BlockDev
 	case magicBtrfs:
-		return true, "btrfs"
+		name, ok = "btrfs", true
 	case magicTmpfs:
 		return true, "tmpfs"
+	}
+	if name != "" {
+		if ok && !kernelReportsSyncFSErrors(fi.Kernel) {
+			kernel := fi.Kernel
+			if kernel == "" {
+				kernel = "an unknown version"
+			}
+			return false, fmt.Sprintf("%s on Linux %s (a syncfs(2) reports every write error from Linux %d.%d on)",
+				name, kernel, syncFSErrorsKernel[0], syncFSErrorsKernel[1])
+		}
+		return ok, name
 	}
 	if name, _ := fsKind(fi.Type); name != "" {
 		return false, name

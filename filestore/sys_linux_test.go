@@ -35,20 +35,24 @@ func TestFilesystemKinds(t *testing.T) {
 // known to honour it: ext4 and xfs on a block device, btrfs (whose device
 // is anonymous even on a disk) and tmpfs (nothing to reach); FUSE,
 // overlayfs, NFS, ext4 without a block device and every unknown type fsync
-// each file.
+// each file, and so do the disk file systems on a Linux older than 5.17,
+// whose syncfs does not report every write error.
 func TestSyncFSReaches(t *testing.T) {
 	for _, tc := range []struct {
 		fi   fsInfo
 		ok   bool
 		name string
 	}{
-		{fsInfo{Type: 0xef53, BlockDev: true}, true, "ext4"},
-		{fsInfo{Type: 0xef53}, false, "ext4"},
-		{fsInfo{Type: 0x58465342, BlockDev: true}, true, "xfs"},
-		{fsInfo{Type: 0x58465342}, false, "xfs"},
-		{fsInfo{Type: 0x9123683e}, true, "btrfs"},
-		{fsInfo{Type: 0x9123683e, BlockDev: true}, true, "btrfs"},
+		{fsInfo{Type: 0xef53, BlockDev: true, Kernel: "6.1.0-18-amd64"}, true, "ext4"},
+		{fsInfo{Type: 0xef53, Kernel: "6.1.0"}, false, "ext4"},
+		{fsInfo{Type: 0x58465342, BlockDev: true, Kernel: "5.17.0"}, true, "xfs"},
+		{fsInfo{Type: 0x58465342, Kernel: "6.1.0"}, false, "xfs"},
+		{fsInfo{Type: 0x9123683e, Kernel: "6.1.0"}, true, "btrfs"},
+		{fsInfo{Type: 0x9123683e, BlockDev: true, Kernel: "6.1.0"}, true, "btrfs"},
 		{fsInfo{Type: 0x01021994}, true, "tmpfs"},
+		{fsInfo{Type: 0xef53, BlockDev: true, Kernel: "5.16.20"}, false, "ext4 on Linux 5.16.20 (a syncfs(2) reports every write error from Linux 5.17 on)"},
+		{fsInfo{Type: 0x58465342, BlockDev: true, Kernel: "4.18.0-513.el8.x86_64"}, false, "xfs on Linux 4.18.0-513.el8.x86_64 (a syncfs(2) reports every write error from Linux 5.17 on)"},
+		{fsInfo{Type: 0x9123683e}, false, "btrfs on Linux an unknown version (a syncfs(2) reports every write error from Linux 5.17 on)"},
 		{fsInfo{Type: 0x65735546}, false, "FUSE"},
 		{fsInfo{Type: 0x65735546, BlockDev: true}, false, "FUSE"},
 		{fsInfo{Type: 0x794c7630}, false, "overlayfs"},
@@ -59,9 +63,15 @@ func TestSyncFSReaches(t *testing.T) {
 		require.Equal(t, tc.ok, ok, "%+v", tc.fi)
 		require.Equal(t, tc.name, name)
 	}
-	// The store's own directory here: the real statfs and stat.
+	for release, ok := range map[string]bool{
+		"5.17.0": true, "5.17": true, "6.18.44-fc-v657": true, "10.0.1": true, "5.18-rc1": true,
+		"5.16.20": false, "5.8.0": false, "4.18.0-513.el8.x86_64": false, "": false, "6": false, "x.y": false,
+	} {
+		require.Equal(t, ok, kernelReportsSyncFSErrors(release), release)
+	}
+	// The store's own directory here: the real statfs, stat and uname.
 	fi, err := fsInfoOf(t.TempDir())
 	require.NoError(t, err)
 	ok, name := syncFSReaches(fi)
-	t.Logf("t.TempDir() is on %s (block device %v): syncfs used: %v", name, fi.BlockDev, ok)
+	t.Logf("t.TempDir() is on %s (block device %v, Linux %s): syncfs used: %v", name, fi.BlockDev, fi.Kernel, ok)
 }
