@@ -213,8 +213,8 @@ func (d *durability) placed(path string) error {
 // syncfs(2), which makes every file written before it durable with its
 // directory entries, instead of two fsyncs each, unless a recent syncfs
 // was slow (flushCost: another program is writing a lot to the file
-// system), when they fsync their files at once and each directory once.
-// A failed flush fails every caller it covered.
+// system) or one failed, when they fsync their files at once and each
+// directory once. A failed flush fails every caller it covered.
 func (d *durability) moved(path, dir string) error {
 	if d.moves == nil {
 		if err := d.placed(path); err != nil {
