@@ -70,16 +70,7 @@ func TestFsckChecksTheGraph(t *testing.T) {
 func TestSettlePassFindsWhatAnEndMissed(t *testing.T) {
 	ctx := t.Context()
 	s := openTest(t, &Options{NoSync: true})
-	a, _, err := s.Submit(ctx, jobstore.Spec{Kind: "a"})
-	require.NoError(t, err)
-	w, _, err := s.Submit(ctx, jobstore.Spec{Kind: "w", After: []string{a.ID}})
-	require.NoError(t, err)
-	require.NoError(t, os.RemoveAll(filepath.Join(s.Dir(), dirDependents, a.ID)))
-	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "x"})
-	require.NoError(t, err)
-	require.Equal(t, a.ID, c.ID)
-	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
-	require.NoError(t, err)
+	w := unsettledWaiter(t, s)
 	got, err := s.Get(ctx, w.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateWaiting, got.State)
@@ -319,15 +310,7 @@ func TestGraphKeyTakenMeanwhile(t *testing.T) {
 func TestSettlePassSkipsALockedJob(t *testing.T) {
 	ctx := t.Context()
 	s := openTest(t, &Options{NoSync: true})
-	a, _, err := s.Submit(ctx, jobstore.Spec{Kind: "a"})
-	require.NoError(t, err)
-	w, _, err := s.Submit(ctx, jobstore.Spec{Kind: "w", After: []string{a.ID}})
-	require.NoError(t, err)
-	require.NoError(t, os.RemoveAll(filepath.Join(s.Dir(), dirDependents, a.ID)))
-	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "x"})
-	require.NoError(t, err)
-	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
-	require.NoError(t, err)
+	w := unsettledWaiter(t, s)
 
 	unlock, err := s.lockJob(ctx, w.ID) // as a stopped process would hold it
 	require.NoError(t, err)
@@ -349,4 +332,24 @@ func TestSettlePassSkipsALockedJob(t *testing.T) {
 	got, err = s.Get(ctx, w.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, got.State)
+}
+
+// unsettledWaiter submits a job and one that waits for it, then ends the
+// first with its dependents/ index removed, as an end whose settle a dead
+// process never made: the second is left waiting though its dependency
+// succeeded. It returns the waiting job.
+func unsettledWaiter(t *testing.T, s *Store) jobstore.Job {
+	t.Helper()
+	ctx := t.Context()
+	a, _, err := s.Submit(ctx, jobstore.Spec{Kind: "a"})
+	require.NoError(t, err)
+	w, _, err := s.Submit(ctx, jobstore.Spec{Kind: "w", After: []string{a.ID}})
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(filepath.Join(s.Dir(), dirDependents, a.ID)))
+	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "x"})
+	require.NoError(t, err)
+	require.Equal(t, a.ID, c.ID)
+	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+	return w
 }

@@ -21,43 +21,65 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
+// flushCoverage checks that a group of flushes covers its callers: each
+// caller makes a change and waits, and must not return before a flush
+// that began after its change has finished.
+type flushCoverage struct {
+	mu sync.Mutex
+	// changes counts the changes made so far, synced those covered by the
+	// last finished flush.
+	changes, synced int
+	inFlight        atomic.Int32
+}
+
+// flushed is one flush taking took: it covers the changes made before it
+// began. Two flushes at once fail t.
+func (c *flushCoverage) flushed(t *testing.T, took time.Duration) {
+	assert.Equal(t, int32(1), c.inFlight.Add(1), "flushes overlap")
+	defer c.inFlight.Add(-1)
+	c.mu.Lock()
+	upTo := c.changes
+	c.mu.Unlock()
+	time.Sleep(took)
+	c.mu.Lock()
+	c.synced = max(c.synced, upTo)
+	c.mu.Unlock()
+}
+
+// callers runs n callers at once, each making a change and then calling
+// wait, and fails t if one returns an error or returns before a flush
+// covered its change.
+func (c *flushCoverage) callers(t *testing.T, n int, wait func() error) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			c.mu.Lock()
+			c.changes++
+			mine := c.changes
+			c.mu.Unlock()
+			assert.NoError(t, wait()) // assert: not on the test goroutine
+			c.mu.Lock()
+			assert.GreaterOrEqual(t, c.synced, mine, "returned before a flush covered its change")
+			c.mu.Unlock()
+		})
+	}
+	wg.Wait()
+}
+
 // TestGroupSync: concurrent callers share fsyncs, every caller is covered
 // by an fsync that started after it arrived, and a failed fsync is
 // reported to every caller it covered.
 func TestGroupSync(t *testing.T) {
 	g := newGroupSync()
-	var calls, inFlight atomic.Int32
-	var mu sync.Mutex
-	changes := 0 // "directory changes" made so far
-	synced := 0  // changes covered by the last finished fsync
+	var cov flushCoverage
+	var calls atomic.Int32
 	fsync := func() error {
-		assert.Equal(t, int32(1), inFlight.Add(1), "fsyncs overlap")
-		defer inFlight.Add(-1)
 		calls.Add(1)
-		mu.Lock()
-		upTo := changes
-		mu.Unlock()
-		time.Sleep(2 * time.Millisecond)
-		mu.Lock()
-		synced = max(synced, upTo)
-		mu.Unlock()
+		cov.flushed(t, 2*time.Millisecond)
 		return nil
 	}
-	var wg sync.WaitGroup
 	const n = 64
-	for range n {
-		wg.Go(func() {
-			mu.Lock()
-			changes++
-			mine := changes
-			mu.Unlock()
-			assert.NoError(t, g.sync(fsync)) // assert: not on the test goroutine
-			mu.Lock()
-			assert.GreaterOrEqual(t, synced, mine, "returned before its change was synced")
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	cov.callers(t, n, func() error { return g.sync(fsync) })
 	require.Less(t, calls.Load(), int32(n), "no fsync was shared")
 	t.Logf("%d callers, %d fsyncs", n, calls.Load())
 
@@ -279,48 +301,20 @@ func TestDurabilityReported(t *testing.T) {
 // that covered it, and a failed flush fails no later caller.
 func TestFlushGroup(t *testing.T) {
 	g := newFlushGroup()
-	var mu sync.Mutex
-	changes := 0 // changes made so far
-	synced := 0  // changes covered by the last finished flush
-	var ones, alls, inFlight atomic.Int32
-	flushed := func() {
-		mu.Lock()
-		upTo := changes
-		mu.Unlock()
-		time.Sleep(time.Millisecond)
-		mu.Lock()
-		synced = max(synced, upTo)
-		mu.Unlock()
-	}
+	var cov flushCoverage
+	var ones, alls atomic.Int32
 	one := func(*flushWaiter) error {
-		assert.Equal(t, int32(1), inFlight.Add(1), "flushes overlap")
-		defer inFlight.Add(-1)
 		ones.Add(1)
-		flushed()
+		cov.flushed(t, time.Millisecond)
 		return nil
 	}
 	all := func([]*flushWaiter) error {
-		assert.Equal(t, int32(1), inFlight.Add(1), "flushes overlap")
-		defer inFlight.Add(-1)
 		alls.Add(1)
-		flushed()
+		cov.flushed(t, time.Millisecond)
 		return nil
 	}
-	var wg sync.WaitGroup
 	const n = 64
-	for range n {
-		wg.Go(func() {
-			mu.Lock()
-			changes++
-			mine := changes
-			mu.Unlock()
-			assert.NoError(t, g.flush(&flushWaiter{}, one, all))
-			mu.Lock()
-			assert.GreaterOrEqual(t, synced, mine, "returned before a flush covered its change")
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	cov.callers(t, n, func() error { return g.flush(&flushWaiter{}, one, all) })
 	require.Positive(t, alls.Load(), "no flush was shared")
 	require.Less(t, ones.Load()+alls.Load(), int32(n), "no flush was shared")
 	t.Logf("%d callers: %d flushes of one, %d of several", n, ones.Load(), alls.Load())
@@ -363,7 +357,8 @@ func TestFlushGroup(t *testing.T) {
 
 // flushGate, once armed, holds the first fsync of a new file until release
 // is closed, so that the operations that come meanwhile wait together for
-// the next flush, and fails every syncfs while failSyncFS is set.
+// the next flush; it fails every syncfs while failSyncFS is set, and every
+// later fsync of a file while failFsync is.
 type flushGate struct {
 	fileOps
 	armed      atomic.Bool
@@ -371,6 +366,7 @@ type flushGate struct {
 	held       chan struct{} // closed once the first fsync of a file waits
 	release    chan struct{}
 	failSyncFS atomic.Bool
+	failFsync  atomic.Bool
 }
 
 func newFlushGate() *flushGate {
@@ -385,6 +381,8 @@ func (g *flushGate) SyncFile(path string) error {
 	if first {
 		close(g.held)
 		<-g.release
+	} else if g.failFsync.Load() {
+		return &os.PathError{Op: "sync", Path: path, Err: syscall.EIO}
 	}
 	return g.fileOps.SyncFile(path)
 }
@@ -505,6 +503,22 @@ func TestMovesShareSyncFS(t *testing.T) {
 			want = append(want, "fsync file")
 		}
 		require.Equal(t, append(want, "fsync queued/"), flushes(l.take()))
+	})
+
+	t.Run("SlowSyncFSFsyncFails", func(t *testing.T) {
+		// A failed fsync of one file of such a group fails the whole
+		// group: no job of its Submits is left.
+		s, _, gate := open(t)
+		s.durable.cost.fsyncUntil = time.Now().Add(time.Hour)
+		gate.failFsync.Store(true)
+		errs := gateMoves(t, s, gate, n, func(int) error { _, _, err := s.Submit(t.Context(), spec); return err })
+		require.NoError(t, errs[0], "the first Submit flushed alone")
+		for i, err := range errs[1:] {
+			require.ErrorIs(t, err, syscall.EIO, "submit %d", i+1)
+		}
+		page, err := s.List(t.Context(), jobstore.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, page.Jobs, 1, "a Submit whose fsync failed left its job")
 	})
 
 	t.Run("Complete", func(t *testing.T) {
