@@ -289,31 +289,41 @@ func (d *durability) flushSeveral(ws []*flushWaiter) error {
 	return nil
 }
 
-// A syncfs of n callers' files is slow when it takes longer than
-// syncFSSlowFactor times what fsyncs of them would: a lone flush (an
-// fsync of a file and of its directory) for each batchWriters files,
-// which flushSeveral fsyncs at once. A syncfs waits for every dirty file
-// of the file system, and another program writing a lot there makes it
-// wait for that program's data. Groups then fsync their files for
-// syncFSBackoff, after which a syncfs is tried again; each slow one in a
-// row doubles the time, up to syncFSBackoffMax. On a file system of the
-// store's own, a syncfs of a hundred new records took 15 ms where a lone
-// flush took 1.4 ms.
+// Syncfs flushes are slow when they have lately taken more than
+// syncFSSlowFactor times what fsyncs of their files would: a lone flush
+// (an fsync of a file and of its directory) for each batchWriters files,
+// which flushSeveral fsyncs at once. "Lately" is a moving average of that
+// ratio that gives each syncfs a weight of 1/syncFSSlowWeight and starts
+// at 1: a syncfs now and then that waits for a journal commit under load
+// must not count (one alone has to take about 25 times the fsyncs'
+// time), a few slow ones in a row must. A syncfs waits for every dirty
+// file of the file system, and another program writing a lot there makes
+// it wait for that program's data. Groups then fsync their files for
+// syncFSBackoff, after which a syncfs is tried again, its average
+// starting over; each slow spell with no quick syncfs between doubles the
+// time, up to syncFSBackoffMax. On a file system of the store's own, a syncfs of a
+// hundred new records took 15 ms where a lone flush took 1.4 ms; under
+// a work-off of 100 workers, syncfs of 2 to 100 records took 2 to 17 ms
+// where a lone flush took 2 to 16 ms, and a group fsyncing its files 13
+// to 20 ms.
 const (
 	syncFSSlowFactor = 4
+	syncFSSlowWeight = 8
 	syncFSBackoff    = time.Second
 	syncFSBackoffMax = time.Minute
 )
 
 // flushCost keeps what moved needs to choose between one syncfs and an
 // fsync of each file: the typical duration of a lone flush (an average
-// that gives each new one a weight of 1/8), until when groups fsync each
-// file because a syncfs was slow, and the back-off after the next slow
-// one; and whether a syncfs failed, after which groups fsync their files
-// for good. Safe for concurrent use.
+// that gives each new one a weight of 1/8), how much longer than fsyncs
+// the syncfs flushes have lately taken (slowness), until when groups
+// fsync each file because syncfs flushes were slow, and the back-off
+// after the next slow spell; and whether a syncfs failed, after which
+// groups fsync their files for good. Safe for concurrent use.
 type flushCost struct {
 	mu         sync.Mutex
 	loneAvg    time.Duration
+	slowness   float64 // 0 stands for 1, the average's start
 	fsyncUntil time.Time
 	backoff    time.Duration
 	broken     bool
@@ -351,19 +361,30 @@ func (c *flushCost) useSyncFS(now time.Time) bool {
 }
 
 // shared records that a syncfs of n callers' files, done at now, took
-// took, and reports whether it was slow, with what fsyncs of them would
-// have taken and how long groups now fsync each file instead: syncFSBackoff
-// after a quick syncfs, twice as long as the time before after each slow
-// one in a row, up to syncFSBackoffMax. Before any lone flush was timed
-// nothing is slow.
+// took, and reports whether syncfs flushes are now slow (see
+// syncFSSlowFactor), with what fsyncs of these files would have taken
+// and how long groups now fsync each file instead: syncFSBackoff, or
+// twice the time before if no quick syncfs came since, up to
+// syncFSBackoffMax. Before any lone flush was timed nothing is slow.
 func (c *flushCost) shared(n int, took time.Duration, now time.Time) (fsyncs, backoff time.Duration, slow bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fsyncs = c.fsyncs(n)
-	if c.loneAvg == 0 || took <= syncFSSlowFactor*fsyncs {
-		c.backoff = 0
+	if fsyncs == 0 {
+		return 0, 0, false
+	}
+	ratio := float64(took) / float64(fsyncs)
+	if ratio <= syncFSSlowFactor {
+		c.backoff = 0 // a quick syncfs ends the doubling
+	}
+	if c.slowness == 0 {
+		c.slowness = 1
+	}
+	c.slowness += (ratio - c.slowness) / syncFSSlowWeight
+	if c.slowness <= syncFSSlowFactor {
 		return fsyncs, 0, false
 	}
+	c.slowness = 0
 	c.backoff = min(max(2*c.backoff, syncFSBackoff), syncFSBackoffMax)
 	c.fsyncUntil = now.Add(c.backoff)
 	return fsyncs, c.backoff, true

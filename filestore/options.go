@@ -28,9 +28,9 @@ type Options struct {
 	// says why and fsyncs as usual. Ignored with NoSync. Zero: fsync each
 	// file and directory, except that where a syncfs reaches the disk the
 	// new records of the Submits, Completes and other moves that wait at
-	// the same moment share one syncfs, unless a recent syncfs took more
-	// than 4 times the fsyncs it replaced, or one failed (docs/format.md,
-	// Durability).
+	// the same moment share one syncfs, unless the recent syncfs flushes
+	// took more than 4 times the fsyncs they replaced, or one failed
+	// (docs/format.md, Durability).
 	SyncFS bool
 	// MaxPayload limits the size in bytes of a payload and of a result.
 	// Zero means jobstore.DefaultMaxPayload.
