@@ -14,33 +14,27 @@ import (
 )
 
 // TestFsckChecksTheGraph: a waiting job whose dependency ended without
-// settling it (its entry in dependents/ was lost, as a crash between the
-// end and the settle leaves it) is reported as unsettled and settled by
-// Repair; one that names a job whose record is gone is reported as
-// dangling and, without after_any, canceled.
+// settling it (as a crash between the end and the settle leaves it) is
+// reported as unsettled and settled by Repair; one that names a job whose
+// record is gone is reported as dangling and, without after_any, canceled.
+// Repair (Open's, in the background) reads only the queued records that
+// the dependency indexes name, so a waiting job whose index entries were
+// removed by hand is left to a full Fsck, which reads every record.
 func TestFsckChecksTheGraph(t *testing.T) {
 	ctx := t.Context()
 	s := openTest(t, &Options{NoSync: true, RecoverInterval: time.Hour})
-	a, _, err := s.Submit(ctx, jobstore.Spec{Kind: "a"})
-	require.NoError(t, err)
-	w, _, err := s.Submit(ctx, jobstore.Spec{Kind: "w", After: []string{a.ID}})
-	require.NoError(t, err)
+	w := unsettledWaiter(t, s)
 	b, _, err := s.Submit(ctx, jobstore.Spec{Kind: "b"})
 	require.NoError(t, err)
 	w2, _, err := s.Submit(ctx, jobstore.Spec{Kind: "w2", After: []string{b.ID}})
 	require.NoError(t, err)
-
-	require.NoError(t, os.RemoveAll(filepath.Join(s.Dir(), dirDependents, a.ID)))
-	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "x", Kinds: []string{"a"}})
-	require.NoError(t, err)
-	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
-	require.NoError(t, err)
 	require.NoError(t, os.Remove(filepath.Join(s.Dir(), dirQueued, b.ID+recordExt)))
+	w3 := unsettledWaiter(t, s)
+	require.NoError(t, os.RemoveAll(filepath.Join(s.Dir(), dirDependents, w3.After[0])))
 
 	r, err := s.Fsck(ctx, false)
 	require.NoError(t, err)
-	uns := problemsOf(r, ProblemUnsettled)
-	require.Len(t, uns, 2, "%v", r.Problems)
+	require.ElementsMatch(t, []string{w.ID, w2.ID, w3.ID}, problemIDs(problemsOf(r, ProblemUnsettled)), "%v", r.Problems)
 	dang := problemsOf(r, ProblemDanglingDependency)
 	require.Len(t, dang, 1, "%v", r.Problems)
 	require.Equal(t, w2.ID, dang[0].ID)
@@ -51,7 +45,7 @@ func TestFsckChecksTheGraph(t *testing.T) {
 
 	r, err = s.Repair(ctx)
 	require.NoError(t, err)
-	require.Len(t, problemsOf(r, ProblemUnsettled), 2)
+	require.ElementsMatch(t, []string{w.ID, w2.ID}, problemIDs(problemsOf(r, ProblemUnsettled)), "%v", r.Problems)
 	got, err = s.Get(ctx, w.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, got.State)
@@ -59,9 +53,28 @@ func TestFsckChecksTheGraph(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateCanceled, got.State)
 	require.Equal(t, "dependency "+b.ID+" no longer exists", got.LastError)
+	got, err = s.Get(ctx, w3.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateWaiting, got.State, "Repair read a queued record that no index names")
+
+	r, err = s.Fsck(ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, []string{w3.ID}, problemIDs(problemsOf(r, ProblemUnsettled)), "%v", r.Problems)
+	got, err = s.Get(ctx, w3.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, got.State)
 	r, err = s.Fsck(ctx, false)
 	require.NoError(t, err)
 	require.True(t, r.OK(), "%v", r.Problems)
+}
+
+// problemIDs returns the job IDs of ps.
+func problemIDs(ps []Problem) []string {
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	return ids
 }
 
 // TestSettlePassFindsWhatAnEndMissed: a Store that claims settles, every
@@ -335,9 +348,10 @@ func TestSettlePassSkipsALockedJob(t *testing.T) {
 }
 
 // unsettledWaiter submits a job and one that waits for it, then ends the
-// first with its dependents/ index removed, as an end whose settle a dead
-// process never made: the second is left waiting though its dependency
-// succeeded. It returns the waiting job.
+// first as an end whose settle a dead process never made: with its
+// dependents/ index removed for the Complete and then put back. The second
+// is left waiting though its dependency succeeded. It returns the waiting
+// job.
 func unsettledWaiter(t *testing.T, s *Store) jobstore.Job {
 	t.Helper()
 	ctx := t.Context()
@@ -345,11 +359,14 @@ func unsettledWaiter(t *testing.T, s *Store) jobstore.Job {
 	require.NoError(t, err)
 	w, _, err := s.Submit(ctx, jobstore.Spec{Kind: "w", After: []string{a.ID}})
 	require.NoError(t, err)
-	require.NoError(t, os.RemoveAll(filepath.Join(s.Dir(), dirDependents, a.ID)))
-	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "x"})
+	index := filepath.Join(s.Dir(), dirDependents, a.ID)
+	aside := filepath.Join(s.Dir(), "dependents-aside")
+	require.NoError(t, os.Rename(index, aside))
+	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "x", Kinds: []string{"a"}})
 	require.NoError(t, err)
 	require.Equal(t, a.ID, c.ID)
 	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
 	require.NoError(t, err)
+	require.NoError(t, os.Rename(aside, index))
 	return w
 }

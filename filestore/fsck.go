@@ -152,10 +152,12 @@ func (s *Store) Fsck(ctx context.Context, repair bool) (Report, error) {
 // Repair makes the repairs of what crashes leave behind: it removes the
 // stale copies an interrupted move left, rolls back dangling key files,
 // sets aside torn key files (and the records that are the same file),
-// removes the lock files of jobs that have no record, and recovers dead
-// workers' jobs. It reads every key file and lists every state directory,
-// so its cost grows with the store; it reads only the records found in two
-// directories (Fsck reads every one).
+// removes the lock files of jobs that have no record, settles the waiting
+// jobs whose dependencies decide them, and recovers dead workers' jobs. It
+// reads every key file and lists every state directory, so its cost grows
+// with the store; it reads only the records found in two directories and
+// those of the jobs that the dependency indexes name (Fsck reads every
+// one, and also finds a waiting job whose index entries are gone).
 //
 // Open does none of this but the recovery of dead workers' jobs, so that
 // opening costs nothing that grows with the store. Nothing needs it
@@ -292,7 +294,16 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 	if err := s.checkLockFiles(ctx, repair, where, &r); err != nil {
 		return r, err
 	}
-	if err := s.checkWaiting(ctx, repair, ids, where, &r); err != nil {
+	waiters := ids
+	if !full {
+		// At Open only the jobs that the dependency indexes name can be
+		// waiting: reading every queued record would cost the Store a
+		// pass that grows with the backlog.
+		if waiters, err = s.indexedWaiters(); err != nil {
+			return r, err
+		}
+	}
+	if err := s.checkWaiting(ctx, repair, waiters, where, &r); err != nil {
 		return r, err
 	}
 	dead, err := s.recoverDead(ctx, repair)
@@ -682,6 +693,38 @@ func (s *Store) checkDangling(ctx context.Context, hash, id string, repair bool,
 	}
 	r.Problems = append(r.Problems, p)
 	return nil
+}
+
+// indexedWaiters returns the IDs of the jobs that the dependency indexes
+// name as waiting for another job or for a batch: the entries of
+// dependents/*/ and batches/*/callbacks/, sorted, without repeats. Every
+// waiting job is among them, as its entries are durable before its record
+// is published (docs/format.md, Dependencies and batches); the entries of
+// jobs that ended, or were never published, are among them too.
+func (s *Store) indexedWaiters() ([]string, error) {
+	var ids []string
+	for _, idx := range []struct{ dir, sub string }{{dirDependents, ""}, {dirBatches, batchCalls}} {
+		names, err := readNames(filepath.Join(s.dir, idx.dir))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s/: %w", idx.dir, err)
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, ".") || strings.HasSuffix(n, recordLock) {
+				continue
+			}
+			dir := filepath.Join(s.dir, idx.dir, n, idx.sub)
+			got, err := readIDs(dir)
+			if err != nil && !errors.Is(err, syscall.ENOTDIR) {
+				return nil, fmt.Errorf("read %s: %w", dir, err)
+			}
+			ids = append(ids, got...)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // checkWaiting reports, and with repair settles, the waiting jobs in
