@@ -123,6 +123,7 @@ package filestore
 //	leasefile.go    LeaseFile
 //	locks.go        record locks and leases (turn.go: their in-process queue)
 //	record.go       the record file: paths, encoding, finding the current copy
+//	                (readfile.go: reading a small file on a bare descriptor)
 //	durability.go   fsync, shared syncfs or none: every flush goes through it
 //	fsops.go        the seam every change of the directory goes through (dirpins.go:
 //	                the store's directories held open, from which it makes them)

@@ -3,11 +3,8 @@ package filestore
 import (
 	"bytes"
 	"encoding/json"
-	"io"
-	"os"
 	"slices"
 	"sync"
-	"syscall"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -84,20 +81,12 @@ func (s *Store) kindOf(dir, id string) (string, bool) {
 	if kind, ok := s.kinds.get(id); ok {
 		return kind, true
 	}
-	f, err := os.OpenFile(s.recordPath(dir, id), os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
+	// At most recordHead bytes: the limit and the one byte more.
+	head, typ, err := readRegular(s.recordPath(dir, id), recordHead-1)
+	if err != nil || typ != 0 {
 		return "", false
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return "", false
-	}
-	head := make([]byte, recordHead)
-	n, err := io.ReadFull(f, head)
-	if err != nil && err != io.ErrUnexpectedEOF {
-		return "", false
-	}
-	kind, ok := headKind(head[:n], id)
+	kind, ok := headKind(head, id)
 	if ok {
 		s.kinds.put(id, kind)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -137,31 +136,24 @@ func (s *Store) maxRecord() int64 {
 // file, and a *CorruptError for anything that is not a valid record:
 // symbolic links and directories are reported, never followed.
 func (s *Store) readRecord(path, id string) (envelope, error) {
-	var env envelope
-	f, err := os.OpenFile(path, os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
+	data, typ, err := readRegular(path, s.maxRecord())
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
-			return env, &CorruptError{Path: path, Reason: "is a symbolic link (not followed)"}
+			return envelope{}, &CorruptError{Path: path, Reason: "is a symbolic link (not followed)"}
 		}
 		if errors.Is(err, fs.ErrPermission) {
 			// One file with the wrong owner (say, written by root) must not
 			// stop List, Claim or Fsck: it is reported and skipped like any
 			// record that cannot be read.
-			return env, &CorruptError{Path: path, Reason: "cannot be read: permission denied (check its owner and mode)", Err: err}
+			return envelope{}, &CorruptError{Path: path, Reason: "cannot be read: permission denied (check its owner and mode)", Err: err}
 		}
-		return env, err
+		if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Op == "read" {
+			return envelope{}, fmt.Errorf("filestore: %w", err)
+		}
+		return envelope{}, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return env, err
-	}
-	if !fi.Mode().IsRegular() {
-		return env, &CorruptError{Path: path, Reason: fmt.Sprintf("is not a regular file (%s)", fi.Mode().Type())}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, s.maxRecord()+1))
-	if err != nil {
-		return env, fmt.Errorf("filestore: read %s: %w", path, err)
+	if typ != 0 {
+		return envelope{}, &CorruptError{Path: path, Reason: fmt.Sprintf("is not a regular file (%s)", typ)}
 	}
 	return decodeRecord(path, id, data, s.maxRecord())
 }
@@ -255,16 +247,8 @@ const maxClaimNote = 4 << 10
 // false if there is none that can be read: an empty or missing file, a
 // link, garbage.
 func (s *Store) readClaimNote(id string) (claimNote, bool) {
-	f, err := os.OpenFile(s.leasePath(id), os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return claimNote{}, false
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return claimNote{}, false
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxClaimNote))
-	if err != nil || len(data) == 0 {
+	data, typ, err := readRegular(s.leasePath(id), maxClaimNote)
+	if err != nil || typ != 0 || len(data) == 0 || len(data) > maxClaimNote {
 		return claimNote{}, false
 	}
 	var n claimNote
