@@ -45,8 +45,13 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 	if err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
+	sub := make(map[string]string)
+	for _, d := range append([]string{dirLocks}, stateDirs...) {
+		sub[d] = filepath.Join(abs, d) + string(filepath.Separator)
+	}
 	s := &Store{
 		dir:      abs,
+		sub:      sub,
 		opts:     o,
 		fs:       fsys,
 		dirPerm:  0o700,

