@@ -538,6 +538,9 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	rec, err := s.readJob(id, true)
 	if err != nil {
 		s.dropCand(id)
+		if errors.Is(err, jobstore.ErrNotFound) {
+			s.dropLeaseFile(id) // pruned since it was a candidate
+		}
 		if errors.Is(err, jobstore.ErrNotFound) || errors.Is(err, jobstore.ErrCorrupt) {
 			if errors.Is(err, jobstore.ErrCorrupt) {
 				s.log.Warn("filestore: skipping corrupt record", "err", err)

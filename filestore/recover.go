@@ -80,6 +80,9 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 		return nil, err
 	}
 	if !f.ok {
+		if repair && len(f.corrupt) == 0 {
+			s.dropLeaseFile(id) // pruned since claimed/ was listed
+		}
 		return nil, nil // corrupt copies are Fsck's to report
 	}
 	rec := f.rec

@@ -308,6 +308,19 @@ func (s *Store) dropLockIfGone(id string) {
 	}
 }
 
+// dropLeaseFile removes job id's lease lock file. The caller holds the
+// lease and the job's record lock, and found that the job has no record:
+// a claim or a recovery pass that met a job pruned after it was listed
+// made the file again (tryLease creates it), and nothing else would ever
+// remove it. Whoever opened the file before finds, once it has the lease,
+// that the path names no file and lets go.
+func (s *Store) dropLeaseFile(id string) {
+	if err := s.fs.Remove(s.leasePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Left behind, it costs an inode; Fsck with repair removes it.
+		s.log.Debug("filestore: remove the lease file of a job that is gone", "id", id, "err", err)
+	}
+}
+
 // rlockJob takes job id's shared record lock, for a check that must not
 // overlap a change (Fsck, a recovery pass without repair; plain reads take
 // no lock, see readShared). If the lock file does not exist it takes
