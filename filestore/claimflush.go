@@ -8,13 +8,17 @@ import (
 )
 
 // claimFlush makes claims durable in the background. A claim renames its
-// job into claimed/ and returns at once; this Store's flusher then fsyncs
-// claimed/, one fsync for every claim made while the one before ran, so
-// that a claim costs no fsync of its own however the callers claim (one
-// at a time, as a runner's loop does, or at once). A power cut during an
-// attempt whose claim was flushed leaves the job in claimed/, where
-// recovery counts the attempt (recoverOne); the flush follows the claim
-// by about one directory fsync, a millisecond or two.
+// job into claimed/ and returns at once; this Store's flusher then makes
+// claimed/ durable, one flush for every claim made while the one before
+// ran, so that a claim costs no fsync of its own however the callers
+// claim (one at a time, as a runner's loop does, or at once). Where the
+// Store's new records share a flush (durability.moved), the flusher joins
+// it (durability.entries): the claims and the Completes of a moment are
+// then covered by one syncfs, one journal commit instead of two. A power
+// cut during an attempt whose claim was flushed leaves the job in
+// claimed/, where recovery counts the attempt (recoverOne); the flush
+// follows the claim by about one directory fsync or syncfs, a millisecond
+// or a few.
 type claimFlush struct {
 	mu sync.Mutex
 	// made counts the claims made, durable those that an fsync of
@@ -53,9 +57,13 @@ func (s *Store) flushClaims() {
 		case <-f.wake:
 		}
 		f.mu.Lock()
-		upTo := f.made
+		upTo, idle := f.made, f.made <= f.durable
 		f.mu.Unlock()
-		err := s.durable.dir(dirClaimed)
+		if idle {
+			// A wake left by a claim that the last flush covered.
+			continue
+		}
+		err := s.durable.entries(dirClaimed)
 		if err != nil {
 			// The claims stay as they are; a later flush (the next claim's)
 			// covers them, and until then a power cut may leave their

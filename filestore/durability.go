@@ -228,15 +228,35 @@ func (d *durability) moved(path, dir string) error {
 	return d.moves.flush(&flushWaiter{path: path, dir: dir}, d.flushOne, d.flushSeveral)
 }
 
+// entries makes the entries of the store's state directory dir durable,
+// as dir does; where new records share a flush (moved), it joins theirs:
+// alone it fsyncs dir, with others it is covered by their syncfs. The
+// claim flusher makes claims durable with it, so that the claims and the
+// Completes of a moment cost one journal commit, not two.
+func (d *durability) entries(dir string) error {
+	if d.moves == nil {
+		return d.dir(dir)
+	}
+	d.sharedMu.RLock()
+	defer d.sharedMu.RUnlock()
+	if d.closed {
+		return fmt.Errorf("filestore: syncfs: %w", jobstore.ErrClosed)
+	}
+	return d.moves.flush(&flushWaiter{dir: dir}, d.flushOne, d.flushSeveral)
+}
+
 // flushOne makes one caller's new file durable: an fsync of the file and
-// one of its directory.
+// one of its directory (only the directory for a caller of entries).
 func (d *durability) flushOne(w *flushWaiter) error {
 	start := time.Now()
-	err := d.placed(w.path)
+	var err error
+	if w.path != "" {
+		err = d.placed(w.path)
+	}
 	if err == nil {
 		err = d.dir(w.dir)
 	}
-	if err == nil {
+	if err == nil && w.path != "" {
 		d.cost.lone(time.Since(start))
 	}
 	return err
@@ -271,6 +291,9 @@ func (d *durability) flushSeveral(ws []*flushWaiter) error {
 	dirs := map[string]bool{}
 	for i, w := range ws {
 		dirs[w.dir] = true
+		if w.path == "" {
+			continue // a caller of entries: its directory only
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			errs[i] = d.placed(w.path)
@@ -527,8 +550,9 @@ type flushGroup struct {
 	pending []*flushWaiter
 }
 
-// flushWaiter is one caller of flushGroup.flush: the new file and its
-// directory, and, once a flush covered it, its outcome.
+// flushWaiter is one caller of flushGroup.flush: the new file (none for a
+// caller of entries) and its directory, and, once a flush covered it, its
+// outcome.
 type flushWaiter struct {
 	path, dir string
 	done      bool

@@ -402,7 +402,9 @@ func (g *flushGate) SyncFS(dir string) (syncer, error) {
 
 // gateMoves runs op n times at once on s: the first holds its flush at
 // gate until the other n-1 wait in s's flush group, so that one flush
-// covers them. It returns the errors in the order of the calls.
+// covers them. It returns the errors in the order of the calls. A flush of
+// claimed/ by the claim flusher, which may join the group when it likes,
+// is not counted.
 func gateMoves(t *testing.T, s *Store, gate *flushGate, n int, op func(i int) error) []error {
 	t.Helper()
 	errs := make([]error, n)
@@ -413,15 +415,25 @@ func gateMoves(t *testing.T, s *Store, gate *flushGate, n int, op func(i int) er
 	for i := 1; i < n; i++ {
 		wg.Go(func() { errs[i] = op(i) })
 	}
-	require.Eventually(t, func() bool {
-		g := s.durable.moves
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return len(g.pending) == n-1
-	}, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return pendingFiles(s) == n-1 }, 10*time.Second, time.Millisecond)
 	close(gate.release)
 	wg.Wait()
 	return errs
+}
+
+// pendingFiles counts the callers with a new file that wait in s's flush
+// group for the next flush.
+func pendingFiles(s *Store) int {
+	g := s.durable.moves
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, w := range g.pending {
+		if w.path != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // TestMovesShareSyncFS: in the default mode, on a file system where a
@@ -465,6 +477,42 @@ func TestMovesShareSyncFS(t *testing.T) {
 		page, err := s.List(t.Context(), jobstore.ListOptions{})
 		require.NoError(t, err)
 		require.Len(t, page.Jobs, n)
+	})
+
+	t.Run("ClaimJoins", func(t *testing.T) {
+		// The claim flusher joins the group: a claim made while a
+		// Submit's flush is held is made durable by the next group's
+		// syncfs, with no fsync of claimed/ of its own.
+		s, l, gate := open(t)
+		_, _, err := s.Submit(t.Context(), spec)
+		require.NoError(t, err)
+		l.take()
+		gate.armed.Store(true)
+		var wg sync.WaitGroup
+		submit := func() {
+			_, _, err := s.Submit(t.Context(), spec)
+			assert.NoError(t, err)
+		}
+		wg.Go(submit)
+		<-gate.held
+		_, err = s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			g := s.durable.moves
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return slices.ContainsFunc(g.pending, func(w *flushWaiter) bool { return w.path == "" && w.dir == dirClaimed })
+		}, 10*time.Second, time.Millisecond, "the claim flusher did not join the group")
+		for range n - 2 {
+			wg.Go(submit)
+		}
+		require.Eventually(t, func() bool { return pendingFiles(s) == n-2 }, 10*time.Second, time.Millisecond)
+		close(gate.release)
+		wg.Wait()
+		require.NoError(t, s.waitClaimsDurable(t.Context()))
+		ops := l.take()
+		require.Equal(t, []string{"fsync file", "fsync queued/", "syncfs"}, flushes(ops))
+		require.NotContains(t, ops, "fsync claimed/", "the claim was fsynced apart from the group")
 	})
 
 	t.Run("SubmitFails", func(t *testing.T) {
@@ -531,6 +579,9 @@ func TestMovesShareSyncFS(t *testing.T) {
 			require.NoError(t, err)
 			leases = append(leases, j.Lease())
 		}
+		// The claims' flush is over, and no other comes: the claim
+		// flusher must not join the Completes' groups.
+		require.NoError(t, s.waitClaimsDurable(t.Context()))
 		l.take()
 		gate.failSyncFS.Store(true)
 		errs := gateMoves(t, s, gate, n, func(i int) error {
