@@ -210,7 +210,7 @@ func (s *Store) lockNewJobs(ctx context.Context, news []*batchJob) ([]func(), er
 	if len(news) < syncFSBatch {
 		// A small batch: not worth the goroutines.
 		for i, b := range news {
-			if unlocks[i], errs[i] = s.lockJob(ctx, b.job.ID); errs[i] != nil {
+			if unlocks[i], errs[i] = s.lockNewJob(ctx, &b.job); errs[i] != nil {
 				break
 			}
 		}
@@ -221,7 +221,7 @@ func (s *Store) lockNewJobs(ctx context.Context, news []*batchJob) ([]func(), er
 	for range min(batchWriters, len(news)) {
 		wg.Go(func() {
 			for i := range next {
-				unlocks[i], errs[i] = s.lockJob(ctx, news[i].job.ID)
+				unlocks[i], errs[i] = s.lockNewJob(ctx, &news[i].job)
 			}
 		})
 	}

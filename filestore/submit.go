@@ -149,7 +149,7 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 // lockNewJob takes the exclusive record lock of the new job j, whose lock
 // file it creates: nobody else knows the ID yet, so nobody else holds it.
 func (s *Store) lockNewJob(ctx context.Context, j *jobstore.Job) (func(), error) {
-	return s.lockJob(ctx, j.ID)
+	return s.lockJobIn(ctx, j.ID, lookSubmitted)
 }
 
 // publish renames the new job's temp file into queued/, taking back its key
