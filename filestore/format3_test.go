@@ -94,6 +94,44 @@ func TestLockFilesDoNotPileUp(t *testing.T) {
 	require.Empty(t, left, "files left in locks/ after %d jobs were pruned", n)
 }
 
+// TestPrunedCandidateLeavesNoLeaseFile: a claim whose candidate was
+// pruned after it was listed, and a recovery pass that meets a pruned job,
+// make its lease file again (tryLease creates it) and find no record: each
+// removes the file, which nothing else would.
+func TestPrunedCandidateLeavesNoLeaseFile(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, &Options{NoSync: true, RecoverInterval: time.Hour})
+	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	_, err = s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+	n, err := s.Prune(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	locks := func() []string {
+		ents, err := os.ReadDir(filepath.Join(s.Dir(), dirLocks))
+		require.NoError(t, err)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	require.Empty(t, locks())
+
+	_, ok, err := s.claimOne(ctx, j.ID, jobstore.ClaimRequest{Worker: "w"}, time.Now(), false)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Empty(t, locks(), "a claim of a pruned job left a file")
+
+	prob, err := s.recoverOne(ctx, j.ID, true, nil)
+	require.NoError(t, err)
+	require.Nil(t, prob)
+	require.Empty(t, locks(), "a recovery of a pruned job left a file")
+}
+
 // TestPruneWhileAnotherProcessCompletes: Prune, run again and again while
 // another process claims and completes jobs, removes each job only once it
 // is finished, with its lock files; every job is completed once, and none
