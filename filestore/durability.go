@@ -324,11 +324,11 @@ func (d *durability) flushSeveral(ws []*flushWaiter) error {
 // it wait for that program's data. Groups then fsync their files for
 // syncFSBackoff, after which a syncfs is tried again, its average
 // starting over; each slow spell with no quick syncfs between doubles the
-// time, up to syncFSBackoffMax. On a file system of the store's own, a syncfs of a
-// hundred new records took 15 ms where a lone flush took 1.4 ms; under
-// a work-off of 100 workers, syncfs of 2 to 100 records took 2 to 17 ms
-// where a lone flush took 2 to 16 ms, and a group fsyncing its files 13
-// to 20 ms.
+// time, up to syncFSBackoffMax. On a file system of the store's own, a
+// syncfs of a hundred new records took 15 ms where a lone flush took
+// 1.4 ms; under a work-off of 100 workers, syncfs of 2 to 100 records took
+// 2 to 17 ms where a lone flush took 2 to 16 ms, and a group fsyncing its
+// files 13 to 20 ms.
 const (
 	syncFSSlowFactor = 4
 	syncFSSlowWeight = 8

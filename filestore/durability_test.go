@@ -421,6 +421,21 @@ func gateMoves(t *testing.T, s *Store, gate *flushGate, n int, op func(i int) er
 	return errs
 }
 
+// onlyFirstSubmitted checks what gateMoves's Submits leave when the
+// group's flush failed: the first, which flushed alone, succeeded; the
+// others failed with EIO, and only the first's job exists. what names the
+// failed flush.
+func onlyFirstSubmitted(t *testing.T, s *Store, errs []error, what string) {
+	t.Helper()
+	require.NoError(t, errs[0], "the first Submit flushed alone")
+	for i, err := range errs[1:] {
+		require.ErrorIs(t, err, syscall.EIO, "submit %d", i+1)
+	}
+	page, err := s.List(t.Context(), jobstore.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 1, "a Submit whose %s failed left its job", what)
+}
+
 // pendingFiles counts the callers with a new file that wait in s's flush
 // group for the next flush.
 func pendingFiles(s *Store) int {
@@ -522,13 +537,7 @@ func TestMovesShareSyncFS(t *testing.T) {
 			_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: fmt.Sprint("key-", i)})
 			return err
 		})
-		require.NoError(t, errs[0], "the first Submit flushed alone")
-		for i, err := range errs[1:] {
-			require.ErrorIs(t, err, syscall.EIO, "submit %d", i+1)
-		}
-		page, err := s.List(t.Context(), jobstore.ListOptions{})
-		require.NoError(t, err)
-		require.Len(t, page.Jobs, 1, "a Submit whose syncfs failed left its job")
+		onlyFirstSubmitted(t, s, errs, "syncfs")
 		require.False(t, s.durable.cost.useSyncFS(time.Now().Add(time.Hour)), "a syncfs used after one failed")
 		gate.failSyncFS.Store(false)
 		for i := 1; i < n; i++ {
@@ -560,13 +569,7 @@ func TestMovesShareSyncFS(t *testing.T) {
 		s.durable.cost.fsyncUntil = time.Now().Add(time.Hour)
 		gate.failFsync.Store(true)
 		errs := gateMoves(t, s, gate, n, func(int) error { _, _, err := s.Submit(t.Context(), spec); return err })
-		require.NoError(t, errs[0], "the first Submit flushed alone")
-		for i, err := range errs[1:] {
-			require.ErrorIs(t, err, syscall.EIO, "submit %d", i+1)
-		}
-		page, err := s.List(t.Context(), jobstore.ListOptions{})
-		require.NoError(t, err)
-		require.Len(t, page.Jobs, 1, "a Submit whose fsync failed left its job")
+		onlyFirstSubmitted(t, s, errs, "fsync")
 	})
 
 	t.Run("Complete", func(t *testing.T) {
