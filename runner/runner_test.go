@@ -560,6 +560,9 @@ func TestEvents(t *testing.T) {
 		start(t, r)
 		wait(t, s, ok.ID)
 		wait(t, s, bad.ID)
+		// The runner emits EventFinished once Complete has returned, which
+		// may be after the wait above saw the job end: let it.
+		synctest.Wait()
 
 		claimed := ev.of(runner.EventClaimed)
 		require.Len(t, claimed, 2)
