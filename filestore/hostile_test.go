@@ -576,6 +576,52 @@ func requireClaimsOnly(t *testing.T, s *Store, id string) {
 	require.NoError(t, err)
 }
 
+// TestHostileLockFileNotRegular plants a FIFO and a directory where two
+// jobs' record lock files are. A change of either job fails at once with
+// an error that names the file, instead of waiting forever to open the
+// FIFO; neither planted file is removed, and the job's record is left as
+// it was.
+func TestHostileLockFileNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(t.Context(), dir, &Options{NoSync: true})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := t.Context()
+	fifoJob, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	dirJob, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	fifo, sub := s.lockPath(fifoJob.ID), s.lockPath(dirJob.ID)
+	require.NoError(t, os.Remove(fifo))
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	require.NoError(t, os.Remove(sub))
+	require.NoError(t, os.Mkdir(sub, 0o700))
+
+	for _, c := range []struct {
+		id, path, why string
+	}{{fifoJob.ID, fifo, "not a regular file"}, {dirJob.ID, sub, "is a directory"}} {
+		done := make(chan error, 1)
+		go func() { _, err := s.Cancel(ctx, c.id); done <- err }()
+		select {
+		case err := <-done:
+			require.Error(t, err)
+			require.ErrorContains(t, err, c.path)
+			require.ErrorContains(t, err, c.why)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Cancel of a job whose lock file is not a regular file did not return")
+		}
+		j, err := s.Get(ctx, c.id)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, j.State)
+	}
+	fi, err := os.Lstat(fifo)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeNamedPipe, fi.Mode().Type())
+	fi, err = os.Lstat(sub)
+	require.NoError(t, err)
+	require.True(t, fi.IsDir())
+}
+
 // TestHostileRecordIsDirectory replaces a queued record, a finished record
 // and a key file with directories holding a file. Every operation on them
 // reports a *CorruptError naming the path; nothing removes them, not even
