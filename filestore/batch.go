@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -17,6 +18,14 @@ import (
 // once (and fsync them, for a small batch). The disk merges concurrent
 // flushes, so N new records cost far less than N sequential fsyncs.
 const batchWriters = 16
+
+// batchRenamers is how many goroutines of one SubmitBatch rename its
+// records into place at once. A rename from tmp/ into a state directory
+// holds a lock of the whole file system in the kernel, so only its
+// look-ups overlap: on 2 cores, 2 to 16 renamers published a batch of
+// 1,000 jobs 15-25% sooner than one, and with 16 a profile showed 6% of
+// the CPU spinning on that lock.
+const batchRenamers = 4
 
 // syncFSBatch is the smallest batch whose records are made durable with
 // one syncfs(2) rather than an fsync each. A syncfs writes back everything
@@ -30,6 +39,7 @@ type batchJob struct {
 	job    jobstore.Job
 	hash   string // key file name, "" without a key
 	tmp    string // its temp file, "" once published or removed
+	unlock func() // releases its record lock; nil until taken
 	linked bool   // its key file is published
 	queued bool   // its record is in queued/
 }
@@ -37,11 +47,12 @@ type batchJob struct {
 // SubmitBatch submits every spec as Submit would and returns one result per
 // spec, in order. It makes the whole batch durable with a bounded number of
 // flushes: the records are written by batchWriters goroutines at once and
-// made durable with one syncfs (or, for a small batch, an fsync each), then
-// the key files are linked and keys/ fsynced once, then the records renamed
-// into queued/ and queued/ fsynced once (docs/format.md in the repository). A crash during a
-// batch may leave some of its jobs queued, each whole. On an error in
-// writing or publishing it takes back every job it created; a key that
+// made durable with one syncfs (or, for a small batch, an fsync each), the
+// jobs' record locks taken, then the key files are linked and keys/ fsynced
+// once, then the records renamed into queued/ (by batchRenamers goroutines)
+// and queued/ fsynced once (docs/format.md in the repository). A crash
+// during a batch may leave some of its jobs queued, each whole. On an error
+// in writing or publishing it takes back every job it created; a key that
 // another process took meanwhile is then resolved as Submit does, and if
 // that fails the error says that the rest of the batch was submitted.
 func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobstore.Submitted, error) {
@@ -135,15 +146,14 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (
 	// The record locks of the jobs are held from before their key files
 	// are linked until their records are durable, as in Submit. Each is a
 	// new job's own lock file, which nobody else knows yet: no wait.
-	unlocks, err := s.lockNewJobs(ctx, news)
 	defer func() {
-		for _, u := range unlocks {
-			if u != nil {
-				u()
+		for _, b := range news {
+			if b.unlock != nil {
+				b.unlock()
 			}
 		}
 	}()
-	if err != nil {
+	if err := s.lockNewJobs(ctx, news); err != nil {
 		return fail(err)
 	}
 	linked := false
@@ -171,22 +181,28 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (
 			return fail(err)
 		}
 	}
-	dirs := map[string]bool{}
-	for _, b := range news {
+	// Renamed by batchRenamers goroutines (see there). The order does not
+	// matter: nobody can claim a job before its record lock is released.
+	dirs := make([]atomic.Bool, len(stateDirs))
+	err := inParallel(ctx, batchRenamers, news, func(b *batchJob) error {
 		if b.tmp == "" {
-			continue
+			return nil
 		}
 		// queued/, or done/ for a job that a failed dependency canceled
 		// at once (submitGraph).
 		d := dirOf(b.job.State)
 		if err := s.fs.Rename(b.tmp, s.recordPath(d, b.job.ID)); err != nil {
-			return fail(fmt.Errorf("publish job %s: %w", b.job.ID, err))
+			return fmt.Errorf("publish job %s: %w", b.job.ID, err)
 		}
 		b.tmp, b.queued = "", true
-		dirs[d] = true
+		dirs[slices.Index(stateDirs, d)].Store(true)
+		return nil
+	})
+	if err != nil {
+		return fail(err)
 	}
-	for _, d := range stateDirs {
-		if dirs[d] {
+	for i, d := range stateDirs {
+		if dirs[i].Load() {
 			if err := s.durable.dir(d); err != nil {
 				return fail(err)
 			}
@@ -200,39 +216,6 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (
 	return taken, nil
 }
 
-// lockNewJobs takes the record lock of every job of news, each a new
-// job's own lock file, batchWriters at a time for a large batch: creating
-// them one after the other was a quarter of its time. It returns the unlock
-// function of each lock it took (nil for the others), also on error.
-func (s *Store) lockNewJobs(ctx context.Context, news []*batchJob) ([]func(), error) {
-	unlocks := make([]func(), len(news))
-	errs := make([]error, len(news))
-	if len(news) < syncFSBatch {
-		// A small batch: not worth the goroutines.
-		for i, b := range news {
-			if unlocks[i], errs[i] = s.lockNewJob(ctx, &b.job); errs[i] != nil {
-				break
-			}
-		}
-		return unlocks, errors.Join(errs...)
-	}
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(batchWriters, len(news)) {
-		wg.Go(func() {
-			for i := range next {
-				unlocks[i], errs[i] = s.lockNewJob(ctx, &news[i].job)
-			}
-		})
-	}
-	for i := range news {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return unlocks, errors.Join(errs...)
-}
-
 // writeDurably writes the temp file of every job in news and, unless
 // Options.NoSync, makes them durable: with one syncfs for a large batch,
 // else (or where there is no syncfs) with an fsync each.
@@ -240,29 +223,55 @@ func (s *Store) writeDurably(ctx context.Context, news []*batchJob) error {
 	return s.durable.batch(s.tmpDir, len(news), func(fsync bool) error { return s.writeBatch(ctx, news, fsync) })
 }
 
+// lockNewJobs takes the record lock of every job of news, each a new
+// job's own lock file, batchWriters at a time: creating them one after the
+// other was a quarter of a batch's time. Each lock taken is in its job's
+// unlock, also on error.
+func (s *Store) lockNewJobs(ctx context.Context, news []*batchJob) error {
+	return inParallel(ctx, batchWriters, news, func(b *batchJob) error {
+		unlock, err := s.lockNewJob(ctx, &b.job)
+		if err != nil {
+			return err
+		}
+		b.unlock = unlock
+		return nil
+	})
+}
+
 // writeBatch writes the temp file of every job in news, batchWriters at a
 // time, each fsynced if fsync is set.
 func (s *Store) writeBatch(ctx context.Context, news []*batchJob, fsync bool) error {
+	return inParallel(ctx, batchWriters, news, func(b *batchJob) error {
+		data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: b.job})
+		if err == nil {
+			b.tmp, err = s.fs.WriteTemp(s.tmpDir, data, s.filePerm, fsync)
+		}
+		if err != nil {
+			return fmt.Errorf("write job %s: %w", b.job.ID, err)
+		}
+		return nil
+	})
+}
+
+// inParallel calls fn for each job of news from n goroutines (fewer for a
+// small batch) and returns the first error; after an error or the end of
+// ctx it starts no more calls, and it returns once every call made has
+// returned.
+func inParallel(ctx context.Context, n int, news []*batchJob, fn func(*batchJob) error) error {
 	work := make(chan *batchJob)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	for range min(batchWriters, len(news)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range min(n, len(news)) {
+		wg.Go(func() {
 			for b := range work {
-				data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: b.job})
-				if err == nil {
-					b.tmp, err = s.fs.WriteTemp(s.tmpDir, data, s.filePerm, fsync)
-				}
-				if err != nil {
+				if err := fn(b); err != nil {
 					select {
-					case errs <- fmt.Errorf("write job %s: %w", b.job.ID, err):
+					case errs <- err:
 					default:
 					}
 				}
 			}
-		}()
+		})
 	}
 	var err error
 feed:
