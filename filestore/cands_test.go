@@ -131,3 +131,43 @@ func TestCandIndexMatchesBruteForce(t *testing.T) {
 		delete(ref, gotID)
 	}
 }
+
+// TestClaimElsewhereDropsCandidate: when another Store claims a job, the
+// event of its rename out of queued/ takes it out of this Store's
+// candidates at once, without a read of its record (which would search
+// queued/ on the disk for a name just renamed away), and a job that comes
+// back to queued/ is a candidate again.
+func TestClaimElsewhereDropsCandidate(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	opts := &Options{NoSync: true, PollInterval: time.Hour, RecoverInterval: time.Hour}
+	a := openAt(t, dir, opts)
+	b := openAt(t, dir, opts)
+	x, _, err := a.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	y, _, err := a.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	got, err := a.Claim(ctx, jobstore.ClaimRequest{Worker: "a"})
+	require.NoError(t, err)
+	require.Equal(t, x.ID, got.ID)
+	isCand := func(id string) bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		_, pending := a.pending[id]
+		return a.cands.has(id) || pending
+	}
+	require.True(t, isCand(y.ID))
+
+	other, err := b.Claim(ctx, jobstore.ClaimRequest{Worker: "b"})
+	require.NoError(t, err)
+	require.Equal(t, y.ID, other.ID)
+	require.Eventually(t, func() bool { return !isCand(y.ID) }, 5*time.Second, time.Millisecond,
+		"the other Store's claim left the job a candidate")
+
+	require.NoError(t, b.Release(ctx, other.Lease()))
+	require.Eventually(t, func() bool { return isCand(y.ID) }, 5*time.Second, time.Millisecond,
+		"the job back in queued/ is no candidate")
+	again, err := a.Claim(ctx, jobstore.ClaimRequest{Worker: "a"})
+	require.NoError(t, err)
+	require.Equal(t, y.ID, again.ID)
+}

@@ -174,7 +174,18 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 		if s.claimer {
 			// A Store that has not claimed keeps no candidate set: its
 			// first Claim looks at all of queued/.
-			s.pending[id] = struct{}{}
+			if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 && ev.Op&(fsnotify.Create|fsnotify.Write) == 0 {
+				// Renamed out (claimed, by any process) or removed: no
+				// longer a candidate, and nothing to read. Reading it
+				// would search queued/ on the disk for a name just
+				// renamed away, under the lock every claim renames in.
+				// A job that comes back comes with an event of its own.
+				delete(s.pending, id)
+				s.cands.del(id)
+				s.noteWaiting(id, false)
+			} else {
+				s.pending[id] = struct{}{}
+			}
 		}
 		if ev.Op&(fsnotify.Create|fsnotify.Write) != 0 {
 			s.signalWork()
