@@ -43,22 +43,31 @@ func (s *Store) LeaseFile(ctx context.Context, lease jobstore.Lease) (*os.File, 
 
 // tryLockFile opens (creating it with perm if needed) and locks the lock
 // file at path exclusively without blocking. It returns false, nil if the
-// lock is held elsewhere.
+// lock is held elsewhere. The file is opened and tried on a bare
+// descriptor, which becomes an *os.File only once locked: a claim that
+// meets another's lease, and a recovery pass over the running jobs of
+// other processes, try many that they do not get, and an *os.File costs a
+// poller registration (which a regular file refuses) and two fcntl(2) on
+// top of the open.
 func tryLockFile(path string, perm os.FileMode) (*os.File, bool, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|noFollow, perm)
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+		return err
+	})
 	if err != nil {
-		return nil, false, err
+		return nil, false, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	err = flockFile(f, unix.LOCK_EX|unix.LOCK_NB)
+	err = ignoringEINTR(func() error { return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) })
 	if errors.Is(err, unix.EWOULDBLOCK) {
-		_ = f.Close()
+		_ = unix.Close(fd)
 		return nil, false, nil
 	}
 	if err != nil {
-		_ = f.Close()
-		return nil, false, err
+		_ = unix.Close(fd)
+		return nil, false, &os.PathError{Op: "flock", Path: path, Err: err}
 	}
-	return f, true, nil
+	return os.NewFile(uintptr(fd), path), true, nil
 }
 
 // unlockFile unlocks and closes a file tryLockFile locked. The explicit
