@@ -234,6 +234,37 @@ func BenchmarkGet(b *testing.B) {
 	}
 }
 
+// BenchmarkList measures a List of the first queued job, as a poll for
+// work does, and of the first 100, of 1,000 on an idle store: after the
+// first call builds the index, the barrier that makes each call fresh
+// (moveBarrier) and the reads of the jobs listed.
+func BenchmarkList(b *testing.B) {
+	s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
+	require.NoError(b, err)
+	defer s.Close()
+	ctx := b.Context()
+	specs := make([]jobstore.Spec, 1000)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "bench"}
+	}
+	_, err = s.SubmitBatch(ctx, specs)
+	require.NoError(b, err)
+	for _, limit := range []int{1, 100} {
+		b.Run(fmt.Sprintf("Limit%d", limit), func(b *testing.B) {
+			opts := jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued}, Limit: limit}
+			for b.Loop() {
+				p, err := s.List(ctx, opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(p.Jobs) != limit {
+					b.Fatalf("listed %d jobs, want %d", len(p.Jobs), limit)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkDependencies measures what dependencies cost, side by side
 // with the same operations without them: a Submit that names a queued
 // job, and a claim and Complete of a job that one job waits for (which the
