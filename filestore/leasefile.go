@@ -50,22 +50,9 @@ func (s *Store) LeaseFile(ctx context.Context, lease jobstore.Lease) (*os.File, 
 // poller registration (which a regular file refuses) and two fcntl(2) on
 // top of the open.
 func tryLockFile(path string, perm os.FileMode) (*os.File, bool, error) {
-	var fd int
-	err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
-		return err
-	})
-	if err != nil {
-		return nil, false, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	err = ignoringEINTR(func() error { return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) })
-	if errors.Is(err, unix.EWOULDBLOCK) {
-		_ = unix.Close(fd)
-		return nil, false, nil
-	}
-	if err != nil {
-		_ = unix.Close(fd)
-		return nil, false, &os.PathError{Op: "flock", Path: path, Err: err}
+	fd, ok, err := tryFlock(path, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW, unix.LOCK_EX, perm)
+	if err != nil || !ok {
+		return nil, ok, err
 	}
 	return os.NewFile(uintptr(fd), path), true, nil
 }

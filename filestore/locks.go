@@ -188,10 +188,10 @@ func flockPath(ctx context.Context, path string, exclusive, create bool, perm os
 }
 
 // lockFD is a record lock file held open on a bare descriptor and locked
-// with flock(2). An *os.File (as gofrs/flock opens) cost seven more system
-// calls per lock, on every change: a poller registration that a regular
-// file refuses, the fcntl(2) calls that make its descriptor blocking again
-// for flock, and an fstat and an lstat of the path through os.FileInfo.
+// with flock(2). An *os.File (as gofrs/flock opens) cost several more
+// system calls per lock, on every change: a poller registration that a
+// regular file refuses and the fcntl(2) calls that make its descriptor
+// blocking again for flock.
 type lockFD struct{ fd int }
 
 // tryLockFD opens the lock file at path (creating it with perm if create)
@@ -200,28 +200,40 @@ type lockFD struct{ fd int }
 // never follows a link, and never waits for a writer if a FIFO was planted
 // at path: sameInode then refuses it.
 func tryLockFD(path string, how int, create bool, perm os.FileMode) (*lockFD, bool, error) {
-	flag := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	flag := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK
 	if create {
 		flag |= unix.O_CREAT
 	}
+	fd, ok, err := tryFlock(path, flag, how, perm)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	return &lockFD{fd: fd}, true, nil
+}
+
+// tryFlock opens path with flag (and O_CLOEXEC; perm if it creates the
+// file) and takes its flock (how) without blocking, on the bare
+// descriptor, which it returns. It returns ok=false, and closes the
+// descriptor, if another holder has the lock.
+func tryFlock(path string, flag, how int, perm os.FileMode) (int, bool, error) {
 	var fd int
 	err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Open(path, flag, uint32(perm.Perm()))
+		fd, err = unix.Open(path, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
 		return err
 	})
 	if err != nil {
-		return nil, false, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, false, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	err = ignoringEINTR(func() error { return unix.Flock(fd, how|unix.LOCK_NB) })
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		_ = unix.Close(fd)
-		return nil, false, nil
+		return -1, false, nil
 	}
 	if err != nil {
 		_ = unix.Close(fd)
-		return nil, false, &os.PathError{Op: "flock", Path: path, Err: err}
+		return -1, false, &os.PathError{Op: "flock", Path: path, Err: err}
 	}
-	return &lockFD{fd: fd}, true, nil
+	return fd, true, nil
 }
 
 // sameInode reports whether the locked file is the regular file path
