@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -833,4 +834,45 @@ func TestCloseCleansUpThroughSeam(t *testing.T) {
 	require.NoDirExists(t, staging)
 	require.NoFileExists(t, staging+recordLock)
 	require.NoError(t, s2.Close())
+}
+
+// TestSubmitBatchCtxEndsWhilePublishing: a ctx that ends while a batch's
+// records are being renamed into queued/ stops the renames, and the batch
+// is taken back as after any other error: the call returns the ctx's
+// error, and no record, temp file or lock file of the batch is left.
+func TestSubmitBatchCtxEndsWhilePublishing(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var mu sync.Mutex
+	renames := 0
+	s := openAt(t, dir, &Options{NoSync: true, Faults: func(op, path string) error {
+		if op == "rename" {
+			mu.Lock()
+			renames++
+			if renames == 10 {
+				cancel()
+			}
+			mu.Unlock()
+		}
+		return nil
+	}})
+	specs := make([]jobstore.Spec, 200)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "k"}
+	}
+	_, err := s.SubmitBatch(ctx, specs)
+	require.ErrorIs(t, err, context.Canceled)
+	mu.Lock()
+	require.Less(t, renames, len(specs), "the renames went on after the ctx ended")
+	mu.Unlock()
+
+	page, err := s.List(t.Context(), jobstore.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, page.Jobs, "a batch that returned an error left jobs")
+	for _, d := range []string{s.tmpDir, filepath.Join(dir, dirLocks)} {
+		ents, err := os.ReadDir(d)
+		require.NoError(t, err)
+		require.Empty(t, ents, "%s holds leftovers of the batch", d)
+	}
 }
