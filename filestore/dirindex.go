@@ -14,7 +14,9 @@ import (
 // kept by the watcher's events, so that List and Stats of a large store
 // list no directory: listing 100,000 names costs tens of milliseconds of
 // CPU, and List would sort them too. It is built from one listing of each
-// directory, on the first List or Stats that finds it missing, and kept by
+// directory, on the first List or Stats that finds it missing (but for a
+// List that does not want done/ and finds few names in the directories it
+// wants, which lists those: see directListMax), and kept by
 // every later event in a state directory, whichever process made the
 // change: an event that adds a name (a create, a rename into the
 // directory) adds it, one that removes it (an unlink, a rename away)
@@ -206,6 +208,13 @@ func (s *Store) primeIndex() {
 	if !ready {
 		s.buildIndex()
 	}
+}
+
+// indexIsReady reports whether the index is built and kept by events.
+func (s *Store) indexIsReady() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.index.state == indexReady
 }
 
 func (s *Store) snapshotOf(build bool) *indexSnap {

@@ -217,3 +217,101 @@ func TestBarrierOfAnotherStoreEndsNoWait(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, complete)
 }
+
+// TestListWithoutIndex: a List that does not want done/ lists the
+// directories it wants instead of building the index, which would list
+// done/, the history, too; it still sees a job that keeps moving between
+// queued/ and claimed/ exactly once per call. A List that wants done/,
+// or one whose listing meets more than directListMax names, builds the
+// index for the calls after it.
+func TestListWithoutIndex(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	ctx := t.Context()
+	specs := make([]jobstore.Spec, still)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "still", RunAt: time.Now().Add(time.Hour)}
+	}
+	subs, err := s.SubmitBatch(ctx, specs)
+	require.NoError(t, err)
+	for _, sub := range subs {
+		_, err := s.Cancel(ctx, sub.Job.ID)
+		require.NoError(t, err)
+	}
+	_, err = s.SubmitBatch(ctx, specs)
+	require.NoError(t, err)
+	const moves = 300 // a release counts an attempt: fewer than MaxAttempts
+	moving, _, err := s.Submit(ctx, jobstore.Spec{Kind: cycleKind, MaxAttempts: 1000})
+	require.NoError(t, err)
+
+	// The job moves between queued/ and claimed/ only, claimed and then
+	// released, with a pause after each move, while the test lists. (With
+	// no pauses a Get can miss a job that moves between each of its passes
+	// over the directories, with or without the index; see readShared.)
+	done := make(chan error, 1)
+	go func() {
+		for n := 0; n < moves; {
+			j, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "mover"})
+			if errors.Is(err, jobstore.ErrNoJob) {
+				continue // not yet seen back in queued/
+			}
+			if err == nil && j.ID != moving.ID {
+				err = fmt.Errorf("claimed %s, not the moving job", j.ID)
+			}
+			if err == nil {
+				time.Sleep(100 * time.Microsecond)
+				err = s.Release(ctx, j.Lease())
+				time.Sleep(100 * time.Microsecond)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+			n++
+		}
+		done <- nil
+	}()
+
+	opts := jobstore.ListOptions{Kind: cycleKind, States: []jobstore.State{jobstore.StateQueued, jobstore.StateRunning}}
+	lists := 0
+	for busy := true; busy; lists++ {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			busy = false
+		default:
+		}
+		p, err := s.List(ctx, opts)
+		require.NoError(t, err)
+		require.Len(t, p.Jobs, 1, "List %d", lists+1)
+	}
+	require.Greater(t, lists, 10, "too few Lists while the job moved")
+	require.False(t, s.indexIsReady(), "a List of queued and running jobs built the index")
+
+	p, err := s.List(ctx, jobstore.ListOptions{Kind: "still", States: []jobstore.State{jobstore.StateQueued}, Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, p.Jobs, 3)
+	require.False(t, s.indexIsReady(), "a listing of %d names built the index", still+1)
+
+	p, err = s.List(ctx, jobstore.ListOptions{Kind: "still", States: []jobstore.State{jobstore.StateCanceled}, Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, p.Jobs, 3)
+	require.True(t, s.indexIsReady(), "a List of finished jobs did not build the index")
+}
+
+// TestListWithoutIndexBuildsItForMany: a List whose direct listing meets
+// more than directListMax names builds the index for the next calls.
+func TestListWithoutIndexBuildsItForMany(t *testing.T) {
+	s := openTest(t, &Options{NoSync: true})
+	ctx := t.Context()
+	specs := make([]jobstore.Spec, directListMax+1)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "k"}
+	}
+	_, err := s.SubmitBatch(ctx, specs)
+	require.NoError(t, err)
+	p, err := s.List(ctx, jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued}, Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, p.Jobs, 1)
+	require.True(t, s.indexIsReady())
+}

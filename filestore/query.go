@@ -257,60 +257,65 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	// A job that moves between directories during the call is caught by
 	// the recorder (see moveRecorder).
 	s.watch()
-	s.primeIndex()
+	// Without an index, a List that does not want done/ lists the
+	// directories it wants, between the recorder's start and the barrier,
+	// rather than build the index: that takes a listing of done/, the
+	// history, which at 100,000 jobs is most of a first List's time. Once
+	// a direct listing meets many names, the index is built for the next
+	// calls.
+	direct := !slices.Contains(dirs, dirDone) && !s.indexIsReady()
+	if !direct {
+		s.primeIndex()
+	}
 	rec := s.recordMoves()
+	var skipped []error
+	var found []listed
+	var listErr error
+	if direct && rec != nil {
+		found, listErr = s.listNames(dirs, opts, &skipped)
+	}
 	moved, complete, err := s.finishMoves(ctx, rec)
 	if err != nil {
 		return jobstore.Page{}, err
 	}
 	var snap *indexSnap
-	if complete {
+	if complete && !direct {
 		snap = s.readySnapshot()
 	}
-	var skipped []error
 	var ids iter.Seq[listed]
-	if snap != nil {
+	switch {
+	case snap != nil:
 		for _, p := range snap.bad {
 			if d, _, _ := strings.Cut(p, "/"); dirBit(d)&want != 0 {
 				skipped = append(skipped, &CorruptError{Path: filepath.Join(s.dir, p), Reason: "unexpected file name (want <job id>.json)"})
 			}
 		}
 		ids = s.walkIndex(snap, opts, want, moved)
-	} else {
+	case direct && complete && listErr == nil:
+		// The jobs that moved during the listing were named by events
+		// before the barrier's: each is read by ID.
+		if len(found) > directListMax {
+			s.primeIndex()
+		}
+		for id := range moved {
+			if opts.AfterCursor(id) {
+				found = append(found, listed{id: id, dir: -1})
+			}
+		}
+		ids = s.sortListed(found, opts)
+	default:
 		// Events may have been lost: list the directories twice and take
 		// what either pass finds.
-		var all []listed
-		for pass := range 2 {
-			for _, d := range dirs {
-				names, err := readNames(filepath.Join(s.dir, d))
-				if err != nil {
-					return jobstore.Page{}, fmt.Errorf("filestore: list: %w", err)
-				}
-				di := int8(slices.Index(stateDirs, d))
-				for _, name := range names {
-					id, ok := idFromName(name)
-					if !ok {
-						if pass == 0 && !strings.HasPrefix(name, ".") { // a dot-file: a temp file of a tool that stages next to its target
-							skipped = append(skipped, &CorruptError{Path: filepath.Join(s.dir, d, name), Reason: "unexpected file name (want <job id>.json)"})
-						}
-						continue
-					}
-					if opts.AfterCursor(id) {
-						all = append(all, listed{id: id, dir: di})
-					}
-				}
-			}
+		skipped = nil
+		first, err := s.listNames(dirs, opts, &skipped)
+		if err != nil {
+			return jobstore.Page{}, err
 		}
-		if opts.Kind != "" {
-			all = s.kinds.dropOthers(all, opts.Kind)
+		second, err := s.listNames(dirs, opts, nil)
+		if err != nil {
+			return jobstore.Page{}, err
 		}
-		slices.SortFunc(all, func(a, b listed) int {
-			if opts.Order == jobstore.NewestFirst {
-				return strings.Compare(b.id, a.id)
-			}
-			return strings.Compare(a.id, b.id)
-		})
-		ids = slices.Values(all)
+		ids = s.sortListed(append(first, second...), opts)
 	}
 	page := storekit.NewPageBuilder(opts)
 	last := ""
@@ -349,6 +354,56 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	p := page.Page()
 	p.Errors = skipped
 	return p, nil
+}
+
+// directListMax is the most names a List without an index lists in the
+// directories it wants before it builds the index for the calls after it:
+// a listing costs what the names in it cost, the index one listing of
+// every state directory once, and then little per call.
+const directListMax = 1000
+
+// listNames lists the state directories dirs and returns the jobs in them
+// after opts' cursor. With bad set, it adds a *CorruptError to it for each
+// name there that is not a job's (dot-files aside: a temp file of a tool
+// that stages next to its target, or a listing barrier).
+func (s *Store) listNames(dirs []string, opts jobstore.ListOptions, bad *[]error) ([]listed, error) {
+	var all []listed
+	for _, d := range dirs {
+		names, err := readNames(filepath.Join(s.dir, d))
+		if err != nil {
+			return nil, fmt.Errorf("filestore: list: %w", err)
+		}
+		di := int8(slices.Index(stateDirs, d))
+		for _, name := range names {
+			id, ok := idFromName(name)
+			if !ok {
+				if bad != nil && !strings.HasPrefix(name, ".") {
+					*bad = append(*bad, &CorruptError{Path: filepath.Join(s.dir, d, name), Reason: "unexpected file name (want <job id>.json)"})
+				}
+				continue
+			}
+			if opts.AfterCursor(id) {
+				all = append(all, listed{id: id, dir: di})
+			}
+		}
+	}
+	return all, nil
+}
+
+// sortListed returns the jobs of found in opts' order, without those
+// known to be of another kind than opts.Kind. A job found twice comes
+// twice, one after the other.
+func (s *Store) sortListed(found []listed, opts jobstore.ListOptions) iter.Seq[listed] {
+	if opts.Kind != "" {
+		found = s.kinds.dropOthers(found, opts.Kind)
+	}
+	slices.SortFunc(found, func(a, b listed) int {
+		if opts.Order == jobstore.NewestFirst {
+			return strings.Compare(b.id, a.id)
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return slices.Values(found)
 }
 
 // walkIndex yields, in opts' order after its cursor, the jobs of snap in
