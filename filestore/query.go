@@ -233,8 +233,9 @@ type listed struct {
 
 // List returns one page of jobs. It reads the state directories' names
 // from the Store's index (see dirIndex), or lists those the filter needs
-// when events may have been lost, and reads only the records of the page,
-// each without a lock (see readShared). With a kind filter it skips the jobs of
+// when it has no index and they are few (see directListMax) or when events
+// may have been lost, and reads only the records of the page, each
+// without a lock (see readShared). With a kind filter it skips the jobs of
 // other kinds by their ID, from the kinds this Store has learned (a job's
 // kind never changes), or else from the head of the record (see kindOf),
 // without reading payloads. Records that cannot be read are skipped and
