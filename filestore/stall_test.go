@@ -419,3 +419,33 @@ func TestProcessStoppedInsideAChange(t *testing.T) {
 		})
 	}
 }
+
+// TestNextLockPoll: a lock wait retries every 0.1 to 0.25 ms for its
+// first 5 ms, the length of a common hold (a write and an fsync), then
+// backs off, doubling, to 10 ms, so that a lock a stopped process holds
+// costs its waiters a try every 10 ms.
+func TestNextLockPoll(t *testing.T) {
+	var waited time.Duration
+	delay := lockPollMin
+	var fast []time.Duration
+	for waited < lockPollFastFor {
+		fast = append(fast, delay)
+		waited += delay
+		delay = nextLockPoll(delay, waited)
+	}
+	require.Equal(t, []time.Duration{lockPollMin, 2 * lockPollMin}, fast[:2])
+	for _, d := range fast[2:] {
+		require.Equal(t, lockPollFast, d, "a retry in the first %v came after %v", lockPollFastFor, d)
+	}
+	var slow []time.Duration
+	for range 10 {
+		slow = append(slow, delay)
+		waited += delay
+		delay = nextLockPoll(delay, waited)
+	}
+	require.Equal(t, 2*lockPollFast, slow[0])
+	require.Equal(t, lockPollMax, slow[len(slow)-1])
+	for i := 1; i < len(slow); i++ {
+		require.Equal(t, min(2*slow[i-1], lockPollMax), slow[i])
+	}
+}
