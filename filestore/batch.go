@@ -258,6 +258,13 @@ func (s *Store) writeBatch(ctx context.Context, news []*batchJob, fsync bool) er
 // ctx it starts no more calls, and it returns once every call made has
 // returned.
 func inParallel(ctx context.Context, n int, news []*batchJob, fn func(*batchJob) error) error {
+	if len(news) == 1 {
+		// One job (a Submit with dependencies): no goroutine.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(news[0])
+	}
 	work := make(chan *batchJob)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup

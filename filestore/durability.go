@@ -202,9 +202,9 @@ func (d *durability) placed(path string) error {
 	return nil
 }
 
-// moved makes durable a new file at path whose name replaced nothing in
-// the store's directory dir (a state directory): its data and its name,
-// as placed and then dir would. With the shared syncfs of Options.SyncFS
+// moved makes durable a new file at path (none if path is "", see
+// entries) whose name replaced nothing in the store's directory dir (a
+// state directory): its data and its name, as placed and then dir would. With the shared syncfs of Options.SyncFS
 // that is dir's syncfs. In fsync mode where a syncfs reaches the disk,
 // the callers waiting at the same moment share one flush (flushGroup): a
 // caller alone fsyncs its file and dir; several are covered by one
@@ -215,8 +215,10 @@ func (d *durability) placed(path string) error {
 // directory once. A failed flush fails every caller it covered.
 func (d *durability) moved(path, dir string) error {
 	if d.moves == nil {
-		if err := d.placed(path); err != nil {
-			return err
+		if path != "" {
+			if err := d.placed(path); err != nil {
+				return err
+			}
 		}
 		return d.dir(dir)
 	}
@@ -233,17 +235,7 @@ func (d *durability) moved(path, dir string) error {
 // alone it fsyncs dir, with others it is covered by their syncfs. The
 // claim flusher makes claims durable with it, so that the claims and the
 // Completes of a moment cost one journal commit, not two.
-func (d *durability) entries(dir string) error {
-	if d.moves == nil {
-		return d.dir(dir)
-	}
-	d.sharedMu.RLock()
-	defer d.sharedMu.RUnlock()
-	if d.closed {
-		return fmt.Errorf("filestore: syncfs: %w", jobstore.ErrClosed)
-	}
-	return d.moves.flush(&flushWaiter{dir: dir}, d.flushOne, d.flushSeveral)
-}
+func (d *durability) entries(dir string) error { return d.moved("", dir) }
 
 // flushOne makes one caller's new file durable: an fsync of the file and
 // one of its directory (only the directory for a caller of entries).

@@ -180,6 +180,9 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 				// would search queued/ on the disk for a name just
 				// renamed away, under the lock every claim renames in.
 				// A job that comes back comes with an event of its own.
+				// A refresh that read the record before the rename may
+				// still set it again: the set is a hint, which a claim
+				// checks on disk and the next rescan corrects.
 				delete(s.pending, id)
 				s.cands.del(id)
 				s.noteWaiting(id, false)
