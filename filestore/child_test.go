@@ -194,6 +194,23 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 			fmt.Println("completed")
 		}
 		select {} // until killed
+	case "claim-close":
+		// Claim one job, then close the Store (which releases its lease
+		// and leaves the job in claimed/) at the first line on stdin, and
+		// say so; the process lives on until killed.
+		j, err := claimOne(ctx, s, worker)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("claimed %s %d\n", j.ID, j.Attempt)
+		if !bufio.NewScanner(os.Stdin).Scan() {
+			return errors.New("stdin closed")
+		}
+		if err := s.Close(); err != nil {
+			return err
+		}
+		fmt.Println("closed")
+		select {}
 	case "hold", "watch-cancel", "complete-later":
 		j, err := claimOne(ctx, s, worker)
 		if err != nil {

@@ -64,6 +64,7 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 	seq := s.signals.Seq()
 	s.claimer = true
 	s.mu.Unlock()
+	s.watchEndsOnce()
 	_, err := s.refreshCands()
 	if err != nil {
 		return nil, fmt.Errorf("filestore: claim: scan queue: %w", err)

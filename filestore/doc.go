@@ -36,7 +36,9 @@
 //     holds the job's lease lock (flock) for the whole attempt, the kernel
 //     releases it when the process dies, and any live Store then queues the
 //     job again (attempt counted) within about a second
-//     (Options.RecoverInterval), or at the next Open. LeaseFile hands a
+//     (Options.RecoverInterval), or at the next Open; on Linux a Store
+//     that claims sees the end of another process's Store as it happens
+//     and queues its jobs again at once. LeaseFile hands a
 //     copy of the lease to a child process, which holds the job past its
 //     worker's death until it exits (execjob's supervisor does so).
 //   - Cancel and Wait work across processes: a cancel reaches the running
@@ -118,6 +120,7 @@ package filestore
 //	watch.go        inotify, the candidate set's refresh, the maintenance loop
 //	prune.go        Prune
 //	recover.go      queuing again the jobs of dead workers
+//	ends.go         seeing other Stores end, to recover their jobs at once
 //	fsck.go         Fsck, Repair and the recovery at Open
 //	import.go       Import
 //	leasefile.go    LeaseFile
@@ -141,4 +144,6 @@ package filestore
 //	sys_linux.go    Linux: filesystem check, where syncfs(2) reaches the disk, syncfs
 //	sys_unix.go     every Unix system: open flags, inode numbers
 //	sys_other.go    Unix systems other than Linux (macOS)
+//	ends_linux.go   Linux: the inotify watch of tmp/ that sees other Stores end
+//	ends_other.go   other Unix systems: no such watch
 //	build_unsupported.go  the build error on systems that are not Unix

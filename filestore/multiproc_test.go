@@ -2,6 +2,8 @@ package filestore
 
 import (
 	"fmt"
+	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -182,6 +184,52 @@ func TestProcessKilledJobRequeued(t *testing.T) {
 	require.Less(t, claimed, 10*time.Second) // ~0.3s expected; generous for a loaded machine
 	_, err = s.Complete(t.Context(), got.Lease(), jobstore.Succeeded(nil))
 	require.NoError(t, err)
+}
+
+// TestProcessEndWakesRecovery: a Store that claims learns of another
+// process's end from the close of that process's staging lock, and runs
+// the job it held again at once, without waiting for its periodic
+// recovery pass (an hour here): when the process is killed, and when it
+// closes its Store (releasing the lease) but lives on.
+func TestProcessEndWakesRecovery(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the ends of other processes are watched on Linux only")
+	}
+	t.Parallel()
+	for _, end := range []string{"killed", "closed"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour, Backoff: func(int) time.Duration { return 0 }})
+			// A Store watches for ends from its first Claim.
+			_, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "survivor"})
+			require.ErrorIs(t, err, jobstore.ErrNoJob)
+			j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work", MaxAttempts: 3})
+			require.NoError(t, err)
+			role := map[string]string{"killed": "hold", "closed": "claim-close"}[end]
+			c := startChild(t, dir, role)
+			require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
+			got, err := s.Get(t.Context(), j.ID)
+			require.NoError(t, err)
+			require.Equal(t, jobstore.StateRunning, got.State)
+
+			if end == "killed" {
+				require.NoError(t, c.Signal(syscall.SIGKILL))
+			} else {
+				_, err := io.WriteString(c.Stdin(), "close\n")
+				require.NoError(t, err)
+				require.Equal(t, "closed", c.Next(t))
+			}
+			ended := time.Now()
+			got, err = claimOne(t.Context(), s, "survivor")
+			require.NoError(t, err)
+			t.Logf("%s worker's job claimed by another process %v later (no backoff)", end, time.Since(ended))
+			require.Equal(t, j.ID, got.ID)
+			require.Equal(t, 2, got.Attempt)
+			_, err = s.Complete(t.Context(), got.Lease(), jobstore.Succeeded(nil))
+			require.NoError(t, err)
+		})
+	}
 }
 
 // TestProcessCancelReachesWorker: a cancel in one process reaches

@@ -58,6 +58,7 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		filePerm: 0o600,
 		log:      o.Logger,
 		closed:   make(chan struct{}),
+		ended:    make(chan struct{}, 1),
 		cands:    newCandIndex(),
 		pending:  make(map[string]struct{}),
 		// The candidate set is filled by the first Claim (refreshCands):
@@ -132,6 +133,9 @@ func (s *Store) Close() error {
 		if s.watcher != nil {
 			_ = s.watcher.Close()
 		}
+		if s.stopEnds != nil {
+			s.stopEnds()
+		}
 		s.watchMu.Unlock()
 		s.wg.Wait()
 		s.closeWorkers()
@@ -140,11 +144,14 @@ func (s *Store) Close() error {
 		s.claiming.Unlock()
 		s.durable.close()
 		if s.tmpLock != nil {
+			// The end mark is closed before the lock is removed: its
+			// close while the name is still in tmp/ is what tells the
+			// Stores that watch for ends (ends.go) to recover the leases
+			// released above at once.
 			_ = s.fs.RemoveAll(s.tmpDir)
-			_ = s.fs.Remove(s.tmpLock.Path())
-		}
-		if s.tmpLock != nil {
+			s.closeEndMark()
 			_ = s.tmpLock.Unlock()
+			_ = s.fs.Remove(s.tmpLock.Path())
 		}
 		s.queueCache.close()
 		if s.pins != nil {

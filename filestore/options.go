@@ -52,7 +52,9 @@ type Options struct {
 	AllowUnsafeFilesystem bool
 	// RecoverInterval is how often the store looks for jobs whose worker
 	// died. Zero means 250ms, so a dead worker's job is queued again within
-	// about one second.
+	// about one second. On Linux a Store that has claimed also sees another
+	// process's Store end (the process killed or its Store closed) as it
+	// happens, and looks at once; the interval is then the safety net.
 	RecoverInterval time.Duration
 	// PollInterval is how often WatchCancel and AwaitWork re-read the disk
 	// when no filesystem event arrives, in case events were lost; the one

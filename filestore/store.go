@@ -77,6 +77,14 @@ type Store struct {
 	// watching is set by the first watch (guarded by watchMu).
 	watching bool
 	watcher  *fsnotify.Watcher
+	// stopEnds stops the watch of other Stores' ends, started once by
+	// endsOnce (guarded by watchMu; nil until then); ended receives when
+	// one ended; endMark is this Store's staging lock opened for writing,
+	// from its first Claim (ends.go).
+	stopEnds func()
+	endsOnce sync.Once
+	ended    chan struct{}
+	endMark  *os.File
 
 	// workersMu guards workerRegs, the workers this Store registered (see
 	// RegisterWorker).

@@ -294,8 +294,8 @@ func (s *Store) setCand(j jobstore.Job) {
 }
 
 // maintain runs in the background: dead-worker recovery every
-// RecoverInterval, and a rescan of queued/ every PollInterval as the safety
-// net for lost events.
+// RecoverInterval and whenever another Store ends (ends.go), and a rescan
+// of queued/ every PollInterval as the safety net for lost events.
 func (s *Store) maintain() {
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -317,10 +317,30 @@ func (s *Store) maintain() {
 	defer poll.Stop()
 	settle := time.NewTicker(settleInterval)
 	defer settle.Stop()
+	// After another Store's end, passes at once and after endFollowUps
+	// (ends.go); followUp is the next of them, nil when none is due.
+	var followUp <-chan time.Time
+	var ended time.Time
+	next := 0
+	recoverNow := func() {
+		if _, err := s.recoverDead(ctx, true); err != nil && ctx.Err() == nil {
+			s.log.Warn("filestore: recovery", "err", err)
+		}
+	}
 	for {
 		select {
 		case <-s.closed:
 			return
+		case <-s.ended:
+			ended, next = time.Now(), 0
+			recoverNow()
+			followUp = time.After(time.Until(ended.Add(endFollowUps[0])))
+		case <-followUp:
+			recoverNow()
+			followUp = nil
+			if next++; next < len(endFollowUps) {
+				followUp = time.After(time.Until(ended.Add(endFollowUps[next])))
+			}
 		case <-settle.C:
 			s.settleWaiting(ctx)
 		case <-rec.C:
@@ -330,9 +350,7 @@ func (s *Store) maintain() {
 				repairAfter = time.Now().Add(time.Minute)
 				continue
 			}
-			if _, err := s.recoverDead(ctx, true); err != nil && ctx.Err() == nil {
-				s.log.Warn("filestore: recovery", "err", err)
-			}
+			recoverNow()
 		case <-poll.C:
 			s.mu.Lock()
 			claimer := s.claimer

@@ -104,7 +104,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		KeepScale:     *keep,
 		JobdirBin:     *bin,
 		CancelN:       30,
-		KillN:         5,
+		KillN:         10,
 		FloorFor:      2 * time.Second,
 		Log:           stderr,
 		LatencyWorker: latencyWorkers(*load),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -732,7 +733,11 @@ func runKill(ctx context.Context, c *config, r *results, s *system) error {
 			res.kill()
 			return err
 		}
-		time.Sleep(200 * time.Millisecond) // the rescuer is idle and waiting
+		// The rescuer is idle and waiting. The kill comes at a random
+		// moment of its periodic recovery pass (every 250 ms by default),
+		// not at a fixed delay from its start: that would put every kill
+		// at one phase of the pass and report that phase alone.
+		time.Sleep(time.Duration(100+rand.IntN(250)) * time.Millisecond)
 		t0 := time.Now().UnixNano()
 		v.kill()
 		f, err := res.expect(ctx, "started", time.Minute)
