@@ -187,17 +187,22 @@ func TestProcessKilledJobRequeued(t *testing.T) {
 }
 
 // TestProcessEndWakesRecovery: a Store that claims learns of another
-// process's end from the close of that process's staging lock, and runs
-// the job it held again at once, without waiting for its periodic
-// recovery pass (an hour here): when the process is killed, and when it
-// closes its Store (releasing the lease) but lives on.
+// process's end from the close of that process's end mark, and runs the
+// job it held again at once, without waiting for its periodic recovery
+// pass (an hour here): when the process is killed, also when it is PID 1
+// of its own PID namespace (a pod), and when it closes its Store
+// (releasing the lease) but lives on.
 func TestProcessEndWakesRecovery(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the ends of other processes are watched on Linux only")
 	}
 	t.Parallel()
-	for _, end := range []string{"killed", "closed"} {
+	for _, end := range []string{"killed", "killed pod", "closed"} {
 		t.Run(end, func(t *testing.T) {
+			pod := end == "killed pod"
+			if pod {
+				testproc.RequirePIDNamespaces(t)
+			}
 			t.Parallel()
 			dir := t.TempDir()
 			s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour, Backoff: func(int) time.Duration { return 0 }})
@@ -206,14 +211,14 @@ func TestProcessEndWakesRecovery(t *testing.T) {
 			require.ErrorIs(t, err, jobstore.ErrNoJob)
 			j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work", MaxAttempts: 3})
 			require.NoError(t, err)
-			role := map[string]string{"killed": "hold", "closed": "claim-close"}[end]
-			c := startChild(t, dir, role)
+			role := map[string]string{"killed": "hold", "killed pod": "hold", "closed": "claim-close"}[end]
+			c := testproc.Start(t, role, &testproc.Options{PIDNamespace: pod, Env: []string{childDir + "=" + dir}})
 			require.Equal(t, "claimed "+j.ID+" 1", c.Next(t))
 			got, err := s.Get(t.Context(), j.ID)
 			require.NoError(t, err)
 			require.Equal(t, jobstore.StateRunning, got.State)
 
-			if end == "killed" {
+			if end != "closed" {
 				require.NoError(t, c.Signal(syscall.SIGKILL))
 			} else {
 				_, err := io.WriteString(c.Stdin(), "close\n")
