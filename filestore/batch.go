@@ -181,10 +181,18 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (
 			return fail(err)
 		}
 	}
-	// Renamed by batchRenamers goroutines (see there). The order does not
-	// matter: nobody can claim a job before its record lock is released.
+	// Renamed by batchRenamers goroutines (see there): nobody can claim a
+	// job before its record lock is released. A graph's jobs are renamed
+	// one after the other, in order, each after the jobs of the batch it
+	// names (AfterSpecs point back), so that a crash halfway leaves a
+	// prefix of the graph, never a job without a job it names
+	// (TestFaults/SubmitAfter).
+	renamers := batchRenamers
+	if whole {
+		renamers = 1
+	}
 	dirs := make([]atomic.Bool, len(stateDirs))
-	err := inParallel(ctx, batchRenamers, news, func(b *batchJob) error {
+	err := inParallel(ctx, renamers, news, func(b *batchJob) error {
 		if b.tmp == "" {
 			return nil
 		}

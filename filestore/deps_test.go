@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -369,4 +370,58 @@ func unsettledWaiter(t *testing.T, s *Store) jobstore.Job {
 	require.NoError(t, err)
 	require.NoError(t, os.Rename(aside, index))
 	return w
+}
+
+// renameOrderFS records the order in which records are renamed into
+// queued/, and holds the first such rename back for a moment, so that
+// renames made side by side would finish out of order.
+type renameOrderFS struct {
+	fileOps
+	mu      sync.Mutex
+	delayed bool
+	order   []string
+}
+
+func (f *renameOrderFS) Rename(o, n string) error {
+	if filepath.Base(filepath.Dir(n)) != dirQueued {
+		return f.fileOps.Rename(o, n)
+	}
+	f.mu.Lock()
+	first := !f.delayed
+	f.delayed = true
+	f.mu.Unlock()
+	if first {
+		time.Sleep(50 * time.Millisecond)
+	}
+	err := f.fileOps.Rename(o, n)
+	f.mu.Lock()
+	f.order = append(f.order, strings.TrimSuffix(filepath.Base(n), recordExt))
+	f.mu.Unlock()
+	return err
+}
+
+// TestGraphPublishedInOrder: the jobs of a graph are published one after
+// the other, each after the jobs it names, so that a crash halfway leaves
+// a prefix of the graph and never a job without a job it names (the
+// random form of this is TestFaults/SubmitAfter/Crash). A batch without
+// dependencies may publish in any order.
+func TestGraphPublishedInOrder(t *testing.T) {
+	fsys := &renameOrderFS{fileOps: osFS{}}
+	s := openAtFS(t, t.TempDir(), &Options{NoSync: true}, fsys)
+	specs := make([]jobstore.Spec, 8)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "chain"}
+		if i > 0 {
+			specs[i].AfterSpecs = []int{i - 1}
+		}
+	}
+	out, err := s.SubmitBatch(t.Context(), specs)
+	require.NoError(t, err)
+	want := make([]string, len(out))
+	for i, o := range out {
+		want[i] = o.Job.ID
+	}
+	fsys.mu.Lock()
+	defer fsys.mu.Unlock()
+	require.Equal(t, want, fsys.order, "the jobs of a graph were published out of order")
 }
