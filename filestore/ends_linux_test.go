@@ -4,10 +4,13 @@ package filestore
 
 import (
 	"encoding/binary"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/jobdir/jobdir/jobstore"
 )
 
 // inotifyEvent encodes one event as the kernel does: the header, then the
@@ -42,4 +45,32 @@ func TestEndIn(t *testing.T) {
 			require.Equal(t, tc.want, endIn(tc.b))
 		})
 	}
+}
+
+// TestEndMarkOnlyOnceClaiming: a Store holds its end mark from its first
+// Claim, and not before, so that a Store that only reads (a command such
+// as jobdir get) starts no recovery pass anywhere when it ends; Close
+// closes the mark.
+func TestEndMarkOnlyOnceClaiming(t *testing.T) {
+	s := openTest(t, &Options{NoSync: true})
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	_, err = s.Get(t.Context(), j.ID)
+	require.NoError(t, err)
+	_, err = s.List(t.Context(), jobstore.ListOptions{})
+	require.NoError(t, err)
+	s.watchMu.Lock()
+	require.Nil(t, s.endMark, "a Store that has not claimed holds an end mark")
+	s.watchMu.Unlock()
+
+	_, err = s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	s.watchMu.Lock()
+	mark := s.endMark
+	s.watchMu.Unlock()
+	require.NotNil(t, mark, "a Store that claimed holds no end mark")
+	require.True(t, sameFile(mark, s.tmpLock), "the end mark is not the staging lock")
+
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, mark.Close(), os.ErrClosed, "Close left the end mark open")
 }
