@@ -204,8 +204,8 @@ func (d *durability) placed(path string) error {
 
 // moved makes durable a new file at path (none if path is "", see
 // entries) whose name replaced nothing in the store's directory dir (a
-// state directory): its data and its name, as placed and then dir would. With the shared syncfs of Options.SyncFS
-// that is dir's syncfs. In fsync mode where a syncfs reaches the disk,
+// state directory): its data and its name, as placed and then dir would.
+// With the shared syncfs of Options.SyncFS that is dir's syncfs. In fsync mode where a syncfs reaches the disk,
 // the callers waiting at the same moment share one flush (flushGroup): a
 // caller alone fsyncs its file and dir; several are covered by one
 // syncfs(2), which makes every file written before it durable with its

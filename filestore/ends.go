@@ -88,12 +88,3 @@ func sameFile(a, b statter) bool {
 	bi, err := b.Stat()
 	return err == nil && os.SameFile(ai, bi)
 }
-
-// endSignal is the ended channel's send: an end seen while one is still
-// pending needs no second pass.
-func (s *Store) endSignal() {
-	select {
-	case s.ended <- struct{}{}:
-	default:
-	}
-}

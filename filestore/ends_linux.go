@@ -39,7 +39,10 @@ func (s *Store) watchEnds() (func(), error) {
 				return // closed
 			}
 			if endIn(buf[:n]) {
-				s.endSignal()
+				select {
+				case s.ended <- struct{}{}:
+				default: // one is pending: its pass covers this end too
+				}
 			}
 		}
 	}()

@@ -4,7 +4,9 @@ package filestore
 
 import (
 	"encoding/binary"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,4 +75,28 @@ func TestEndMarkOnlyOnceClaiming(t *testing.T) {
 
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, mark.Close(), os.ErrClosed, "Close left the end mark open")
+}
+
+// TestEndMarkRefusesReplacedLock: a staging lock whose name another file
+// took (by hand, or a tool) is not marked: the first Claim says so in the
+// log, claims all the same, and the Store still watches for the ends of
+// others.
+func TestEndMarkRefusesReplacedLock(t *testing.T) {
+	logs := &logBuffer{}
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	other := filepath.Join(dir, "other")
+	require.NoError(t, os.WriteFile(other, nil, 0o600))
+	require.NoError(t, os.Rename(other, s.tmpLock.Path()))
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+
+	got, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.Equal(t, j.ID, got.ID)
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	require.Nil(t, s.endMark, "a replaced staging lock was marked")
+	require.NotNil(t, s.stopEnds, "no watch of other Stores' ends")
+	require.Contains(t, logs.String(), "cannot mark this store")
 }
