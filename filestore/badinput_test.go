@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -126,9 +127,7 @@ func TestInvalidIDsNeverBecomePaths(t *testing.T) {
 	// A valid ID that does not exist leaves no file behind.
 	_, err := s.Get(t.Context(), jobstore.NewID(time.Now()))
 	require.ErrorIs(t, err, jobstore.ErrNotFound)
-	ents, err := os.ReadDir(filepath.Join(s.Dir(), dirLocks))
-	require.NoError(t, err)
-	require.Empty(t, ents)
+	require.Empty(t, jobLockFiles(t, s.Dir()))
 }
 
 func TestPayloadLimit(t *testing.T) {
@@ -152,7 +151,7 @@ func TestFormatVersion(t *testing.T) {
 		s := openTest(t, &Options{NoSync: true})
 		data, err := os.ReadFile(filepath.Join(s.Dir(), formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":6}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
 	})
 	t.Run("UpgradedFrom1", func(t *testing.T) {
 		// A format-1 store: its records (format 1, rewritten at claim)
@@ -179,7 +178,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err := os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":6}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
 		j, err := s2.Get(t.Context(), queued.ID)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateQueued, j.State)
@@ -207,7 +206,9 @@ func TestFormatVersion(t *testing.T) {
 		data, err := json.Marshal(envelope{Format: 2, Rev: 1, Job: j})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(s.recordPath(dirQueued, j.ID), append(data, '\n'), 0o600))
-		require.NoError(t, os.Remove(s.lockPath(j.ID)))
+		if err := os.Remove(s.lockPath(j.ID)); !errors.Is(err, fs.ErrNotExist) {
+			require.NoError(t, err) // made by a store with a lock file per job
+		}
 		stripe := filepath.Join(dir, dirLocks, "rec-1d2.lock")
 		require.NoError(t, os.WriteFile(stripe, nil, 0o600))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":2}`+"\n"), 0o600))
@@ -217,14 +218,18 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err = os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":6}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
 		got, err := s2.Get(t.Context(), j.ID)
 		require.NoError(t, err)
 		require.Equal(t, j, got)
 		got, err = s2.Cancel(t.Context(), j.ID)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateCanceled, got.State)
-		require.FileExists(t, s2.lockPath(j.ID))
+		if s2.ranges == nil {
+			require.FileExists(t, s2.lockPath(j.ID), "the change made the job's lock file")
+		} else {
+			require.NoFileExists(t, s2.lockPath(j.ID), "a change with range locks made a lock file")
+		}
 		require.FileExists(t, stripe, "a format-2 lock file is left alone")
 	})
 	t.Run("UpgradedFrom3", func(t *testing.T) {
@@ -311,11 +316,51 @@ func TestFormatVersion(t *testing.T) {
 		require.Equal(t, jobstore.StateQueued, got.State)
 		data, err := os.ReadFile(filepath.Join(s2.dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":6}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
+	})
+	t.Run("UpgradedFrom6", func(t *testing.T) {
+		// A format-6 store, as the release before range locks wrote it
+		// (testdata/format6): a succeeded job, a queued job with a key
+		// and a job waiting for it, each with its record lock file. Its
+		// files read as they are; on Linux the jobs are locked in
+		// locks/records.lock from now on, their old lock files are no
+		// problem for Fsck and go with their jobs, and new jobs get none.
+		// FORMAT now says 7, so that programs of format 6, whose lock
+		// files would not exclude these locks, refuse the store.
+		s2 := openFixture(t, "testdata/format6")
+		const succeeded, queued, waiting = "01M9787866QD7DT3YNEH4JQ9WD", "01M978786A0VXSTBG119CN6CRH", "01M978786CSAV2D96APQMYYQC2"
+		data, err := os.ReadFile(filepath.Join(s2.dir, formatFile))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
+		r, err := s2.Fsck(t.Context(), false)
+		require.NoError(t, err)
+		require.True(t, r.OK(), "%v", r.Problems)
+		again, created, err := s2.Submit(t.Context(), jobstore.Spec{Kind: "exec", Key: "nightly-report"})
+		require.NoError(t, err)
+		require.False(t, created, "the key of a format-6 job names it")
+		require.Equal(t, queued, again.ID)
+		j, err := s2.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+		require.NoError(t, err)
+		require.Equal(t, queued, j.ID)
+		_, err = s2.Complete(t.Context(), j.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+		got, err := s2.Get(t.Context(), waiting)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, got.State)
+		fresh, _, err := s2.Submit(t.Context(), jobstore.Spec{Kind: "exec"})
+		require.NoError(t, err)
+		require.NoError(t, s2.Delete(t.Context(), succeeded))
+		if s2.ranges == nil {
+			return // a lock file per job, as in format 6
+		}
+		require.FileExists(t, filepath.Join(s2.dir, dirLocks, recordLocksName))
+		require.NoFileExists(t, s2.lockPath(succeeded), "a deleted job's old lock file stays")
+		require.NoFileExists(t, s2.lockPath(fresh.ID), "a new job got a lock file")
+		require.FileExists(t, s2.lockPath(waiting), "the old lock file of a job that is still there")
 	})
 	t.Run("TooNew", func(t *testing.T) {
 		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":7}`), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":8}`), 0o600))
 		_, err := Open(t.Context(), dir, nil)
 		require.ErrorIs(t, err, ErrFormatTooNew)
 		ents, err := os.ReadDir(dir)
@@ -556,7 +601,7 @@ func openFixture(t *testing.T, fixture string) *Store {
 	dir := t.TempDir()
 	require.NoError(t, os.CopyFS(dir, os.DirFS(fixture)))
 	for _, d := range []string{dirClaimed, dirDone, dirTmp} { // git keeps no empty directory
-		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o700))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
 	s, err := Open(t.Context(), dir, &Options{NoSync: true})
 	require.NoError(t, err)

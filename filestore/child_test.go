@@ -32,9 +32,16 @@ const (
 	childStart  = "FILESTORE_TEST_START" // unix nanoseconds to wait for
 	childNoSync = "FILESTORE_TEST_NOSYNC"
 	childPoll   = "FILESTORE_TEST_POLL" // Options.PollInterval
+	// childLockFiles, set, makes the child's Stores keep a lock file per
+	// job, as its parent's do (useLockFiles): every process of a store
+	// must lock the same way.
+	childLockFiles = "FILESTORE_TEST_LOCK_FILES"
 )
 
 func runChild(role string) int {
+	if os.Getenv(childLockFiles) != "" {
+		lockFilesIn.Store(os.Getenv(childDir), true)
+	}
 	if strings.HasPrefix(role, "powercut-") {
 		return powercutChild(role)
 	}
@@ -42,8 +49,8 @@ func runChild(role string) int {
 		return stopInsideChild()
 	}
 	if role == "hold-locks" {
-		// Hold the record lock files named in childKey (comma-separated;
-		// "all": every stripe) exclusively, as a process stopped in the
+		// Hold the record locks of the jobs childKey names (comma-separated;
+		// "all": every job) exclusively, as a process stopped in the
 		// middle of a SubmitBatch would, until killed. No Store: its Open
 		// would make the repairs the test leaves to others.
 		if err := holdLocks(os.Getenv(childDir), os.Getenv(childKey)); err != nil {
@@ -311,24 +318,37 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 // holdLocks locks the record lock files names lists, prints "locked" and
 // blocks.
 func holdLocks(dir, names string) error {
-	var paths []string
+	var ids []string
 	if names == "all" {
-		all, err := filepath.Glob(filepath.Join(dir, dirLocks, "*"+recordLock))
-		if err != nil {
-			return err
-		}
-		for _, p := range all {
-			if jobstore.ValidateID(strings.TrimSuffix(filepath.Base(p), recordLock)) == nil {
-				paths = append(paths, p)
+		for _, d := range stateDirs {
+			ents, err := os.ReadDir(filepath.Join(dir, d))
+			if err != nil {
+				return err
+			}
+			for _, e := range ents {
+				if id, ok := idFromName(e.Name()); ok {
+					ids = append(ids, id)
+				}
 			}
 		}
 	} else {
-		for _, name := range strings.Split(names, ",") {
-			paths = append(paths, filepath.Join(dir, dirLocks, name))
+		ids = strings.Split(names, ",")
+	}
+	var r *rangeLocks
+	if _, files := lockFilesIn.Load(dir); !files {
+		var err error
+		if r, err = openRangeLocks(filepath.Join(dir, dirLocks, recordLocksName), 0o600); err != nil {
+			return err
 		}
 	}
-	for _, p := range paths {
-		fl := flock.New(p, flock.SetFlag(os.O_RDONLY|os.O_CREATE))
+	for _, id := range ids {
+		if r != nil {
+			if _, ok, err := r.lock(context.Background(), rangeOffset(id), true, false); err != nil || !ok {
+				return fmt.Errorf("lock job %s: held elsewhere (%v)", id, err)
+			}
+			continue
+		}
+		fl := flock.New(filepath.Join(dir, dirLocks, id+recordLock), flock.SetFlag(os.O_RDONLY|os.O_CREATE))
 		if err := fl.Lock(); err != nil {
 			return err
 		}
@@ -355,5 +375,10 @@ func claimOne(ctx context.Context, s *Store, worker string) (jobstore.Job, error
 // startChild starts the test binary as a child in role on the store dir.
 func startChild(t *testing.T, dir, role string, env ...string) *testproc.Proc {
 	t.Helper()
+	if abs, err := filepath.Abs(dir); err == nil {
+		if _, files := lockFilesIn.Load(abs); files {
+			env = append(env, childLockFiles+"=1")
+		}
+	}
 	return testproc.Start(t, role, &testproc.Options{Env: append([]string{childDir + "=" + dir}, env...)})
 }

@@ -93,7 +93,7 @@ func TestClaimBatchBesideStoppedProcess(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, j.ID)
 	}
-	holder := startHolder(t, dir, lockName(s, ids[0]))
+	holder := startHolder(t, dir, ids[0])
 	require.NoError(t, holder.Signal(syscall.SIGSTOP))
 	defer func() { _ = holder.Signal(syscall.SIGCONT) }()
 

@@ -126,12 +126,15 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// TestReadNeedsNoLockFile: a job whose record lock file does not exist
-// (a job of a format-2 store, or one whose lock file was removed) can be
-// read, and reading it does not make one, so a store on a read-only mount
-// stays readable (docs/format.md, Locks). The first change makes the file.
+// TestReadNeedsNoLockFile: in a store with a lock file per job (outside
+// Linux), a job whose record lock file does not exist (a job of a format-2
+// store, or one whose lock file was removed) can be read, and reading it
+// does not make one, so a store on a read-only mount stays readable
+// (docs/format.md, Locks). The first change makes the file.
 func TestReadNeedsNoLockFile(t *testing.T) {
-	s := openTest(t, &Options{NoSync: true})
+	dir := t.TempDir()
+	useLockFiles(t, dir)
+	s := openAt(t, dir, &Options{NoSync: true})
 	sub, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(s.lockPath(sub.ID)))

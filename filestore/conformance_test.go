@@ -60,7 +60,9 @@ func requireConsistent(t *testing.T, dir string) {
 // alternate between durable (every fsync made, as in production) and
 // NoSync, so that each mode meets about half of the rules and the run stays
 // short; with JOBDIR_LONG=1 it runs the whole suite in each mode. The
-// package's other tests exercise both modes throughout.
+// package's other tests exercise both modes throughout. On Linux a quarter
+// of the stores (the whole suite once more with JOBDIR_LONG=1) keep a lock
+// file per job, as stores do outside Linux (useLockFiles).
 //
 // Not parallel with the package's other tests: some of the suite's rules
 // are timed (delays of a few hundred milliseconds), and durable submits on
@@ -70,7 +72,12 @@ func TestConformance(t *testing.T) {
 		n := 0
 		storetest.Run(t, func(t *testing.T) jobstore.Store {
 			n++
-			return openTest(t, &Options{NoSync: n%3 == 0, SyncFS: n%3 == 1})
+			dir := t.TempDir()
+			if n%4 == 3 {
+				// The protocol outside Linux: a lock file per job.
+				useLockFiles(t, dir)
+			}
+			return openAt(t, dir, &Options{NoSync: n%3 == 0, SyncFS: n%3 == 1})
 		})
 		return
 	}
@@ -87,6 +94,13 @@ func TestConformance(t *testing.T) {
 	t.Run("NoSync", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) jobstore.Store {
 			return openTest(t, &Options{NoSync: true})
+		})
+	})
+	t.Run("LockFiles", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) jobstore.Store {
+			dir := t.TempDir()
+			useLockFiles(t, dir)
+			return openAt(t, dir, &Options{NoSync: true})
 		})
 	})
 }

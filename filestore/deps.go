@@ -652,9 +652,9 @@ func (s *Store) submitGraphLocked(ctx context.Context, specs []jobstore.Spec, ba
 	}
 	slices.Sort(locked)
 	for _, id := range locked {
-		unlock, err := lockRecord(ctx, s.lockPath(id), false, true, s.filePerm)
+		unlock, err := s.shareJob(ctx, id)
 		if err != nil {
-			return nil, nil, s.lockErr(id, err)
+			return nil, nil, err
 		}
 		defer unlock()
 	}

@@ -125,6 +125,7 @@ package filestore
 //	import.go       Import
 //	leasefile.go    LeaseFile
 //	locks.go        record locks and leases (turn.go: their in-process queue)
+//	rangelocks.go   record locks as bytes of locks/records.lock, where the system has them
 //	record.go       the record file: paths, encoding, finding the current copy
 //	                (readfile.go: reading a small file on a bare descriptor)
 //	durability.go   fsync, shared syncfs or none: every flush goes through it
@@ -146,4 +147,6 @@ package filestore
 //	sys_other.go    Unix systems other than Linux (macOS)
 //	ends_linux.go   Linux: the inotify watch of tmp/ that sees other Stores end
 //	ends_other.go   other Unix systems: no such watch
+//	rangelocks_linux.go  Linux: those bytes, locked with open file description locks
+//	rangelocks_other.go  other Unix systems: a lock file per job instead
 //	build_unsupported.go  the build error on systems that are not Unix

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,9 +53,14 @@ func TestGetSeesMovingJob(t *testing.T) {
 
 // TestLockFilesDoNotPileUp: the lock files of jobs that are submitted,
 // claimed, completed and pruned are all gone once the jobs are; locks/ does
-// not grow with the number of jobs a store has seen.
+// not grow with the number of jobs a store has seen. With range locks
+// (Linux) no job has a lock file; with a lock file per job (elsewhere)
+// each goes with its job.
 func TestLockFilesDoNotPileUp(t *testing.T) {
-	dir := t.TempDir()
+	forEachLockProtocol(t, testLockFilesDoNotPileUp)
+}
+
+func testLockFilesDoNotPileUp(t *testing.T, dir string) {
 	s := openAt(t, dir, &Options{NoSync: true})
 	ctx := t.Context()
 	const jobs = 2000
@@ -83,15 +87,7 @@ func TestLockFilesDoNotPileUp(t *testing.T) {
 	n, err := s.Prune(ctx, 0)
 	require.NoError(t, err)
 	require.Positive(t, n)
-	ents, err := os.ReadDir(filepath.Join(dir, dirLocks))
-	require.NoError(t, err)
-	var left []string
-	for _, e := range ents {
-		if e.Name() != migrateLockName {
-			left = append(left, e.Name())
-		}
-	}
-	require.Empty(t, left, "files left in locks/ after %d jobs were pruned", n)
+	require.Empty(t, jobLockFiles(t, dir), "files left in locks/ after %d jobs were pruned", n)
 }
 
 // TestPrunedCandidateLeavesNoLeaseFile: a claim whose candidate was
@@ -110,15 +106,7 @@ func TestPrunedCandidateLeavesNoLeaseFile(t *testing.T) {
 	n, err := s.Prune(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	locks := func() []string {
-		ents, err := os.ReadDir(filepath.Join(s.Dir(), dirLocks))
-		require.NoError(t, err)
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		return names
-	}
+	locks := func() []string { return jobLockFiles(t, s.Dir()) }
 	require.Empty(t, locks())
 
 	_, ok, err := s.claimOne(ctx, j.ID, jobstore.ClaimRequest{Worker: "w"}, time.Now(), false)
@@ -169,11 +157,7 @@ func TestPruneWhileAnotherProcessCompletes(t *testing.T) {
 	}
 	require.Len(t, claimed, jobs)
 	require.Equal(t, jobs, pruned)
-	ents, err := os.ReadDir(filepath.Join(dir, dirLocks))
-	require.NoError(t, err)
-	for _, e := range ents {
-		require.Equal(t, migrateLockName, e.Name(), "a file left in locks/")
-	}
+	require.Empty(t, jobLockFiles(t, dir), "a file left in locks/")
 }
 
 // TestFsckRemovesOrphanLockFile: a record lock file left by a process
@@ -182,8 +166,12 @@ func TestPruneWhileAnotherProcessCompletes(t *testing.T) {
 // that process is gone; while the process holds the lock (a submit under
 // way), or it is younger than orphanLockAge, Fsck leaves the file alone.
 // Open removes such a file too. The lock files of jobs that exist stay.
+// It is a store with a lock file per job (outside Linux); with range
+// locks only a program of format 6 or older made lock files, and the same
+// check removes those of jobs that are gone (TestFormatVersion/UpgradedFrom6).
 func TestFsckRemovesOrphanLockFile(t *testing.T) {
 	dir := t.TempDir()
+	useLockFiles(t, dir)
 	s := openAt(t, dir, &Options{NoSync: true, RecoverInterval: time.Hour})
 	ctx := t.Context()
 	kept, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
@@ -200,7 +188,7 @@ func TestFsckRemovesOrphanLockFile(t *testing.T) {
 		return ps
 	}
 
-	holder := startChild(t, dir, "hold-locks", childKey+"="+lockName(s, orphan.ID))
+	holder := startChild(t, dir, "hold-locks", childKey+"="+orphan.ID)
 	require.Equal(t, "locked", holder.Next(t))
 	r, err := s.Fsck(ctx, true)
 	require.NoError(t, err)
@@ -243,7 +231,7 @@ func TestFsckRemovesOrphanLockFile(t *testing.T) {
 
 	// Repair removes one too.
 	again := jobstore.NewJob(jobstore.Spec{Kind: "k"}, time.Now())
-	holder = startChild(t, dir, "hold-locks", childKey+"="+lockName(s, again.ID))
+	holder = startChild(t, dir, "hold-locks", childKey+"="+again.ID)
 	require.Equal(t, "locked", holder.Next(t))
 	require.NoError(t, holder.Signal(syscall.SIGKILL))
 	_ = holder.Wait(t.Context())

@@ -294,6 +294,7 @@ func (s *Store) check(ctx context.Context, repair, full bool) (Report, error) {
 	if err := s.checkLockFiles(ctx, repair, where, &r); err != nil {
 		return r, err
 	}
+	s.checkRangeFile(repair, &r)
 	waiters := ids
 	if !full {
 		// At Open only the jobs that the dependency indexes name can be
@@ -375,6 +376,31 @@ func (s *Store) checkLockFiles(ctx context.Context, repair bool, listed map[stri
 	return nil
 }
 
+// checkRangeFile reports, and with repair removes, anything but a regular
+// file at locks/records.lock in a store with range locks: while it is
+// there no job can be changed. The next lock after the repair makes the
+// file again.
+func (s *Store) checkRangeFile(repair bool, r *Report) {
+	if s.ranges == nil {
+		return
+	}
+	p := s.locksPath(recordLocksName)
+	fi, err := os.Lstat(p)
+	if err != nil || fi.Mode().IsRegular() {
+		return // missing: made again by the next lock
+	}
+	pr := Problem{Kind: ProblemCorrupt, Path: p,
+		Detail: fmt.Sprintf("the record lock file is not a regular file (%s): no job can be changed until it is removed", fi.Mode().Type())}
+	if repair {
+		if err := s.fs.Remove(p); err != nil {
+			pr.Detail += "; cannot remove it: " + err.Error()
+		} else {
+			pr.Repaired = true
+		}
+	}
+	r.Problems = append(r.Problems, pr)
+}
+
 // hasRecord reports whether any state directory holds a file of job id.
 func (s *Store) hasRecord(id string) bool {
 	for _, d := range stateDirs {
@@ -403,7 +429,7 @@ func (s *Store) checkRecord(ctx context.Context, id string, repair bool, pat *pa
 		}
 		// One lock file that cannot be opened (a planted link, a wrong
 		// owner) is reported; the check goes on with the other jobs.
-		r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: s.lockPath(id), ID: id, Detail: err.Error()})
+		r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: s.recordLockPath(id), ID: id, Detail: err.Error()})
 		return nil
 	}
 	defer unlock()

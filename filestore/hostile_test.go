@@ -417,6 +417,36 @@ func TestHostileSymlinks(t *testing.T) {
 			fsck: ProblemCorrupt,
 		},
 		{
+			name: "records.lock",
+			plant: func(t *testing.T, e env) (string, outsideFile) {
+				// The file whose bytes are the record locks (Linux).
+				o := plantOutside(t, e.outside, "records", []byte("not a lock\n"))
+				link := e.s.locksPath(recordLocksName)
+				require.NoError(t, os.Remove(link))
+				require.NoError(t, os.Symlink(o.path, link))
+				return link, o
+			},
+			use: func(t *testing.T, e env, link string) {
+				// Reads take no record lock; every change fails, naming
+				// the link, and changes nothing.
+				j, err := e.s.Get(t.Context(), e.good.ID)
+				require.NoError(t, err)
+				require.Equal(t, e.good, j)
+				_, err = e.s.Cancel(t.Context(), e.good.ID)
+				require.ErrorContains(t, err, link)
+				_, err = e.s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+				require.ErrorContains(t, err, link)
+				j, err = e.s.Get(t.Context(), e.good.ID)
+				require.NoError(t, err)
+				require.Equal(t, e.good, j)
+				page, err := e.s.List(t.Context(), jobstore.ListOptions{})
+				require.NoError(t, err)
+				require.Empty(t, page.Errors)
+			},
+			fsck:     ProblemCorrupt,
+			repaired: true,
+		},
+		{
 			name: "lease",
 			plant: func(t *testing.T, e env) (string, outsideFile) {
 				// The good job's lease lock.
@@ -484,9 +514,15 @@ func TestHostileSymlinks(t *testing.T) {
 			dir := filepath.Join(parent, "store")
 			outside := filepath.Join(parent, "outside")
 			require.NoError(t, os.Mkdir(outside, 0o755))
+			if tc.name == "locks" {
+				useLockFiles(t, dir) // the protocol with a lock file per job
+			}
 			s, err := Open(t.Context(), dir, &Options{NoSync: true})
 			require.NoError(t, err)
 			defer s.Close()
+			if tc.name == "records.lock" {
+				requireRangeLocks(t, s)
+			}
 			good, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "good", Priority: 1})
 			require.NoError(t, err)
 			e := env{s: s, dir: dir, good: good, outside: outside}
@@ -583,6 +619,7 @@ func requireClaimsOnly(t *testing.T, s *Store, id string) {
 // it was.
 func TestHostileLockFileNotRegular(t *testing.T) {
 	dir := t.TempDir()
+	useLockFiles(t, dir) // the protocol with a lock file per job
 	s, err := Open(t.Context(), dir, &Options{NoSync: true})
 	require.NoError(t, err)
 	defer s.Close()

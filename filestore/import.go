@@ -64,7 +64,7 @@ func (s *Store) importJob(ctx context.Context, j jobstore.Job) (bool, error) {
 
 // importOnce makes one attempt at importJob; retry asks for another.
 func (s *Store) importOnce(ctx context.Context, j jobstore.Job) (added, retry bool, err error) {
-	unlock, err := lockRecord(ctx, s.lockPath(j.ID), true, true, s.filePerm)
+	unlock, err := s.lockJobIn(ctx, j.ID, lookSubmitted)
 	if err != nil {
 		return false, false, err
 	}

@@ -73,14 +73,9 @@ func acquireRecord(ctx context.Context, path string, exclusive, create bool, per
 		}
 		recordLocks.Unlock()
 	}
-	if wait {
-		if err := e.turn.lock(ctx, exclusive); err != nil {
-			drop()
-			return nil, false, err
-		}
-	} else if !e.turn.tryLock(exclusive) {
+	if ok, err := e.turn.enter(ctx, exclusive, wait); err != nil || !ok {
 		drop()
-		return nil, false, nil
+		return nil, false, err
 	}
 	fl, ok, err := flockPath(ctx, path, exclusive, create, perm, wait)
 	if err != nil || !ok {

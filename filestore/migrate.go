@@ -107,7 +107,7 @@ func (s *Store) migrateLegacy(ctx context.Context) error {
 // record of it already exists. If the key already names another job, the
 // job is written without its key and that job's ID is returned.
 func (s *Store) migrateJob(ctx context.Context, j jobstore.Job) (string, error) {
-	unlock, err := lockRecord(ctx, s.lockPath(j.ID), true, true, s.filePerm)
+	unlock, err := s.lockJobIn(ctx, j.ID, lookSubmitted)
 	if err != nil {
 		return "", err
 	}

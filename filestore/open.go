@@ -88,6 +88,7 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		{"check format", s.checkFormat},
 		{"create layout", s.createLayout},
 		{"check trust", func(context.Context) error { return s.checkTrust() }},
+		{"open record locks", s.openRecordLocks},
 		{"open syncfs", func(context.Context) error {
 			if !o.SyncFS {
 				return s.durable.openMoves(s.log)
@@ -154,6 +155,9 @@ func (s *Store) Close() error {
 			_ = s.fs.Remove(s.tmpLock.Path())
 		}
 		s.queueCache.close()
+		if s.ranges != nil {
+			s.ranges.close()
+		}
 		if s.pins != nil {
 			s.pins.close()
 		}

@@ -86,7 +86,10 @@ const (
 
 // FormatVersion is the on-disk format this package reads and writes. It is
 // recorded in the FORMAT file of every store directory and in every record
-// it writes. Format 6 adds dependencies and batches: a record may be in
+// it writes. Format 7 locks records, on Linux, as bytes of one file
+// (locks/records.lock, open file description locks) instead of a lock file
+// per job, which a program of format 6 would take and which would exclude
+// nothing; outside Linux the lock files stay. Format 6 adds dependencies and batches: a record may be in
 // the state waiting (in queued/, never claimed) and name its dependencies
 // (job.after), and the directories dependents/ and batches/ index them; a
 // program of format 5 would take a waiting record for corrupt and end jobs
@@ -100,11 +103,11 @@ const (
 // it holds one delays only that job; format 2 had 1,024 lock files shared
 // by all jobs; format 1 had a lock file per job and rewrote the record at
 // each claim (format 2 and later claim with a note in the lease file). Open
-// upgrades a store of format 1 to 5 in place (its files are all valid
-// in format 6): every process sharing it must be upgraded together, as the
+// upgrades a store of format 1 to 6 in place (its files are all valid
+// in format 7): every process sharing it must be upgraded together, as the
 // lock protocols do not exclude each other (docs/operations.md in the
 // jobdir repository).
-const FormatVersion = 6
+const FormatVersion = 7
 
 // Errors returned by Open. Test for them with errors.Is.
 var (

@@ -167,11 +167,13 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	s.touched(id)
 	// The lease lock file goes last, while the record lock is held;
 	// whoever opened it before finds, after locking, that the path names
-	// another inode (or none) and lets go. The record lock file goes when
-	// the lock is released (the job has no record now, see dropLockIfGone).
+	// another inode (or none) and lets go. A record lock file goes when
+	// the lock is released (the job has no record now, see dropLockIfGone),
+	// or, with range locks, a lock file of format 6 or older now.
 	if err := s.fs.Remove(s.leasePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return true, err
 	}
+	s.dropOldLockFile(id)
 	return true, nil
 }
 

@@ -49,18 +49,15 @@ func returnsPromptly[T any](t *testing.T, what string, f func() (T, error)) (T, 
 	}
 }
 
-// startHolder starts a process that holds the record lock files names
-// ("all": every one there is) until the test ends, as a process stopped
-// in the middle of changing those jobs would.
-func startHolder(t *testing.T, dir, names string) *testproc.Proc {
+// startHolder starts a process that holds the record locks of the jobs
+// ids names (comma-separated; "all": every job there is) until the test
+// ends, as a process stopped in the middle of changing those jobs would.
+func startHolder(t *testing.T, dir, ids string) *testproc.Proc {
 	t.Helper()
-	c := startChild(t, dir, "hold-locks", childKey+"="+names)
+	c := startChild(t, dir, "hold-locks", childKey+"="+ids)
 	require.Equal(t, "locked", c.Next(t))
 	return c
 }
-
-// lockName returns the name, in locks/, of job id's record lock file.
-func lockName(s *Store, id string) string { return filepath.Base(s.lockPath(id)) }
 
 // format2Stripe returns the record lock file that job id shared with
 // other jobs in format 2 (1,024 files, FNV-1a of the ID): the jobs that a
@@ -110,7 +107,7 @@ func TestStoppedProcessDelaysOnlyItsOwnJobs(t *testing.T) {
 		_, err := s.Cancel(ctx, j.ID)
 		require.NoError(t, err)
 	}
-	holder := startHolder(t, dir, lockName(s, x.ID))
+	holder := startHolder(t, dir, x.ID)
 	require.NoError(t, holder.Signal(syscall.SIGSTOP))
 	defer func() { _ = holder.Signal(syscall.SIGCONT) }()
 
@@ -155,7 +152,7 @@ func TestLockWaitsEndWithCtx(t *testing.T) {
 	require.NoError(t, err)
 	other, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
-	startHolder(t, dir, lockName(s, urgent.ID))
+	startHolder(t, dir, urgent.ID)
 
 	c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
@@ -192,7 +189,7 @@ func TestReadsTakeNoLock(t *testing.T) {
 	require.NoError(t, err)
 	j, err = s.Cancel(ctx, j.ID)
 	require.NoError(t, err)
-	startHolder(t, dir, lockName(s, j.ID))
+	startHolder(t, dir, j.ID)
 
 	got, err := returnsPromptly(t, "Get", func() (jobstore.Job, error) { return s.Get(ctx, j.ID) })
 	require.NoError(t, err)
@@ -279,7 +276,7 @@ func TestOpenSkipsLockedRepairs(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(s.keyPath(keyName("orphan")), data, 0o600))
 
-	holder := startChild(t, dir, "hold-locks", childKey+"="+lockName(s, dead.ID)+","+lockName(s, orphan.ID))
+	holder := startChild(t, dir, "hold-locks", childKey+"="+dead.ID+","+orphan.ID)
 	require.Equal(t, "locked", holder.Next(t))
 	c, cancel := context.WithTimeout(ctx, stallBound)
 	defer cancel()

@@ -34,7 +34,11 @@ type Store struct {
 	root *os.Root
 	// pins holds the store's own directories open, for the changes osFS
 	// makes in them (dirpins.go); nil with another fileOps.
-	pins     *dirPins
+	pins *dirPins
+	// ranges holds the record locks as bytes of locks/records.lock
+	// (rangelocks_linux.go); nil where each job has a lock file of its
+	// own (lockPath).
+	ranges   *rangeLocks
 	opts     Options
 	fs       fileOps // the seam every change of the directory goes through (fsops.go)
 	dirPerm  os.FileMode
@@ -289,6 +293,13 @@ func (s *Store) lockJob(ctx context.Context, id string) (func(), error) {
 // lockJobIn is lockJob for a job whose record the caller expects to
 // leave where look says (see dropLockIfGone).
 func (s *Store) lockJobIn(ctx context.Context, id string, look []string) (func(), error) {
+	if s.ranges != nil {
+		unlock, _, err := s.lockRange(ctx, id, true, true)
+		if err != nil {
+			return nil, s.lockErr(id, err)
+		}
+		return unlock, nil
+	}
 	unlock, err := lockRecord(ctx, s.lockPath(id), true, true, s.filePerm)
 	if err != nil {
 		return nil, s.lockErr(id, err)
@@ -299,6 +310,10 @@ func (s *Store) lockJobIn(ctx context.Context, id string, look []string) (func()
 // tryLockJob takes job id's exclusive record lock as lockJob does, but
 // returns ok=false at once if another holder has it.
 func (s *Store) tryLockJob(id string) (func(), bool, error) {
+	if s.ranges != nil {
+		unlock, ok, err := s.lockRange(context.Background(), id, true, false)
+		return unlock, ok, s.lockErr(id, err)
+	}
 	unlock, ok, err := tryLockRecord(s.lockPath(id), true, true, s.filePerm)
 	if err != nil || !ok {
 		return nil, false, s.lockErr(id, err)
@@ -351,8 +366,16 @@ func (s *Store) dropLeaseFile(id string) {
 // no lock, see readShared). If the lock file does not exist it takes
 // nothing and returns held=false: the job has no record, or is of an older
 // format and was not changed since, and the check goes on unlocked (a
-// read-only store stays checkable).
+// read-only store stays checkable). With range locks the job's byte is
+// always there to lock, and held is true.
 func (s *Store) rlockJob(ctx context.Context, id string) (unlock func(), held bool, err error) {
+	if s.ranges != nil {
+		unlock, _, err = s.lockRange(ctx, id, false, true)
+		if err != nil {
+			return nil, false, s.lockErr(id, err)
+		}
+		return unlock, true, nil
+	}
 	unlock, err = lockRecord(ctx, s.lockPath(id), false, false, s.filePerm)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, serr := os.Lstat(filepath.Join(s.dir, dirLocks)); serr == nil {
@@ -363,6 +386,18 @@ func (s *Store) rlockJob(ctx context.Context, id string) (unlock func(), held bo
 		return nil, false, s.lockErr(id, err)
 	}
 	return unlock, true, nil
+}
+
+// shareJob takes job id's shared record lock, making its lock file if
+// need be (rlockJob does not): for a job that must not change while the
+// caller looks at it and acts on what it saw.
+func (s *Store) shareJob(ctx context.Context, id string) (func(), error) {
+	if s.ranges != nil {
+		unlock, _, err := s.lockRange(ctx, id, false, true)
+		return unlock, s.lockErr(id, err)
+	}
+	unlock, err := lockRecord(ctx, s.lockPath(id), false, true, s.filePerm)
+	return unlock, s.lockErr(id, err)
 }
 
 // lockFor takes job id's record lock exclusively to change the job, or
@@ -382,7 +417,7 @@ func (s *Store) lockErr(id string, err error) error {
 		// one.
 		return fmt.Errorf("job %s: %w: the store's %s/ directory is missing (was %s removed?)", id, jobstore.ErrNotFound, dirLocks, s.dir)
 	}
-	if errors.Is(err, syscall.ELOOP) {
+	if errors.Is(err, syscall.ELOOP) && s.ranges == nil {
 		// A link planted as the lock file: reported like a corrupt record,
 		// so that List and Claim skip the jobs it guards and go on.
 		return &CorruptError{Path: s.lockPath(id), Reason: "lock file is a symbolic link (not followed)", Err: err}

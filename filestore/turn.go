@@ -67,6 +67,19 @@ func (t *turn) lock(ctx context.Context, exclusive bool) error {
 	}
 }
 
+// enter takes the turn as lock does with wait, or as tryLock does
+// without: it reports whether it took it, and returns ctx.Err() if a wait
+// ended with ctx.
+func (t *turn) enter(ctx context.Context, exclusive, wait bool) (bool, error) {
+	if !wait {
+		return t.tryLock(exclusive), nil
+	}
+	if err := t.lock(ctx, exclusive); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // tryLock takes the turn if it is free now, without waiting, and reports
 // whether it did.
 func (t *turn) tryLock(exclusive bool) bool {
