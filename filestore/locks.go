@@ -152,52 +152,72 @@ func flockPath(ctx context.Context, path string, exclusive, create bool, perm os
 	if exclusive {
 		how = unix.LOCK_EX
 	}
+	// Only a lock file this call may have created gets the store's
+	// permissions: a reader must not chmod (or fail to chmod) a lock file
+	// another user made.
+	fixPerm := perm
+	if !create {
+		fixPerm = 0
+	}
+	var fl *lockFD
+	ok, err := pollLock(ctx, wait, func() (bool, error) {
+		for {
+			var ok bool
+			var err error
+			fl, ok, err = tryLockFD(path, how, create, perm)
+			if err != nil || !ok {
+				return false, err
+			}
+			same, err := fl.sameInode(path, fixPerm)
+			if err == nil && same {
+				return true, nil
+			}
+			fl.unlock()
+			if err != nil && !(create && errors.Is(err, fs.ErrNotExist)) {
+				return false, err
+			}
+			// Removed or replaced since it was opened: again, at once.
+		}
+	})
+	if err != nil {
+		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("lock %s: %w", path, err)
+		}
+		return nil, false, err
+	}
+	return fl, ok, nil
+}
+
+// pollLock calls try until it takes the lock or fails. A blocking
+// flock(2) or F_OFD_SETLKW could not end with ctx, so the retries come
+// every lockPollMin to lockPollFast at first, then further apart up to
+// lockPollMax (nextLockPoll), and the wait ends with ctx (the error is
+// then ctx.Err()). Without wait it tries once.
+func pollLock(ctx context.Context, wait bool, try func() (bool, error)) (bool, error) {
 	delay := lockPollMin
 	var start time.Time
 	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
 	for {
-		fl, ok, err := tryLockFD(path, how, create, perm)
-		if err != nil {
-			return nil, false, fmt.Errorf("lock %s: %w", path, err)
-		}
-		if !ok {
-			if !wait {
-				return nil, false, nil
+		ok, err := try()
+		if err != nil || ok || !wait {
+			if t != nil {
+				t.Stop()
 			}
-			if t == nil {
-				start = time.Now()
-				t = time.NewTimer(delay)
-			} else {
-				t.Reset(delay)
-			}
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return nil, false, ctx.Err()
-			}
-			delay = nextLockPoll(delay, time.Since(start))
-			continue
+			return ok, err
 		}
-		// Only a lock file this call may have created gets the store's
-		// permissions: a reader must not chmod (or fail to chmod) a lock
-		// file another user made.
-		fixPerm := perm
-		if !create {
-			fixPerm = 0
+		if t == nil {
+			start = time.Now()
+			t = time.NewTimer(delay)
+		} else {
+			t.Reset(delay)
 		}
-		if ok, err := fl.sameInode(path, fixPerm); err != nil || !ok {
-			fl.unlock()
-			if err != nil && !(create && errors.Is(err, fs.ErrNotExist)) {
-				return nil, false, fmt.Errorf("lock %s: %w", path, err)
-			}
-			continue
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false, ctx.Err()
 		}
-		return fl, true, nil
+		delay = nextLockPoll(delay, time.Since(start))
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -251,7 +250,7 @@ func (r *rangeLocks) lock(ctx context.Context, off int64, exclusive, wait bool) 
 	if !exclusive {
 		typ = unix.F_RDLCK
 	}
-	ok, err := pollRange(ctx, wait, func() (bool, error) {
+	ok, err := pollLock(ctx, wait, func() (bool, error) {
 		if exclusive {
 			return setRange(f.fd, off, typ)
 		}
@@ -300,36 +299,4 @@ func setRange(fd int, off int64, typ int16) (ok bool, err error) {
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// pollRange calls try until it takes the lock or fails. A blocking
-// F_OFD_SETLKW could not end with ctx, so, as for lock files (flockPath),
-// the retries come every lockPollMin to lockPollFast at first, then
-// further apart up to lockPollMax. Without wait it tries once.
-func pollRange(ctx context.Context, wait bool, try func() (bool, error)) (bool, error) {
-	delay := lockPollMin
-	var start time.Time
-	var t *time.Timer
-	for {
-		ok, err := try()
-		if err != nil || ok || !wait {
-			if t != nil {
-				t.Stop()
-			}
-			return ok, err
-		}
-		if t == nil {
-			start = time.Now()
-			t = time.NewTimer(delay)
-		} else {
-			t.Reset(delay)
-		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return false, ctx.Err()
-		}
-		delay = nextLockPoll(delay, time.Since(start))
-	}
 }

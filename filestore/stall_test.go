@@ -144,8 +144,12 @@ func TestStoppedProcessDelaysOnlyItsOwnJobs(t *testing.T) {
 // until its ctx ends, which it then returns. Claim takes the next claimable
 // job rather than wait for the locked one, although the locked one is more
 // urgent, and says there is none for now once only the locked one is left.
+// Both protocols: range locks (Linux) and a lock file per job.
 func TestLockWaitsEndWithCtx(t *testing.T) {
-	dir := t.TempDir()
+	forEachLockProtocol(t, testLockWaitsEndWithCtx)
+}
+
+func testLockWaitsEndWithCtx(t *testing.T, dir string) {
 	s := openAt(t, dir, &Options{NoSync: true})
 	ctx := t.Context()
 	urgent, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", Priority: 10})
