@@ -336,10 +336,7 @@ func holdLocks(dir, names string) error {
 	}
 	var r *rangeLocks
 	if _, files := lockFilesIn.Load(dir); !files {
-		var err error
-		if r, err = openRangeLocks(filepath.Join(dir, dirLocks, recordLocksName), 0o600); err != nil {
-			return err
-		}
+		r = openRangeLocks(filepath.Join(dir, dirLocks, recordLocksName), 0o600)
 	}
 	for _, id := range ids {
 		if r != nil {

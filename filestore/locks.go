@@ -166,7 +166,7 @@ func flockPath(ctx context.Context, path string, exclusive, create bool, perm os
 			var err error
 			fl, ok, err = tryLockFD(path, how, create, perm)
 			if err != nil || !ok {
-				return false, err
+				return false, lockError(path, err)
 			}
 			same, err := fl.sameInode(path, fixPerm)
 			if err == nil && same {
@@ -174,18 +174,23 @@ func flockPath(ctx context.Context, path string, exclusive, create bool, perm os
 			}
 			fl.unlock()
 			if err != nil && !(create && errors.Is(err, fs.ErrNotExist)) {
-				return false, err
+				return false, lockError(path, err)
 			}
 			// Removed or replaced since it was opened: again, at once.
 		}
 	})
-	if err != nil {
-		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
-			err = fmt.Errorf("lock %s: %w", path, err)
-		}
+	if err != nil || !ok {
 		return nil, false, err
 	}
-	return fl, ok, nil
+	return fl, true, nil
+}
+
+// lockError names the lock file path in err, if there is one.
+func lockError(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("lock %s: %w", path, err)
 }
 
 // pollLock calls try until it takes the lock or fails. A blocking

@@ -88,23 +88,24 @@ const (
 // recorded in the FORMAT file of every store directory and in every record
 // it writes. Format 7 locks records, on Linux, as bytes of one file
 // (locks/records.lock, open file description locks) instead of a lock file
-// per job, which a program of format 6 would take and which would exclude
-// nothing; outside Linux the lock files stay. Format 6 adds dependencies and batches: a record may be in
-// the state waiting (in queued/, never claimed) and name its dependencies
-// (job.after), and the directories dependents/ and batches/ index them; a
-// program of format 5 would take a waiting record for corrupt and end jobs
-// without settling the ones that wait for them. Format 5 adds a job's tags and metadata to its record
-// (job.tags, job.meta), which a program of format 4 would drop when it
-// rewrote the record. Format 4 puts each job in a queue (a record without one, of an
-// older format, is in jobstore.DefaultQueue) and keeps queue settings,
-// such as a pause, in the file QUEUES, which every claim consults. Format 3
-// guards each job's record with a lock file of its own
+// per job; a program of format 6 would lock the job's lock file, which
+// excludes nothing of format 7. Outside Linux the lock files stay. Format 6
+// adds dependencies and batches: a record may be in the state waiting (in
+// queued/, never claimed) and name its dependencies (job.after), and the
+// directories dependents/ and batches/ index them; a program of format 5
+// would take a waiting record for corrupt and end jobs without settling the
+// ones that wait for them. Format 5 adds a job's tags and metadata to its
+// record (job.tags, job.meta), which a program of format 4 would drop when
+// it rewrote the record. Format 4 puts each job in a queue (a record
+// without one, of an older format, is in jobstore.DefaultQueue) and keeps
+// queue settings, such as a pause, in the file QUEUES, which every claim
+// consults. Format 3 guards each job's record with a lock file of its own
 // (made at submit, removed with the job), so that a process stopped while
 // it holds one delays only that job; format 2 had 1,024 lock files shared
 // by all jobs; format 1 had a lock file per job and rewrote the record at
 // each claim (format 2 and later claim with a note in the lease file). Open
-// upgrades a store of format 1 to 6 in place (its files are all valid
-// in format 7): every process sharing it must be upgraded together, as the
+// upgrades a store of format 1 to 6 in place (its files are all valid in
+// format 7): every process sharing it must be upgraded together, as the
 // lock protocols do not exclude each other (docs/operations.md in the
 // jobdir repository).
 const FormatVersion = 7

@@ -41,11 +41,7 @@ func (s *Store) openRecordLocks(context.Context) error {
 	if _, files := lockFilesIn.Load(s.dir); files {
 		return nil
 	}
-	r, err := openRangeLocks(s.locksPath(recordLocksName), s.filePerm)
-	if err != nil {
-		return err
-	}
-	s.ranges = r
+	s.ranges = openRangeLocks(s.locksPath(recordLocksName), s.filePerm)
 	return nil
 }
 

@@ -30,8 +30,7 @@ import (
 // for lock files (locks.go): readers share it, and hold the byte's shared
 // lock together; a change waits for the reads under way.
 //
-// The file is made by the first Store that opens the store, and never
-// removed. If it is removed or replaced by hand, each lock looks at the
+// The file is made by the first lock any Store takes, and never removed. If it is removed or replaced by hand, each lock looks at the
 // path first (one lstat) and moves to the file the path names, as a lock
 // file per job did (flockPath); a lock taken on the old file before is
 // not excluded by one on the new, so do not remove it while processes use
@@ -79,11 +78,11 @@ type rangeEntry struct {
 // check refuses) needs no access to it. It returns nil where the kernel
 // has no open file description locks (before Linux 3.15): the store then
 // keeps a lock file per job, as every process on this kernel does.
-func openRangeLocks(path string, perm os.FileMode) (*rangeLocks, error) {
+func openRangeLocks(path string, perm os.FileMode) *rangeLocks {
 	if !ofdLocks() {
-		return nil, nil
+		return nil
 	}
-	return &rangeLocks{path: path, perm: perm}, nil
+	return &rangeLocks{path: path, perm: perm}
 }
 
 // ofdLocks reports whether the kernel has open file description locks,
@@ -250,9 +249,16 @@ func (r *rangeLocks) lock(ctx context.Context, off int64, exclusive, wait bool) 
 	if !exclusive {
 		typ = unix.F_RDLCK
 	}
+	set := func() (bool, error) {
+		ok, err := setRange(f.fd, off, typ)
+		if err != nil {
+			err = &os.PathError{Op: "lock", Path: r.path, Err: err}
+		}
+		return ok, err
+	}
 	ok, err := pollLock(ctx, wait, func() (bool, error) {
 		if exclusive {
-			return setRange(f.fd, off, typ)
+			return set()
 		}
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -260,7 +266,7 @@ func (r *rangeLocks) lock(ctx context.Context, off int64, exclusive, wait bool) 
 			e.readers++
 			return true, nil
 		}
-		ok, err := setRange(f.fd, off, typ)
+		ok, err := set()
 		if ok {
 			e.readers = 1
 		}
@@ -269,9 +275,6 @@ func (r *rangeLocks) lock(ctx context.Context, off int64, exclusive, wait bool) 
 	if err != nil || !ok {
 		e.turn.unlock(exclusive)
 		drop()
-		if err != nil && ctx.Err() == nil {
-			err = &os.PathError{Op: "lock", Path: r.path, Err: err}
-		}
 		return nil, false, err
 	}
 	return func() {
