@@ -48,6 +48,12 @@ func runChild(role string) int {
 	if role == "stop-inside" {
 		return stopInsideChild()
 	}
+	if role == "share-flushes" {
+		if err := shareFlushesChild(os.Getenv(childDir)); err != nil {
+			fmt.Fprintln(os.Stderr, role+":", err)
+		}
+		return 1
+	}
 	if role == "hold-locks" {
 		// Hold the record locks of the jobs childKey names (comma-separated;
 		// "all": every job) exclusively, as a process stopped in the

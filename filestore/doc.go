@@ -129,6 +129,7 @@ package filestore
 //	record.go       the record file: paths, encoding, finding the current copy
 //	                (readfile.go: reading a small file on a bare descriptor)
 //	durability.go   fsync, shared syncfs or none: every flush goes through it
+//	                (syncshare.go: the syncfs flushes shared between processes)
 //	fsops.go        the seam every change of the directory goes through (dirpins.go:
 //	                the store's directories held open, from which it makes them)
 //	faults.go       Options.Faults on that seam
@@ -143,7 +144,7 @@ package filestore
 //	rates.go        the starts of a rate-limited queue (slots/<queue>/starts)
 //	probe.go        IsStore and OtherFiles
 //	sys_linux.go    Linux: filesystem check, where syncfs(2) reaches the disk, syncfs
-//	sys_unix.go     every Unix system: open flags, inode numbers
+//	sys_unix.go     every Unix system: open flags, inode numbers, the shared files' open
 //	sys_other.go    Unix systems other than Linux (macOS)
 //	ends_linux.go   Linux: the inotify watch of tmp/ that sees other Stores end
 //	ends_other.go   other Unix systems: no such watch

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
@@ -80,6 +83,16 @@ type durability struct {
 	// where a syncfs is not known to reach the disk.
 	moves   *flushGroup
 	movesFS syncer
+	// share, once a group first flushes with a syncfs, shares those
+	// flushes with the store's other processes (syncShare); nil until
+	// then, and where it cannot. sharePath and sharePerm are its file's.
+	share     atomic.Pointer[syncShare]
+	sharePath string
+	sharePerm os.FileMode
+	// shareJoin is when a flush next tries to open it, after a try that
+	// found its lock held for too long. sharePath, and it, are used by
+	// the flush of moves alone, one at a time (flushGroup).
+	shareJoin time.Time
 	// cost tells moved whether the syncfs of several callers has been
 	// quick enough to keep using (flushCost).
 	cost flushCost
@@ -132,8 +145,10 @@ func (d *durability) open(log *slog.Logger) error {
 // Like the shared syncfs of Options.SyncFS it is opened before anything
 // is written that it must cover, so that writeback errors from then on
 // are reported by the next syncfs. Without syncfs(2), moved fsyncs each
-// file and directory.
-func (d *durability) openMoves(log *slog.Logger) error {
+// file and directory. Those flushes are shared with the store's other
+// processes through the file at sharePath (made with perm), opened at the
+// first (syncShare).
+func (d *durability) openMoves(log *slog.Logger, sharePath string, perm os.FileMode) error {
 	d.log = log
 	if d.none || d.shared != nil || !d.syncFSOK {
 		return nil
@@ -146,6 +161,7 @@ func (d *durability) openMoves(log *slog.Logger) error {
 		return err
 	}
 	d.movesFS, d.moves = sy, newFlushGroup()
+	d.sharePath, d.sharePerm = sharePath, perm
 	return nil
 }
 
@@ -170,6 +186,9 @@ func (d *durability) close() {
 	d.closed = true
 	if d.shared != nil {
 		_ = d.shared.Close()
+	}
+	if sh := d.share.Load(); sh != nil {
+		sh.close()
 	}
 	if d.movesFS != nil {
 		_ = d.movesFS.Close()
@@ -202,18 +221,30 @@ func (d *durability) placed(path string) error {
 	return nil
 }
 
+// mark returns what a caller of moved notes before it writes its new file
+// (see syncShare.mark).
+func (d *durability) mark() uint64 {
+	if d.moves == nil {
+		return 0
+	}
+	return d.share.Load().mark()
+}
+
 // moved makes durable a new file at path (none if path is "", see
 // entries) whose name replaced nothing in the store's directory dir (a
 // state directory): its data and its name, as placed and then dir would.
-// With the shared syncfs of Options.SyncFS that is dir's syncfs. In fsync mode where a syncfs reaches the disk,
-// the callers waiting at the same moment share one flush (flushGroup): a
-// caller alone fsyncs its file and dir; several are covered by one
-// syncfs(2), which makes every file written before it durable with its
-// directory entries, instead of two fsyncs each, unless a recent syncfs
-// was slow (flushCost: another program is writing a lot to the file
-// system) or one failed, when they fsync their files at once and each
-// directory once. A failed flush fails every caller it covered.
-func (d *durability) moved(path, dir string) error {
+// since is what mark returned before the file was written.
+// With the shared syncfs of Options.SyncFS that is dir's syncfs. In fsync
+// mode where a syncfs reaches the disk, the callers waiting at the same
+// moment share one flush (flushGroup): a caller alone fsyncs its file and
+// dir; several are covered by one syncfs(2), which makes every file
+// written before it durable with its directory entries, instead of two
+// fsyncs each, unless a recent syncfs was slow (flushCost: another
+// program is writing a lot to the file system) or one failed, when they
+// fsync their files at once and each directory once. That syncfs may be
+// another process's, made after the callers' changes (syncShare). A
+// failed flush fails every caller it covered.
+func (d *durability) moved(path, dir string, since uint64) error {
 	if d.moves == nil {
 		if path != "" {
 			if err := d.placed(path); err != nil {
@@ -227,15 +258,19 @@ func (d *durability) moved(path, dir string) error {
 	if d.closed {
 		return fmt.Errorf("filestore: syncfs: %w", jobstore.ErrClosed)
 	}
-	return d.moves.flush(&flushWaiter{path: path, dir: dir}, d.flushOne, d.flushSeveral)
+	return d.moves.flush(&flushWaiter{path: path, dir: dir, since: since}, d.flushOne, d.flushSeveral)
 }
 
 // entries makes the entries of the store's state directory dir durable,
 // as dir does; where new records share a flush (moved), it joins theirs:
 // alone it fsyncs dir, with others it is covered by their syncfs. The
 // claim flusher makes claims durable with it, so that the claims and the
-// Completes of a moment cost one journal commit, not two.
-func (d *durability) entries(dir string) error { return d.moved("", dir) }
+// Completes of a moment cost one journal commit, not two. Entries are
+// written through the journal, whose failure fails every later syncfs,
+// not as data written back, whose errors a syncfs reports only to
+// descriptors opened before them: any process's syncfs covers them
+// (since is the highest mark).
+func (d *durability) entries(dir string) error { return d.moved("", dir, math.MaxUint64) }
 
 // flushOne makes one caller's new file durable: an fsync of the file and
 // one of its directory (only the directory for a caller of entries).
@@ -258,9 +293,10 @@ func (d *durability) flushOne(w *flushWaiter) error {
 // syncfs, or, while flushCost says a syncfs is slow, with an fsync of each
 // file (batchWriters at a time) and then of each directory.
 func (d *durability) flushSeveral(ws []*flushWaiter) error {
+	d.joinShare() // before the flush is timed: it may wait for a lock
 	start := time.Now()
 	if d.cost.useSyncFS(start) {
-		if err := d.movesFS.Sync(); err != nil {
+		if err := d.syncMoves(ws); err != nil {
 			// A syncfs reports a write error once per descriptor, and
 			// the write that failed may have been of a file that the
 			// next group covers: that group's syncfs would find nothing
@@ -302,6 +338,38 @@ func (d *durability) flushSeveral(ws []*flushWaiter) error {
 		}
 	}
 	return nil
+}
+
+// joinShare opens the flushes shared with the store's other processes
+// (syncShare) if they are not open yet and may be tried.
+func (d *durability) joinShare() {
+	if d.share.Load() == nil && d.sharePath != "" && !time.Now().Before(d.shareJoin) {
+		sh, err := joinSyncShare(d.sharePath, d.sharePerm, d.movesFS, d.log)
+		switch {
+		case err == nil:
+			d.share.Store(sh)
+		case errors.Is(err, errShareBusy):
+			d.shareJoin = time.Now().Add(shareSolo)
+			d.log.Debug("filestore: cannot share flushes with the store's other processes yet; flushing alone for a while", "err", err)
+		default:
+			d.log.Warn("filestore: cannot share flushes with the store's other processes; flushing alone", "path", d.sharePath, "err", err)
+			d.sharePath = ""
+		}
+	}
+}
+
+// syncMoves makes the new files of ws durable with a syncfs: one shared
+// with the store's other processes (syncShare), or this Store's own.
+func (d *durability) syncMoves(ws []*flushWaiter) error {
+	sh := d.share.Load()
+	if sh == nil {
+		return d.movesFS.Sync()
+	}
+	since := uint64(math.MaxUint64)
+	for _, w := range ws {
+		since = min(since, w.since)
+	}
+	return sh.sync(since)
 }
 
 // Syncfs flushes are slow when they have lately taken more than
@@ -543,10 +611,11 @@ type flushGroup struct {
 }
 
 // flushWaiter is one caller of flushGroup.flush: the new file (none for a
-// caller of entries) and its directory, and, once a flush covered it, its
-// outcome.
+// caller of entries), its directory and the mark noted before it was
+// written, and, once a flush covered it, its outcome.
 type flushWaiter struct {
 	path, dir string
+	since     uint64 // see moved
 	done      bool
 	err       error
 }

@@ -547,6 +547,38 @@ func TestMovesShareSyncFS(t *testing.T) {
 		}
 	})
 
+	t.Run("SharedWithOtherProcesses", func(t *testing.T) {
+		// A group's syncfs goes through locks/syncfs (syncShare), which
+		// it opens at the first: here its lock is held by a process that
+		// does not let go, so the group flushes alone, and a later group
+		// opens it and notes its syncfs there for the others.
+		s, l, gate := open(t)
+		p := s.locksPath(syncShareName)
+		fd, err := openSharedFile(p, 0o644)
+		require.NoError(t, err)
+		defer syscall.Close(fd)
+		require.NoError(t, syscall.Flock(fd, syscall.LOCK_EX))
+		for i, err := range gateMoves(t, s, gate, n, func(int) error { _, _, err := s.Submit(t.Context(), spec); return err }) {
+			require.NoError(t, err, "submit %d", i)
+		}
+		require.Equal(t, []string{"fsync file", "fsync queued/", "syncfs"}, flushes(l.take()))
+		require.Nil(t, s.durable.share.Load())
+		require.False(t, s.durable.shareJoin.IsZero(), "no later try to share")
+		require.NoError(t, syscall.Flock(fd, syscall.LOCK_UN))
+		s.durable.shareJoin = time.Time{} // a second later
+		gate = newFlushGate()
+		l.fileOps = gate
+		for i, err := range gateMoves(t, s, gate, n, func(int) error { _, _, err := s.Submit(t.Context(), spec); return err }) {
+			require.NoError(t, err, "submit %d", i)
+		}
+		require.Equal(t, []string{"fsync file", "fsync queued/", "syncfs"}, flushes(l.take()))
+		sh := s.durable.share.Load()
+		require.NotNil(t, sh, "the Store did not share its flushes")
+		st := readShare(t, s.dir)
+		require.Equal(t, sh.opened, st.doneBy)
+		require.Equal(t, st.started, st.done)
+	})
+
 	t.Run("SlowSyncFS", func(t *testing.T) {
 		// After a slow syncfs, a group fsyncs each file, and its
 		// directory once.

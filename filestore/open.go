@@ -91,7 +91,7 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		{"open record locks", s.openRecordLocks},
 		{"open syncfs", func(context.Context) error {
 			if !o.SyncFS {
-				return s.durable.openMoves(s.log)
+				return s.durable.openMoves(s.log, s.locksPath(syncShareName), s.filePerm)
 			}
 			return s.durable.open(s.log)
 		}},

@@ -102,7 +102,7 @@ var ofdLocks = sync.OnceValue(func() bool {
 // is missing, never through a link) and returns the process's rangeFile of
 // it, with one more reference.
 func acquireRangeFile(path string, perm os.FileMode) (*rangeFile, error) {
-	fd, err := openRangeFile(path, perm)
+	fd, err := openSharedFile(path, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -126,36 +126,6 @@ func acquireRangeFile(path string, perm os.FileMode) (*rangeFile, error) {
 	f := &rangeFile{id: id, fd: fd, refs: 1, m: make(map[int64]*rangeEntry)}
 	rangeFiles.m[id] = f
 	return f, nil
-}
-
-// openRangeFile opens path for reading and writing, creating it with
-// perm if it is missing.
-func openRangeFile(path string, perm os.FileMode) (int, error) {
-	const flag = unix.O_RDWR | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
-	for {
-		fd, err := unix.Open(path, flag, 0)
-		if !errors.Is(err, unix.ENOENT) {
-			if err != nil {
-				return -1, &os.PathError{Op: "open", Path: path, Err: err}
-			}
-			return fd, nil
-		}
-		fd, err = unix.Open(path, flag|unix.O_CREAT|unix.O_EXCL, uint32(perm.Perm()))
-		if errors.Is(err, unix.EEXIST) {
-			continue // made by another process meanwhile
-		}
-		if err != nil {
-			return -1, &os.PathError{Op: "open", Path: path, Err: err}
-		}
-		// Not subject to the umask: in a store shared by a group, every
-		// member locks in this one file.
-		if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
-			_ = unix.Close(fd)
-			_ = unix.Unlink(path)
-			return -1, &os.PathError{Op: "chmod", Path: path, Err: err}
-		}
-		return fd, nil
-	}
 }
 
 // release drops one reference of f, closing its descriptor with the last.

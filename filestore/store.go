@@ -238,13 +238,14 @@ func (s *Store) writeRecord(dir string, env envelope, sync bool) error {
 func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) {
 	next := record{envelope: envelope{Format: FormatVersion, Rev: rec.Rev + 1, Job: j}, dir: dirOf(j.State)}
 	placeFirst := durable && rec.dir != next.dir
+	since := s.durable.mark()
 	if err := s.writeRecord(next.dir, next.envelope, !placeFirst); err != nil {
 		return rec, err
 	}
 	if durable {
 		var err error
 		if placeFirst {
-			err = s.durable.moved(s.recordPath(next.dir, j.ID), next.dir)
+			err = s.durable.moved(s.recordPath(next.dir, j.ID), next.dir, since)
 		} else {
 			err = s.durable.dir(next.dir)
 		}

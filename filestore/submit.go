@@ -103,6 +103,7 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	// Written unsynced and fsynced once linked or renamed into place
 	// (durability.placed): the fsync commits the link or rename with the
 	// data.
+	since := s.durable.mark()
 	tmp, err := s.fs.WriteTemp(s.tmpDir, data, s.filePerm, false)
 	if err != nil {
 		return j, false, false, fmt.Errorf("write job %s: %w", j.ID, err)
@@ -123,7 +124,7 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 		}
 		// The key file must be durable before the record: a record
 		// without its key file would let a second job take the key.
-		if err := s.durable.moved(tmp, dirKeys); err != nil {
+		if err := s.durable.moved(tmp, dirKeys, since); err != nil {
 			_ = s.fs.Remove(s.keyPath(hash))
 			_ = s.fs.Remove(tmp)
 			return j, false, false, err
@@ -133,7 +134,7 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 		return j, false, false, err
 	}
 	if hash == "" {
-		err = s.durable.moved(s.recordPath(dirQueued, j.ID), dirQueued)
+		err = s.durable.moved(s.recordPath(dirQueued, j.ID), dirQueued, since)
 	} else {
 		// A keyed record's data was made durable with its key file.
 		err = s.durable.dir(dirQueued)
