@@ -293,10 +293,11 @@ func (d *durability) flushOne(w *flushWaiter) error {
 // syncfs, or, while flushCost says a syncfs is slow, with an fsync of each
 // file (batchWriters at a time) and then of each directory.
 func (d *durability) flushSeveral(ws []*flushWaiter) error {
-	d.joinShare() // before the flush is timed: it may wait for a lock
+	d.joinShare()
 	start := time.Now()
 	if d.cost.useSyncFS(start) {
-		if err := d.syncMoves(ws); err != nil {
+		took, err := d.syncMoves(ws)
+		if err != nil {
 			// A syncfs reports a write error once per descriptor, and
 			// the write that failed may have been of a file that the
 			// next group covers: that group's syncfs would find nothing
@@ -306,7 +307,9 @@ func (d *durability) flushSeveral(ws []*flushWaiter) error {
 			d.cost.failed()
 			return fmt.Errorf("syncfs: %w", err)
 		}
-		took := time.Since(start)
+		if took == 0 {
+			return nil // another process's syncfs: nothing of this one's to time
+		}
 		if fsyncs, backoff, slow := d.cost.shared(len(ws), took, time.Now()); slow && d.log != nil {
 			d.log.Debug("filestore: a syncfs took much longer than fsyncs of its files would have (another program is writing a lot to the file system?): fsyncing each file for a while",
 				"files", len(ws), "syncfs", took, "fsyncs", fsyncs, "for", backoff)
@@ -359,11 +362,15 @@ func (d *durability) joinShare() {
 }
 
 // syncMoves makes the new files of ws durable with a syncfs: one shared
-// with the store's other processes (syncShare), or this Store's own.
-func (d *durability) syncMoves(ws []*flushWaiter) error {
+// with the store's other processes (syncShare), or this Store's own, and
+// returns how long its own took (zero if it made none): what flushCost
+// judges, not the wait for another's, nor for its lock.
+func (d *durability) syncMoves(ws []*flushWaiter) (time.Duration, error) {
 	sh := d.share.Load()
 	if sh == nil {
-		return d.movesFS.Sync()
+		start := time.Now()
+		err := d.movesFS.Sync()
+		return time.Since(start), err
 	}
 	since := uint64(math.MaxUint64)
 	for _, w := range ws {

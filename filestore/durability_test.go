@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -436,6 +437,23 @@ func onlyFirstSubmitted(t *testing.T, s *Store, errs []error, what string) {
 	require.Len(t, page.Jobs, 1, "a Submit whose %s failed left its job", what)
 }
 
+// runningJobs submits and claims n jobs on s and returns their leases,
+// once the claims' flush is over: no other comes, so the claim flusher
+// does not join the groups of what the test does next.
+func runningJobs(t *testing.T, s *Store, n int) []jobstore.Lease {
+	t.Helper()
+	var leases []jobstore.Lease
+	for range n {
+		_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+		j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+		require.NoError(t, err)
+		leases = append(leases, j.Lease())
+	}
+	require.NoError(t, s.waitClaimsDurable(t.Context()))
+	return leases
+}
+
 // pendingFiles counts the callers with a new file that wait in s's flush
 // group for the next flush.
 func pendingFiles(s *Store) int {
@@ -579,6 +597,75 @@ func TestMovesShareSyncFS(t *testing.T) {
 		require.Equal(t, st.started, st.done)
 	})
 
+	t.Run("SharedSyncFSOpenedAfterTheRecords", func(t *testing.T) {
+		// Submits (or Completes) that wait in a group, their records
+		// written, while another process opens the store and makes a
+		// syncfs: it began after their call, but its descriptor was
+		// opened after their records were written, so the group makes a
+		// syncfs of its own (each notes its mark before it writes).
+		for _, tc := range []struct {
+			name string
+			dir  string // where the records go
+			op   func(s *Store) func(i int) error
+		}{
+			{"Submit", "queued/", func(s *Store) func(int) error {
+				return func(int) error { _, _, err := s.Submit(t.Context(), spec); return err }
+			}},
+			{"Complete", "done/", func(s *Store) func(int) error {
+				leases := runningJobs(t, s, 2*n)
+				next := 0
+				var mu sync.Mutex
+				return func(int) error {
+					mu.Lock()
+					l := leases[next]
+					next++
+					mu.Unlock()
+					_, err := s.Complete(t.Context(), l, jobstore.Succeeded(nil))
+					return err
+				}
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				s, l, gate := open(t)
+				op := tc.op(s)
+				for i, err := range gateMoves(t, s, gate, n, op) {
+					require.NoError(t, err, "%s %d", tc.name, i)
+				}
+				sh := s.durable.share.Load()
+				require.NotNil(t, sh)
+				l.take()
+
+				gate = newFlushGate()
+				l.fileOps = gate
+				errs := make([]error, n)
+				var wg sync.WaitGroup
+				gate.armed.Store(true)
+				wg.Go(func() { errs[0] = op(0) })
+				recv(t, gate.held)
+				for i := 1; i < n; i++ {
+					wg.Go(func() { errs[i] = op(i) })
+				}
+				require.Eventually(t, func() bool { return pendingFiles(s) == n-1 }, 10*time.Second, time.Millisecond)
+				otherOwn := &countSyncer{}
+				other := joinShare(t, s.dir, otherOwn)
+				ok, err := other.tryLock()
+				require.NoError(t, err)
+				require.True(t, ok)
+				waited := waits(sh)
+				close(gate.release)
+				recv(t, waited)
+				require.NoError(t, leadFlush(other, readShare(t, s.dir).started, math.MaxUint64))
+				wg.Wait()
+				for i, err := range errs {
+					require.NoError(t, err, "%s %d", tc.name, i)
+				}
+				require.EqualValues(t, 1, otherOwn.calls.Load())
+				require.Equal(t, []string{"fsync file", "fsync " + tc.dir, "syncfs"}, flushes(l.take()),
+					"the group counted on a syncfs whose descriptor was opened after its records were written")
+			})
+		}
+	})
+
 	t.Run("SlowSyncFS", func(t *testing.T) {
 		// After a slow syncfs, a group fsyncs each file, and its
 		// directory once.
@@ -606,17 +693,7 @@ func TestMovesShareSyncFS(t *testing.T) {
 
 	t.Run("Complete", func(t *testing.T) {
 		s, l, gate := open(t)
-		var leases []jobstore.Lease
-		for range n {
-			_, _, err := s.Submit(t.Context(), spec)
-			require.NoError(t, err)
-			j, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
-			require.NoError(t, err)
-			leases = append(leases, j.Lease())
-		}
-		// The claims' flush is over, and no other comes: the claim
-		// flusher must not join the Completes' groups.
-		require.NoError(t, s.waitClaimsDurable(t.Context()))
+		leases := runningJobs(t, s, n)
 		l.take()
 		gate.failSyncFS.Store(true)
 		errs := gateMoves(t, s, gate, n, func(i int) error {

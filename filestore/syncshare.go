@@ -58,14 +58,17 @@ const syncShareName = "syncfs"
 // A process stopped while it holds the lock, or whose syncfs takes
 // longer than shareWait, must not hold up the others: a group waits for
 // a holder that changes nothing in the file for shareWait at most, then
-// makes a syncfs of its own and flushes alone for shareSolo. The file holds no record; a bad one (torn by a power cut,
-// written by hand) is not trusted (shareState.valid) and is written
-// afresh by the next flush, and a process that cannot use it flushes
-// alone, as every process did before.
+// makes a syncfs of its own and flushes alone for shareSolo. The file
+// holds no record. A bad one (torn by a power cut, written by hand), or
+// one that shows fewer openings than a process has seen (emptied under
+// it), is not trusted (shareState.valid, read) and is written afresh by
+// the next flush, noting a failure for every process open (afresh); a
+// process that cannot use the file flushes alone, as every process did
+// before.
 //
 // TestSyncShare shows each of these rules; TestSyncShareAcrossProcesses
-// two processes whose flushes are shared, and one stopped while it holds
-// the lock.
+// two processes whose flushes are shared, and one stopped or killed
+// while it holds the lock.
 type syncShare struct {
 	path string
 	fd   int
@@ -195,17 +198,18 @@ func joinSyncShare(path string, perm os.FileMode, own syncer, log *slog.Logger) 
 		}
 		time.Sleep(sharePoll)
 	}
-	defer s.unlock()
 	cur, ok, err := s.read()
+	if err == nil {
+		if !ok {
+			cur = cur.afresh(0)
+		}
+		cur.opens++
+		err = s.write(cur)
+	}
+	// Unlocked before the descriptor is closed: once closed, its number
+	// may be another file's, whose lock an unlock would drop.
+	s.unlock()
 	if err != nil {
-		s.close()
-		return nil, err
-	}
-	if !ok {
-		cur = cur.afresh(0)
-	}
-	cur.opens++
-	if err := s.write(cur); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -217,11 +221,17 @@ func joinSyncShare(path string, perm os.FileMode, own syncer, log *slog.Logger) 
 // afresh returns a valid state that follows st, whatever st holds, for a
 // process that has seen openings numbered up to seen: every count at
 // least where it was, nothing done, and a failure noted for every process
-// open until now, since a failure the file held may be lost.
+// open until now, since a failure the file held may be lost. The openings
+// go on from afreshGap above the highest known, since openings the file
+// no longer shows (it was emptied) may have been numbered meanwhile: none
+// of those may number a later one alike.
 func (st shareState) afresh(seen uint64) shareState {
-	opens := max(st.opens, st.doneBy, st.failedAt, seen)
+	opens := max(st.opens, st.doneBy, st.failedAt, seen) + afreshGap
 	return shareState{started: max(st.started, st.done) + 1, opens: opens, failedAt: opens}
 }
+
+// afreshGap is how far afresh moves the count of openings on.
+const afreshGap = 1 << 32
 
 // mark returns what a change must note before it writes what a flush of
 // the group will cover: only a syncfs by a process numbered no higher
@@ -235,35 +245,37 @@ func (s *syncShare) mark() uint64 {
 
 // sync makes durable the changes of a group, all made before the call,
 // the first of which noted since (mark): by a syncfs that another process
-// begins after the call, or by one of its own.
-func (s *syncShare) sync(since uint64) error {
+// begins after the call, or by one of its own, whose duration it returns
+// (zero when another's covered the group).
+func (s *syncShare) sync(since uint64) (time.Duration, error) {
 	if s.solo() {
-		return s.own.Sync()
+		return s.ownSync()
 	}
 	st, ok, err := s.read()
 	if err != nil {
 		return s.broken(err)
 	}
-	g := st.started
-	if !ok {
-		// No count to wait past: only a flush of its own covers the group.
-		g = math.MaxUint64
-	}
+	// g is the count of flushes begun, read after the group's changes:
+	// from the first valid read.
+	g, known := st.started, ok
 	last, moved := st, time.Now()
 	for {
+		if ok && !known {
+			g, known = st.started, true
+		}
 		if ok {
 			switch {
 			case st.failedAt >= s.opened:
 				s.goAlone()
-				return s.own.Sync()
+				return s.ownSync()
 			case st.done > g && st.doneBy <= since:
-				return nil
+				return 0, nil
 			case st.done > g:
 				// A syncfs began after the call, but through a descriptor
 				// opened after the group's changes (a process that has
 				// just opened the store): it does not count, and waiting
 				// for the next one would take as long as a syncfs.
-				return s.own.Sync()
+				return s.ownSync()
 			}
 		}
 		locked, err := s.tryLock()
@@ -271,6 +283,9 @@ func (s *syncShare) sync(since uint64) error {
 			return s.broken(err)
 		}
 		if locked {
+			if !known {
+				g = math.MaxUint64 // no flush but its own covers the group
+			}
 			return s.lead(g, since)
 		}
 		if s.waiting != nil {
@@ -281,7 +296,7 @@ func (s *syncShare) sync(since uint64) error {
 		} else if now.Sub(moved) > shareWait {
 			// The holder of the lock has made no syncfs for that long.
 			s.soloFor(shareSolo)
-			return s.own.Sync()
+			return s.ownSync()
 		}
 		time.Sleep(sharePoll)
 		if st, ok, err = s.read(); err != nil {
@@ -292,46 +307,54 @@ func (s *syncShare) sync(since uint64) error {
 
 // broken makes this process flush alone from now on, as the file of
 // shared flushes failed it with err, and makes the flush of the caller.
-func (s *syncShare) broken(err error) error {
+func (s *syncShare) broken(err error) (time.Duration, error) {
 	s.log.Warn("filestore: the file of shared flushes failed; flushing alone", "path", s.path, "err", err)
 	s.goAlone()
-	return s.own.Sync()
+	return s.ownSync()
 }
 
 // lead makes the flush a group waits for, holding the lock: unless one
 // that covers the group ended while it took the lock, it numbers a new
 // syncfs, makes it and notes how it ended.
-func (s *syncShare) lead(g, since uint64) error {
+func (s *syncShare) lead(g, since uint64) (time.Duration, error) {
 	defer s.unlock()
-	st, ok, err := s.read()
+	st, ok, rerr := s.read()
 	switch {
-	case err != nil:
-		return s.broken(err)
+	case rerr != nil:
+		return s.broken(rerr)
 	case !ok:
 		st = st.afresh(s.seen.Load())
 	case st.failedAt >= s.opened:
 		s.goAlone()
-		return s.own.Sync()
+		return s.ownSync()
 	case st.done > g && st.doneBy <= since:
-		return nil
+		return 0, nil
 	}
 	st.started++
 	if err := s.write(st); err != nil {
 		return s.broken(err)
 	}
-	err = s.own.Sync()
+	took, err := s.ownSync()
 	if err == nil {
 		st.done, st.doneBy = st.started, s.opened
 	} else {
 		st.failedAt = st.opens
 		s.goAlone()
 	}
-	if werr := s.write(st); werr != nil && err == nil {
-		// The others do not learn of it, and wait for a flush of their
-		// own: no harm but time.
-		s.log.Warn("filestore: cannot note a shared flush", "path", s.path, "err", werr)
+	if werr := s.write(st); werr != nil {
+		// The others do not learn of it. Of a flush done, no harm but
+		// time: they make their own. A failure they must learn, or one
+		// whose records it was could count on a later flush: the file is
+		// emptied instead, which they take for one rewritten, and so for
+		// a failure (read, afresh).
+		s.log.Warn("filestore: cannot note a shared flush", "path", s.path, "err", werr, "flush_err", err)
+		if err != nil {
+			if terr := unix.Ftruncate(s.fd, 0); terr != nil {
+				s.log.Error("filestore: cannot tell the store's other processes of a failed syncfs; they may count on later ones", "path", s.path, "err", terr)
+			}
+		}
 	}
-	return err
+	return took, err
 }
 
 // read returns the state in the file; ok=false if it is not valid after a
@@ -346,7 +369,13 @@ func (s *syncShare) read() (shareState, bool, error) {
 			return shareState{}, false, &os.PathError{Op: "read", Path: s.path, Err: err}
 		}
 		var ok bool
-		if st, ok = decodeShareState(b[:n]); ok {
+		if st, ok = decodeShareState(b[:n]); ok && st.opens < s.seen.Load() {
+			// Fewer openings than this process has seen: the file was
+			// emptied or rewritten since, and says nothing of the
+			// processes numbered before.
+			return st, false, nil
+		}
+		if ok {
 			for o := s.seen.Load(); st.opens > o && !s.seen.CompareAndSwap(o, st.opens); o = s.seen.Load() {
 			}
 			return st, true, nil
@@ -392,6 +421,13 @@ func (s *syncShare) goAlone() {
 	s.mu.Lock()
 	s.alone = true
 	s.mu.Unlock()
+}
+
+// ownSync makes this process's own syncfs and times it.
+func (s *syncShare) ownSync() (time.Duration, error) {
+	start := time.Now()
+	err := s.own.Sync()
+	return time.Since(start), err
 }
 
 // close closes the file; the caller closes own.

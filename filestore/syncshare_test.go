@@ -21,6 +21,31 @@ import (
 	"github.com/jobdir/jobdir/internal/testproc"
 )
 
+// flush is syncShare.sync for a test that looks only at its error.
+func flush(s *syncShare, since uint64) error {
+	_, err := s.sync(since)
+	return err
+}
+
+// leadFlush is syncShare.lead for a test that looks only at its error.
+func leadFlush(s *syncShare, g, since uint64) error {
+	_, err := s.lead(g, since)
+	return err
+}
+
+// recv receives from ch, failing the test if nothing comes within 10
+// seconds: a flush that waits for what never comes fails, not hangs.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing came within 10 seconds")
+		panic("unreachable")
+	}
+}
+
 // countSyncer is a syncfs that counts its calls, fails with err when it
 // is set, and, when hold is set, waits until it is closed.
 type countSyncer struct {
@@ -34,7 +59,10 @@ type countSyncer struct {
 func (c *countSyncer) Sync() error {
 	c.calls.Add(1)
 	if c.entered != nil {
-		c.entered <- struct{}{}
+		select {
+		case c.entered <- struct{}{}:
+		default: // a second syncfs while the first is held: the test fails on its counts
+		}
 	}
 	if c.hold != nil {
 		<-c.hold
@@ -71,6 +99,13 @@ func readShare(t *testing.T, dir string) shareState {
 	return st
 }
 
+// isAlone reports whether s flushes alone for good.
+func isAlone(s *syncShare) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alone
+}
+
 // waits makes s report on the returned channel each time a group finds
 // the lock held: once one does, it has read the count of flushes begun.
 func waits(s *syncShare) <-chan struct{} {
@@ -90,11 +125,11 @@ func leadHeld(t *testing.T, a *syncShare, own *countSyncer) (release func() erro
 	t.Helper()
 	own.entered, own.hold = make(chan struct{}, 1), make(chan struct{})
 	errc := make(chan error, 1)
-	go func() { errc <- a.sync(math.MaxUint64) }()
-	<-own.entered
+	go func() { errc <- flush(a, math.MaxUint64) }()
+	recv(t, own.entered)
 	return func() error {
 		close(own.hold)
-		err := <-errc
+		err := recv(t, errc)
 		own.entered, own.hold = nil, nil
 		return err
 	}
@@ -120,13 +155,13 @@ func TestSyncShare(t *testing.T) {
 		require.True(t, ok)
 		errc := make(chan error, 1)
 		waited := waits(b)
-		go func() { errc <- b.sync(b.mark()) }()
-		<-waited
+		go func() { errc <- flush(b, b.mark()) }()
+		recv(t, waited)
 		aOwn.entered = make(chan struct{}, 1)
 		st := readShare(t, dir)
-		go func() { errc <- a.lead(st.started, math.MaxUint64) }()
-		require.NoError(t, <-errc)
-		require.NoError(t, <-errc)
+		go func() { errc <- leadFlush(a, st.started, math.MaxUint64) }()
+		require.NoError(t, recv(t, errc))
+		require.NoError(t, recv(t, errc))
 		require.EqualValues(t, 1, aOwn.calls.Load())
 		require.EqualValues(t, 0, bOwn.calls.Load(), "b made a syncfs of its own")
 		got := readShare(t, dir)
@@ -143,11 +178,11 @@ func TestSyncShare(t *testing.T) {
 		// changes, so b waits for it and then makes its own.
 		errc := make(chan error, 1)
 		waited := waits(b)
-		go func() { errc <- b.sync(b.mark()) }()
-		<-waited
+		go func() { errc <- flush(b, b.mark()) }()
+		recv(t, waited)
 		require.EqualValues(t, 0, bOwn.calls.Load(), "b did not wait for the syncfs under way")
 		require.NoError(t, release())
-		require.NoError(t, <-errc)
+		require.NoError(t, recv(t, errc))
 		require.EqualValues(t, 1, bOwn.calls.Load())
 		got := readShare(t, dir)
 		require.Equal(t, b.opened, got.doneBy)
@@ -166,29 +201,58 @@ func TestSyncShare(t *testing.T) {
 		require.True(t, ok)
 		errc := make(chan error, 1)
 		waited := waits(a)
-		go func() { errc <- a.sync(since) }()
-		<-waited
+		go func() { errc <- flush(a, since) }()
+		recv(t, waited)
 		st := readShare(t, dir)
-		require.NoError(t, b.lead(st.started, math.MaxUint64))
-		require.NoError(t, <-errc)
+		require.NoError(t, leadFlush(b, st.started, math.MaxUint64))
+		require.NoError(t, recv(t, errc))
 		require.EqualValues(t, 1, bOwn.calls.Load())
 		require.EqualValues(t, 1, aOwn.calls.Load(), "a counted on a syncfs whose descriptor was opened after its change")
 	})
 
-	t.Run("FailureLeavesEachAlone", func(t *testing.T) {
+	t.Run("GroupTakesEarliestMark", func(t *testing.T) {
+		// A group's flush counts on another's only if it counts for the
+		// change marked first (durability.syncMoves).
 		dir := t.TempDir()
 		aOwn, bOwn := &countSyncer{}, &countSyncer{}
-		a, b := joinShare(t, dir, aOwn), joinShare(t, dir, bOwn)
+		a := joinShare(t, dir, aOwn)
+		first := a.mark()
+		b := joinShare(t, dir, bOwn)
+		_, _, err := a.read() // a learns of b's opening
+		require.NoError(t, err)
+		second := a.mark()
+		require.Greater(t, second, first)
+		d := &durability{movesFS: aOwn}
+		d.share.Store(a)
+		ok, err := b.tryLock()
+		require.NoError(t, err)
+		require.True(t, ok)
+		errc := make(chan error, 1)
+		waited := waits(a)
+		go func() {
+			_, err := d.syncMoves([]*flushWaiter{{since: second}, {since: first}})
+			errc <- err
+		}()
+		recv(t, waited)
+		require.NoError(t, leadFlush(b, readShare(t, dir).started, math.MaxUint64))
+		require.NoError(t, recv(t, errc))
+		require.EqualValues(t, 1, aOwn.calls.Load(), "the group counted on a syncfs opened after its first change")
+	})
+
+	t.Run("FailureLeavesEachAlone", func(t *testing.T) {
+		dir := t.TempDir()
+		aOwn, bOwn, eOwn := &countSyncer{}, &countSyncer{}, &countSyncer{}
+		a, b, e := joinShare(t, dir, aOwn), joinShare(t, dir, bOwn), joinShare(t, dir, eOwn)
 		aOwn.fail(syscall.EIO)
 		release := leadHeld(t, a, aOwn)
 		errc := make(chan error, 1)
 		waited := waits(b)
-		go func() { errc <- b.sync(b.mark()) }()
-		<-waited
+		go func() { errc <- flush(b, b.mark()) }()
+		recv(t, waited)
 		require.ErrorIs(t, release(), syscall.EIO)
 		// b makes its own syncfs, which reports the error if it was in
 		// b's files (this one does not).
-		require.NoError(t, <-errc)
+		require.NoError(t, recv(t, errc))
 		require.EqualValues(t, 1, bOwn.calls.Load())
 		require.Equal(t, readShare(t, dir).opens, readShare(t, dir).failedAt)
 
@@ -197,20 +261,31 @@ func TestSyncShare(t *testing.T) {
 		aOwn.err.Store(nil)
 		cOwn, dOwn := &countSyncer{}, &countSyncer{}
 		c, d := joinShare(t, dir, cOwn), joinShare(t, dir, dOwn)
-		release = leadHeld(t, c, cOwn)
-		require.NoError(t, b.sync(math.MaxUint64))
-		require.NoError(t, a.sync(math.MaxUint64))
-		require.EqualValues(t, 2, bOwn.calls.Load())
-		require.EqualValues(t, 2, aOwn.calls.Load())
-		require.NoError(t, release())
+		// e, open at the failure, learns of it from the file alone, even
+		// while another holds the lock: it flushes at once, and alone.
 		ok, err := c.tryLock()
 		require.NoError(t, err)
 		require.True(t, ok)
+		start := time.Now()
+		require.NoError(t, flush(e, e.mark()))
+		require.Less(t, time.Since(start), shareWait, "e waited for the lock after a failure")
+		require.True(t, isAlone(e), "e shares on after a failure while it was open")
+		require.EqualValues(t, 1, eOwn.calls.Load())
+		c.unlock()
+		release = leadHeld(t, c, cOwn)
+		require.NoError(t, flush(b, math.MaxUint64))
+		require.NoError(t, flush(a, math.MaxUint64))
+		require.EqualValues(t, 2, bOwn.calls.Load())
+		require.EqualValues(t, 2, aOwn.calls.Load())
+		require.NoError(t, release())
+		ok, err = c.tryLock()
+		require.NoError(t, err)
+		require.True(t, ok)
 		waited = waits(d)
-		go func() { errc <- d.sync(d.mark()) }()
-		<-waited
-		require.NoError(t, c.lead(readShare(t, dir).started, math.MaxUint64))
-		require.NoError(t, <-errc)
+		go func() { errc <- flush(d, d.mark()) }()
+		recv(t, waited)
+		require.NoError(t, leadFlush(c, readShare(t, dir).started, math.MaxUint64))
+		require.NoError(t, recv(t, errc))
 		require.EqualValues(t, 0, dOwn.calls.Load(), "a process opened after the failure did not share")
 	})
 
@@ -222,21 +297,21 @@ func TestSyncShare(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		start := time.Now()
-		require.NoError(t, b.sync(b.mark()))
+		require.NoError(t, flush(b, b.mark()))
 		took := time.Since(start)
 		require.EqualValues(t, 1, bOwn.calls.Load())
 		require.GreaterOrEqual(t, took, shareWait)
 		t.Logf("the first flush waited %v", took)
 		// Then b flushes alone for shareSolo, without waiting.
 		start = time.Now()
-		require.NoError(t, b.sync(b.mark()))
+		require.NoError(t, flush(b, b.mark()))
 		require.Less(t, time.Since(start), shareWait)
 		require.EqualValues(t, 2, bOwn.calls.Load())
 		b.mu.Lock()
 		b.soloUntil = time.Time{}
 		b.mu.Unlock()
 		a.unlock()
-		require.NoError(t, b.sync(b.mark()))
+		require.NoError(t, flush(b, b.mark()))
 		require.Equal(t, b.opened, readShare(t, dir).doneBy, "b did not share again once the holder let go")
 	})
 
@@ -254,7 +329,7 @@ func TestSyncShare(t *testing.T) {
 		for _, b := range [][]byte{bad, torn, []byte("garbage")} {
 			require.NoError(t, os.WriteFile(p, b, 0o644))
 			calls := aOwn.calls.Load()
-			require.NoError(t, a.sync(0))
+			require.NoError(t, flush(a, 0))
 			require.Equal(t, calls+1, aOwn.calls.Load(), "a trusted %x", b)
 			a.mu.Lock()
 			a.alone = false // a rewritten file notes a failure for every process open
@@ -265,10 +340,35 @@ func TestSyncShare(t *testing.T) {
 		// The processes that were open go alone: the file may have lost
 		// a failure.
 		require.GreaterOrEqual(t, got.failedAt, a.opened)
-		require.NoError(t, a.sync(0))
+		require.NoError(t, flush(a, 0))
 		a.mu.Lock()
 		require.True(t, a.alone)
 		a.mu.Unlock()
+	})
+
+	t.Run("EmptiedWhileOpen", func(t *testing.T) {
+		// Emptied under running processes, the file no longer shows
+		// their openings or a failure it may have held: each process
+		// that was open flushes alone from then on, and the openings
+		// of newcomers cannot take the numbers of the old ones.
+		dir := t.TempDir()
+		aOwn, bOwn := &countSyncer{}, &countSyncer{}
+		a, b := joinShare(t, dir, aOwn), joinShare(t, dir, bOwn)
+		require.NoError(t, flush(a, a.mark()))
+		require.NoError(t, os.Truncate(filepath.Join(dir, dirLocks, syncShareName), 0))
+		c := joinShare(t, dir, &countSyncer{}) // reads the empty file as new
+		require.NoError(t, flush(b, b.mark()))
+		require.EqualValues(t, 1, bOwn.calls.Load())
+		require.NoError(t, flush(a, a.mark()))
+		require.EqualValues(t, 2, aOwn.calls.Load())
+		for _, p := range []*syncShare{a, b, c} {
+			require.NoError(t, flush(p, p.mark()))
+			require.True(t, isAlone(p), "process %d shares on after the file was emptied", p.opened)
+		}
+		d := joinShare(t, dir, &countSyncer{})
+		require.Greater(t, d.opened, uint64(afreshGap), "a newcomer's opening may take an old number")
+		require.NoError(t, flush(d, d.mark()))
+		require.False(t, isAlone(d))
 	})
 
 	t.Run("NotARegularFile", func(t *testing.T) {
@@ -304,7 +404,7 @@ func TestSyncShare(t *testing.T) {
 			wg.Go(func() {
 				for range flushes {
 					floor := c.begun.Load()
-					if !assert.NoError(t, s.sync(s.mark())) {
+					if !assert.NoError(t, flush(s, s.mark())) {
 						return
 					}
 					assert.Greater(t, c.endedBegan.Load(), floor, "sync returned before a syncfs begun after its call ended")
@@ -362,7 +462,7 @@ func shareFlushesChild(dir string) error {
 			if err != nil {
 				return err
 			}
-			if err := s.lead(st.started, math.MaxUint64); err != nil {
+			if err := leadFlush(s, st.started, math.MaxUint64); err != nil {
 				return err
 			}
 			fmt.Println("led")
@@ -405,12 +505,12 @@ func TestSyncShareAcrossProcesses(t *testing.T) {
 		_, c, s, own := start(t)
 		errc := make(chan error, 1)
 		waited := waits(s)
-		go func() { errc <- s.sync(s.mark()) }()
-		<-waited
+		go func() { errc <- flush(s, s.mark()) }()
+		recv(t, waited)
 		send(t, c, "lead")
 		require.Equal(t, "syncfs", c.Next(t))
 		require.Equal(t, "led", c.Next(t))
-		require.NoError(t, <-errc)
+		require.NoError(t, recv(t, errc))
 		require.EqualValues(t, 0, own.calls.Load(), "the group made a syncfs of its own")
 	})
 
@@ -418,11 +518,12 @@ func TestSyncShareAcrossProcesses(t *testing.T) {
 		_, c, s, own := start(t)
 		require.NoError(t, c.Stop(t.Context()))
 		began := time.Now()
-		require.NoError(t, s.sync(s.mark()))
+		require.NoError(t, flush(s, s.mark()))
 		took := time.Since(began)
 		t.Logf("the flush took %v beside a stopped holder", took)
 		require.EqualValues(t, 1, own.calls.Load())
-		require.Less(t, took, shareWait+50*time.Millisecond)
+		require.GreaterOrEqual(t, took, shareWait, "the flush did not wait for the holder")
+		require.Less(t, took, time.Second)
 		require.NoError(t, c.Signal(syscall.SIGCONT))
 	})
 
@@ -431,7 +532,7 @@ func TestSyncShareAcrossProcesses(t *testing.T) {
 		require.NoError(t, c.Signal(syscall.SIGKILL))
 		require.Error(t, c.Wait(t.Context()))
 		began := time.Now()
-		require.NoError(t, s.sync(s.mark()))
+		require.NoError(t, flush(s, s.mark()))
 		require.Less(t, time.Since(began), shareWait, "the lock of a dead process was waited for")
 		require.EqualValues(t, 1, own.calls.Load())
 		require.Equal(t, s.opened, readShare(t, dir).doneBy, "the flush was not shared")
