@@ -173,7 +173,7 @@ func (d *durability) mode() string {
 	case d.shared != nil:
 		return fmt.Sprintf("syncfs: one syncfs(2) of the store's file system (%s), shared by the operations waiting at that moment", d.fsName)
 	case d.moves != nil:
-		return fmt.Sprintf("fsync: each new file and each changed directory; a batch of %d jobs or more, and the new records of operations that wait at the same moment, with one syncfs(2) of the store's file system (%s)", d.batchMin, d.fsName)
+		return fmt.Sprintf("fsync: each new file and each changed directory; a batch of %d jobs or more, and the new records of operations that wait at the same moment, with one syncfs(2) of the store's file system (%s), shared with the store's other processes", d.batchMin, d.fsName)
 	}
 	return fmt.Sprintf("fsync: each new file and each changed directory; never syncfs(2), which is not known to reach the disk on %s", d.fsName)
 }

@@ -285,7 +285,7 @@ func TestDurabilityReported(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{Options{}, "fsync: each new file and each changed directory; a batch of 32 jobs or more, and the new records of operations that wait at the same moment, with one syncfs(2) of the store's file system (ext4)"},
+		{Options{}, "fsync: each new file and each changed directory; a batch of 32 jobs or more, and the new records of operations that wait at the same moment, with one syncfs(2) of the store's file system (ext4), shared with the store's other processes"},
 		{Options{SyncFS: true}, "syncfs: one syncfs(2) of the store's file system (ext4)"},
 		{Options{NoSync: true}, "none (NoSync)"},
 	} {
