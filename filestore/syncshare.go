@@ -87,7 +87,8 @@ type syncShare struct {
 	mu sync.Mutex
 	// soloUntil: until then a flush is made alone, after a wait ran out.
 	soloUntil time.Time
-	// alone: a flush failed, somewhere, while this one was open.
+	// alone: this process flushes alone for good, as a flush failed,
+	// somewhere, while it was open, or the file failed it.
 	alone bool
 }
 
