@@ -106,6 +106,19 @@ func isAlone(s *syncShare) bool {
 	return s.alone
 }
 
+// leadWhileWaiting has leader, which holds the lock, make a flush once
+// flushing (a group's flush in waiter's process) waits for it, and
+// returns the group's error.
+func leadWhileWaiting(t *testing.T, dir string, leader, waiter *syncShare, flushing func() error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	waited := waits(waiter)
+	go func() { errc <- flushing() }()
+	recv(t, waited)
+	require.NoError(t, leadFlush(leader, readShare(t, dir).started, math.MaxUint64))
+	return recv(t, errc)
+}
+
 // waits makes s report on the returned channel each time a group finds
 // the lock held: once one does, it has read the count of flushes begun.
 func waits(s *syncShare) <-chan struct{} {
@@ -199,13 +212,7 @@ func TestSyncShare(t *testing.T) {
 		ok, err := b.tryLock()
 		require.NoError(t, err)
 		require.True(t, ok)
-		errc := make(chan error, 1)
-		waited := waits(a)
-		go func() { errc <- flush(a, since) }()
-		recv(t, waited)
-		st := readShare(t, dir)
-		require.NoError(t, leadFlush(b, st.started, math.MaxUint64))
-		require.NoError(t, recv(t, errc))
+		require.NoError(t, leadWhileWaiting(t, dir, b, a, func() error { return flush(a, since) }))
 		require.EqualValues(t, 1, bOwn.calls.Load())
 		require.EqualValues(t, 1, aOwn.calls.Load(), "a counted on a syncfs whose descriptor was opened after its change")
 	})
@@ -227,15 +234,10 @@ func TestSyncShare(t *testing.T) {
 		ok, err := b.tryLock()
 		require.NoError(t, err)
 		require.True(t, ok)
-		errc := make(chan error, 1)
-		waited := waits(a)
-		go func() {
+		require.NoError(t, leadWhileWaiting(t, dir, b, a, func() error {
 			_, err := d.syncMoves([]*flushWaiter{{since: second}, {since: first}})
-			errc <- err
-		}()
-		recv(t, waited)
-		require.NoError(t, leadFlush(b, readShare(t, dir).started, math.MaxUint64))
-		require.NoError(t, recv(t, errc))
+			return err
+		}))
 		require.EqualValues(t, 1, aOwn.calls.Load(), "the group counted on a syncfs opened after its first change")
 	})
 
@@ -281,11 +283,7 @@ func TestSyncShare(t *testing.T) {
 		ok, err = c.tryLock()
 		require.NoError(t, err)
 		require.True(t, ok)
-		waited = waits(d)
-		go func() { errc <- flush(d, d.mark()) }()
-		recv(t, waited)
-		require.NoError(t, leadFlush(c, readShare(t, dir).started, math.MaxUint64))
-		require.NoError(t, recv(t, errc))
+		require.NoError(t, leadWhileWaiting(t, dir, c, d, func() error { return flush(d, d.mark()) }))
 		require.EqualValues(t, 0, dOwn.calls.Load(), "a process opened after the failure did not share")
 	})
 
@@ -369,6 +367,24 @@ func TestSyncShare(t *testing.T) {
 		require.Greater(t, d.opened, uint64(afreshGap), "a newcomer's opening may take an old number")
 		require.NoError(t, flush(d, d.mark()))
 		require.False(t, isAlone(d))
+	})
+
+	t.Run("FileCannotBeWritten", func(t *testing.T) {
+		// A file the process can no longer write (here: its descriptor
+		// made read-only) fails no flush: the process makes its own
+		// syncfs, and flushes alone from then on.
+		dir := t.TempDir()
+		own := &countSyncer{}
+		a := joinShare(t, dir, own)
+		ro, err := syscall.Open(filepath.Join(dir, dirLocks, syncShareName), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		require.NoError(t, syscall.Close(a.fd))
+		a.fd = ro // closed by the test's cleanup
+		require.NoError(t, flush(a, a.mark()))
+		require.EqualValues(t, 1, own.calls.Load())
+		require.True(t, isAlone(a), "a shares on through a file it cannot write")
+		require.NoError(t, flush(a, a.mark()))
+		require.EqualValues(t, 2, own.calls.Load())
 	})
 
 	t.Run("NotARegularFile", func(t *testing.T) {
