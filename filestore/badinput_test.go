@@ -151,7 +151,7 @@ func TestFormatVersion(t *testing.T) {
 		s := openTest(t, &Options{NoSync: true})
 		data, err := os.ReadFile(filepath.Join(s.Dir(), formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":8}`, string(data))
 	})
 	t.Run("UpgradedFrom1", func(t *testing.T) {
 		// A format-1 store: its records (format 1, rewritten at claim)
@@ -178,7 +178,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err := os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":8}`, string(data))
 		j, err := s2.Get(t.Context(), queued.ID)
 		require.NoError(t, err)
 		require.Equal(t, jobstore.StateQueued, j.State)
@@ -218,7 +218,7 @@ func TestFormatVersion(t *testing.T) {
 		defer s2.Close()
 		data, err = os.ReadFile(filepath.Join(dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":8}`, string(data))
 		got, err := s2.Get(t.Context(), j.ID)
 		require.NoError(t, err)
 		require.Equal(t, j, got)
@@ -316,7 +316,7 @@ func TestFormatVersion(t *testing.T) {
 		require.Equal(t, jobstore.StateQueued, got.State)
 		data, err := os.ReadFile(filepath.Join(s2.dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":8}`, string(data))
 	})
 	t.Run("UpgradedFrom6", func(t *testing.T) {
 		// A format-6 store, as the release before range locks wrote it
@@ -331,7 +331,7 @@ func TestFormatVersion(t *testing.T) {
 		const succeeded, queued, waiting = "01M9787866QD7DT3YNEH4JQ9WD", "01M978786A0VXSTBG119CN6CRH", "01M978786CSAV2D96APQMYYQC2"
 		data, err := os.ReadFile(filepath.Join(s2.dir, formatFile))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"store":"jobdir","format":7}`, string(data))
+		require.JSONEq(t, `{"store":"jobdir","format":8}`, string(data))
 		r, err := s2.Fsck(t.Context(), false)
 		require.NoError(t, err)
 		require.True(t, r.OK(), "%v", r.Problems)
@@ -358,9 +358,55 @@ func TestFormatVersion(t *testing.T) {
 		require.NoFileExists(t, s2.lockPath(fresh.ID), "a new job got a lock file")
 		require.FileExists(t, s2.lockPath(waiting), "the old lock file of a job that is still there")
 	})
+	t.Run("UpgradedFrom7", func(t *testing.T) {
+		// A format-7 store, as the release before range leases wrote it
+		// (testdata/format7): a succeeded job, a queued job with a key,
+		// and a job whose worker died while it ran, with the claim notes
+		// in lease files. Open recovers the dead worker's job, whose
+		// note it reads from its lease file; new claims lease bytes of
+		// locks/leases.lock and make no lease file. FORMAT now says 8, so
+		// that programs of format 7, whose lease files would not exclude
+		// these leases, refuse the store.
+		s2 := openFixture(t, "testdata/format7")
+		const succeeded, died, queued = "01M97W4S44524X097NS9A1X6SK", "01M97W4S46BEY09GNW9T855A4P", "01M97W4S479J6GVKFTZ2R1ENHT"
+		j, err := s2.Get(t.Context(), died)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, j.State, "the dead worker's job was not recovered")
+		require.Equal(t, 1, j.Attempt)
+		require.Len(t, j.History, 1)
+		require.Equal(t, "gone-worker", j.History[0].Worker, "the note in the lease file was not read")
+		require.Equal(t, jobstore.EndWorkerLost, j.History[0].End)
+		r, err := s2.Fsck(t.Context(), false)
+		require.NoError(t, err)
+		require.True(t, r.OK(), "%v", r.Problems)
+		again, created, err := s2.Submit(t.Context(), jobstore.Spec{Kind: "exec", Key: "nightly-report"})
+		require.NoError(t, err)
+		require.False(t, created, "the key of a format-7 job names it")
+		require.Equal(t, queued, again.ID)
+		ran := map[string]bool{}
+		for range 2 {
+			c, err := s2.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+			require.NoError(t, err)
+			got, err := s2.Get(t.Context(), c.ID)
+			require.NoError(t, err)
+			require.Equal(t, jobstore.StateRunning, got.State)
+			require.Equal(t, "w", got.Worker)
+			_, err = s2.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
+			require.NoError(t, err)
+			ran[c.ID] = true
+		}
+		require.Equal(t, map[string]bool{died: true, queued: true}, ran)
+		require.NoError(t, s2.Delete(t.Context(), succeeded))
+		require.NoFileExists(t, s2.leasePath(succeeded), "a deleted job's old lease file stays")
+		if s2.ranges == nil {
+			return // a lease file per job, as in format 7
+		}
+		require.FileExists(t, filepath.Join(s2.dir, dirLocks, leasesName))
+		require.NoFileExists(t, s2.leasePath(queued), "a claim made a lease file")
+	})
 	t.Run("TooNew", func(t *testing.T) {
 		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":8}`), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, formatFile), []byte(`{"store":"jobdir","format":9}`), 0o600))
 		_, err := Open(t.Context(), dir, nil)
 		require.ErrorIs(t, err, ErrFormatTooNew)
 		ents, err := os.ReadDir(dir)

@@ -2,7 +2,6 @@ package filestore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -501,11 +500,10 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	if s.isClosed() {
 		return jobstore.Job{}, false, fmt.Errorf("filestore: claim: %w", jobstore.ErrClosed)
 	}
-	lp := s.leasePath(id)
 	// Lease before record, always: the lease is what tells other processes
 	// this claimant is alive, so it is held before the job is visible in
 	// claimed/.
-	h, ok, err := tryLease(s, lp)
+	h, ok, err := tryLease(s, id)
 	if err != nil {
 		return jobstore.Job{}, false, err
 	}
@@ -515,7 +513,7 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	claimed := false
 	defer func() {
 		if !claimed {
-			releaseLease(lp, h)
+			releaseLease(h)
 		}
 	}()
 	var unlock func()
@@ -589,9 +587,9 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	if err != nil {
 		return jobstore.Job{}, false, err
 	}
-	// The claim is a note in the lease file, then the rename: the record
-	// itself is not rewritten, so a claim creates no file and makes no
-	// fsync. Readers (all under the record lock) see a record in claimed/
+	// The claim is a note (an extended attribute of the record, or the
+	// lease file: writeClaimNote), then the rename: the record itself is
+	// not rewritten, so a claim creates no file and makes no fsync. Readers (all under the record lock) see a record in claimed/
 	// that still says queued as running, as the note says. The note is
 	// never fsynced; the rename is made durable by this Store's claim
 	// flusher a moment later (claimflush.go), so that a power cut during
@@ -599,11 +597,7 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	// attempt from that alone if the note is lost (recoverOne): a job whose
 	// attempts bring the machine down ends failed after MaxAttempts
 	// (TestPowerCutCountsAttempt).
-	note, err := json.Marshal(claimNote{Rev: rec.Rev, Worker: req.Worker, ClaimedAt: now.UTC()})
-	if err != nil {
-		return jobstore.Job{}, false, err
-	}
-	if err := s.fs.Overwrite(lp, note); err != nil {
+	if err := s.writeClaimNote(id, claimNote{Rev: rec.Rev, Worker: req.Worker, ClaimedAt: now.UTC()}); err != nil {
 		return jobstore.Job{}, false, fmt.Errorf("write claim note: %w", err)
 	}
 	if err := s.fs.Rename(s.recordPath(dirQueued, id), s.recordPath(dirClaimed, id)); err != nil {

@@ -23,8 +23,7 @@ func TestClaimBusyLeaseAsksAgainSoon(t *testing.T) {
 	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
 
-	lp := s.leasePath(j.ID)
-	h, ok, err := tryLease(s, lp)
+	h, ok, err := tryLease(s, j.ID)
 	require.NoError(t, err)
 	require.True(t, ok)
 
@@ -35,7 +34,7 @@ func TestClaimBusyLeaseAsksAgainSoon(t *testing.T) {
 	require.False(t, nj.NextRunAt.IsZero(), "a busy due job must not look like an empty queue")
 	require.WithinDuration(t, before.Add(leaseRetry), nj.NextRunAt, 50*time.Millisecond)
 
-	releaseLease(lp, h)
+	releaseLease(h)
 	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
 	require.NoError(t, err)
 	require.Equal(t, j.ID, c.ID)
@@ -48,14 +47,13 @@ func TestTryLeaseOneHolder(t *testing.T) {
 	s := openAt(t, t.TempDir(), &Options{NoSync: true})
 	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
-	lp := s.leasePath(j.ID)
 	for round := range 50 {
 		const n = 16
 		got := make(chan *leaseHold, n)
 		var wg sync.WaitGroup
 		for range n {
 			wg.Go(func() {
-				h, ok, err := tryLease(s, lp)
+				h, ok, err := tryLease(s, j.ID)
 				if err == nil && ok {
 					got <- h
 				}
@@ -68,11 +66,11 @@ func TestTryLeaseOneHolder(t *testing.T) {
 			holders = append(holders, h)
 		}
 		require.Len(t, holders, 1, "round %d: holders of one lease", round)
-		held, ok := heldLease(lp)
+		held, ok := heldLease(s, j.ID)
 		require.True(t, ok)
 		require.Same(t, holders[0], held, "the table names another holder")
-		releaseLease(lp, holders[0])
-		_, ok = heldLease(lp)
+		releaseLease(holders[0])
+		_, ok = heldLease(s, j.ID)
 		require.False(t, ok, "released, still in the table")
 	}
 }

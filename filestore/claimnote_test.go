@@ -6,11 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
@@ -66,6 +69,10 @@ func TestClaimWritesNoRecord(t *testing.T) {
 // known, queued again once the lease is free with the attempt counted, as
 // a note that survived counts it (a dead worker's job).
 func TestClaimNoteLost(t *testing.T) {
+	forEachLockProtocol(t, testClaimNoteLost)
+}
+
+func testClaimNoteLost(t *testing.T, dir string) {
 	for _, tc := range []struct {
 		name       string
 		note       func(t *testing.T, s *Store, id string)
@@ -73,20 +80,27 @@ func TestClaimNoteLost(t *testing.T) {
 	}{
 		{"NoteKept", func(*testing.T, *Store, string) {}, "w"},
 		{"NoteEmpty", func(t *testing.T, s *Store, id string) {
-			require.NoError(t, os.WriteFile(s.leasePath(id), nil, 0o600))
+			setClaimNote(t, s, id, nil)
 		}, lostWorker},
 		{"NoteOfAnotherRevision", func(t *testing.T, s *Store, id string) {
 			n, ok := s.readClaimNote(id)
 			require.True(t, ok)
 			n.Rev++
-			require.NoError(t, osFS{}.Overwrite(s.leasePath(id), mustJSON(t, n))) // s is closed
+			if noteInXattr(s, id) {
+				setClaimNote(t, s, id, encodeClaimNote(n))
+			} else {
+				setClaimNote(t, s, id, mustJSON(t, n))
+			}
 		}, lostWorker},
 		{"NoteGarbage", func(t *testing.T, s *Store, id string) {
-			require.NoError(t, os.WriteFile(s.leasePath(id), []byte("\x00\x00\x00"), 0o600))
+			setClaimNote(t, s, id, []byte("\x00\x00\x00"))
 		}, lostWorker},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
+			dir := filepath.Join(dir, tc.name)
+			if _, files := lockFilesIn.Load(filepath.Dir(dir)); files {
+				useLockFiles(t, dir)
+			}
 			s, err := Open(t.Context(), dir, &Options{NoSync: true, RecoverInterval: time.Hour})
 			require.NoError(t, err)
 			sub, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
@@ -117,6 +131,28 @@ func TestClaimNoteLost(t *testing.T) {
 			require.Equal(t, 2, c.Attempt)
 		})
 	}
+}
+
+// noteInXattr reports whether the note of the claim of job id, in
+// claimed/, is the record's extended attribute (else it is in the lease
+// file).
+func noteInXattr(s *Store, id string) bool {
+	if s.ranges == nil {
+		return false
+	}
+	_, err := lgetxattr(s.recordPath(dirClaimed, id), claimNoteXattr, make([]byte, 512))
+	return err == nil
+}
+
+// setClaimNote replaces the note of the claim of job id with data, where
+// the claim wrote it.
+func setClaimNote(t *testing.T, s *Store, id string, data []byte) {
+	t.Helper()
+	if noteInXattr(s, id) {
+		require.NoError(t, unix.Lsetxattr(s.recordPath(dirClaimed, id), claimNoteXattr, data, 0))
+		return
+	}
+	require.NoError(t, os.WriteFile(s.leasePath(id), data, 0o600))
 }
 
 func mustJSON(t *testing.T, v any) []byte {
@@ -166,6 +202,7 @@ type powerCutFS struct {
 	mu         sync.Mutex
 	renames    [][2]string
 	overwrites []string
+	xattrs     []string
 }
 
 func (f *powerCutFS) Rename(o, n string) error {
@@ -183,6 +220,13 @@ func (f *powerCutFS) Overwrite(p string, data []byte) error {
 	f.overwrites = append(f.overwrites, p)
 	f.mu.Unlock()
 	return f.fileOps.Overwrite(p, data)
+}
+
+func (f *powerCutFS) SetXattr(p, name string, value []byte) error {
+	f.mu.Lock()
+	f.xattrs = append(f.xattrs, p)
+	f.mu.Unlock()
+	return f.fileOps.SetXattr(p, name, value)
 }
 
 func (f *powerCutFS) SyncDir(d string) error {
@@ -221,7 +265,7 @@ func (s cutSyncer) Sync() error {
 // reset forgets what was done so far, as if it had been made durable.
 func (f *powerCutFS) reset() {
 	f.mu.Lock()
-	f.renames, f.overwrites = nil, nil
+	f.renames, f.overwrites, f.xattrs = nil, nil, nil
 	f.mu.Unlock()
 }
 
@@ -235,7 +279,14 @@ func (f *powerCutFS) cut(t *testing.T) {
 	for _, p := range f.overwrites {
 		require.NoError(t, os.Truncate(p, 0))
 	}
-	f.renames, f.overwrites = nil, nil
+	for _, p := range f.xattrs {
+		// A note set on a record in queued/ goes with it into claimed/.
+		store, name := filepath.Dir(filepath.Dir(p)), filepath.Base(p)
+		for _, d := range stateDirs {
+			_ = unix.Lremovexattr(filepath.Join(store, d, name), claimNoteXattr)
+		}
+	}
+	f.renames, f.overwrites, f.xattrs = nil, nil, nil
 }
 
 // TestPowerCutCountsAttempt: a claim is made durable a moment after it
@@ -343,4 +394,139 @@ func TestUnclaimThenPowerCut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobstore.StateQueued, j.State)
 	require.Equal(t, 0, j.Attempt, "an attempt that never ran was counted")
+}
+
+// TestClaimNoteInXattr: with range leases (format 8 on Linux) a claim
+// makes no file: its lease is a byte of locks/leases.lock and its note an
+// extended attribute of the record, small enough for ext4 to keep in the
+// inode with a worker name of up to 49 bytes. A file planted at the job's
+// old lease file path is never opened (TestHostileSymlinks/lease).
+func TestClaimNoteInXattr(t *testing.T) {
+	s := openTest(t, &Options{NoSync: true})
+	requireRangeLocks(t, s)
+	sub, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	worker := strings.Repeat("w", 49)
+	c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: worker})
+	require.NoError(t, err)
+	if !noteInXattr(s, sub.ID) {
+		t.Skip("the file system of the test's directory keeps no extended attributes")
+	}
+	buf := make([]byte, 512)
+	n, err := lgetxattr(s.recordPath(dirClaimed, sub.ID), claimNoteXattr, buf)
+	require.NoError(t, err)
+	require.LessOrEqual(t, n, 60, "the note no longer fits in a 256-byte ext4 inode")
+	note, ok := decodeClaimNote(buf[:n])
+	require.True(t, ok)
+	require.Equal(t, claimNote{Rev: 1, Worker: worker, ClaimedAt: c.StartedAt.UTC()}, note)
+	require.NoFileExists(t, s.leasePath(sub.ID), "the claim made a lease file")
+	require.FileExists(t, s.locksPath(leasesName))
+	require.Empty(t, jobLockFiles(t, s.Dir()))
+	got, err := s.Get(t.Context(), sub.ID)
+	require.NoError(t, err)
+	require.Equal(t, c, got)
+	_, err = s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+	require.Empty(t, jobLockFiles(t, s.Dir()))
+}
+
+// xattrFails is the real file operations with SetXattr failing with err
+// (counting the calls).
+type xattrFails struct {
+	osFS
+	err   error
+	calls atomic.Int32
+}
+
+func (f *xattrFails) SetXattr(string, string, []byte) error {
+	f.calls.Add(1)
+	return f.err
+}
+
+// TestClaimNoteWithoutXattrs: on a file system that keeps no extended
+// attributes (ENOTSUP), claims write their notes into lease files, as
+// format 7 did, and stop trying the attribute; every reader sees the
+// running jobs as the notes say, and a power cut's loss of a note is
+// handled as with the attribute (TestClaimNoteLost, the power-cut test on
+// crashfs, which keeps none).
+func TestClaimNoteWithoutXattrs(t *testing.T) {
+	fsys := &xattrFails{err: unix.ENOTSUP}
+	s, err := open(t.Context(), t.TempDir(), &Options{NoSync: true}, fsys)
+	require.NoError(t, err)
+	defer s.Close()
+	requireRangeLocks(t, s)
+	for range 3 {
+		_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+	}
+	var held []jobstore.Job
+	for range 3 {
+		c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+		require.NoError(t, err)
+		require.FileExists(t, s.leasePath(c.ID), "no note in a lease file")
+		got, err := s.Get(t.Context(), c.ID)
+		require.NoError(t, err)
+		require.Equal(t, c, got)
+		held = append(held, c)
+	}
+	require.Equal(t, int32(1), fsys.calls.Load(), "claims kept trying the attribute")
+	for _, c := range held {
+		_, err := s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
+		require.NoError(t, err)
+	}
+	r, err := s.Fsck(t.Context(), false)
+	require.NoError(t, err)
+	require.True(t, r.OK(), "%v", r.Problems)
+}
+
+// TestClaimNoteXattrFails: a note that cannot be set for another reason
+// (an I/O error) fails the claim rather than go to the lease file, where
+// a reader would not look while an older note of the same revision is on
+// the record: the job stays queued, unclaimed, with its lease free, and is
+// claimed once the attribute can be set.
+func TestClaimNoteXattrFails(t *testing.T) {
+	fsys := &xattrFails{err: unix.EIO}
+	dir := t.TempDir()
+	s, err := open(t.Context(), dir, &Options{NoSync: true}, fsys)
+	require.NoError(t, err)
+	requireRangeLocks(t, s)
+	sub, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	_, err = s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.ErrorIs(t, err, unix.EIO)
+	require.NoFileExists(t, s.leasePath(sub.ID))
+	require.False(t, s.leaseHeld(sub.ID), "a failed claim kept the lease")
+	got, err := s.Get(t.Context(), sub.ID)
+	require.NoError(t, err)
+	require.Equal(t, sub, got)
+	require.NoError(t, s.Close())
+
+	s = openAt(t, dir, &Options{NoSync: true})
+	c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.Equal(t, sub.ID, c.ID)
+	require.Equal(t, 1, c.Attempt)
+}
+
+// TestClaimNoteEncoding: a note survives its encoding, and anything else
+// in the attribute is no note.
+func TestClaimNoteEncoding(t *testing.T) {
+	n := claimNote{Rev: 300, Worker: "host-1-4242-9f86d081", ClaimedAt: time.Date(2026, 12, 7, 9, 0, 0, 123456789, time.UTC)}
+	b := encodeClaimNote(n)
+	got, ok := decodeClaimNote(b)
+	require.True(t, ok)
+	require.Equal(t, n, got)
+	for name, bad := range map[string][]byte{
+		"empty":         nil,
+		"other version": append([]byte{2}, b[1:]...),
+		"no revision":   {claimNoteVersion},
+		"revision 0":    append([]byte{claimNoteVersion, 0}, b[3:]...),
+		"no time":       b[:5],
+		"no worker":     b[:len(b)-len(n.Worker)],
+		"bad worker":    append(slices.Clone(b), ' '),
+		"JSON":          mustJSON(t, n),
+	} {
+		_, ok := decodeClaimNote(bad)
+		require.False(t, ok, name)
+	}
 }

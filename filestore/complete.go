@@ -28,8 +28,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 			return jobstore.Job{}, fmt.Errorf("filestore: complete %s: result: %w", lease.ID, err)
 		}
 	}
-	lp := s.leasePath(lease.ID)
-	h, held := heldLease(lp)
+	h, held := heldLease(s, lease.ID)
 	if !held || h.lease != lease {
 		return jobstore.Job{}, s.notHeld(ctx, "complete", lease)
 	}
@@ -42,7 +41,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	// event wakes the claims that wait for one.
 	releaseSlot(h)
 	if done, ok := recordedOf(h); ok {
-		return s.completeAgain(lp, h, done, unlock)
+		return s.completeAgain(h, done, unlock)
 	}
 	rec, err := s.readJob(lease.ID, true)
 	if err != nil {
@@ -51,7 +50,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	}
 	if rec.dir != dirClaimed || !rec.Job.Holds(lease) {
 		unlock()
-		releaseLease(lp, h)
+		releaseLease(h)
 		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w: job %s is %s, attempt %d by %q",
 			jobstore.ErrNotHeld, lease.ID, rec.Job.State, rec.Job.Attempt, rec.Job.Worker)
 	}
@@ -76,7 +75,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	// Only now, with the record out of claimed/, may another process take
 	// the lease lock: it would otherwise see a claimed job without a live
 	// holder.
-	releaseLease(lp, h)
+	releaseLease(h)
 	s.setCand(j)
 	if j.State.Terminal() {
 		s.afterEnd(ctx, j)
@@ -92,7 +91,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 // the recorded outcome), the outcome was durable enough for that: the
 // lease is released and the current job returned. The caller holds the
 // record lock; completeAgain releases it.
-func (s *Store) completeAgain(lp string, h *leaseHold, done record, unlock func()) (jobstore.Job, error) {
+func (s *Store) completeAgain(h *leaseHold, done record, unlock func()) (jobstore.Job, error) {
 	id := done.Job.ID
 	f, err := s.locate(id)
 	if err != nil {
@@ -121,7 +120,7 @@ func (s *Store) completeAgain(lp string, h *leaseHold, done record, unlock func(
 	}
 	s.removeStale(f)
 	unlock()
-	releaseLease(lp, h)
+	releaseLease(h)
 	s.touched(id)
 	s.setCand(rec.Job)
 	if rec.Job.State.Terminal() {

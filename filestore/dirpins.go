@@ -266,6 +266,33 @@ func (d *pinnedDir) writeNew(name, path string, data []byte, perm os.FileMode, s
 // overwrite replaces the contents of the existing regular file name in d
 // with data, in place, never through a link. path names the file in
 // errors.
+// setXattr sets the extended attribute xname of the regular file name in
+// d (path in errors) to value.
+func (d *pinnedDir) setXattr(name, path, xname string, value []byte) error {
+	return d.use(func(dfd int) error {
+		var fd int
+		err := ignoringEINTR(func() (err error) {
+			fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			return err
+		})
+		if err != nil {
+			return &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return &os.PathError{Op: "stat", Path: path, Err: err}
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return fmt.Errorf("%s: not a regular file", path)
+		}
+		if err := fsetxattr(fd, xname, value); err != nil {
+			return &os.PathError{Op: "setxattr", Path: path, Err: err}
+		}
+		return nil
+	})
+}
+
 func (d *pinnedDir) overwrite(name, path string, data []byte) error {
 	return d.use(func(dfd int) error {
 		var fd int

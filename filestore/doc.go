@@ -6,9 +6,10 @@
 // Each job is one JSON record file in the directory of its state group:
 // queued/, claimed/ (running) or done/ (succeeded, failed, canceled). A
 // claim is rename(2) from queued/ into claimed/; an idempotency key is a
-// file in keys/ published with link(2); each job's changes are guarded by a
-// record lock file of its own in locks/, and a running job by its own
-// lease lock file. SubmitBatch makes many jobs durable with a bounded
+// file in keys/ published with link(2); each job's changes are guarded by
+// its record lock and a running job by its lease: on Linux a byte of
+// locks/records.lock and one of locks/leases.lock (open file description
+// locks), elsewhere a lock file of its own for each. SubmitBatch makes many jobs durable with a bounded
 // number of flushes. In the jobdir repository, docs/format.md describes the
 // layout and, for every operation, the order of its locks, writes, renames
 // and fsyncs; docs/claim-semantics.md explains why claiming is safe.
@@ -125,7 +126,7 @@ package filestore
 //	import.go       Import
 //	leasefile.go    LeaseFile
 //	locks.go        record locks and leases (turn.go: their in-process queue)
-//	rangelocks.go   record locks as bytes of locks/records.lock, where the system has them
+//	rangelocks.go   record locks (and leases) as bytes of locks/records.lock (locks/leases.lock), where the system has them
 //	record.go       the record file: paths, encoding, finding the current copy
 //	                (readfile.go: reading a small file on a bare descriptor)
 //	durability.go   fsync, shared syncfs or none: every flush goes through it
@@ -150,4 +151,6 @@ package filestore
 //	ends_other.go   other Unix systems: no such watch
 //	rangelocks_linux.go  Linux: those bytes, locked with open file description locks
 //	rangelocks_other.go  other Unix systems: a lock file per job instead
+//	leaselocks_linux.go  Linux: leases as bytes of locks/leases.lock
+//	leaselocks_other.go  other Unix systems: a lease file per job instead
 //	build_unsupported.go  the build error on systems that are not Unix

@@ -103,6 +103,13 @@ func (f *faultFS) Overwrite(p string, data []byte) error {
 	return f.inner.Overwrite(p, data)
 }
 
+func (f *faultFS) SetXattr(p, name string, value []byte) error {
+	if err := f.step("setxattr " + p); err != nil {
+		return err
+	}
+	return f.inner.SetXattr(p, name, value)
+}
+
 func (f *faultFS) Link(o, n string) error {
 	if err := f.step("link " + n); err != nil {
 		return err

@@ -64,6 +64,13 @@ func (f faultOps) RemoveAll(path string) error {
 	return f.inner.RemoveAll(path)
 }
 
+func (f faultOps) SetXattr(path, name string, value []byte) error {
+	if err := f.check(fsfault.SetXattr, path); err != nil {
+		return err
+	}
+	return f.inner.SetXattr(path, name, value)
+}
+
 func (f faultOps) Overwrite(path string, data []byte) error {
 	if err := f.check(fsfault.Overwrite, path); err != nil {
 		return err

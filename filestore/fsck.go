@@ -377,28 +377,32 @@ func (s *Store) checkLockFiles(ctx context.Context, repair bool, listed map[stri
 }
 
 // checkRangeFile reports, and with repair removes, anything but a regular
-// file at locks/records.lock in a store with range locks: while it is
-// there no job can be changed. The next lock after the repair makes the
-// file again.
+// file at locks/records.lock or locks/leases.lock in a store with range
+// locks: while it is there no job can be changed, or no job claimed. The
+// next lock after the repair makes the file again.
 func (s *Store) checkRangeFile(repair bool, r *Report) {
 	if s.ranges == nil {
 		return
 	}
-	p := s.locksPath(recordLocksName)
-	fi, err := os.Lstat(p)
-	if err != nil || fi.Mode().IsRegular() {
-		return // missing: made again by the next lock
-	}
-	pr := Problem{Kind: ProblemCorrupt, Path: p,
-		Detail: fmt.Sprintf("the record lock file is not a regular file (%s): no job can be changed until it is removed", fi.Mode().Type())}
-	if repair {
-		if err := s.fs.Remove(p); err != nil {
-			pr.Detail += "; cannot remove it: " + err.Error()
-		} else {
-			pr.Repaired = true
+	for _, f := range []struct{ name, what string }{
+		{recordLocksName, "the record lock file is not a regular file (%s): no job can be changed until it is removed"},
+		{leasesName, "the lease lock file is not a regular file (%s): no job can be claimed until it is removed"},
+	} {
+		p := s.locksPath(f.name)
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode().IsRegular() {
+			continue // missing: made again by the next lock
 		}
+		pr := Problem{Kind: ProblemCorrupt, Path: p, Detail: fmt.Sprintf(f.what, fi.Mode().Type())}
+		if repair {
+			if err := s.fs.Remove(p); err != nil {
+				pr.Detail += "; cannot remove it: " + err.Error()
+			} else {
+				pr.Repaired = true
+			}
+		}
+		r.Problems = append(r.Problems, pr)
 	}
-	r.Problems = append(r.Problems, pr)
 }
 
 // hasRecord reports whether any state directory holds a file of job id.

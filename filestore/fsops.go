@@ -59,6 +59,11 @@ type fileOps interface {
 	// with data, in place (the same inode), without fsync. It never
 	// follows a symbolic link.
 	Overwrite(path string, data []byte) error
+	// SetXattr sets the extended attribute name of the existing regular
+	// file at path to value, without fsync. It never follows a symbolic
+	// link. Where the file system keeps no extended attributes it fails
+	// (ENOTSUP; outside Linux an error matching errors.ErrUnsupported).
+	SetXattr(path, name string, value []byte) error
 	// SyncFS opens the file system that holds dir for one syncfs(2): its
 	// Sync makes every file written on it durable at once. Open it before
 	// writing the files. Returns an error matching errors.ErrUnsupported
@@ -314,6 +319,39 @@ func (f osFS) Overwrite(path string, data []byte) error {
 		err = cerr
 	}
 	return err
+}
+
+func (f osFS) SetXattr(path, name string, value []byte) error {
+	if d, b, ok, err := f.pinned(path); ok {
+		if err != nil {
+			return err
+		}
+		return f.abs(d.setXattr(b, path, name, value))
+	}
+	ops, rel := f.at(path)
+	file, err := ops.OpenFile(rel[0], os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return f.abs(err)
+	}
+	defer file.Close()
+	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		if err == nil {
+			err = fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
+		}
+		return err
+	}
+	rc, err := file.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var xerr error
+	if err := rc.Control(func(fd uintptr) { xerr = fsetxattr(int(fd), name, value) }); err != nil {
+		return err
+	}
+	if xerr != nil {
+		return &os.PathError{Op: "setxattr", Path: path, Err: xerr}
+	}
+	return nil
 }
 
 func (f osFS) Link(oldname, newname string) error {

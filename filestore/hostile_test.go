@@ -447,6 +447,32 @@ func TestHostileSymlinks(t *testing.T) {
 			repaired: true,
 		},
 		{
+			name: "leases.lock",
+			plant: func(t *testing.T, e env) (string, outsideFile) {
+				// The file whose bytes are the leases (Linux).
+				o := plantOutside(t, e.outside, "leases", []byte("not a lock\n"))
+				link := e.s.locksPath(leasesName)
+				_ = os.Remove(link) // made by the first claim
+				require.NoError(t, os.Symlink(o.path, link))
+				return link, o
+			},
+			use: func(t *testing.T, e env, link string) {
+				// Every claim fails, naming the link, and changes nothing;
+				// other changes go on.
+				_, err := e.s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+				require.ErrorContains(t, err, link)
+				j, err := e.s.Get(t.Context(), e.good.ID)
+				require.NoError(t, err)
+				require.Equal(t, e.good, j)
+				_, err = e.s.recoverDead(t.Context(), true)
+				require.NoError(t, err)
+				_, err = e.s.Cancel(t.Context(), e.good.ID)
+				require.NoError(t, err)
+			},
+			fsck:     ProblemCorrupt,
+			repaired: true,
+		},
+		{
 			name: "lease",
 			plant: func(t *testing.T, e env) (string, outsideFile) {
 				// The good job's lease lock.
@@ -456,6 +482,20 @@ func TestHostileSymlinks(t *testing.T) {
 				return link, o
 			},
 			use: func(t *testing.T, e env, link string) {
+				if e.s.ranges != nil {
+					// A lease is a byte of locks/leases.lock, and the claim's
+					// note an extended attribute of the record: the link is
+					// never opened. Both jobs run, the good one first (its
+					// priority).
+					for _, want := range []string{e.good.ID, e.spare.ID} {
+						j, err := e.s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
+						require.NoError(t, err)
+						require.Equal(t, want, j.ID)
+						_, err = e.s.Complete(t.Context(), j.Lease(), jobstore.Succeeded(nil))
+						require.NoError(t, err)
+					}
+					return
+				}
 				// The bad job is skipped; once it is the only one left,
 				// Claim says why it cannot be claimed.
 				j, err := e.s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w"})
@@ -520,7 +560,7 @@ func TestHostileSymlinks(t *testing.T) {
 			s, err := Open(t.Context(), dir, &Options{NoSync: true})
 			require.NoError(t, err)
 			defer s.Close()
-			if tc.name == "records.lock" {
+			if tc.name == "records.lock" || tc.name == "leases.lock" {
 				requireRangeLocks(t, s)
 			}
 			good, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Key: "good", Priority: 1})

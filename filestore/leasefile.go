@@ -31,7 +31,7 @@ func (s *Store) LeaseFile(ctx context.Context, lease jobstore.Lease) (*os.File, 
 	if err := lease.Validate(); err != nil {
 		return nil, fmt.Errorf("filestore: lease file: %w", err)
 	}
-	f, held, err := dupLease(s, s.leasePath(lease.ID), lease)
+	f, held, err := dupLease(s, lease)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: lease file %s: %w", lease.ID, err)
 	}

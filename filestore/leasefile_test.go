@@ -75,7 +75,10 @@ func TestLeaseFileDoesNotOutliveComplete(t *testing.T) {
 // TestLeaseFileNotHeld: only the Store that holds a lease hands out
 // copies of it, and only for that attempt.
 func TestLeaseFileNotHeld(t *testing.T) {
-	dir := t.TempDir()
+	forEachLockProtocol(t, testLeaseFileNotHeld)
+}
+
+func testLeaseFileNotHeld(t *testing.T, dir string) {
 	s := openAt(t, dir, &Options{NoSync: true})
 	other := openAt(t, dir, &Options{NoSync: true})
 	_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "work"})
@@ -87,14 +90,24 @@ func TestLeaseFileNotHeld(t *testing.T) {
 	require.NoError(t, err)
 	fi, err := f.Stat()
 	require.NoError(t, err)
-	lfi, err := os.Stat(s.leasePath(c.ID))
+	lockFile := s.locksPath(leasesName) // the job's byte of it (format 8, Linux)
+	if s.ranges == nil {
+		lockFile = s.leasePath(c.ID) // the job's lease file
+	}
+	lfi, err := os.Stat(lockFile)
 	require.NoError(t, err)
-	require.True(t, os.SameFile(fi, lfi), "the copy is of the lease lock file")
+	require.True(t, os.SameFile(fi, lfi), "the copy is not of the file that holds the lease")
 	require.NoError(t, f.Close())
 	// Closing a copy does not release the lease.
-	_, ok, err := tryLockFile(s.leasePath(c.ID), 0o600)
-	require.NoError(t, err)
-	require.False(t, ok, "closing a copy released the lease")
+	if s.ranges != nil {
+		held, err := rangeLeaseHeld(lockFile, rangeOffset(c.ID))
+		require.NoError(t, err)
+		require.True(t, held, "closing a copy released the lease")
+	} else {
+		_, ok, err := tryLockFile(lockFile, 0o600)
+		require.NoError(t, err)
+		require.False(t, ok, "closing a copy released the lease")
+	}
 
 	stale := c.Lease()
 	stale.Attempt = 2

@@ -336,9 +336,10 @@ func sameInode(fl statter, path string, perm os.FileMode) (bool, error) {
 	return true, nil
 }
 
-// leases is the process-wide table of held lease locks, by lock file path.
-// A claimant holds its job's lease lock for the whole attempt; the kernel
-// drops it when the process dies, which is how other processes tell a dead
+// leases is the process-wide table of held leases, by lease file path
+// (leasePath, which names the lease whether or not it is a file). A
+// claimant holds its job's lease for the whole attempt; the kernel drops
+// it when the process dies, which is how other processes tell a dead
 // worker from a live one.
 var leases = struct {
 	sync.Mutex
@@ -346,11 +347,16 @@ var leases = struct {
 }{m: make(map[string]*leaseHold)}
 
 type leaseHold struct {
-	// f is the lease lock file, locked. Not a flock.Flock: LeaseFile hands
-	// out duplicates of its descriptor, which share the lock.
-	f     *os.File
-	owner *Store
-	lease jobstore.Lease // zero until the claim is written
+	// f holds the lease: on Linux an open file of locks/leases.lock with
+	// the job's byte locked (ranged, the byte at off), elsewhere the
+	// job's lease file, flocked. Not a flock.Flock: LeaseFile hands out
+	// duplicates of its descriptor, which share the lock.
+	f      *os.File
+	ranged bool
+	off    int64
+	key    string // the table's key
+	owner  *Store
+	lease  jobstore.Lease // zero until the claim is written
 	// recorded is the outcome a Complete wrote whose fsync failed, with
 	// the lease still held; a retried Complete makes it durable.
 	recorded *record
@@ -360,72 +366,98 @@ type leaseHold struct {
 	slots []heldSlot
 }
 
-// tryLease takes the lease lock at path without blocking. It returns
-// false, nil if any process, this one included, holds it, or holds a
-// duplicate of the descriptor that locked it (see LeaseFile).
+// unlock lets go of the lease, for every descriptor that shares it, and
+// closes h's.
+func (h *leaseHold) unlock() {
+	if h.ranged {
+		unlockRangeLease(h.f, h.off)
+		return
+	}
+	unlockFile(h.f)
+}
+
+// tryLease takes job id's lease without blocking. It returns false, nil if
+// any process, this one included, holds it, or holds a duplicate of the
+// descriptor that locked it (see LeaseFile). Where the store has range
+// locks (Linux, format 8) the lease is the job's byte of
+// locks/leases.lock (tryRangeLease) and no file is made; elsewhere it is
+// the flock of the job's lease file, made if missing.
 //
-// The file is opened and locked without the table's mutex, which every
-// claim and completion of the process takes: the flock alone lets one
-// descriptor hold it, so of two callers one gets it, and an entry of the
-// table always names the descriptor that holds the lock (releaseLease
-// removes the entry before it unlocks).
-func tryLease(s *Store, path string) (*leaseHold, bool, error) {
+// The lock is taken without the table's mutex, which every claim and
+// completion of the process takes: the lock alone lets one open file hold
+// it, so of two callers one gets it, and an entry of the table always
+// names the descriptor that holds the lock (releaseLease removes the
+// entry before it unlocks).
+func tryLease(s *Store, id string) (*leaseHold, bool, error) {
+	key := s.leasePath(id)
 	leases.Lock()
-	_, held := leases.m[path]
+	_, held := leases.m[key]
 	leases.Unlock()
 	if held {
 		return nil, false, nil
 	}
-	f, ok, err := tryLockFile(path, s.filePerm)
-	if err != nil {
-		return nil, false, fmt.Errorf("lock %s: %w", path, err)
+	h := &leaseHold{key: key, owner: s}
+	if s.ranges != nil {
+		path := s.locksPath(leasesName)
+		f, ok, err := tryRangeLease(path, rangeOffset(id), s.filePerm)
+		if err != nil {
+			return nil, false, fmt.Errorf("lease of job %s: %w", id, err)
+		}
+		if !ok {
+			return nil, false, nil
+		}
+		h.f, h.ranged, h.off = f, true, rangeOffset(id)
+	} else {
+		f, ok, err := tryLockFile(key, s.filePerm)
+		if err != nil {
+			return nil, false, fmt.Errorf("lock %s: %w", key, err)
+		}
+		if !ok {
+			return nil, false, nil
+		}
+		if same, err := sameInode(f, key, s.filePerm); err != nil || !same {
+			// The file was pruned under us: the job is gone, nothing to lease.
+			unlockFile(f)
+			return nil, false, nil
+		}
+		h.f = f
 	}
-	if !ok {
-		return nil, false, nil
-	}
-	if same, err := sameInode(f, path, s.filePerm); err != nil || !same {
-		// The file was pruned under us: the job is gone, nothing to lease.
-		unlockFile(f)
-		return nil, false, nil
-	}
-	h := &leaseHold{f: f, owner: s}
 	leases.Lock()
-	if _, held := leases.m[path]; held {
-		// Not possible while the entry's descriptor holds the flock;
+	if _, held := leases.m[key]; held {
+		// Not possible while the entry's descriptor holds the lock;
 		// kept as a guard, so that the table never loses a holder.
 		leases.Unlock()
-		unlockFile(f)
+		h.unlock()
 		return nil, false, nil
 	}
-	leases.m[path] = h
+	leases.m[key] = h
 	leases.Unlock()
 	return h, true, nil
 }
 
-// releaseLease unlocks the lease lock at path if h still holds it: it
-// removes h from the table, then unlocks the file, without the table's
-// mutex.
-func releaseLease(path string, h *leaseHold) {
+// releaseLease lets go of the lease h if it is still held: it removes h
+// from the table, then unlocks, without the table's mutex.
+func releaseLease(h *leaseHold) {
 	leases.Lock()
-	mine := leases.m[path] == h
+	mine := leases.m[h.key] == h
 	var slots []heldSlot
 	if mine {
-		delete(leases.m, path)
+		delete(leases.m, h.key)
 		slots, h.slots = h.slots, nil
 	}
 	leases.Unlock()
 	freeSlots(slots)
 	if mine {
-		unlockFile(h.f)
+		h.unlock()
 	}
 }
 
-// dupLease returns a new descriptor of the lease lock at path, if s holds
-// it for lease.
-func dupLease(s *Store, path string, lease jobstore.Lease) (*os.File, bool, error) {
+// dupLease returns a new descriptor of the open file through which s
+// holds the lease of lease's job, if s holds it for lease.
+func dupLease(s *Store, lease jobstore.Lease) (*os.File, bool, error) {
 	leases.Lock()
 	defer leases.Unlock()
-	h, ok := leases.m[path]
+	h, ok := leases.m[s.leasePath(lease.ID)]
 	if !ok || h.owner != s || h.lease != lease {
 		return nil, false, nil
 	}
@@ -433,11 +465,12 @@ func dupLease(s *Store, path string, lease jobstore.Lease) (*os.File, bool, erro
 	return f, true, err
 }
 
-// heldLease returns this process's hold of the lease lock at path.
-func heldLease(path string) (*leaseHold, bool) {
+// heldLease returns this process's hold of job id's lease.
+func heldLease(s *Store, id string) (*leaseHold, bool) {
+	key := s.leasePath(id)
 	leases.Lock()
 	defer leases.Unlock()
-	h, ok := leases.m[path]
+	h, ok := leases.m[key]
 	return h, ok
 }
 
@@ -475,7 +508,7 @@ func releaseOwned(s *Store) {
 			delete(leases.m, p)
 			freeSlots(h.slots)
 			h.slots = nil
-			unlockFile(h.f)
+			h.unlock()
 		}
 	}
 }

@@ -69,7 +69,8 @@ type Options struct {
 	// for tests of what the store does then (this module's torture run
 	// injects EIO and ENOSPC through it). Before each change of the file
 	// system the store calls it with the operation ("write",
-	// "write-temp", "link", "rename", "remove", "overwrite", "sync-dir",
+	// "write-temp", "link", "rename", "remove", "overwrite", "setxattr",
+	// "sync-dir",
 	// "sync-file", "syncfs", "syncfs-flush", "mkdir") and its path; an
 	// error makes that operation fail with it, wrapped in an
 	// *fs.PathError, instead of running. Nil: no injected failures.
@@ -86,7 +87,12 @@ const (
 
 // FormatVersion is the on-disk format this package reads and writes. It is
 // recorded in the FORMAT file of every store directory and in every record
-// it writes. Format 7 locks records, on Linux, as bytes of one file
+// it writes. Format 8 leases jobs, on Linux, as bytes of one file
+// (locks/leases.lock) instead of a lease file per job, and a claim writes
+// its note into an extended attribute of the record (where the file
+// system keeps them) instead of into that file, so a claim creates no
+// file; a program of format 7 would lease the job's lease file, which
+// excludes nothing of format 8. Format 7 locks records, on Linux, as bytes of one file
 // (locks/records.lock, open file description locks) instead of a lock file
 // per job; a program of format 6 would lock the job's lock file, which
 // excludes nothing of format 7. Outside Linux the lock files stay. Format 6
@@ -103,12 +109,12 @@ const (
 // (made at submit, removed with the job), so that a process stopped while
 // it holds one delays only that job; format 2 had 1,024 lock files shared
 // by all jobs; format 1 had a lock file per job and rewrote the record at
-// each claim (format 2 and later claim with a note in the lease file). Open
-// upgrades a store of format 1 to 6 in place (its files are all valid in
-// format 7): every process sharing it must be upgraded together, as the
+// each claim (format 2 to 7 claim with a note in the lease file). Open
+// upgrades a store of format 1 to 7 in place (its files are all valid in
+// format 8): every process sharing it must be upgraded together, as the
 // lock protocols do not exclude each other (docs/operations.md in the
 // jobdir repository).
-const FormatVersion = 7
+const FormatVersion = 8
 
 // Errors returned by Open. Test for them with errors.Is.
 var (

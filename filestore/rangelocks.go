@@ -9,9 +9,14 @@ import (
 )
 
 // recordLocksName is the file in locks/ whose bytes are the record locks
-// of a store of format 7 on Linux (see rangeLocks): job id's lock is the
+// of a store of format 7 or later on Linux (see rangeLocks): job id's lock is the
 // byte at rangeOffset(id).
 const recordLocksName = "records.lock"
+
+// leasesName is the file in locks/ whose bytes are the leases of a store
+// of format 8 on Linux (tryRangeLease): job id's lease is the byte at
+// rangeOffset(id), as its record lock is in records.lock.
+const leasesName = "leases.lock"
 
 // rangeOffset is the byte of locks/records.lock that is job id's record
 // lock: 62 bits of the FNV-1a hash of the ID. Two jobs whose IDs hash

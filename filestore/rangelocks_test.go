@@ -35,14 +35,15 @@ func forEachLockProtocol(t *testing.T, test func(t *testing.T, dir string)) {
 }
 
 // jobLockFiles returns the names in dir's locks/ other than the store's
-// own lock files (records.lock, migrate.lock): the lock files of jobs.
+// own lock files (records.lock, leases.lock, migrate.lock): the lock files
+// of jobs.
 func jobLockFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(filepath.Join(dir, dirLocks))
 	require.NoError(t, err)
 	var names []string
 	for _, e := range ents {
-		if n := e.Name(); n != recordLocksName && n != migrateLockName {
+		if n := e.Name(); n != recordLocksName && n != leasesName && n != migrateLockName {
 			names = append(names, n)
 		}
 	}

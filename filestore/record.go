@@ -2,11 +2,13 @@ package filestore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -237,11 +239,14 @@ func encodeRecord(env envelope) ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
-// claimNote is what a claim writes into the job's lease lock file, in
-// place and without fsync, just before it renames the record from queued/
-// into claimed/: the record itself is not rewritten (docs/format.md, Claim).
-// A record in claimed/ that still says queued is running as the note says
-// if the note names its revision; otherwise its claim was interrupted.
+// claimNote is what a claim writes, without fsync, just before it renames
+// the record from queued/ into claimed/: the record itself is not
+// rewritten (docs/format.md, Claim). A record in claimed/ that still says
+// queued is running as the note says if the note names its revision;
+// otherwise its claim was interrupted. The note is an extended attribute
+// of the record (claimNoteXattr) where the store has range locks (format
+// 8 on Linux) and the file system keeps extended attributes, else JSON in
+// the job's lease file.
 type claimNote struct {
 	// Rev is the revision of the record the claim moved.
 	Rev int64 `json:"rev"`
@@ -254,10 +259,93 @@ type claimNote struct {
 // maxClaimNote bounds how much of a lease file is read as a claim note.
 const maxClaimNote = 4 << 10
 
-// readClaimNote reads the claim note in job id's lease file. It returns
-// false if there is none that can be read: an empty or missing file, a
-// link, garbage.
+// claimNoteXattr is the extended attribute of a record that holds the
+// note of its claim (encodeClaimNote), in a store of format 8 on Linux.
+const claimNoteXattr = "user.jobdir.claim"
+
+// claimNoteVersion is the first byte of a note in claimNoteXattr.
+const claimNoteVersion = 1
+
+// encodeClaimNote returns n as the value of claimNoteXattr: the version
+// byte, the revision (uvarint), the claim's time (Unix nanoseconds, 8
+// bytes big-endian) and the worker name. Small, so that ext4 keeps it in
+// the record's inode (with 256-byte inodes, up to 60 bytes for this name,
+// so worker names up to about 49 bytes) and a claim writes no block of
+// its own; a longer one takes a block.
+func encodeClaimNote(n claimNote) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+8+len(n.Worker))
+	b = append(b, claimNoteVersion)
+	b = binary.AppendUvarint(b, uint64(n.Rev))
+	b = binary.BigEndian.AppendUint64(b, uint64(n.ClaimedAt.UnixNano()))
+	return append(b, n.Worker...)
+}
+
+// decodeClaimNote parses a value of claimNoteXattr; false if it is not a
+// valid note.
+func decodeClaimNote(b []byte) (claimNote, bool) {
+	if len(b) < 1 || b[0] != claimNoteVersion {
+		return claimNote{}, false
+	}
+	rev, k := binary.Uvarint(b[1:])
+	if k <= 0 || rev < 1 || rev > math.MaxInt64 {
+		return claimNote{}, false
+	}
+	rest := b[1+k:]
+	if len(rest) < 8 {
+		return claimNote{}, false
+	}
+	n := claimNote{Rev: int64(rev), ClaimedAt: time.Unix(0, int64(binary.BigEndian.Uint64(rest))).UTC(), Worker: string(rest[8:])}
+	if jobstore.ValidateWorker(n.Worker) != nil {
+		return claimNote{}, false
+	}
+	return n, true
+}
+
+// writeClaimNote writes n, the note of a claim of job id whose record is
+// in queued/. With range locks it goes into the record's extended
+// attribute, unless the file system keeps none (ENOTSUP: then, for the
+// rest of the Store's life, into the lease file, made if missing). Any
+// other failure fails the claim: a note left in the lease file while an
+// older one of the same revision stays on the record (a claim whose rename
+// failed) would be read in its place. Without range locks it goes into the
+// lease file, which the lease's flock already made, in place.
+func (s *Store) writeClaimNote(id string, n claimNote) error {
+	if s.ranges != nil && !s.noXattrs.Load() {
+		err := s.fs.SetXattr(s.recordPath(dirQueued, id), claimNoteXattr, encodeClaimNote(n))
+		if !errors.Is(err, syscall.ENOTSUP) && !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+		if !s.noXattrs.Swap(true) {
+			s.log.Info("filestore: the file system keeps no extended attributes; claim notes go to lease files", "dir", s.dir)
+		}
+	}
+	data, err := json.Marshal(n)
+	if err != nil {
+		return err
+	}
+	if s.ranges != nil {
+		// No lease file is locked: make it, or replace it, whole.
+		return s.fs.WriteFile(s.leasePath(id), s.tmpDir, data, s.filePerm, false)
+	}
+	return s.fs.Overwrite(s.leasePath(id), data)
+}
+
+// readClaimNote reads the note of the claim of job id, whose record is in
+// claimed/: the record's extended attribute, or, if it has none, the
+// job's lease file (where a claim of format 7, or one on a file system
+// without extended attributes, wrote it). It returns false if there is
+// none that can be read: no note, a link, garbage.
 func (s *Store) readClaimNote(id string) (claimNote, bool) {
+	if s.ranges != nil {
+		var buf [512]byte
+		n, err := lgetxattr(s.recordPath(dirClaimed, id), claimNoteXattr, buf[:])
+		if err == nil {
+			return decodeClaimNote(buf[:n])
+		}
+		if errors.Is(err, syscall.ERANGE) {
+			return claimNote{}, false // larger than any note
+		}
+	}
 	data, typ, err := readRegular(s.leasePath(id), maxClaimNote)
 	if err != nil || typ != 0 || len(data) == 0 || len(data) > maxClaimNote {
 		return claimNote{}, false

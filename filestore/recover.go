@@ -51,8 +51,7 @@ func (s *Store) recoverDead(ctx context.Context, repair bool) ([]Problem, error)
 }
 
 func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patience) (*Problem, error) {
-	lp := s.leasePath(id)
-	h, ok, err := tryLease(s, lp)
+	h, ok, err := tryLease(s, id)
 	if err != nil || !ok {
 		return nil, err // held: its worker is alive
 	}
@@ -65,7 +64,7 @@ func (s *Store) recoverOne(ctx context.Context, id string, repair bool, p *patie
 			s.afterEnd(ctx, *ended)
 		}
 	}()
-	defer releaseLease(lp, h)
+	defer releaseLease(h)
 	unlock, ok, err := p.lock(ctx, func(ctx context.Context) (func(), error) { return s.lockFor(ctx, id, repair) })
 	if err != nil {
 		return nil, err

@@ -28,12 +28,11 @@ func (s *Store) Release(ctx context.Context, lease jobstore.Lease) error {
 	if err := lease.Validate(); err != nil {
 		return fmt.Errorf("filestore: release: %w", err)
 	}
-	lp := s.leasePath(lease.ID)
-	h, held := heldLease(lp)
+	h, held := heldLease(s, lease.ID)
 	if !held || h.lease != lease {
 		return s.notHeld(ctx, "release", lease)
 	}
-	j, err := s.giveBack(ctx, lease, lp, h)
+	j, err := s.giveBack(ctx, lease, h)
 	if err != nil {
 		return err
 	}
@@ -49,10 +48,10 @@ func (s *Store) Release(ctx context.Context, lease jobstore.Lease) error {
 
 // giveBack writes the release of lease, which this process holds as h,
 // and lets the lease go whatever happens, after the record lock.
-func (s *Store) giveBack(ctx context.Context, lease jobstore.Lease, lp string, h *leaseHold) (jobstore.Job, error) {
+func (s *Store) giveBack(ctx context.Context, lease jobstore.Lease, h *leaseHold) (jobstore.Job, error) {
 	// Deferred first, so it runs last: after the record lock is given up,
 	// as in Complete.
-	defer releaseLease(lp, h)
+	defer releaseLease(h)
 	unlock, err := s.lockJob(ctx, lease.ID)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: release %s: %w (its lease is let go: recovery takes the job over)", lease.ID, err)

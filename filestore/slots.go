@@ -362,12 +362,17 @@ func (s *Store) inClaimed(id string) bool {
 }
 
 // leaseHeld reports whether any process holds the lease of job id: this
-// one (its table), or another (the flock cannot be taken).
+// one (its table), or another (its byte of locks/leases.lock, or the flock
+// of its lease file, is locked).
 func (s *Store) leaseHeld(id string) bool {
-	lp := s.leasePath(id)
-	if _, held := heldLease(lp); held {
+	if _, held := heldLease(s, id); held {
 		return true
 	}
+	if s.ranges != nil {
+		held, err := rangeLeaseHeld(s.locksPath(leasesName), rangeOffset(id))
+		return held || err != nil
+	}
+	lp := s.leasePath(id)
 	f, err := os.OpenFile(lp, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		return false // no lease file: no attempt holds it

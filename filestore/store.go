@@ -115,6 +115,10 @@ type Store struct {
 	// repairedInBackground is set once maintain has made the repairs of
 	// Repair; until then maintain tries them, a minute apart.
 	repairedInBackground atomic.Bool
+	// noXattrs is set once a claim note could not be set as an extended
+	// attribute because the file system keeps none: the Store's notes go
+	// to lease files from then on (writeClaimNote).
+	noXattrs atomic.Bool
 	// claimer is set by the first Claim: until then the Store keeps no
 	// candidate set (no pending IDs, no polls of queued/), so that one
 	// that never claims never reads the queue.

@@ -184,3 +184,19 @@ func (s fsSync) Close() error { return s.f.Close() }
 
 // fsyncFD flushes the file fd to the disk, as (*os.File).Sync does.
 func fsyncFD(fd int) error { return unix.Fsync(fd) }
+
+// fsetxattr sets the extended attribute name of the open file fd to value.
+func fsetxattr(fd int, name string, value []byte) error {
+	return ignoringEINTR(func() error { return unix.Fsetxattr(fd, name, value, 0) })
+}
+
+// lgetxattr reads the extended attribute name of the file at path, never
+// following a link, into buf, and returns its length.
+func lgetxattr(path, name string, buf []byte) (int, error) {
+	var n int
+	err := ignoringEINTR(func() (err error) {
+		n, err = unix.Lgetxattr(path, name, buf)
+		return err
+	})
+	return n, err
+}

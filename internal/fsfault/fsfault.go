@@ -30,6 +30,8 @@ const (
 	Remove Op = "remove"
 	// Overwrite rewrites a file in place.
 	Overwrite Op = "overwrite"
+	// SetXattr sets an extended attribute of a file (a claim's note).
+	SetXattr Op = "setxattr"
 	// SyncDir fsyncs a directory after its entries changed: a failure
 	// there reports an error for a change that was made.
 	SyncDir Op = "sync-dir"

@@ -1,0 +1,18 @@
+//go:build unix && !linux
+
+package filestore
+
+import "os"
+
+// Outside Linux a store has no range locks (rangeLocks), so each lease is
+// the flock of a lease file (tryLockFile); these are never called.
+
+func tryRangeLease(string, int64, os.FileMode) (*os.File, bool, error) {
+	panic("filestore: range leases outside Linux")
+}
+
+func unlockRangeLease(*os.File, int64) { panic("filestore: range leases outside Linux") }
+
+func rangeLeaseHeld(string, int64) (bool, error) {
+	panic("filestore: range leases outside Linux")
+}
