@@ -589,8 +589,9 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	}
 	// The claim is a note (an extended attribute of the record, or the
 	// lease file: writeClaimNote), then the rename: the record itself is
-	// not rewritten, so a claim creates no file and makes no fsync. Readers (all under the record lock) see a record in claimed/
-	// that still says queued as running, as the note says. The note is
+	// not rewritten, so a claim creates no file and makes no fsync.
+	// Readers (all under the record lock) see a record in claimed/ that
+	// still says queued as running, as the note says. The note is
 	// never fsynced; the rename is made durable by this Store's claim
 	// flusher a moment later (claimflush.go), so that a power cut during
 	// the attempt leaves the record in claimed/ and recovery counts the

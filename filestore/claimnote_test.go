@@ -83,7 +83,8 @@ func testClaimNoteLost(t *testing.T, dir string) {
 			setClaimNote(t, s, id, nil)
 		}, lostWorker},
 		{"NoteOfAnotherRevision", func(t *testing.T, s *Store, id string) {
-			n, ok := s.readClaimNote(id)
+			n, ok, err := s.readClaimNote(id)
+			require.NoError(t, err)
 			require.True(t, ok)
 			n.Rev++
 			if noteInXattr(s, id) {
@@ -431,15 +432,17 @@ func TestClaimNoteInXattr(t *testing.T) {
 }
 
 // xattrFails is the real file operations with SetXattr failing with err
-// (counting the calls).
+// (counting the calls that set a value).
 type xattrFails struct {
 	osFS
 	err   error
 	calls atomic.Int32
 }
 
-func (f *xattrFails) SetXattr(string, string, []byte) error {
-	f.calls.Add(1)
+func (f *xattrFails) SetXattr(_, _ string, value []byte) error {
+	if value != nil {
+		f.calls.Add(1)
+	}
 	return f.err
 }
 
@@ -529,4 +532,40 @@ func TestClaimNoteEncoding(t *testing.T) {
 		_, ok := decodeClaimNote(bad)
 		require.False(t, ok, name)
 	}
+}
+
+// xattrUnsupported is the real file operations where setting an extended
+// attribute fails with ENOTSUP (removing one works).
+type xattrUnsupported struct{ osFS }
+
+func (f *xattrUnsupported) SetXattr(p, name string, value []byte) error {
+	if value != nil {
+		return unix.ENOTSUP
+	}
+	return f.osFS.SetXattr(p, name, value)
+}
+
+// TestClaimNoteFallbackHidesNoStaleNote: a claim whose note goes to the
+// lease file removes any note left on the record (by a claim whose rename
+// failed, with the same revision), which readers would take first.
+func TestClaimNoteFallbackHidesNoStaleNote(t *testing.T) {
+	dir := t.TempDir()
+	s, err := open(t.Context(), dir, &Options{NoSync: true}, &xattrUnsupported{})
+	require.NoError(t, err)
+	defer s.Close()
+	requireRangeLocks(t, s)
+	sub, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	stale := encodeClaimNote(claimNote{Rev: 1, Worker: "old", ClaimedAt: time.Now().UTC()})
+	if err := unix.Lsetxattr(s.recordPath(dirQueued, sub.ID), claimNoteXattr, stale, 0); err != nil {
+		t.Skipf("the file system of the test's directory keeps no extended attributes: %v", err)
+	}
+	c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "new"})
+	require.NoError(t, err)
+	require.False(t, noteInXattr(s, c.ID), "the stale note stayed on the record")
+	got, err := s.Get(t.Context(), c.ID)
+	require.NoError(t, err)
+	require.Equal(t, "new", got.Worker)
+	_, err = s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
 }

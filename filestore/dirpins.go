@@ -263,11 +263,9 @@ func (d *pinnedDir) writeNew(name, path string, data []byte, perm os.FileMode, s
 	})
 }
 
-// overwrite replaces the contents of the existing regular file name in d
-// with data, in place, never through a link. path names the file in
-// errors.
 // setXattr sets the extended attribute xname of the regular file name in
-// d (path in errors) to value.
+// d (path in errors) to value, or removes it if value is nil (a missing
+// one is no error), never through a link.
 func (d *pinnedDir) setXattr(name, path, xname string, value []byte) error {
 	return d.use(func(dfd int) error {
 		var fd int
@@ -286,6 +284,12 @@ func (d *pinnedDir) setXattr(name, path, xname string, value []byte) error {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return fmt.Errorf("%s: not a regular file", path)
 		}
+		if value == nil {
+			if err := fremovexattr(fd, xname); err != nil {
+				return &os.PathError{Op: "removexattr", Path: path, Err: err}
+			}
+			return nil
+		}
 		if err := fsetxattr(fd, xname, value); err != nil {
 			return &os.PathError{Op: "setxattr", Path: path, Err: err}
 		}
@@ -293,6 +297,9 @@ func (d *pinnedDir) setXattr(name, path, xname string, value []byte) error {
 	})
 }
 
+// overwrite replaces the contents of the existing regular file name in d
+// with data, in place, never through a link. path names the file in
+// errors.
 func (d *pinnedDir) overwrite(name, path string, data []byte) error {
 	return d.use(func(dfd int) error {
 		var fd int

@@ -438,8 +438,13 @@ func (s *Store) checkRecord(ctx context.Context, id string, repair bool, pat *pa
 	}
 	defer unlock()
 	if fi, err := os.Lstat(s.leasePath(id)); err == nil && !fi.Mode().IsRegular() {
-		r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: s.leasePath(id), ID: id,
-			Detail: fmt.Sprintf("lease lock is not a regular file (%s): the job cannot be claimed", fi.Mode().Type())})
+		detail := fmt.Sprintf("lease lock is not a regular file (%s): the job cannot be claimed", fi.Mode().Type())
+		if s.ranges != nil {
+			// The lease is a byte of leases.lock; the file only ever holds
+			// a claim note, which a claim replaces whole.
+			detail = fmt.Sprintf("the job's lease file, where a claim note may be kept, is not a regular file (%s); remove it", fi.Mode().Type())
+		}
+		r.Problems = append(r.Problems, Problem{Kind: ProblemCorrupt, Path: s.leasePath(id), ID: id, Detail: detail})
 	}
 	f, err := s.locate(id)
 	if err != nil {

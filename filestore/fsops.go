@@ -60,9 +60,10 @@ type fileOps interface {
 	// follows a symbolic link.
 	Overwrite(path string, data []byte) error
 	// SetXattr sets the extended attribute name of the existing regular
-	// file at path to value, without fsync. It never follows a symbolic
-	// link. Where the file system keeps no extended attributes it fails
-	// (ENOTSUP; outside Linux an error matching errors.ErrUnsupported).
+	// file at path to value, without fsync, or removes it if value is nil
+	// (a missing one is no error). It never follows a symbolic link. Where
+	// the file system keeps no extended attributes it fails (ENOTSUP;
+	// outside Linux an error matching errors.ErrUnsupported).
 	SetXattr(path, name string, value []byte) error
 	// SyncFS opens the file system that holds dir for one syncfs(2): its
 	// Sync makes every file written on it durable at once. Open it before
@@ -344,12 +345,16 @@ func (f osFS) SetXattr(path, name string, value []byte) error {
 	if err != nil {
 		return err
 	}
+	op, set := "setxattr", func(fd int) error { return fsetxattr(fd, name, value) }
+	if value == nil {
+		op, set = "removexattr", func(fd int) error { return fremovexattr(fd, name) }
+	}
 	var xerr error
-	if err := rc.Control(func(fd uintptr) { xerr = fsetxattr(int(fd), name, value) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { xerr = set(int(fd)) }); err != nil {
 		return err
 	}
 	if xerr != nil {
-		return &os.PathError{Op: "setxattr", Path: path, Err: xerr}
+		return &os.PathError{Op: op, Path: path, Err: xerr}
 	}
 	return nil
 }

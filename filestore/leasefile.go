@@ -11,12 +11,14 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// LeaseFile returns a new descriptor of the lease lock file through which
-// this Store holds the attempt of lease. flock(2) locks belong to the open
-// file description, which a duplicated descriptor shares, even in another
-// process that inherited it: so as long as any process holds the returned
-// file open, the lease stays locked, and no process recovers the job as a
-// dead worker's, even after this process has died. The caller closes it.
+// LeaseFile returns a new descriptor of the open file through which this
+// Store holds the attempt of lease: on Linux locks/leases.lock, opened for
+// this lease alone, whose byte of the job is locked; elsewhere the job's
+// lease file, flocked. Both locks belong to the open file description,
+// which a duplicated descriptor shares, even in another process that
+// inherited it: so as long as any process holds the returned file open,
+// the lease stays locked, and no process recovers the job as a dead
+// worker's, even after this process has died. The caller closes it.
 //
 // It does not extend a live attempt: Complete (and Close) unlock the lease
 // explicitly, which releases it for every holder of a copy. It implements

@@ -82,7 +82,8 @@ func unlockRangeLease(f *os.File, off int64) {
 }
 
 // rangeLeaseHeld reports whether an open file holds the lease that is byte
-// off of the file at path; a missing file holds none.
+// off of the file at path; a missing file holds none. Anything but a
+// regular file at path is an error (which callers count as held).
 func rangeLeaseHeld(path string, off int64) (bool, error) {
 	var fd int
 	err := ignoringEINTR(func() (err error) {
@@ -97,6 +98,13 @@ func rangeLeaseHeld(path string, off int64) (bool, error) {
 	}
 	defer unix.Close(fd)
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: off, Len: 1}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, fmt.Errorf("%s: not a regular file", path)
+	}
 	if err := ignoringEINTR(func() error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk) }); err != nil {
 		return false, &os.PathError{Op: "lock", Path: path, Err: err}
 	}

@@ -19,10 +19,13 @@ const recordLocksName = "records.lock"
 const leasesName = "leases.lock"
 
 // rangeOffset is the byte of locks/records.lock that is job id's record
-// lock: 62 bits of the FNV-1a hash of the ID. Two jobs whose IDs hash
-// alike share a lock, which only makes one wait for the other (the
-// in-process table is keyed by the byte too); among a million jobs locked
-// at once that happens with a chance of about one in ten million.
+// lock, and of locks/leases.lock that is its lease: 62 bits of the FNV-1a
+// hash of the ID. Two jobs whose IDs hash alike share a record lock, which
+// only makes one wait for the other (the in-process table is keyed by the
+// byte too), and a lease, which makes a claim of one skip the other while
+// it runs, and its recovery wait until the other's lease is free; among a
+// million jobs locked at once that happens with a chance of about one in
+// ten million.
 func rangeOffset(id string) int64 {
 	const offset, prime = 14695981039346656037, 1099511628211
 	h := uint64(offset)

@@ -304,7 +304,8 @@ func decodeClaimNote(b []byte) (claimNote, bool) {
 // writeClaimNote writes n, the note of a claim of job id whose record is
 // in queued/. With range locks it goes into the record's extended
 // attribute, unless the file system keeps none (ENOTSUP: then, for the
-// rest of the Store's life, into the lease file, made if missing). Any
+// rest of the Store's life, into the lease file, made if missing, after
+// removing any note on the record, which readers look at first). Any
 // other failure fails the claim: a note left in the lease file while an
 // older one of the same revision stays on the record (a claim whose rename
 // failed) would be read in its place. Without range locks it goes into the
@@ -324,6 +325,12 @@ func (s *Store) writeClaimNote(id string, n claimNote) error {
 		return err
 	}
 	if s.ranges != nil {
+		// A note on the record (there only if the attribute failed for
+		// some other reason before) would be read in place of this one.
+		qp := s.recordPath(dirQueued, id)
+		if err := s.fs.SetXattr(qp, claimNoteXattr, nil); err != nil && !errors.Is(err, syscall.ENOTSUP) && !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
 		// No lease file is locked: make it, or replace it, whole.
 		return s.fs.WriteFile(s.leasePath(id), s.tmpDir, data, s.filePerm, false)
 	}
@@ -331,45 +338,55 @@ func (s *Store) writeClaimNote(id string, n claimNote) error {
 }
 
 // readClaimNote reads the note of the claim of job id, whose record is in
-// claimed/: the record's extended attribute, or, if it has none, the
-// job's lease file (where a claim of format 7, or one on a file system
-// without extended attributes, wrote it). It returns false if there is
-// none that can be read: no note, a link, garbage.
-func (s *Store) readClaimNote(id string) (claimNote, bool) {
+// claimed/: the record's extended attribute, or, only if it has none
+// (ENODATA, or ENOTSUP where the file system keeps none), the job's lease
+// file (where a claim of format 7, or one on a file system without
+// extended attributes, wrote it). It returns false if there is none that
+// can be read: no note, a link, garbage. Another error reading the
+// attribute is returned: the lease file may hold an older note of the same
+// revision, which would name another worker.
+func (s *Store) readClaimNote(id string) (claimNote, bool, error) {
 	if s.ranges != nil {
 		var buf [512]byte
-		n, err := lgetxattr(s.recordPath(dirClaimed, id), claimNoteXattr, buf[:])
-		if err == nil {
-			return decodeClaimNote(buf[:n])
-		}
-		if errors.Is(err, syscall.ERANGE) {
-			return claimNote{}, false // larger than any note
+		p := s.recordPath(dirClaimed, id)
+		n, err := lgetxattr(p, claimNoteXattr, buf[:])
+		switch {
+		case err == nil:
+			note, ok := decodeClaimNote(buf[:n])
+			return note, ok, nil
+		case errors.Is(err, syscall.ERANGE):
+			return claimNote{}, false, nil // larger than any note
+		case errors.Is(err, syscall.ENOENT):
+			return claimNote{}, false, nil // moved since it was read
+		case !errors.Is(err, syscall.ENODATA) && !errors.Is(err, syscall.ENOTSUP):
+			return claimNote{}, false, fmt.Errorf("filestore: read the claim note of %s: %w", p, err)
 		}
 	}
 	data, typ, err := readRegular(s.leasePath(id), maxClaimNote)
 	if err != nil || typ != 0 || len(data) == 0 || len(data) > maxClaimNote {
-		return claimNote{}, false
+		return claimNote{}, false, nil
 	}
 	var n claimNote
 	if err := json.Unmarshal(data, &n); err != nil || n.Rev < 1 || jobstore.ValidateWorker(n.Worker) != nil {
-		return claimNote{}, false
+		return claimNote{}, false, nil
 	}
-	return n, true
+	return n, true, nil
 }
 
 // applyClaimNote makes rec, a record in claimed/ that still says queued,
 // the running job its claim note describes, if the note is for this
 // revision; otherwise rec stays an interrupted claim.
-func (s *Store) applyClaimNote(rec *record) {
-	n, ok := s.readClaimNote(rec.Job.ID)
-	if !ok || n.Rev != rec.Rev {
-		return
+func (s *Store) applyClaimNote(rec *record) error {
+	n, ok, err := s.readClaimNote(rec.Job.ID)
+	if err != nil || !ok || n.Rev != rec.Rev {
+		return err
 	}
 	// The job was due when it was claimed; ApplyClaim checks that against
 	// the claim's own time.
 	if j, err := storekit.ApplyClaim(rec.Job, n.Worker, n.ClaimedAt); err == nil {
 		rec.Job = j
 	}
+	return nil
 }
 
 // found is what locate finds for one job ID.
@@ -411,7 +428,9 @@ func (s *Store) locate(id string) (found, error) {
 		f.ok = true
 	}
 	if f.ok && f.rec.dir == dirClaimed && f.rec.Job.State == jobstore.StateQueued {
-		s.applyClaimNote(&f.rec)
+		if err := s.applyClaimNote(&f.rec); err != nil {
+			return f, err
+		}
 	}
 	return f, nil
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // recoverDead looks at every job in claimed/ (the running set, not the
-// history) and recovers those whose lease lock is free, which means the
-// process that claimed them is gone: the kernel released its flock when it
+// history) and recovers those whose lease is free, which means the
+// process that claimed them is gone: the kernel released its lock when it
 // died. Leases this process holds are in the lease table, so they are never
 // mistaken for dead. Without repair it only reports.
 //

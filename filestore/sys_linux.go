@@ -8,6 +8,7 @@ package filestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -188,6 +189,16 @@ func fsyncFD(fd int) error { return unix.Fsync(fd) }
 // fsetxattr sets the extended attribute name of the open file fd to value.
 func fsetxattr(fd int, name string, value []byte) error {
 	return ignoringEINTR(func() error { return unix.Fsetxattr(fd, name, value, 0) })
+}
+
+// fremovexattr removes the extended attribute name of the open file fd; a
+// missing one is no error.
+func fremovexattr(fd int, name string) error {
+	err := ignoringEINTR(func() error { return unix.Fremovexattr(fd, name) })
+	if errors.Is(err, unix.ENODATA) {
+		return nil
+	}
+	return err
 }
 
 // lgetxattr reads the extended attribute name of the file at path, never

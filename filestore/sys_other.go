@@ -39,4 +39,6 @@ func fsyncFD(fd int) error {
 // lease file there).
 func fsetxattr(int, string, []byte) error { return errors.ErrUnsupported }
 
+func fremovexattr(int, string) error { return errors.ErrUnsupported }
+
 func lgetxattr(string, string, []byte) (int, error) { return 0, errors.ErrUnsupported }
