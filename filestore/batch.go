@@ -42,6 +42,10 @@ type batchJob struct {
 	unlock func() // releases its record lock; nil until taken
 	linked bool   // its key file is published
 	queued bool   // its record is in queued/
+	// env and data, for a journaled batch, are its record (naming its
+	// entry) and its encoding.
+	env  *envelope
+	data []byte
 }
 
 // SubmitBatch submits every spec as Submit would and returns one result per
@@ -140,6 +144,14 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (
 		s.takeBack(news)
 		return nil, err
 	}
+	if !whole && !slices.ContainsFunc(news, func(b *batchJob) bool { return b.hash != "" || b.job.State != jobstore.StateQueued }) {
+		// Taken before any record lock: taking one may replay it.
+		if jr := s.journalFor(ctx); jr != nil {
+			if done, err := s.submitBatchJournaled(ctx, jr, news); done || err != nil {
+				return taken, err
+			}
+		}
+	}
 	if err := s.writeDurably(ctx, news); err != nil {
 		return fail(err)
 	}
@@ -224,6 +236,105 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (
 	return taken, nil
 }
 
+// submitBatchJournaled submits news, jobs without keys, through the
+// Store's submission journal: their records written unsynced to tmp/
+// (batchWriters at a time) and their entries appended and fdatasynced at
+// once (journal.go), and only then renamed into queued/ (batchRenamers at
+// a time). A job is durable before anyone can see it, so the batch takes
+// no record locks: with a thousand held at once, the kernel's list of
+// them made every lock a walk of a thousand. done is false, with no error,
+// if the journal could not take them, or failed them: nothing of the
+// batch is visible then, and its entries are voided (submit as before).
+// A rename that fails takes back the records published so far, each
+// under its record lock, and voids the batch's entries; one that another
+// process claimed meanwhile stays, and the error says so.
+func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*batchJob) (done bool, err error) {
+	jobs := make([]jobstore.Job, len(news))
+	for i, b := range news {
+		jobs[i] = b.job
+	}
+	refs := func() []string {
+		out := make([]string, 0, len(news))
+		for _, b := range news {
+			if b.env != nil {
+				out = append(out, b.env.Logged)
+			}
+		}
+		return out
+	}
+	ok, jerr := s.journaled(jr, jobs, true, func(envs []envelope, data [][]byte) error {
+		for i, b := range news {
+			b.env, b.data = &envs[i], data[i]
+		}
+		return s.writeBatch(ctx, news, false)
+	})
+	var first int64 = -1
+	if len(news) > 0 && news[0].env != nil {
+		if ref, ok := parseJournalRef(news[0].env.Logged); ok {
+			first = ref.Off
+		}
+	}
+	if !ok {
+		for _, b := range news {
+			if b.tmp != "" {
+				_ = s.fs.Remove(b.tmp)
+				b.tmp = ""
+			}
+		}
+		if jerr != nil && first >= 0 && jr.isBroken() {
+			// The entries may be on disk: void them, for no replay to
+			// bring back jobs this batch now submits anew.
+			s.log.Warn("filestore: the submission journal failed; submits make their records durable one by one", "err", jerr)
+			jr.void(refs())
+		}
+		if first >= 0 {
+			jr.published(first)
+		}
+		for _, b := range news {
+			b.env, b.data = nil, nil
+		}
+		return false, nil
+	}
+	err = inParallel(ctx, batchRenamers, news, func(b *batchJob) error {
+		if err := s.fs.Rename(b.tmp, s.recordPath(dirQueued, b.job.ID)); err != nil {
+			return fmt.Errorf("publish job %s: %w", b.job.ID, err)
+		}
+		b.tmp, b.queued = "", true
+		return nil
+	})
+	if err != nil {
+		kept := 0
+		for _, b := range news {
+			if b.tmp != "" {
+				_ = s.fs.Remove(b.tmp)
+			}
+			if !b.queued {
+				continue
+			}
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			unlock, lerr := s.lockJob(lctx, b.job.ID)
+			cancel()
+			if lerr != nil || !s.takeBackRecord(b.job.ID, jobstore.StateQueued) {
+				kept++
+			}
+			if lerr == nil {
+				unlock()
+			}
+		}
+		jr.void(refs())
+		jr.published(first)
+		if kept > 0 {
+			return true, fmt.Errorf("%w (%d of the batch's jobs were submitted and are kept: another process had them already)", err, kept)
+		}
+		return true, err
+	}
+	jr.published(first)
+	for _, b := range news {
+		s.published(b.job, "")
+	}
+	return true, nil
+}
+
 // writeDurably writes the temp file of every job in news and, unless
 // Options.NoSync, makes them durable: with one syncfs for a large batch,
 // else (or where there is no syncfs) with an fsync each.
@@ -250,7 +361,10 @@ func (s *Store) lockNewJobs(ctx context.Context, news []*batchJob) error {
 // time, each fsynced if fsync is set.
 func (s *Store) writeBatch(ctx context.Context, news []*batchJob, fsync bool) error {
 	return inParallel(ctx, batchWriters, news, func(b *batchJob) error {
-		data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: b.job})
+		data, err := b.data, error(nil)
+		if data == nil {
+			data, err = encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: b.job})
+		}
 		if err == nil {
 			b.tmp, err = s.fs.WriteTemp(s.tmpDir, data, s.filePerm, fsync)
 		}

@@ -36,6 +36,9 @@ const (
 	// job, as its parent's do (useLockFiles): every process of a store
 	// must lock the same way.
 	childLockFiles = "FILESTORE_TEST_LOCK_FILES"
+	// childNoCover, set, makes the child's Store never cover its
+	// submission journal on its own (Close still does).
+	childNoCover = "FILESTORE_TEST_NO_COVER"
 )
 
 func runChild(role string) int {
@@ -66,7 +69,11 @@ func runChild(role string) int {
 	}
 	ctx := context.Background()
 	poll, _ := time.ParseDuration(os.Getenv(childPoll))
-	s, err := Open(ctx, os.Getenv(childDir), &Options{RecoverInterval: 100 * time.Millisecond, NoSync: os.Getenv(childNoSync) != "", PollInterval: poll})
+	opts := &Options{RecoverInterval: 100 * time.Millisecond, NoSync: os.Getenv(childNoSync) != "", PollInterval: poll}
+	if os.Getenv(childNoCover) != "" {
+		opts.journalCoverEvery = time.Hour
+	}
+	s, err := Open(ctx, os.Getenv(childDir), opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 1
@@ -111,6 +118,32 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 		for _, r := range out {
 			fmt.Printf("submitted %s %v %s\n", r.Job.ID, r.Created, r.Job.Key)
 		}
+	case "journal-submit":
+		// Submits one by one and a batch, through the journal, says so,
+		// and waits to be killed.
+		for range 20 {
+			j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "journaled"})
+			if err != nil {
+				return err
+			}
+			fmt.Printf("submitted %s\n", j.ID)
+		}
+		specs := make([]jobstore.Spec, 50)
+		for i := range specs {
+			specs[i] = jobstore.Spec{Kind: "journaled"}
+		}
+		out, err := s.SubmitBatch(ctx, specs)
+		if err != nil {
+			return err
+		}
+		for _, r := range out {
+			fmt.Printf("submitted %s\n", r.Job.ID)
+		}
+		if s.jr == nil {
+			return errors.New("no journal")
+		}
+		fmt.Println("ready")
+		time.Sleep(time.Hour)
 	case "claim-all":
 		// Claim and complete until no job has appeared for a while; with
 		// the key "batch", up to 7 jobs at a time with ClaimBatch.

@@ -195,15 +195,50 @@ func (s *Store) lockExists(id string) bool {
 
 // powerCutFS is the real file operations, remembering what a power cut
 // would take back: the renames whose target directory no fsync (nor
-// syncfs) has covered since, and the claim notes written in place, which
-// nothing fsyncs. cut takes them back, as the disk would have them after
-// the power came back.
+// syncfs) has covered since, the claim notes written in place, which
+// nothing fsyncs, and the writes into submission journals that no
+// fdatasync covered. cut takes them back, as the disk would have them
+// after the power came back.
 type powerCutFS struct {
 	fileOps
 	mu         sync.Mutex
 	renames    [][2]string
 	overwrites []string
 	xattrs     []string
+	journal    map[string][][2]int64 // path: writes (offset, length)
+}
+
+func (f *powerCutFS) JournalWrite(file *os.File, data []byte, off int64) error {
+	if err := f.fileOps.JournalWrite(file, data, off); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	if f.journal == nil {
+		f.journal = map[string][][2]int64{}
+	}
+	f.journal[file.Name()] = append(f.journal[file.Name()], [2]int64{off, int64(len(data))})
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *powerCutFS) JournalSync(file *os.File) error {
+	if err := f.fileOps.JournalSync(file); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	delete(f.journal, file.Name())
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *powerCutFS) SyncFile(p string) error {
+	if err := f.fileOps.SyncFile(p); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	delete(f.journal, p)
+	f.mu.Unlock()
+	return nil
 }
 
 func (f *powerCutFS) Rename(o, n string) error {
@@ -266,7 +301,7 @@ func (s cutSyncer) Sync() error {
 // reset forgets what was done so far, as if it had been made durable.
 func (f *powerCutFS) reset() {
 	f.mu.Lock()
-	f.renames, f.overwrites, f.xattrs = nil, nil, nil
+	f.renames, f.overwrites, f.xattrs, f.journal = nil, nil, nil, nil
 	f.mu.Unlock()
 }
 
@@ -280,6 +315,15 @@ func (f *powerCutFS) cut(t *testing.T) {
 	for _, p := range f.overwrites {
 		require.NoError(t, os.Truncate(p, 0))
 	}
+	for p, ws := range f.journal {
+		file, err := os.OpenFile(p, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		for _, w := range ws {
+			_, err := file.WriteAt(make([]byte, w[1]), w[0])
+			require.NoError(t, err)
+		}
+		require.NoError(t, file.Close())
+	}
 	for _, p := range f.xattrs {
 		// A note set on a record in queued/ goes with it into claimed/.
 		store, name := filepath.Dir(filepath.Dir(p)), filepath.Base(p)
@@ -287,7 +331,7 @@ func (f *powerCutFS) cut(t *testing.T) {
 			_ = unix.Lremovexattr(filepath.Join(store, d, name), claimNoteXattr)
 		}
 	}
-	f.renames, f.overwrites, f.xattrs = nil, nil, nil
+	f.renames, f.overwrites, f.xattrs, f.journal = nil, nil, nil, nil
 }
 
 // TestPowerCutCountsAttempt: a claim is made durable a moment after it

@@ -129,6 +129,7 @@ package filestore
 //	rangelocks.go   record locks (and leases) as bytes of locks/records.lock (locks/leases.lock), where the system has them
 //	record.go       the record file: paths, encoding, finding the current copy
 //	                (readfile.go: reading a small file on a bare descriptor)
+//	journal.go      the submission journal: journal/<n>.log, its entries, covers and replay
 //	durability.go   fsync, shared syncfs or none: every flush goes through it
 //	                (syncshare.go: the syncfs flushes shared between processes)
 //	fsops.go        the seam every change of the directory goes through (dirpins.go:

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,9 +273,45 @@ func (d *durability) moved(path, dir string, since uint64) error {
 // (since is the highest mark).
 func (d *durability) entries(dir string) error { return d.moved("", dir, math.MaxUint64) }
 
+// errNoSyncFS says syncAll cannot make the file system durable at once:
+// no syncfs reaches its disk, or one failed before (whose writeback
+// errors another descriptor may have been told).
+var errNoSyncFS = errors.New("no syncfs to make everything durable with")
+
+// syncAll makes every file written on the store's file system before the
+// call durable, with one syncfs(2) that begins after the call (one of
+// this Store's, or another process's through a descriptor opened before
+// the mark since, see syncShare), whatever flushCost says of syncfs
+// flushes: the submission journal's cover, which has no other way. It
+// shares the flushes of moved, one at a time.
+func (d *durability) syncAll(since uint64) error {
+	if !d.syncFSOK || d.cost.isBroken() {
+		return errNoSyncFS
+	}
+	if d.moves == nil {
+		// Options.SyncFS, or NoSync (whose Stores still replay the
+		// journals of others): a syncfs of its own.
+		sy, err := (*d.fs).SyncFS(d.root)
+		if err != nil {
+			return err
+		}
+		defer sy.Close()
+		return sy.Sync()
+	}
+	d.sharedMu.RLock()
+	defer d.sharedMu.RUnlock()
+	if d.closed {
+		return fmt.Errorf("filestore: syncfs: %w", jobstore.ErrClosed)
+	}
+	return d.moves.flush(&flushWaiter{since: since, all: true}, d.flushOne, d.flushSeveral)
+}
+
 // flushOne makes one caller's new file durable: an fsync of the file and
 // one of its directory (only the directory for a caller of entries).
 func (d *durability) flushOne(w *flushWaiter) error {
+	if w.all {
+		return d.flushSeveral([]*flushWaiter{w})
+	}
 	start := time.Now()
 	var err error
 	if w.path != "" {
@@ -295,7 +332,7 @@ func (d *durability) flushOne(w *flushWaiter) error {
 func (d *durability) flushSeveral(ws []*flushWaiter) error {
 	d.joinShare()
 	start := time.Now()
-	if d.cost.useSyncFS(start) {
+	if d.cost.useSyncFS(start) || slices.ContainsFunc(ws, func(w *flushWaiter) bool { return w.all }) {
 		took, err := d.syncMoves(ws)
 		if err != nil {
 			// A syncfs reports a write error once per descriptor, and
@@ -424,6 +461,13 @@ func (c *flushCost) failed() {
 	c.mu.Lock()
 	c.broken = true
 	c.mu.Unlock()
+}
+
+// isBroken reports whether a syncfs failed.
+func (c *flushCost) isBroken() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken
 }
 
 // fsyncs is how long fsyncs of n files would take, from the typical lone
@@ -623,6 +667,7 @@ type flushGroup struct {
 type flushWaiter struct {
 	path, dir string
 	since     uint64 // see moved
+	all       bool   // syncAll's: a syncfs, whatever flushCost says
 	done      bool
 	err       error
 }

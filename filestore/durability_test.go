@@ -134,6 +134,16 @@ func (l *syncLog) WriteFile(path, tmpDir string, data []byte, perm os.FileMode, 
 	return l.fileOps.WriteFile(path, tmpDir, data, perm, sync)
 }
 
+func (l *syncLog) JournalWrite(f *os.File, data []byte, off int64) error {
+	l.add("journal-write")
+	return l.fileOps.JournalWrite(f, data, off)
+}
+
+func (l *syncLog) JournalSync(f *os.File) error {
+	l.add("journal-sync")
+	return l.fileOps.JournalSync(f)
+}
+
 func (l *syncLog) SyncFile(path string) error {
 	l.add("fsync file")
 	return l.fileOps.SyncFile(path)
@@ -171,7 +181,10 @@ func (s hookedSyncer) Sync() error {
 // journal commit for both, see durability.placed), or makes one syncfs
 // for a large batch;
 // shared syncfs (Options.SyncFS) fsyncs no file and makes one syncfs
-// instead of the directory's fsync; NoSync flushes nothing.
+// instead of the directory's fsync; NoSync flushes nothing. With its
+// submission journal (fsync mode where a syncfs reaches the disk), a
+// submit of a job without a key writes its record unsynced and makes only
+// its journal entry durable, with one fdatasync, and so does a batch.
 func TestDurabilityModes(t *testing.T) {
 	batch := make([]jobstore.Spec, syncFSBatch)
 	for i := range batch {
@@ -184,7 +197,8 @@ func TestDurabilityModes(t *testing.T) {
 		batchSyncFS bool
 		batchFile   string
 	}{
-		{"Fsync", Options{}, []string{"file sync=false", "fsync file", "fsync queued/"}, true, "file sync=false"},
+		{"Fsync", Options{noJournal: true}, []string{"file sync=false", "fsync file", "fsync queued/"}, true, "file sync=false"},
+		{"Journal", Options{}, []string{"file sync=false", "journal-write", "journal-sync"}, false, "file sync=false"},
 		{"SyncFS", Options{SyncFS: true}, []string{"file sync=false", "syncfs"}, true, "file sync=false"},
 		{"NoSync", Options{NoSync: true}, []string{"file sync=false"}, false, "file sync=false"},
 	} {
@@ -195,7 +209,14 @@ func TestDurabilityModes(t *testing.T) {
 			l := &syncLog{fileOps: osFS{}, info: &ext4Disk}
 			opts := tc.opts
 			opts.RecoverInterval = time.Hour
+			opts.journalCoverEvery = time.Hour
 			s := openAtFS(t, t.TempDir(), &opts, l)
+			if tc.name == "Journal" {
+				// The first submit takes a journal: made, written, fsynced.
+				_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+				require.NoError(t, err)
+				require.NotNil(t, s.jr)
+			}
 			l.take()
 			_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
 			require.NoError(t, err)
@@ -210,10 +231,13 @@ func TestDurabilityModes(t *testing.T) {
 				}
 			}
 			require.Equal(t, tc.batchSyncFS, slices.Contains(got, "syncfs"), "%v", got)
-			if !tc.opts.NoSync && !tc.opts.SyncFS {
+			if tc.name == "Fsync" {
 				require.Contains(t, got, "fsync queued/")
 			}
-			if tc.opts.NoSync || tc.opts.SyncFS {
+			if tc.name == "Journal" {
+				require.Equal(t, []string{"journal-write", "journal-sync"}, slices.DeleteFunc(got, func(op string) bool { return op == "file sync=false" }))
+			}
+			if tc.opts.NoSync || tc.opts.SyncFS || tc.name == "Journal" {
 				for _, op := range got {
 					require.False(t, strings.HasPrefix(op, "fsync "), "%v", got)
 				}
@@ -285,7 +309,7 @@ func TestDurabilityReported(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{Options{}, "fsync: each new file and each changed directory; a batch of 32 jobs or more, and the new records of operations that wait at the same moment, with one syncfs(2) of the store's file system (ext4), shared with the store's other processes"},
+		{Options{}, "fsync: each new file and each changed directory; a batch of 32 jobs or more, and the new records of operations that wait at the same moment, with one syncfs(2) of the store's file system (ext4), shared with the store's other processes; a submit of a job without a key through a submission journal"},
 		{Options{SyncFS: true}, "syncfs: one syncfs(2) of the store's file system (ext4)"},
 		{Options{NoSync: true}, "none (NoSync)"},
 	} {
@@ -485,7 +509,7 @@ func TestMovesShareSyncFS(t *testing.T) {
 	open := func(t *testing.T) (*Store, *syncLog, *flushGate) {
 		gate := newFlushGate()
 		l := &syncLog{fileOps: gate, info: &ext4Disk}
-		s := openAtFS(t, t.TempDir(), &Options{RecoverInterval: time.Hour}, l)
+		s := openAtFS(t, t.TempDir(), &Options{RecoverInterval: time.Hour, noJournal: true}, l)
 		require.NotNil(t, s.durable.moves, "no shared flush of moves on ext4")
 		l.take()
 		return s, l, gate

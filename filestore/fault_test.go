@@ -103,6 +103,20 @@ func (f *faultFS) Overwrite(p string, data []byte) error {
 	return f.inner.Overwrite(p, data)
 }
 
+func (f *faultFS) JournalWrite(file *os.File, data []byte, off int64) error {
+	if err := f.step("journal-write " + file.Name()); err != nil {
+		return err
+	}
+	return f.inner.JournalWrite(file, data, off)
+}
+
+func (f *faultFS) JournalSync(file *os.File) error {
+	if err := f.step("journal-sync " + file.Name()); err != nil {
+		return err
+	}
+	return f.inner.JournalSync(file)
+}
+
 func (f *faultFS) SetXattr(p, name string, value []byte) error {
 	if err := f.step("setxattr " + p); err != nil {
 		return err

@@ -64,6 +64,20 @@ func (f faultOps) RemoveAll(path string) error {
 	return f.inner.RemoveAll(path)
 }
 
+func (f faultOps) JournalWrite(file *os.File, data []byte, off int64) error {
+	if err := f.check(fsfault.JournalWrite, file.Name()); err != nil {
+		return err
+	}
+	return f.inner.JournalWrite(file, data, off)
+}
+
+func (f faultOps) JournalSync(file *os.File) error {
+	if err := f.check(fsfault.JournalSync, file.Name()); err != nil {
+		return err
+	}
+	return f.inner.JournalSync(file)
+}
+
 func (f faultOps) SetXattr(path, name string, value []byte) error {
 	if err := f.check(fsfault.SetXattr, path); err != nil {
 		return err

@@ -65,6 +65,11 @@ type fileOps interface {
 	// the file system keeps no extended attributes it fails (ENOTSUP;
 	// outside Linux an error matching errors.ErrUnsupported).
 	SetXattr(path, name string, value []byte) error
+	// JournalWrite writes data at off into f, an open submission journal,
+	// without fsync; JournalSync makes what was written into f durable
+	// (fdatasync(2)).
+	JournalWrite(f *os.File, data []byte, off int64) error
+	JournalSync(f *os.File) error
 	// SyncFS opens the file system that holds dir for one syncfs(2): its
 	// Sync makes every file written on it durable at once. Open it before
 	// writing the files. Returns an error matching errors.ErrUnsupported
@@ -355,6 +360,26 @@ func (f osFS) SetXattr(path, name string, value []byte) error {
 	}
 	if xerr != nil {
 		return &os.PathError{Op: op, Path: path, Err: xerr}
+	}
+	return nil
+}
+
+func (osFS) JournalWrite(f *os.File, data []byte, off int64) error {
+	_, err := f.WriteAt(data, off)
+	return err
+}
+
+func (osFS) JournalSync(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = ignoringEINTR(func() error { return fdatasync(int(fd)) }) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
 	}
 	return nil
 }

@@ -97,6 +97,7 @@ func open(ctx context.Context, dir string, opts *Options, fsys fileOps) (*Store,
 		}},
 		{"migrate legacy records", s.migrateLegacy},
 		{"sweep temporary files", s.sweepTmp},
+		{"replay submission journals", s.replayJournals},
 		{"recover dead workers' jobs", s.recoverAtOpen},
 	}
 	for _, st := range steps {
@@ -139,6 +140,7 @@ func (s *Store) Close() error {
 		}
 		s.watchMu.Unlock()
 		s.wg.Wait()
+		s.closeJournal()
 		s.closeWorkers()
 		s.claiming.Lock()
 		releaseOwned(s)

@@ -70,11 +70,18 @@ type Options struct {
 	// injects EIO and ENOSPC through it). Before each change of the file
 	// system the store calls it with the operation ("write",
 	// "write-temp", "link", "rename", "remove", "overwrite", "setxattr",
-	// "sync-dir",
+	// "journal-write", "journal-sync", "sync-dir",
 	// "sync-file", "syncfs", "syncfs-flush", "mkdir") and its path; an
 	// error makes that operation fail with it, wrapped in an
 	// *fs.PathError, instead of running. Nil: no injected failures.
 	Faults func(op, path string) error
+
+	// journalCoverEvery and journalSize, when set, replace the submission
+	// journal's defaults (journal.go), and noJournal turns it off: test
+	// seams.
+	journalCoverEvery time.Duration
+	journalSize       int64
+	noJournal         bool
 }
 
 // Defaults used for zero Options fields.

@@ -53,6 +53,9 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 	// (TestPowerCut/prune, TestPruneAfterLateRemoval).
 	synced := time.Now()
 	if len(ids) > 0 {
+		// The jobs this Store submitted are prunable now, not after its
+		// journal's next cover.
+		s.coverOwnJournal()
 		if err := s.syncLeft(); err != nil {
 			return 0, fmt.Errorf("filestore: prune: %w", err)
 		}
@@ -63,8 +66,8 @@ func (s *Store) PruneStates(ctx context.Context, olderThan time.Duration, states
 			return n, err
 		}
 		ok, err := s.pruneOne(ctx, id, cutoff, inStates, synced)
-		if errors.Is(err, jobstore.ErrDependedOn) {
-			continue // kept while a waiting job names it
+		if errors.Is(err, jobstore.ErrDependedOn) || errors.Is(err, errNotCovered) {
+			continue // kept while a waiting job names it, or for a later pass
 		}
 		if err != nil {
 			return n, fmt.Errorf("filestore: prune %s: %w", id, err)
@@ -138,6 +141,13 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	} else if w != "" {
 		return false, jobstore.DependedOn(id, w)
 	}
+	// A journaled submit's record goes only once its journal entry is
+	// covered: a replay of the entry would bring the job back.
+	if covered, err := s.journalCovered(rec.Logged); err != nil {
+		return false, err
+	} else if !covered {
+		return false, errNotCovered
+	}
 	// The older copy may have gone after the pass's fsync: removed just
 	// now (above), by a writer this waited for, or by one that finished
 	// about when the pass began.
@@ -177,6 +187,15 @@ func (s *Store) pruneOne(ctx context.Context, id string, cutoff time.Time, inSta
 	return true, nil
 }
 
+// errNotCovered is pruneOne's answer for a job whose submission journal
+// entry is not covered yet: its Store covers it within journalCoverEvery
+// (or, if it is gone, the next recovery pass replays and covers it).
+var errNotCovered = errors.New("its submission journal entry is not covered yet")
+
+// deleteCoverWait is how long Delete waits for a job's journal entry to be
+// covered.
+const deleteCoverWait = 10 * time.Second
+
 // Delete deletes the finished job id, as Prune deletes a job (the record,
 // then its key file, then its lock files), whatever its age. It
 // implements jobstore.Deleter.
@@ -190,12 +209,26 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	// A job that finished just now has a finished_at before this.
 	cutoff := time.Now().Add(time.Hour)
 	all := func(jobstore.State) bool { return true }
+	coverBy := time.Now().Add(deleteCoverWait)
 	for tries := 0; ; tries++ {
 		// The zero time makes pruneOne fsync queued/ and claimed/ first,
 		// as for a job that came to done/ after a pass's fsync.
 		ok, err := s.pruneOne(ctx, id, cutoff, all, time.Time{})
 		if errors.Is(err, jobstore.ErrDependedOn) {
 			return fmt.Errorf("filestore: delete: %w", err)
+		}
+		if errors.Is(err, errNotCovered) {
+			if time.Now().After(coverBy) {
+				return fmt.Errorf("filestore: delete %s: %w (its submitting process holds it; try again later)", id, err)
+			}
+			s.coverOwnJournal()
+			tries--
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("filestore: delete %s: %w", id, err)

@@ -61,6 +61,10 @@ type envelope struct {
 	Rev int64 `json:"rev"`
 	// Job is the job.
 	Job jobstore.Job `json:"job"`
+	// Logged names the submission journal's entry of a journaled submit
+	// (journalRef.String), kept by every later revision: the job may be
+	// deleted only once that entry is covered (journal.go).
+	Logged string `json:"logged,omitempty"`
 }
 
 // record is an envelope and the directory it was read from.

@@ -23,6 +23,15 @@ type queuedSyncFails struct {
 	hook  func()
 }
 
+// JournalSync fails too, so that a journaled submit falls back to the
+// fsyncs that fail.
+func (f *queuedSyncFails) JournalSync(file *os.File) error {
+	if f.armed.Load() && filepath.Base(filepath.Dir(file.Name())) == journalDirName {
+		return syscall.EIO
+	}
+	return f.osFS.JournalSync(file)
+}
+
 func (f *queuedSyncFails) SyncDir(d string) error {
 	if filepath.Base(d) == dirQueued && f.armed.Load() {
 		f.hook()
@@ -93,6 +102,12 @@ func TestSubmitErrorMeansNoJob(t *testing.T) {
 	ffs.hook = func() {
 		claims = append(claims, startChild(t, dir, "claim-once").Next(t))
 	}
+	if s.journaling() {
+		// The journal taken before the failures: a journaled submit's
+		// entry is written, its fdatasync fails, and so does the fsync of
+		// queued/ it falls back to.
+		s.journalFor(t.Context())
+	}
 	ffs.armed.Store(true)
 	_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
 	require.ErrorIs(t, err, syscall.EIO)
@@ -106,6 +121,13 @@ func TestSubmitErrorMeansNoJob(t *testing.T) {
 	page, err := s.List(t.Context(), jobstore.ListOptions{})
 	require.NoError(t, err)
 	require.Empty(t, page.Jobs, "a submit that failed left jobs")
+	// Nor does a replay of the journal bring one back: its entry was
+	// voided.
+	require.NoError(t, s.Close())
+	s = openAtFS(t, dir, nil, &queuedSyncFails{})
+	page, err = s.List(t.Context(), jobstore.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, page.Jobs, "a replay brought back a job whose submit failed")
 	r, err := s.Fsck(t.Context(), false)
 	require.NoError(t, err)
 	require.Empty(t, r.Problems)

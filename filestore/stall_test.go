@@ -316,8 +316,9 @@ func TestOpenSkipsLockedRepairs(t *testing.T) {
 // the store in childDir it submits a job of kind "x" (childKey "submit"),
 // or submits, claims and completes one (childKey "complete"), and stops
 // itself (SIGSTOP) at the worst moment of that Submit or Complete: at the
-// fsync of the directory the record went to, with the job's record lock
-// held, its record in place (for a Complete, its old copy in claimed/ not
+// fsync of the directory the record went to (for a Submit through the
+// submission journal, the fdatasync of its entry), with the job's record
+// lock held, its record in place (for a Complete, its old copy in claimed/ not
 // yet removed) and, for a Complete, its lease held. It prints "stopping
 // ID" first.
 func stopInsideChild() int {
@@ -331,7 +332,10 @@ func stopInsideChild() int {
 		want = dirDone
 	}
 	inj := &fsfault.Injector{Fail: func(op fsfault.Op, path string) error {
-		if op == fsfault.SyncDir && filepath.Base(path) == want && armed.CompareAndSwap(true, false) {
+		// A journaled Submit's worst moment is its journal's fdatasync,
+		// with its record in queued/; a Complete's, the fsync of done/.
+		at := op == fsfault.SyncDir && filepath.Base(path) == want || mode == "submit" && op == fsfault.JournalSync
+		if at && armed.CompareAndSwap(true, false) {
 			fmt.Printf("stopping %s\n", id.Load())
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		}
@@ -344,6 +348,7 @@ func stopInsideChild() int {
 	}
 	defer s.Close()
 	if mode == "submit" {
+		s.journalFor(ctx) // taken (made, written, fsynced) before the stop is armed
 		armed.Store(true)
 		_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "x"})
 	} else {

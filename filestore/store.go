@@ -119,6 +119,13 @@ type Store struct {
 	// attribute because the file system keeps none: the Store's notes go
 	// to lease files from then on (writeClaimNote).
 	noXattrs atomic.Bool
+
+	// jmu guards jr, the submission journal this Store holds (nil until
+	// its first journaled submit), and jfailed, set once none could be
+	// taken.
+	jmu     sync.Mutex
+	jr      *journal
+	jfailed bool
 	// claimer is set by the first Claim: until then the Store keeps no
 	// candidate set (no pending IDs, no polls of queued/), so that one
 	// that never claims never reads the queue.
@@ -189,7 +196,12 @@ func (s *Store) Dir() string { return s.dir }
 // where that is known to reach the disk (ext4 and xfs on a block device,
 // btrfs, tmpfs), or nothing with Options.NoSync. It is safe for concurrent
 // use.
-func (s *Store) Durability() string { return s.durable.mode() }
+func (s *Store) Durability() string {
+	if s.journaling() {
+		return s.durable.mode() + "; a submit of a job without a key through a submission journal (one fdatasync(2)), its record made durable by a syncfs within half a second"
+	}
+	return s.durable.mode()
+}
 
 func (s *Store) isClosed() bool {
 	select {
@@ -240,7 +252,7 @@ func (s *Store) writeRecord(dir string, env envelope, sync bool) error {
 // leaves the old one: store returns the new record with an error matching
 // jobstore.ErrNotDurable.
 func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) {
-	next := record{envelope: envelope{Format: FormatVersion, Rev: rec.Rev + 1, Job: j}, dir: dirOf(j.State)}
+	next := record{envelope: envelope{Format: FormatVersion, Rev: rec.Rev + 1, Job: j, Logged: rec.Logged}, dir: dirOf(j.State)}
 	placeFirst := durable && rec.dir != next.dir
 	since := s.durable.mark()
 	if err := s.writeRecord(next.dir, next.envelope, !placeFirst); err != nil {

@@ -191,6 +191,9 @@ func fsetxattr(fd int, name string, value []byte) error {
 	return ignoringEINTR(func() error { return unix.Fsetxattr(fd, name, value, 0) })
 }
 
+// fdatasync flushes fd's data (and only the metadata needed to read it).
+func fdatasync(fd int) error { return unix.Fdatasync(fd) }
+
 // fremovexattr removes the extended attribute name of the open file fd; a
 // missing one is no error.
 func fremovexattr(fd int, name string) error {

@@ -39,6 +39,9 @@ func fsyncFD(fd int) error {
 // lease file there).
 func fsetxattr(int, string, []byte) error { return errors.ErrUnsupported }
 
+// fdatasync: an fsync where there is no fdatasync(2).
+func fdatasync(fd int) error { return fsyncFD(fd) }
+
 func fremovexattr(int, string) error { return errors.ErrUnsupported }
 
 func lgetxattr(string, string, []byte) (int, error) { return 0, errors.ErrUnsupported }

@@ -323,6 +323,9 @@ func (s *Store) maintain() {
 	var ended time.Time
 	next := 0
 	recoverNow := func() {
+		if err := s.replayJournals(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("filestore: replay of submission journals", "err", err)
+		}
 		if _, err := s.recoverDead(ctx, true); err != nil && ctx.Err() == nil {
 			s.log.Warn("filestore: recovery", "err", err)
 		}

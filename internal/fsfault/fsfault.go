@@ -32,6 +32,10 @@ const (
 	Overwrite Op = "overwrite"
 	// SetXattr sets an extended attribute of a file (a claim's note).
 	SetXattr Op = "setxattr"
+	// JournalWrite writes into a submission journal; JournalSync makes it
+	// durable (fdatasync).
+	JournalWrite Op = "journal-write"
+	JournalSync  Op = "journal-sync"
 	// SyncDir fsyncs a directory after its entries changed: a failure
 	// there reports an error for a change that was made.
 	SyncDir Op = "sync-dir"
