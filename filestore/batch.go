@@ -303,12 +303,17 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 		return nil
 	})
 	if err != nil {
+		// The entries of the jobs taken back (or never published) are
+		// voided; those of the jobs kept stay, for a replay to restore
+		// their records after a power cut.
 		kept := 0
+		var gone []string
 		for _, b := range news {
 			if b.tmp != "" {
 				_ = s.fs.Remove(b.tmp)
 			}
 			if !b.queued {
+				gone = append(gone, b.env.Logged)
 				continue
 			}
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -316,12 +321,14 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 			cancel()
 			if lerr != nil || !s.takeBackRecord(b.job.ID, jobstore.StateQueued) {
 				kept++
+			} else {
+				gone = append(gone, b.env.Logged)
 			}
 			if lerr == nil {
 				unlock()
 			}
 		}
-		jr.void(refs())
+		jr.void(gone)
 		jr.published(first)
 		if kept > 0 {
 			return true, fmt.Errorf("%w (%d of the batch's jobs were submitted and are kept: another process had them already)", err, kept)

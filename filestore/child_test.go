@@ -121,6 +121,7 @@ func childRole(ctx context.Context, s *Store, role, worker string) error {
 	case "journal-submit":
 		// Submits one by one and a batch, through the journal, says so,
 		// and waits to be killed.
+		journalFromNow(s)
 		for range 20 {
 			j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "journaled"})
 			if err != nil {

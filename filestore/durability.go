@@ -273,6 +273,32 @@ func (d *durability) moved(path, dir string, since uint64) error {
 // (since is the highest mark).
 func (d *durability) entries(dir string) error { return d.moved("", dir, math.MaxUint64) }
 
+// canSyncAll reports whether a syncfs may make the store's file system
+// durable at once: one reaches its disk, and none failed in this Store.
+func (d *durability) canSyncAll() bool { return d.syncFSOK && !d.cost.isBroken() }
+
+// prepareSyncAll returns, before anything is written that it must cover,
+// the flush that will make everything written on the store's file system
+// durable: syncAll where new records share a syncfs, the shared syncfs of
+// Options.SyncFS, else (NoSync, whose Stores still replay the journals of
+// others) a syncfs of its own, opened now, so that it reports the
+// writeback errors of what is written after. done releases it.
+func (d *durability) prepareSyncAll() (sync func(since uint64) error, done func(), err error) {
+	switch {
+	case !d.canSyncAll():
+		return nil, nil, errNoSyncFS
+	case d.moves != nil:
+		return d.syncAll, func() {}, nil
+	case d.shared != nil:
+		return func(uint64) error { return d.dir(".") }, func() {}, nil
+	}
+	sy, err := (*d.fs).SyncFS(d.root)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(uint64) error { return sy.Sync() }, func() { _ = sy.Close() }, nil
+}
+
 // errNoSyncFS says syncAll cannot make the file system durable at once:
 // no syncfs reaches its disk, or one failed before (whose writeback
 // errors another descriptor may have been told).
@@ -285,18 +311,8 @@ var errNoSyncFS = errors.New("no syncfs to make everything durable with")
 // flushes: the submission journal's cover, which has no other way. It
 // shares the flushes of moved, one at a time.
 func (d *durability) syncAll(since uint64) error {
-	if !d.syncFSOK || d.cost.isBroken() {
+	if d.moves == nil || !d.canSyncAll() {
 		return errNoSyncFS
-	}
-	if d.moves == nil {
-		// Options.SyncFS, or NoSync (whose Stores still replay the
-		// journals of others): a syncfs of its own.
-		sy, err := (*d.fs).SyncFS(d.root)
-		if err != nil {
-			return err
-		}
-		defer sy.Close()
-		return sy.Sync()
 	}
 	d.sharedMu.RLock()
 	defer d.sharedMu.RUnlock()

@@ -174,6 +174,11 @@ type journalEntry struct {
 // from journalHeaderSize on, until the first that is not whole and of
 // that epoch.
 func scanJournal(data []byte, epoch uint64) []journalEntry {
+	return scanJournalFrom(data, journalHeaderSize, epoch)
+}
+
+// scanJournalFrom is scanJournal of data read from offset base.
+func scanJournalFrom(data []byte, base int64, epoch uint64) []journalEntry {
 	var out []journalEntry
 	for pos := 0; pos+16 <= len(data); {
 		n := int(binary.LittleEndian.Uint32(data[pos:]))
@@ -187,7 +192,7 @@ func scanJournal(data []byte, epoch uint64) []journalEntry {
 			break
 		}
 		if !void {
-			out = append(out, journalEntry{off: journalHeaderSize + int64(pos), payload: payload})
+			out = append(out, journalEntry{off: base + int64(pos), payload: payload})
 		}
 		pos += 16 + n
 	}
@@ -215,7 +220,8 @@ type journal struct {
 	// one that may report their writeback errors.
 	mark uint64
 	// broken, once set, stops the journal's use: a write, fdatasync or
-	// cover failed.
+	// cover failed. Guarded by bmu, which is never held while waiting.
+	bmu    sync.Mutex
 	broken error
 	// pending holds the offsets of the first entries of batches whose
 	// records are renamed into queued/ only once their entries are durable
@@ -254,13 +260,13 @@ func (s *Store) journalFor(ctx context.Context) *journal {
 		}
 		return s.jr
 	}
-	if s.jfailed || s.isClosed() {
+	if s.jclosed || time.Now().Before(s.jretry) {
 		return nil
 	}
 	jr, err := s.takeJournal(ctx)
 	if err != nil {
-		s.jfailed = true
-		s.log.Warn("filestore: cannot take a submission journal; submits make their records durable one by one", "err", err)
+		s.jretry = time.Now().Add(time.Minute)
+		s.log.Warn("filestore: cannot take a submission journal; submits make their records durable one by one for a minute", "err", err)
 		return nil
 	}
 	s.jr = jr
@@ -269,10 +275,24 @@ func (s *Store) journalFor(ctx context.Context) *journal {
 	return jr
 }
 
-func (j *journal) isBroken() bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.broken != nil
+func (j *journal) isBroken() bool { return j.failure() != nil }
+
+// failure returns what broke j, nil if nothing did.
+func (j *journal) failure() error {
+	j.bmu.Lock()
+	defer j.bmu.Unlock()
+	return j.broken
+}
+
+// fail breaks j with err, unless something broke it before, and returns
+// what broke it.
+func (j *journal) fail(err error) error {
+	j.bmu.Lock()
+	defer j.bmu.Unlock()
+	if j.broken == nil {
+		j.broken = err
+	}
+	return j.broken
 }
 
 // journalPath is the path of journal slot n.
@@ -292,14 +312,28 @@ func (s *Store) takeJournal(ctx context.Context) (*journal, error) {
 			return nil, err
 		}
 	}
+	var errs []error
 	for n := range journalMaxSlots {
 		j, ok, err := s.openJournal(ctx, n, true)
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// One journal that cannot be taken (its replay waits for a
+			// record lock, a file planted in its place) is left for the
+			// next pass; the next slot may do.
+			errs = append(errs, err)
+			if len(errs) >= 4 {
+				break
+			}
+			continue
 		}
 		if ok {
 			return j, nil
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return nil, errors.New("every journal is taken")
 }
@@ -348,18 +382,29 @@ func (s *Store) openJournal(ctx context.Context, n int, create bool) (*journal, 
 		return nil, false, err
 	}
 	j := &journal{s: s, slot: n, path: p, f: f, size: fi.Size(), mark: math.MaxUint64, syncs: newGroupSync()}
-	if err := j.open(ctx); err != nil {
+	if err := j.open(ctx, create); err != nil {
 		unlockFile(f)
 		return nil, false, fmt.Errorf("journal %s: %w", p, err)
 	}
 	return j, true, nil
 }
 
-// open reads j's header and replays what it holds beyond its cover, then
-// starts a new epoch. A new file (or one whose header is not valid, as a
-// crash while it was made leaves) is written with zeros first.
-func (j *journal) open(ctx context.Context) error {
+// journalMaxSize bounds the size of a journal file that is read whole: a
+// file planted there must not make every Open read (and allocate) it.
+const journalMaxSize = 1 << 30
+
+// open reads j's header and replays what it holds beyond its cover. With
+// use (the Store takes j for its own submits) it then starts a new epoch
+// in any case, so that no entry of an earlier epoch, written but never
+// acknowledged, can follow its own; without (a replay pass) it starts one
+// only after a replay. A new file (or one whose header is not valid, as a
+// crash while it was made leaves: no entry is written before the header)
+// is written with zeros first.
+func (j *journal) open(ctx context.Context, use bool) error {
 	s := j.s
+	if j.size > journalMaxSize {
+		return fmt.Errorf("%d bytes: larger than any journal", j.size)
+	}
 	head := make([]byte, 64)
 	var h journalHeader
 	ok := false
@@ -370,12 +415,13 @@ func (j *journal) open(ctx context.Context) error {
 		h, ok = decodeJournalHeader(head, j.size)
 	}
 	if !ok {
-		// Made now, or cut short while it was made: nothing in it was
-		// ever acknowledged.
 		if err := j.zero(); err != nil {
 			return err
 		}
-		j.epoch, j.off, j.cover = 1, journalHeaderSize, journalHeaderSize
+		// Epochs grow: from the clock, so that a journal made again (its
+		// file removed, or cut short) does not reuse the epochs of the
+		// one before, which records may still name (journalCovered).
+		j.epoch, j.off, j.cover = max(1, uint64(time.Now().UnixNano())), journalHeaderSize, journalHeaderSize
 		return j.writeHeader()
 	}
 	j.epoch, j.cover, j.off = h.epoch, h.cover, h.cover
@@ -386,26 +432,27 @@ func (j *journal) open(ctx context.Context) error {
 	if _, err := j.f.ReadAt(first, h.cover); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
-	if n, e := int64(binary.LittleEndian.Uint32(first)), binary.LittleEndian.Uint64(first[8:]); n == 0 || (e != h.epoch && e != voidEpoch(h.epoch)) || h.cover+16+n > j.size {
-		return nil
-	}
-	data := make([]byte, j.size-journalHeaderSize)
-	if _, err := j.f.ReadAt(data, journalHeaderSize); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	var todo []journalEntry
-	for _, e := range scanJournal(data, h.epoch) {
-		if e.off >= h.cover {
-			todo = append(todo, e)
+	if n, e := int64(binary.LittleEndian.Uint32(first)), binary.LittleEndian.Uint64(first[8:]); n != 0 && (e == h.epoch || e == voidEpoch(h.epoch)) && h.cover+16+n <= j.size {
+		data := make([]byte, j.size-journalHeaderSize)
+		if _, err := j.f.ReadAt(data, journalHeaderSize); err != nil && !errors.Is(err, io.EOF) {
+			return err
 		}
+		var todo []journalEntry
+		for _, e := range scanJournal(data, h.epoch) {
+			if e.off >= h.cover {
+				todo = append(todo, e)
+			}
+		}
+		if len(todo) > 0 {
+			if err := s.replay(ctx, todo); err != nil {
+				return err
+			}
+		}
+		use = true // a new epoch, also after voided entries alone
 	}
-	if len(todo) == 0 {
+	if !use {
 		return nil
 	}
-	if err := s.replay(ctx, todo); err != nil {
-		return err
-	}
-	// The replayed records are durable: a new epoch from the top.
 	j.epoch++
 	j.off, j.cover = journalHeaderSize, journalHeaderSize
 	return j.writeHeader()
@@ -440,20 +487,39 @@ func (j *journal) writeHeader() error {
 	if err := s.fs.JournalWrite(j.f, journalHeader{epoch: j.epoch, cover: j.cover}.encode(), 0); err != nil {
 		return err
 	}
-	return s.fs.JournalSync(j.f)
+	return j.fdatasync()
 }
 
-// appendEntries appends the entries of payloads, made by make with the ref
-// of the first, under j.mu: make writes the jobs' records, so each is in
-// place before its entry is, and must return one payload per job, each
-// of the size it was given (fixed by the ref's width). It returns once
-// the entries are durable. errJournalFull if they do not fit before the
-// journal's next wrap.
+// fdatasync makes what was written into j durable, through the shared
+// fdatasync of its entries. A failure breaks j for good, before anyone
+// else's fdatasync can begin: the kernel reports a write error once per
+// open file, so an fdatasync after a failed one may succeed with an
+// entry's data lost, and every caller after a failure must fail too.
+func (j *journal) fdatasync() error {
+	if err := j.syncs.sync(func() error {
+		if err := j.s.fs.JournalSync(j.f); err != nil {
+			return j.fail(err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return j.failure()
+}
+
+// append appends size bytes of entries, whose payloads write returns,
+// given the reference of the first entry, under j.mu: write writes the
+// jobs' records (in place, so that each is there before its entry is; or,
+// with later, in tmp/, to be renamed into place once the entries are
+// durable: they are pending until published), and returns one payload per
+// job, together size bytes of entries. It returns once the entries are
+// durable; errJournalFull if they do not fit before the journal's next
+// wrap.
 func (j *journal) append(size int64, later bool, write func(ref journalRef) ([][]byte, error)) error {
 	j.mu.Lock()
-	if j.broken != nil {
+	if err := j.failure(); err != nil {
 		j.mu.Unlock()
-		return j.broken
+		return err
 	}
 	if j.off+size > j.size {
 		j.mu.Unlock()
@@ -485,19 +551,12 @@ func (j *journal) append(size int64, later bool, write func(ref journalRef) ([][
 		j.pending[ref.Off] = true
 	}
 	if err := j.s.fs.JournalWrite(j.f, buf, j.off); err != nil {
-		j.broken = err
 		j.mu.Unlock()
-		return err
+		return j.fail(err)
 	}
 	j.off += size
 	j.mu.Unlock()
-	if err := j.syncs.sync(func() error { return j.s.fs.JournalSync(j.f) }); err != nil {
-		j.mu.Lock()
-		j.broken = err
-		j.mu.Unlock()
-		return err
-	}
-	return nil
+	return j.fdatasync()
 }
 
 // published notes that the records of the batch whose entries begin at
@@ -532,9 +591,11 @@ func (j *journal) void(refs []string) {
 		}
 		var e [8]byte
 		binary.LittleEndian.PutUint64(e[:], voidEpoch(ref.Epoch))
-		_ = j.s.fs.JournalWrite(j.f, e[:], ref.Off+8)
+		if err := j.s.fs.JournalWrite(j.f, e[:], ref.Off+8); err != nil {
+			j.fail(err)
+		}
 	}
-	_ = j.s.fs.JournalSync(j.f)
+	_ = j.fdatasync()
 }
 
 // coverNow makes every record of j's entries durable with one syncfs and
@@ -550,8 +611,7 @@ func (j *journal) coverNow(wrap bool) error {
 		time.Sleep(time.Millisecond)
 		j.mu.Lock()
 	}
-	if j.broken != nil {
-		err := j.broken
+	if err := j.failure(); err != nil {
 		j.mu.Unlock()
 		return err
 	}
@@ -569,13 +629,17 @@ func (j *journal) coverNow(wrap bool) error {
 		j.mu.Unlock()
 	}
 	err := j.s.durable.syncAll(since)
+	if err != nil {
+		// A syncfs failed (here or before): fsync each record instead,
+		// which reports its own writeback error.
+		err = j.coverByFsyncs(j.cover, end)
+	}
 	if !wrap {
 		j.mu.Lock()
 	}
 	defer j.mu.Unlock()
 	if err != nil {
-		j.broken = fmt.Errorf("cover: %w", err)
-		return j.broken
+		return j.fail(fmt.Errorf("cover: %w", err))
 	}
 	if wrap {
 		j.epoch++
@@ -584,8 +648,42 @@ func (j *journal) coverNow(wrap bool) error {
 		j.cover = end
 	}
 	if err := j.writeHeader(); err != nil {
-		j.broken = fmt.Errorf("cover: %w", err)
-		return j.broken
+		return j.fail(fmt.Errorf("cover: %w", err))
+	}
+	return nil
+}
+
+// coverByFsyncs makes the records of j's entries in [from, end) durable
+// with an fsync of each, where it is now (queued/ or claimed/: one in
+// done/ was made durable by the change that put it there), and of those
+// directories.
+func (j *journal) coverByFsyncs(from, end int64) error {
+	s := j.s
+	data := make([]byte, end-from)
+	if _, err := j.f.ReadAt(data, from); err != nil {
+		return err
+	}
+	dirs := map[string]bool{}
+	for _, e := range scanJournalFrom(data, from, j.epoch) {
+		env, err := decodeRecord("journal entry", "", e.payload, s.maxRecord())
+		if err != nil {
+			return fmt.Errorf("entry at %d: %w", e.off, err)
+		}
+		for _, d := range []string{dirQueued, dirClaimed} {
+			p := s.recordPath(d, env.Job.ID)
+			if _, err := os.Lstat(p); err != nil {
+				continue
+			}
+			if err := s.fs.SyncFile(p); err != nil {
+				return err
+			}
+			dirs[d] = true
+		}
+	}
+	for d := range dirs {
+		if err := s.fs.SyncDir(filepath.Join(s.dir, d)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -627,7 +725,21 @@ func (s *Store) closeJournal() {
 	if err := j.coverNow(true); err != nil && !errors.Is(err, jobstore.ErrClosed) {
 		s.log.Warn("filestore: cannot cover the submission journal at close; the next Store to take it replays it", "path", j.path, "err", err)
 	}
+	// A submit that took j before Close writes no entry after this: the
+	// file may be another Store's in a moment.
+	j.mu.Lock()
+	j.fail(fmt.Errorf("filestore: journal: %w", jobstore.ErrClosed))
+	j.mu.Unlock()
 	unlockFile(j.f)
+}
+
+// closingJournals stops journalFor from taking a journal, before Close
+// waits for the Store's goroutines (a cover's is started with the
+// journal).
+func (s *Store) closingJournals() {
+	s.jmu.Lock()
+	s.jclosed = true
+	s.jmu.Unlock()
 }
 
 // journaled appends the entries of jobs (records written by write, given
@@ -706,6 +818,13 @@ func (s *Store) journaled(j *journal, jobs []jobstore.Job, later bool, write fun
 // No job of an entry beyond its cover can have been deleted (Prune and
 // Delete wait for the cover, journalCovered).
 func (s *Store) replay(ctx context.Context, entries []journalEntry) error {
+	// The flush first: without one, nothing is written (and nothing is
+	// written again at every pass).
+	sync, done, err := s.durable.prepareSyncAll()
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	defer done()
 	since := s.durable.mark()
 	for _, e := range entries {
 		env, err := decodeRecord("journal entry", "", e.payload, s.maxRecord())
@@ -725,7 +844,7 @@ func (s *Store) replay(ctx context.Context, entries []journalEntry) error {
 			return fmt.Errorf("replay job %s: %w", env.Job.ID, err)
 		}
 	}
-	if err := s.durable.syncAll(since); err != nil {
+	if err := sync(since); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	return nil
@@ -770,6 +889,9 @@ func (s *Store) replayOne(env envelope) error {
 // without covering them. Open and each recovery pass call it; one that
 // cannot be replayed now is logged and left for the next pass.
 func (s *Store) replayJournals(ctx context.Context) error {
+	if !s.durable.canSyncAll() {
+		return nil // nothing could be made durable: left for another Store
+	}
 	names, err := readNames(filepath.Join(s.dir, journalDirName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -857,7 +979,19 @@ func (s *Store) journalCovered(logged string) (bool, error) {
 	if !ok {
 		return true, nil // not a reference this program made: nothing to replay
 	}
-	f, err := os.OpenFile(s.journalPath(ref.Slot), os.O_RDONLY|noFollow, 0)
+	s.jmu.Lock()
+	known, ok := s.jcovered[ref.Slot]
+	s.jmu.Unlock()
+	if ok && known.epoch == ref.Epoch && known.cover > ref.Off {
+		return true, nil // seen covered, and durably, before
+	}
+	var f *os.File
+	var err error
+	if s.root != nil {
+		f, err = s.root.OpenFile(filepath.Join(journalDirName, strconv.Itoa(ref.Slot)+".log"), os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
+	} else {
+		f, err = os.OpenFile(s.journalPath(ref.Slot), os.O_RDONLY|noFollow|syscall.O_NONBLOCK, 0)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil // no journal: nothing to replay
 	}
@@ -877,12 +1011,23 @@ func (s *Store) journalCovered(logged string) (bool, error) {
 	if !ok {
 		return false, nil // being made, or torn: not known
 	}
-	if h.epoch < ref.Epoch || (h.epoch == ref.Epoch && h.cover <= ref.Off) {
+	if h.epoch == ref.Epoch && h.cover <= ref.Off {
 		return false, nil
 	}
+	// A later epoch, or a cover beyond the entry; or an earlier epoch, of
+	// a journal made again since (epochs only grow in one file): the
+	// entry is gone either way.
 	if err := s.fs.JournalSync(f); err != nil {
 		return false, err
 	}
+	s.jmu.Lock()
+	if s.jcovered == nil {
+		s.jcovered = map[int]journalHeader{}
+	}
+	if prev := s.jcovered[ref.Slot]; h.epoch > prev.epoch || h.epoch == prev.epoch && h.cover > prev.cover {
+		s.jcovered[ref.Slot] = h
+	}
+	s.jmu.Unlock()
 	return true, nil
 }
 

@@ -18,6 +18,10 @@ import (
 	"github.com/jobdir/jobdir/jobstore"
 )
 
+// journalFromNow makes the Store's next Submit journaled, as its second
+// is: a Store's first submit is not (submitOnce).
+func journalFromNow(s *Store) { s.submits.Add(1) }
+
 // requireJournaling skips a test where the store does not journal its
 // submits (a syncfs does not reach the disk of the test's directory).
 func requireJournaling(t *testing.T, s *Store) {
@@ -84,6 +88,12 @@ func TestJournalSubmit(t *testing.T) {
 	s := openAt(t, dir, &Options{journalCoverEvery: time.Hour})
 	requireJournaling(t, s)
 	ctx := t.Context()
+	first, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	env, err := s.readRecord(s.recordPath(dirQueued, first.ID), first.ID)
+	require.NoError(t, err)
+	require.Empty(t, env.Logged, "a Store's first submit was journaled")
+	require.Nil(t, s.jr, "a Store's first submit took a journal")
 	one, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
 	specs := make([]jobstore.Spec, 10)
@@ -114,7 +124,7 @@ func TestJournalSubmit(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, covered)
 	}
-	env, err := s.readRecord(s.recordPath(dirQueued, keyed.ID), keyed.ID)
+	env, err = s.readRecord(s.recordPath(dirQueued, keyed.ID), keyed.ID)
 	require.NoError(t, err)
 	require.Empty(t, env.Logged, "a keyed submit was journaled")
 
@@ -223,6 +233,8 @@ func TestJournalPruneWaitsForCover(t *testing.T) {
 	a := openAt(t, dir, &Options{journalCoverEvery: time.Hour})
 	requireJournaling(t, a)
 	b := openAt(t, dir, &Options{journalCoverEvery: time.Hour})
+	journalFromNow(a)
+	journalFromNow(b)
 	ctx := t.Context()
 	var ids []string
 	for range 2 {
@@ -298,6 +310,7 @@ func TestJournalFails(t *testing.T) {
 			}
 			s := openTest(t, &Options{Faults: faults, journalCoverEvery: time.Hour})
 			requireJournaling(t, s)
+			journalFromNow(s)
 			first, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 			require.NoError(t, err)
 			require.NotNil(t, s.jr)
@@ -314,6 +327,10 @@ func TestJournalFails(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, s.jr.isBroken())
 			require.Nil(t, s.journalFor(ctx), "a broken journal is used")
+			// The kernel reports a write error once: an fdatasync after a
+			// failed one must not say that the journal is durable.
+			failing.Store(false)
+			require.Error(t, s.jr.fdatasync(), "an fdatasync after a failed one succeeded")
 			got, err := s.Get(ctx, first.ID)
 			require.NoError(t, err)
 			require.Equal(t, first, got)
@@ -331,6 +348,7 @@ func TestJournalTakenOncePerStore(t *testing.T) {
 	b := openAt(t, dir, &Options{journalCoverEvery: time.Hour})
 	ctx := t.Context()
 	for _, s := range []*Store{a, b} {
+		journalFromNow(s)
 		_, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 		require.NoError(t, err)
 	}
@@ -343,6 +361,7 @@ func TestJournalTakenOncePerStore(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, int64(journalHeaderSize), h.cover, "Close did not cover its journal")
 	c := openAt(t, dir, &Options{journalCoverEvery: time.Hour})
+	journalFromNow(c)
 	_, _, err = c.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
 	require.Equal(t, 0, c.jr.slot)
@@ -360,6 +379,7 @@ func TestJournalLinkRefused(t *testing.T) {
 		return
 	}
 	defer s.Close()
+	journalFromNow(s)
 	_, _, err = s.Submit(context.Background(), jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
 	ents, err := os.ReadDir(outside)
@@ -381,6 +401,7 @@ func TestJournalPowerCut(t *testing.T) {
 	s, err := open(ctx, dir, opts, fsys)
 	require.NoError(t, err)
 	requireJournaling(t, s)
+	journalFromNow(s)
 	fsys.reset()
 	want := map[string][]byte{}
 	for range 10 {
@@ -435,4 +456,66 @@ func TestJournalPowerCut(t *testing.T) {
 	}
 	_, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
 	require.ErrorIs(t, err, jobstore.ErrNoJob)
+}
+
+// TestJournalCoverByFsyncs: where a syncfs failed before (so that none is
+// trusted any more), a cover makes the records of its entries durable
+// with an fsync of each, and of their directories, and the jobs become
+// prunable.
+func TestJournalCoverByFsyncs(t *testing.T) {
+	l := &syncLog{fileOps: osFS{}, info: &ext4Disk}
+	s := openAtFS(t, t.TempDir(), &Options{journalCoverEvery: time.Hour, RecoverInterval: time.Hour}, l)
+	requireJournaling(t, s)
+	journalFromNow(s)
+	ctx := t.Context()
+	var ids []string
+	for range 3 {
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+		ids = append(ids, j.ID)
+	}
+	s.durable.cost.failed()
+	l.take()
+	require.NoError(t, s.jr.coverNow(false))
+	ops := l.take()
+	require.Equal(t, 3, strings.Count(strings.Join(ops, ","), "fsync file"), "%v", ops)
+	require.Contains(t, ops, "fsync queued/")
+	require.NotContains(t, ops, "syncfs")
+	for _, id := range ids {
+		env, err := s.readRecord(s.recordPath(dirQueued, id), id)
+		require.NoError(t, err)
+		covered, err := s.journalCovered(env.Logged)
+		require.NoError(t, err)
+		require.True(t, covered)
+	}
+}
+
+// TestJournalSkipsBadSlot: a journal that cannot be taken (a directory, or
+// a file far larger than any journal, planted in its place) is passed
+// over for the next; Open does not fail on it.
+func TestJournalSkipsBadSlot(t *testing.T) {
+	for name, plant := range map[string]func(t *testing.T, p string){
+		"directory": func(t *testing.T, p string) { require.NoError(t, os.Mkdir(p, 0o700)) },
+		"huge file": func(t *testing.T, p string) {
+			f, err := os.Create(p)
+			require.NoError(t, err)
+			_, err = f.Write(journalHeader{epoch: 1, cover: journalHeaderSize}.encode())
+			require.NoError(t, err)
+			require.NoError(t, f.Truncate(2*journalMaxSize))
+			require.NoError(t, f.Close())
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, journalDirName), 0o700))
+			plant(t, filepath.Join(dir, journalDirName, "0.log"))
+			s := openAt(t, dir, &Options{journalCoverEvery: time.Hour})
+			requireJournaling(t, s)
+			journalFromNow(s)
+			_, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+			require.NoError(t, err)
+			require.NotNil(t, s.jr)
+			require.Equal(t, 1, s.jr.slot)
+		})
+	}
 }

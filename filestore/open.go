@@ -139,6 +139,7 @@ func (s *Store) Close() error {
 			s.stopEnds()
 		}
 		s.watchMu.Unlock()
+		s.closingJournals()
 		s.wg.Wait()
 		s.closeJournal()
 		s.closeWorkers()

@@ -349,6 +349,7 @@ func stopInsideChild() int {
 	defer s.Close()
 	if mode == "submit" {
 		s.journalFor(ctx) // taken (made, written, fsynced) before the stop is armed
+		journalFromNow(s)
 		armed.Store(true)
 		_, _, err = s.Submit(ctx, jobstore.Spec{Kind: "x"})
 	} else {

@@ -121,11 +121,16 @@ type Store struct {
 	noXattrs atomic.Bool
 
 	// jmu guards jr, the submission journal this Store holds (nil until
-	// its first journaled submit), and jfailed, set once none could be
-	// taken.
-	jmu     sync.Mutex
-	jr      *journal
-	jfailed bool
+	// its first journaled submit); jretry, before which none is tried
+	// again after a failure to take one; jclosed, set by Close; and
+	// jcovered, the header of each journal last seen covered, durably
+	// (journalCovered).
+	jmu      sync.Mutex
+	submits  atomic.Int64 // Submit calls without a key, for journalFor
+	jr       *journal
+	jretry   time.Time
+	jclosed  bool
+	jcovered map[int]journalHeader
 	// claimer is set by the first Claim: until then the Store keeps no
 	// candidate set (no pending IDs, no polls of queued/), so that one
 	// that never claims never reads the queue.

@@ -80,7 +80,10 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 // of its steps and what a crash after each leaves.
 func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string) (jobstore.Job, bool, bool, error) {
 	var jr *journal
-	if hash == "" {
+	if hash == "" && s.submits.Add(1) > 1 {
+		// From a Store's second submit on: one that submits a single job
+		// and closes (a command) makes its record durable as before,
+		// without a journal's fdatasync and cover, nor its file.
 		// Taken before any record lock: taking one may replay it, which
 		// locks the jobs of its entries.
 		jr = s.journalFor(ctx)
