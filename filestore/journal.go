@@ -242,7 +242,7 @@ var errJournalFull = errors.New("journal full")
 // journaling reports whether this Store journals its submits: where new
 // records share a syncfs, which a cover needs.
 func (s *Store) journaling() bool {
-	return s.durable.moves != nil && !s.opts.noJournal
+	return !s.opts.noJournal && (s.durable.moves != nil || s.opts.journalAlways && !s.durable.none && s.durable.shared == nil)
 }
 
 // journalFor returns the Store's journal, taking one from the pool at the
@@ -818,13 +818,15 @@ func (s *Store) journaled(j *journal, jobs []jobstore.Job, later bool, write fun
 // No job of an entry beyond its cover can have been deleted (Prune and
 // Delete wait for the cover, journalCovered).
 func (s *Store) replay(ctx context.Context, entries []journalEntry) error {
-	// The flush first: without one, nothing is written (and nothing is
-	// written again at every pass).
+	// The flush is opened first, to report the writeback errors of what
+	// follows; where there is none, each record written is fsynced.
 	sync, done, err := s.durable.prepareSyncAll()
 	if err != nil {
-		return fmt.Errorf("replay: %w", err)
+		sync = nil
+	} else {
+		defer done()
 	}
-	defer done()
+	var written []string
 	since := s.durable.mark()
 	for _, e := range entries {
 		env, err := decodeRecord("journal entry", "", e.payload, s.maxRecord())
@@ -838,33 +840,52 @@ func (s *Store) replay(ctx context.Context, entries []journalEntry) error {
 		if err != nil {
 			return fmt.Errorf("replay job %s: %w", env.Job.ID, err)
 		}
-		err = s.replayOne(env)
+		p, err := s.replayOne(env)
 		unlock()
 		if err != nil {
 			return fmt.Errorf("replay job %s: %w", env.Job.ID, err)
 		}
+		if p != "" {
+			written = append(written, p)
+		}
 	}
-	if err := sync(since); err != nil {
-		return fmt.Errorf("replay: %w", err)
+	if sync != nil {
+		if err := sync(since); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		return nil
+	}
+	dirs := map[string]bool{}
+	for _, p := range written {
+		if err := s.fs.SyncFile(p); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		dirs[filepath.Dir(p)] = true
+	}
+	for d := range dirs {
+		if err := s.fs.SyncDir(d); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
 	}
 	return nil
 }
 
 // replayOne writes back the record of env, a journal entry, if it needs
-// it (see replay). The caller holds the job's record lock.
-func (s *Store) replayOne(env envelope) error {
+// it (see replay), and returns the path it wrote ("" if none). The caller
+// holds the job's record lock.
+func (s *Store) replayOne(env envelope) (string, error) {
 	id := env.Job.ID
 	f, err := s.locate(id)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if f.ok && f.rec.Rev > env.Rev {
-		return nil
+		return "", nil
 	}
 	dir := dirQueued
 	if f.ok {
 		if f.rec.dir != dirQueued {
-			return nil
+			return "", nil
 		}
 	} else {
 		for _, c := range f.corrupt {
@@ -875,13 +896,13 @@ func (s *Store) replayOne(env envelope) error {
 		s.log.Warn("filestore: replay: a submitted job's record was lost; written again from the submission journal", "id", id, "dir", dir)
 	}
 	if err := s.writeRecord(dir, env, false); err != nil {
-		return err
+		return "", err
 	}
 	s.touched(id)
 	if dir == dirQueued {
 		s.setCand(env.Job)
 	}
-	return nil
+	return s.recordPath(dir, id), nil
 }
 
 // replayJournals replays every journal of the pool that no Store holds
@@ -889,9 +910,6 @@ func (s *Store) replayOne(env envelope) error {
 // without covering them. Open and each recovery pass call it; one that
 // cannot be replayed now is logged and left for the next pass.
 func (s *Store) replayJournals(ctx context.Context) error {
-	if !s.durable.canSyncAll() {
-		return nil // nothing could be made durable: left for another Store
-	}
 	names, err := readNames(filepath.Join(s.dir, journalDirName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -82,6 +82,10 @@ type Options struct {
 	journalCoverEvery time.Duration
 	journalSize       int64
 	noJournal         bool
+	// journalAlways journals submits also where no syncfs is trusted
+	// (covers and replays then fsync each record): for the power-cut
+	// test, whose FUSE file system is such a place.
+	journalAlways bool
 }
 
 // Defaults used for zero Options fields.

@@ -67,6 +67,10 @@ type pcScenario struct {
 	fromCut int
 	// syncFS opens the store with Options.SyncFS.
 	syncFS bool
+	// journal journals the step's submits (on crashfs, where no syncfs
+	// reaches the disk, only with the seam journalAlways), with a journal
+	// taken by pre.
+	journal bool
 	// pre runs before the step, uncut (though what it acknowledged must
 	// survive the cut too).
 	pre func(ctx context.Context, s *Store, ack pcAck) error
@@ -210,6 +214,50 @@ var powercutScenarios = []pcScenario{
 			if j, ok := c.acked("submitted"); ok {
 				c.has(j, "job submitted with Options.SyncFS", jobstore.StateQueued)
 				c.keyNames("k", j.ID)
+			}
+		},
+	},
+	{
+		name:    "submit-journal",
+		journal: true,
+		step: func(ctx context.Context, s *Store, ack pcAck) error {
+			for i := range 3 {
+				if _, err := pcSubmit(ctx, s, ack, fmt.Sprintf("journaled-%d", i), jobstore.Spec{Kind: pcKind, Payload: json.RawMessage(strconv.Itoa(i))}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		check: func(c *pcCheck) {
+			for i := range 3 {
+				if j, ok := c.acked(fmt.Sprintf("journaled-%d", i)); ok {
+					c.has(j, "job submitted through the journal", jobstore.StateQueued)
+				}
+			}
+		},
+	},
+	{
+		name:    "batch-journal",
+		journal: true,
+		step: func(ctx context.Context, s *Store, ack pcAck) error {
+			specs := make([]jobstore.Spec, 6)
+			for i := range specs {
+				specs[i] = jobstore.Spec{Kind: pcKind, Payload: json.RawMessage(strconv.Itoa(i))}
+			}
+			out, err := s.SubmitBatch(ctx, specs)
+			if err != nil {
+				return err
+			}
+			for i, r := range out {
+				ack(fmt.Sprintf("batch-%d", i), r.Job)
+			}
+			return nil
+		},
+		check: func(c *pcCheck) {
+			for i := range 6 {
+				if j, ok := c.acked(fmt.Sprintf("batch-%d", i)); ok {
+					c.has(j, "job of a batch submitted through the journal", jobstore.StateQueued)
+				}
 			}
 		},
 	},
@@ -532,7 +580,8 @@ func powercutChild(role string) int {
 	}
 	name := strings.TrimPrefix(role, "powercut-")
 	sc, ok := powercutScenario(name)
-	opts := &Options{AllowUnsafeFilesystem: true, SyncFS: sc.syncFS, RecoverInterval: time.Hour, PollInterval: time.Hour}
+	opts := &Options{AllowUnsafeFilesystem: true, SyncFS: sc.syncFS, RecoverInterval: time.Hour, PollInterval: time.Hour,
+		journalAlways: sc.journal, journalSize: 64 << 10, journalCoverEvery: time.Hour}
 	if name == "init" {
 		s, err := Open(ctx, dir, opts)
 		if err != nil {
@@ -554,6 +603,12 @@ func powercutChild(role string) int {
 		if sc.pre != nil {
 			if err := sc.pre(ctx, s, ack); err != nil {
 				return fail("pre", err)
+			}
+		}
+		if sc.journal {
+			journalFromNow(s)
+			if s.journalFor(ctx) == nil {
+				return fail("pre", errors.New("no journal"))
 			}
 		}
 	}
