@@ -55,14 +55,14 @@ import (
 // job may be pruned or deleted only once its entry is covered, or its
 // journal replay would bring it back (journalCovered).
 //
-// Only Submit and SubmitBatch of jobs without a key or dependencies are
-// journaled, and only where a syncfs reaches the disk (durability.moves);
-// everything else makes its records durable as before.
+// Only SubmitBatch and Submit (from a Store's second on) of jobs without a
+// key or dependencies are journaled, and only where a syncfs reaches the
+// disk (durability.moves); everything else makes its records durable as
+// before.
 
 const (
 	journalDirName    = "journal"
 	journalHeaderSize = 4096
-	journalEntryHead  = 12 // length, CRC, epoch low bits... see encodeEntry
 	journalMagic      = "jobdir-journal1\n"
 	// journalMaxSlots bounds the pool: a Store that finds every journal
 	// taken submits without one.
