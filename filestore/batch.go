@@ -37,11 +37,12 @@ const syncFSBatch = 32
 type batchJob struct {
 	i      int // index in the specs
 	job    jobstore.Job
-	hash   string // key file name, "" without a key
-	tmp    string // its temp file, "" once published or removed
-	unlock func() // releases its record lock; nil until taken
-	linked bool   // its key file is published
-	queued bool   // its record is in queued/
+	hash   string   // key file name, "" without a key
+	tmp    string   // its temp file, "" once published or removed
+	nf     *newFile // a journaled batch's: its record's new file, nil once placed or dropped
+	unlock func()   // releases its record lock; nil until taken
+	linked bool     // its key file is published
+	queued bool     // its record is in queued/
 	// env and data, for a journaled batch, are its record (naming its
 	// entry) and its encoding.
 	env  *envelope
@@ -237,10 +238,11 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (
 }
 
 // submitBatchJournaled submits news, jobs without keys, through the
-// Store's submission journal: their records written unsynced to tmp/
-// (batchWriters at a time) and their entries appended and fdatasynced at
-// once (journal.go), and only then renamed into queued/ (batchRenamers at
-// a time). A job is durable before anyone can see it, so the batch takes
+// Store's submission journal: their records written unsynced as new
+// files (fileOps.WriteNew: on Linux without a name, in queued/ itself;
+// batchWriters at a time) and their entries appended and fdatasynced at
+// once (journal.go), and only then named in queued/ (batchRenamers at a
+// time). A job is durable before anyone can see it, so the batch takes
 // no record locks: with a thousand held at once, the kernel's list of
 // them made every lock a walk of a thousand. done is false, with no error,
 // if the journal could not take them, or failed them: nothing of the
@@ -266,7 +268,14 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 		for i, b := range news {
 			b.env, b.data = &envs[i], data[i]
 		}
-		return s.writeBatch(ctx, news, false)
+		return inParallel(ctx, batchWriters, news, func(b *batchJob) error {
+			nf, err := s.fs.WriteNew(s.recordPath(dirQueued, b.job.ID), s.tmpDir, b.data, s.filePerm)
+			if err != nil {
+				return fmt.Errorf("write job %s: %w", b.job.ID, err)
+			}
+			b.nf = nf
+			return nil
+		})
 	})
 	var first int64 = -1
 	if len(news) > 0 && news[0].env != nil {
@@ -276,9 +285,9 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 	}
 	if !ok {
 		for _, b := range news {
-			if b.tmp != "" {
-				_ = s.fs.Remove(b.tmp)
-				b.tmp = ""
+			if b.nf != nil {
+				s.fs.DropNew(b.nf)
+				b.nf = nil
 			}
 		}
 		if jerr != nil && first >= 0 && jr.isBroken() {
@@ -296,10 +305,12 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 		return false, nil
 	}
 	err = inParallel(ctx, batchRenamers, news, func(b *batchJob) error {
-		if err := s.fs.Rename(b.tmp, s.recordPath(dirQueued, b.job.ID)); err != nil {
+		nf := b.nf
+		b.nf = nil
+		if err := s.fs.PlaceNew(nf); err != nil {
 			return fmt.Errorf("publish job %s: %w", b.job.ID, err)
 		}
-		b.tmp, b.queued = "", true
+		b.queued = true
 		return nil
 	})
 	if err != nil {
@@ -309,8 +320,9 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 		kept := 0
 		var gone []string
 		for _, b := range news {
-			if b.tmp != "" {
-				_ = s.fs.Remove(b.tmp)
+			if b.nf != nil {
+				s.fs.DropNew(b.nf)
+				b.nf = nil
 			}
 			if !b.queued {
 				gone = append(gone, b.env.Logged)
@@ -368,10 +380,7 @@ func (s *Store) lockNewJobs(ctx context.Context, news []*batchJob) error {
 // time, each fsynced if fsync is set.
 func (s *Store) writeBatch(ctx context.Context, news []*batchJob, fsync bool) error {
 	return inParallel(ctx, batchWriters, news, func(b *batchJob) error {
-		data, err := b.data, error(nil)
-		if data == nil {
-			data, err = encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: b.job})
-		}
+		data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: b.job})
 		if err == nil {
 			b.tmp, err = s.fs.WriteTemp(s.tmpDir, data, s.filePerm, fsync)
 		}

@@ -194,15 +194,15 @@ func (s *Store) lockExists(id string) bool {
 }
 
 // powerCutFS is the real file operations, remembering what a power cut
-// would take back: the renames whose target directory no fsync (nor
-// syncfs) has covered since, the claim notes written in place, which
+// would take back: the renames and new files placed (PlaceNew) whose
+// target directory no fsync (nor syncfs) has covered since, the claim notes written in place, which
 // nothing fsyncs, and the writes into submission journals that no
 // fdatasync covered. cut takes them back, as the disk would have them
 // after the power came back.
 type powerCutFS struct {
 	fileOps
 	mu         sync.Mutex
-	renames    [][2]string
+	renames    [][2]string // a placed new file: {"", path}
 	overwrites []string
 	xattrs     []string
 	journal    map[string][][2]int64 // path: writes (offset, length)
@@ -247,6 +247,16 @@ func (f *powerCutFS) Rename(o, n string) error {
 	}
 	f.mu.Lock()
 	f.renames = append(f.renames, [2]string{o, n})
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *powerCutFS) PlaceNew(nf *newFile) error {
+	if err := f.fileOps.PlaceNew(nf); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.renames = append(f.renames, [2]string{"", nf.path})
 	f.mu.Unlock()
 	return nil
 }
@@ -310,6 +320,10 @@ func (f *powerCutFS) cut(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range slices.Backward(f.renames) {
+		if r[0] == "" {
+			require.NoError(t, os.Remove(r[1])) // a new file, and its data, gone
+			continue
+		}
 		require.NoError(t, os.Rename(r[1], r[0]))
 	}
 	for _, p := range f.overwrites {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -34,6 +35,10 @@ import (
 type dirPins struct {
 	root *os.Root
 	dir  string // the store's directory, absolute
+
+	// noUnnamed is set once a file without a name (O_TMPFILE) could not
+	// be made or named here (osFS.WriteNew).
+	noUnnamed atomic.Bool
 
 	mu     sync.RWMutex
 	top    *pinnedDir            // the store's directory itself
@@ -240,15 +245,8 @@ func (d *pinnedDir) writeNew(name, path string, data []byte, perm os.FileMode, s
 		if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil { // not subject to the umask
 			return fail("chmod", err)
 		}
-		for b := data; len(b) > 0; {
-			var n int
-			if err := ignoringEINTR(func() (err error) { n, err = unix.Write(fd, b); return err }); err != nil {
-				return fail("write", err)
-			}
-			if n == 0 {
-				return fail("write", unix.EIO)
-			}
-			b = b[n:]
+		if err := writeAll(fd, data); err != nil {
+			return fail("write", err)
 		}
 		if sync {
 			if err := ignoringEINTR(func() error { return fsyncFD(fd) }); err != nil {
@@ -263,27 +261,85 @@ func (d *pinnedDir) writeNew(name, path string, data []byte, perm os.FileMode, s
 	})
 }
 
+// writeUnnamed writes data, unsynced, to a new file without a name in d
+// (O_TMPFILE), with mode perm whatever the umask, and returns its open
+// descriptor: linkUnnamed names it. ok=false, with no error, says the file
+// system has no unnamed files. path names d in errors.
+func (d *pinnedDir) writeUnnamed(path string, data []byte, perm os.FileMode) (fd int, ok bool, err error) {
+	err = d.use(func(dfd int) error {
+		var oerr error
+		err := ignoringEINTR(func() error {
+			fd, ok, oerr = openUnnamedAt(dfd, uint32(perm.Perm()))
+			return oerr
+		})
+		if !ok {
+			return nil
+		}
+		if err != nil {
+			return &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil { // not subject to the umask
+			_ = unix.Close(fd)
+			return &os.PathError{Op: "chmod", Path: path, Err: err}
+		}
+		if err := writeAll(fd, data); err != nil {
+			_ = unix.Close(fd)
+			return &os.PathError{Op: "write", Path: path, Err: err}
+		}
+		return nil
+	})
+	if err != nil || !ok {
+		return -1, ok, err
+	}
+	return fd, true, nil
+}
+
+// linkUnnamed names fd, a file writeUnnamed wrote in d, name (path in
+// errors); it fails with an error matching fs.ErrExist if name exists.
+// ok=false, with no error, says this process cannot name unnamed files.
+func (d *pinnedDir) linkUnnamed(fd int, name, path string) (ok bool, err error) {
+	err = d.use(func(dfd int) error {
+		var lerr error
+		err := ignoringEINTR(func() error {
+			ok, lerr = linkUnnamedAt(fd, dfd, name)
+			return lerr
+		})
+		if !ok {
+			return nil
+		}
+		if err != nil {
+			return &os.PathError{Op: "link", Path: path, Err: err}
+		}
+		return nil
+	})
+	return ok, err
+}
+
+// writeAll writes all of data to fd.
+func writeAll(fd int, data []byte) error {
+	for b := data; len(b) > 0; {
+		var n int
+		if err := ignoringEINTR(func() (err error) { n, err = unix.Write(fd, b); return err }); err != nil {
+			return err
+		}
+		if n == 0 {
+			return unix.EIO
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
 // setXattr sets the extended attribute xname of the regular file name in
 // d (path in errors) to value, or removes it if value is nil (a missing
 // one is no error), never through a link.
 func (d *pinnedDir) setXattr(name, path, xname string, value []byte) error {
 	return d.use(func(dfd int) error {
-		var fd int
-		err := ignoringEINTR(func() (err error) {
-			fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-			return err
-		})
+		fd, err := openRegularAt(dfd, name, path, unix.O_RDONLY)
 		if err != nil {
-			return &os.PathError{Op: "open", Path: path, Err: err}
+			return err
 		}
 		defer unix.Close(fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return &os.PathError{Op: "stat", Path: path, Err: err}
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return fmt.Errorf("%s: not a regular file", path)
-		}
 		if value == nil {
 			if err := fremovexattr(fd, xname); err != nil {
 				return &os.PathError{Op: "removexattr", Path: path, Err: err}
@@ -297,27 +353,46 @@ func (d *pinnedDir) setXattr(name, path, xname string, value []byte) error {
 	})
 }
 
+// openRegularAt opens the entry name of the directory dfd (path in
+// errors) with flag, never through a link nor waiting for a writer of a
+// planted FIFO, and refuses anything but a regular file.
+func openRegularAt(dfd int, name, path string, flag int) (int, error) {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat(dfd, name, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return regularOnly(fd, path)
+}
+
+// regularOnly returns fd if it is a regular file; otherwise it closes fd
+// and fails (path in errors).
+func regularOnly(fd int, path string) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		_ = unix.Close(fd)
+		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		_ = unix.Close(fd)
+		return -1, fmt.Errorf("%s: not a regular file", path)
+	}
+	return fd, nil
+}
+
 // overwrite replaces the contents of the existing regular file name in d
 // with data, in place, never through a link. path names the file in
 // errors.
 func (d *pinnedDir) overwrite(name, path string, data []byte) error {
 	return d.use(func(dfd int) error {
-		var fd int
-		err := ignoringEINTR(func() (err error) {
-			fd, err = unix.Openat(dfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-			return err
-		})
+		fd, err := openRegularAt(dfd, name, path, unix.O_WRONLY)
 		if err != nil {
-			return &os.PathError{Op: "open", Path: path, Err: err}
+			return err
 		}
 		defer unix.Close(fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return &os.PathError{Op: "stat", Path: path, Err: err}
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return fmt.Errorf("%s: not a regular file", path)
-		}
 		for off := 0; off < len(data); {
 			var n int
 			if err := ignoringEINTR(func() (err error) { n, err = unix.Pwrite(fd, data[off:], int64(off)); return err }); err != nil {

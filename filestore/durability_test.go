@@ -129,6 +129,11 @@ func (l *syncLog) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync b
 	return l.fileOps.WriteTemp(tmpDir, data, perm, sync)
 }
 
+func (l *syncLog) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*newFile, error) {
+	l.add("file sync=false")
+	return l.fileOps.WriteNew(path, tmpDir, data, perm)
+}
+
 func (l *syncLog) WriteFile(path, tmpDir string, data []byte, perm os.FileMode, sync bool) error {
 	l.add(fmt.Sprintf("rewrite sync=%v", sync))
 	return l.fileOps.WriteFile(path, tmpDir, data, perm, sync)

@@ -69,6 +69,23 @@ func (f *faultFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync b
 	return f.inner.WriteTemp(tmpDir, data, perm, sync)
 }
 
+func (f *faultFS) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*newFile, error) {
+	if err := f.step("write new " + path); err != nil {
+		return nil, err
+	}
+	return f.inner.WriteNew(path, tmpDir, data, perm)
+}
+
+func (f *faultFS) PlaceNew(nf *newFile) error {
+	if err := f.step("place " + nf.path); err != nil {
+		f.inner.DropNew(nf)
+		return err
+	}
+	return f.inner.PlaceNew(nf)
+}
+
+func (f *faultFS) DropNew(nf *newFile) { f.inner.DropNew(nf) }
+
 func (f *faultFS) SyncFS(d string) (syncer, error) {
 	if err := f.step("open syncfs " + d); err != nil {
 		return nil, err

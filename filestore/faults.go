@@ -36,6 +36,23 @@ func (f faultOps) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync b
 	return f.inner.WriteTemp(tmpDir, data, perm, sync)
 }
 
+func (f faultOps) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*newFile, error) {
+	if err := f.check(fsfault.WriteTemp, tmpDir); err != nil {
+		return nil, err
+	}
+	return f.inner.WriteNew(path, tmpDir, data, perm)
+}
+
+func (f faultOps) PlaceNew(nf *newFile) error {
+	if err := f.check(fsfault.Rename, nf.path); err != nil {
+		f.inner.DropNew(nf)
+		return err
+	}
+	return f.inner.PlaceNew(nf)
+}
+
+func (f faultOps) DropNew(nf *newFile) { f.inner.DropNew(nf) }
+
 func (f faultOps) Link(oldname, newname string) error {
 	if err := f.check(fsfault.Link, newname); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -45,6 +46,19 @@ type fileOps interface {
 	// WriteTemp writes data to a new file in tmpDir (fsynced when sync is
 	// set) and returns its path.
 	WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool) (string, error)
+	// WriteNew writes data, unsynced, to a new file that PlaceNew then
+	// names path, which must not exist yet (a new job's record). On
+	// Linux it is a file without a name in path's directory (O_TMPFILE),
+	// so that its naming changes that directory alone, and a crash before
+	// leaves nothing to sweep; elsewhere, where the file system has none,
+	// or when the process holds too many already, a temp file in tmpDir.
+	// A file WriteNew returns is placed or dropped (DropNew).
+	WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*newFile, error)
+	// PlaceNew names the file nf path, as WriteNew was told. On error nf
+	// is dropped.
+	PlaceNew(nf *newFile) error
+	// DropNew discards nf, written and not placed.
+	DropNew(nf *newFile)
 	// Link creates newname as a hard link to oldname; it fails with an
 	// error matching fs.ErrExist if newname exists.
 	Link(oldname, newname string) error
@@ -232,6 +246,104 @@ func (f osFS) WriteFile(path, tmpDir string, data []byte, perm os.FileMode, sync
 
 func (f osFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool) (string, error) {
 	return f.writeTemp(tmpDir, "new", data, perm, sync)
+}
+
+// newFile is a new file's data, written by WriteNew and not yet named.
+type newFile struct {
+	path   string // the name it is to have
+	fd     int    // an unnamed file (O_TMPFILE) in path's directory, or -1
+	tmp    string // else a temp file, to be renamed to path
+	tmpDir string
+	data   []byte // written to a temp file if fd cannot be linked
+	perm   os.FileMode
+}
+
+// openUnnamedAt and linkUnnamedAt are openUnnamed and linkUnnamed, which
+// tests replace to play a file system or a process without unnamed files.
+var openUnnamedAt, linkUnnamedAt = openUnnamed, linkUnnamed
+
+// unnamedOpen counts the unnamed files (newFile.fd) the process holds
+// open; past unnamedLimit, WriteNew writes temp files instead, so that a
+// large batch does not use up the process's descriptors.
+var (
+	unnamedOpen  atomic.Int64
+	unnamedLimit = sync.OnceValue(nofileQuarter)
+)
+
+// nofileQuarter returns a quarter of the process's limit of open files
+// (which Go raises to the hard limit at start), at most 16,384.
+func nofileQuarter() int64 {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 0
+	}
+	return int64(min(rl.Cur/4, 16384))
+}
+
+func (f osFS) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*newFile, error) {
+	nf := &newFile{path: path, fd: -1, tmpDir: tmpDir, data: data, perm: perm}
+	if d, _, ok, err := f.pinned(path); ok && !f.pins.noUnnamed.Load() {
+		if err != nil {
+			return nil, err
+		}
+		if unnamedOpen.Add(1) <= unnamedLimit() {
+			fd, ok, err := d.writeUnnamed(filepath.Dir(path), data, perm)
+			if err != nil {
+				unnamedOpen.Add(-1)
+				return nil, f.abs(err)
+			}
+			if ok {
+				nf.fd = fd
+				return nf, nil
+			}
+			f.pins.noUnnamed.Store(true)
+		}
+		unnamedOpen.Add(-1)
+	}
+	tmp, err := f.WriteTemp(tmpDir, data, perm, false)
+	if err != nil {
+		return nil, err
+	}
+	nf.tmp = tmp
+	return nf, nil
+}
+
+func (f osFS) PlaceNew(nf *newFile) error {
+	if nf.fd >= 0 {
+		d, base, _, err := f.pinned(nf.path)
+		ok := false
+		if err == nil {
+			ok, err = d.linkUnnamed(nf.fd, base, nf.path)
+		}
+		f.DropNew(nf)
+		if err != nil || ok {
+			return f.abs(err)
+		}
+		// This process cannot name an unnamed file: a temp file, now and
+		// from now on.
+		f.pins.noUnnamed.Store(true)
+		if nf.tmp, err = f.WriteTemp(nf.tmpDir, nf.data, nf.perm, false); err != nil {
+			return err
+		}
+	}
+	if err := f.Rename(nf.tmp, nf.path); err != nil {
+		f.DropNew(nf)
+		return err
+	}
+	nf.tmp = ""
+	return nil
+}
+
+func (f osFS) DropNew(nf *newFile) {
+	if nf.fd >= 0 {
+		_ = unix.Close(nf.fd)
+		nf.fd = -1
+		unnamedOpen.Add(-1)
+	}
+	if nf.tmp != "" {
+		_ = f.Remove(nf.tmp)
+		nf.tmp = ""
+	}
 }
 
 // tempNonce and tempSeq make temp file names unique: 64 random bits drawn

@@ -59,16 +59,7 @@ func openLeaseFile(path string, perm os.FileMode) (int, error) {
 	if err != nil {
 		return -1, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		_ = unix.Close(fd)
-		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		_ = unix.Close(fd)
-		return -1, fmt.Errorf("%s: not a regular file", path)
-	}
-	return fd, nil
+	return regularOnly(fd, path)
 }
 
 // unlockRangeLease lets go of the lease tryRangeLease took as f: the

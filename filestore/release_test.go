@@ -48,6 +48,21 @@ func (f *fullFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bo
 	return f.fileOps.WriteTemp(tmpDir, data, perm, sync)
 }
 
+func (f *fullFS) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*newFile, error) {
+	if err := f.check("write"); err != nil {
+		return nil, err
+	}
+	return f.fileOps.WriteNew(path, tmpDir, data, perm)
+}
+
+func (f *fullFS) PlaceNew(nf *newFile) error {
+	if err := f.check("link"); err != nil {
+		f.fileOps.DropNew(nf)
+		return err
+	}
+	return f.fileOps.PlaceNew(nf)
+}
+
 func (f *fullFS) Link(o, n string) error {
 	if err := f.check("link"); err != nil {
 		return err

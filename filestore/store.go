@@ -239,6 +239,29 @@ func (s *Store) writeRecord(dir string, env envelope, sync bool) error {
 	return nil
 }
 
+// placeRecord is writeRecord, unsynced, for a record moving into dir,
+// which holds no record of the job as a rule: a new file named there
+// (fileOps.WriteNew), which changes dir alone, or, where a copy is there
+// (one a crash left), a temp file renamed over it.
+func (s *Store) placeRecord(dir string, env envelope, _ bool) error {
+	data, err := encodeRecord(env)
+	if err != nil {
+		return err
+	}
+	p := s.recordPath(dir, env.Job.ID)
+	nf, err := s.fs.WriteNew(p, s.tmpDir, data, s.filePerm)
+	if err == nil {
+		err = s.fs.PlaceNew(nf)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		err = s.fs.WriteFile(p, s.tmpDir, data, s.filePerm, false)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
 // store writes j as the successor of rec: into the directory of j's state
 // with the next revision, fsyncing that directory when durable is set,
 // then removes rec's file if it was in another directory. The caller holds
@@ -260,7 +283,11 @@ func (s *Store) store(rec record, j jobstore.Job, durable bool) (record, error) 
 	next := record{envelope: envelope{Format: FormatVersion, Rev: rec.Rev + 1, Job: j, Logged: rec.Logged}, dir: dirOf(j.State)}
 	placeFirst := durable && rec.dir != next.dir
 	since := s.durable.mark()
-	if err := s.writeRecord(next.dir, next.envelope, !placeFirst); err != nil {
+	write := s.writeRecord
+	if placeFirst {
+		write = s.placeRecord
+	}
+	if err := write(next.dir, next.envelope, !placeFirst); err != nil {
 		return rec, err
 	}
 	if durable {

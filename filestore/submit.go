@@ -89,6 +89,14 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 		jr = s.journalFor(ctx)
 	}
 	j := jobstore.NewJob(spec, time.Now())
+	if jr != nil {
+		// As a batch of one: the record is named in queued/ once its
+		// entry is durable, so nobody can see the job before, and it
+		// takes no record lock (submitBatchJournaled).
+		if done, err := s.submitBatchJournaled(ctx, jr, []*batchJob{{job: j}}); done || err != nil {
+			return j, err == nil, false, err
+		}
+	}
 	// Held from before the key file is linked until the record is durable,
 	// so that a process that finds the key file waits for the record
 	// instead of taking it for an abandoned submit, and so that nobody
@@ -105,14 +113,6 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 			unlock()
 		}
 	}()
-	if jr != nil {
-		if done, err := s.submitJournaled(jr, j); done || err != nil {
-			if err == nil {
-				s.published(j, "")
-			}
-			return j, err == nil, false, err
-		}
-	}
 	data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: j})
 	if err != nil {
 		return j, false, false, err
@@ -162,44 +162,6 @@ func (s *Store) submitOnce(ctx context.Context, spec jobstore.Spec, hash string)
 	}
 	s.published(j, hash)
 	return j, true, false, nil
-}
-
-// submitJournaled submits j, a job without a key, through the Store's
-// submission journal: its record written unsynced and renamed into
-// queued/, then its entry appended and fdatasynced (journal.go). done is
-// false, with no error, if the journal could not take it (nothing was
-// written: submit as before). If the entry cannot be made durable, the
-// record, in place, is made durable as a submit without a journal makes
-// it, or taken back. The caller holds j's record lock.
-func (s *Store) submitJournaled(jr *journal, j jobstore.Job) (done bool, err error) {
-	published := false
-	var logged string
-	ok, jerr := s.journaled(jr, []jobstore.Job{j}, false, func(envs []envelope, data [][]byte) error {
-		logged = envs[0].Logged
-		tmp, err := s.fs.WriteTemp(s.tmpDir, data[0], s.filePerm, false)
-		if err != nil {
-			return fmt.Errorf("write job %s: %w", j.ID, err)
-		}
-		if err := s.publish(j, tmp, ""); err != nil {
-			return err
-		}
-		published = true
-		return nil
-	})
-	if ok {
-		return true, nil
-	}
-	if !published {
-		return false, jerr // nothing written; jerr is the write's error, if any
-	}
-	s.log.Warn("filestore: the submission journal failed; submits make their records durable one by one", "err", jerr)
-	p := s.recordPath(dirQueued, j.ID)
-	if err := s.durable.moved(p, dirQueued, 0); err != nil {
-		s.unpublish(j, "")
-		jr.void([]string{logged})
-		return true, err
-	}
-	return true, nil
 }
 
 // lockNewJob takes the exclusive record lock of the new job j, whose lock

@@ -214,3 +214,34 @@ func lgetxattr(path, name string, buf []byte) (int, error) {
 	})
 	return n, err
 }
+
+// openUnnamed opens a new file without a name in the directory dfd
+// (O_TMPFILE), for writing, with mode perm less the umask. ok=false, with
+// the error, says the file system has no such files (EOPNOTSUPP; EISDIR
+// from a kernel that does not know the flag).
+func openUnnamed(dfd int, perm uint32) (fd int, ok bool, err error) {
+	fd, err = unix.Openat(dfd, ".", unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, perm)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+		return -1, false, err
+	}
+	return fd, true, err
+}
+
+// linkUnnamed gives the file fd (opened by openUnnamed) the name name in
+// the directory dfd, through /proc/self/fd, which any process may link
+// from, or else with AT_EMPTY_PATH, which needs CAP_DAC_READ_SEARCH.
+// ok=false, with the error, says neither way is open to this process (no
+// /proc of its PID namespace, and no such capability).
+func linkUnnamed(fd, dfd int, name string) (ok bool, err error) {
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
+	if !errors.Is(err, unix.ENOENT) {
+		return true, err
+	}
+	// ENOENT: no /proc/self/fd/<fd> (fd is open, so /proc is not this
+	// process's). dfd exists, so an ENOENT here is a missing capability.
+	err = unix.Linkat(fd, "", dfd, name, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) {
+		return false, err
+	}
+	return true, err
+}

@@ -45,3 +45,8 @@ func fdatasync(fd int) error { return fsyncFD(fd) }
 func fremovexattr(int, string) error { return errors.ErrUnsupported }
 
 func lgetxattr(string, string, []byte) (int, error) { return 0, errors.ErrUnsupported }
+
+// openUnnamed: no unnamed files (O_TMPFILE) outside Linux.
+func openUnnamed(int, uint32) (int, bool, error) { return -1, false, errors.ErrUnsupported }
+
+func linkUnnamed(int, int, string) (bool, error) { return false, errors.ErrUnsupported }

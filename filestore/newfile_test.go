@@ -1,0 +1,297 @@
+package filestore
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/jobdir/jobdir/jobstore"
+)
+
+// countUnnamed counts, until the test ends, the files without a name
+// made and named (openUnnamedAt and linkUnnamedAt, as set when called).
+func countUnnamed(t *testing.T) (made, named *atomic.Int64) {
+	made, named = new(atomic.Int64), new(atomic.Int64)
+	open, link := openUnnamedAt, linkUnnamedAt
+	openUnnamedAt = func(dfd int, perm uint32) (int, bool, error) {
+		fd, ok, err := open(dfd, perm)
+		if ok && err == nil {
+			made.Add(1)
+		}
+		return fd, ok, err
+	}
+	linkUnnamedAt = func(fd, dfd int, name string) (bool, error) {
+		ok, err := link(fd, dfd, name)
+		if ok && err == nil {
+			named.Add(1)
+		}
+		return ok, err
+	}
+	t.Cleanup(func() { openUnnamedAt, linkUnnamedAt = open, link })
+	return made, named
+}
+
+// requireUnnamed skips a test where the store's file system has no files
+// without a name (O_TMPFILE): outside Linux, and on file systems such as
+// FUSE.
+func requireUnnamed(t *testing.T, dir string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("files without a name (O_TMPFILE) are Linux's")
+	}
+	d, derr := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	require.NoError(t, derr)
+	defer unix.Close(d)
+	fd, ok, err := openUnnamed(d, 0o600)
+	if !ok {
+		t.Skipf("the file system of %s has no files without a name: %v", dir, err)
+	}
+	require.NoError(t, err)
+	_ = unix.Close(fd)
+}
+
+// tempFiles lists the files in the Store's staging directory.
+func tempFiles(t *testing.T, s *Store) []string {
+	t.Helper()
+	ents, err := os.ReadDir(s.tmpDir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// requireRecords checks that each job of ids is queued, as submitted.
+func requireRecords(t *testing.T, s *Store, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		j, err := s.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, jobstore.StateQueued, j.State, "job %s", id)
+		require.Equal(t, "k", j.Kind, "job %s", id)
+	}
+}
+
+// openJournaling opens the store in dir with its submission journal on
+// from its first submit (skipping the test where there is none) and
+// covered only at Close.
+func openJournaling(t *testing.T, dir string) *Store {
+	t.Helper()
+	s := openAt(t, dir, &Options{journalCoverEvery: time.Hour})
+	requireJournaling(t, s)
+	journalFromNow(s)
+	return s
+}
+
+// submitSome submits one job and a batch of n through s's journal and
+// returns their IDs.
+func submitSome(t *testing.T, s *Store, n int) []string {
+	t.Helper()
+	j, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	ids := []string{j.ID}
+	specs := make([]jobstore.Spec, n)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "k"}
+	}
+	res, err := s.SubmitBatch(t.Context(), specs)
+	require.NoError(t, err)
+	for _, r := range res {
+		require.True(t, r.Created)
+		ids = append(ids, r.Job.ID)
+	}
+	return ids
+}
+
+// TestNewFileUnnamed: on Linux, a journaled Submit and SubmitBatch write
+// each record as a file without a name in queued/ and name it there: no
+// temp file passes through tmp/, and no descriptor stays open after.
+func TestNewFileUnnamed(t *testing.T) {
+	dir := t.TempDir()
+	requireUnnamed(t, dir)
+	made, named := countUnnamed(t)
+	s := openJournaling(t, dir)
+	open0 := unnamedOpen.Load()
+	ids := submitSome(t, s, 20)
+	require.EqualValues(t, 21, made.Load(), "records written without a name")
+	require.EqualValues(t, 21, named.Load(), "records named")
+	require.Empty(t, tempFiles(t, s))
+	require.Equal(t, open0, unnamedOpen.Load(), "descriptors of unnamed files left open")
+	requireRecords(t, s, ids)
+	for _, id := range ids {
+		fi, err := os.Stat(s.recordPath(dirQueued, id))
+		require.NoError(t, err)
+		require.Equal(t, s.filePerm, fi.Mode().Perm(), "the record's mode")
+	}
+}
+
+// TestNewFileFallsBack: where a file without a name cannot be made (a
+// file system without them) or named (a process without /proc and
+// without CAP_DAC_READ_SEARCH), or the process holds too many already,
+// records are written as temp files and renamed, and every job is
+// submitted; once one cannot be made or named, the Store stops trying.
+func TestNewFileFallsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		setup       func(t *testing.T)
+		made, named int64 // records written without a name, and named, of 11
+		sticky      bool
+	}{
+		{"NoUnnamedFiles", func(t *testing.T) {
+			openUnnamedAt = func(int, uint32) (int, bool, error) { return -1, false, unix.EOPNOTSUPP }
+			t.Cleanup(func() { openUnnamedAt = openUnnamed })
+		}, 0, 0, true},
+		{"CannotName", func(t *testing.T) {
+			linkUnnamedAt = func(int, int, string) (bool, error) { return false, unix.EPERM }
+			t.Cleanup(func() { linkUnnamedAt = linkUnnamed })
+		}, 1, 0, true}, // the first is written unnamed, and its naming fails
+		{"TooManyOpen", func(t *testing.T) {
+			held := unnamedOpen.Load()
+			unnamedLimit = func() int64 { return held + 3 }
+			t.Cleanup(func() { unnamedLimit = sync.OnceValue(nofileQuarter) })
+		}, 1 + 3, 1 + 3, false}, // one Submit, then 3 of the batch at once
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			requireUnnamed(t, dir)
+			tc.setup(t)
+			made, named := countUnnamed(t)
+			s := openJournaling(t, dir)
+			open0 := unnamedOpen.Load()
+			ids := submitSome(t, s, 10)
+			require.Equal(t, tc.made, made.Load(), "records written without a name")
+			require.Equal(t, tc.named, named.Load(), "records named")
+			require.Equal(t, tc.sticky, s.pins.noUnnamed.Load(), "the Store stopped trying")
+			require.Empty(t, tempFiles(t, s))
+			require.Equal(t, open0, unnamedOpen.Load(), "descriptors of unnamed files left open")
+			requireRecords(t, s, ids)
+		})
+	}
+}
+
+// TestNewFilePlaceAndDrop: PlaceNew refuses a name that exists, leaving
+// that file as it was, and drops the new one; DropNew leaves nothing,
+// for a file without a name and for a temp file alike.
+func TestNewFilePlaceAndDrop(t *testing.T) {
+	dir := t.TempDir()
+	requireUnnamed(t, dir)
+	s := openAt(t, dir, nil)
+	open0 := unnamedOpen.Load()
+	for _, unnamed := range []bool{true, false} {
+		s.pins.noUnnamed.Store(!unnamed)
+		p := s.recordPath(dirQueued, jobstore.NewJob(jobstore.Spec{Kind: "k"}, time.Now()).ID)
+		nf, err := s.fs.WriteNew(p, s.tmpDir, []byte("new"), s.filePerm)
+		require.NoError(t, err)
+		require.Equal(t, unnamed, nf.fd >= 0)
+		require.NoFileExists(t, p, "named before PlaceNew")
+		s.fs.DropNew(nf)
+		require.NoFileExists(t, p)
+		require.Empty(t, tempFiles(t, s))
+
+		require.NoError(t, os.WriteFile(p, []byte("old"), 0o600))
+		nf, err = s.fs.WriteNew(p, s.tmpDir, []byte("new"), s.filePerm)
+		require.NoError(t, err)
+		err = s.fs.PlaceNew(nf)
+		if unnamed {
+			require.ErrorIs(t, err, fs.ErrExist)
+			data, rerr := os.ReadFile(p)
+			require.NoError(t, rerr)
+			require.Equal(t, "old", string(data), "the file in place was changed")
+		} else {
+			// A temp file is renamed, which replaces: WriteNew's path must
+			// not exist, as a new job's record does not.
+			require.NoError(t, err)
+		}
+		require.NoError(t, os.Remove(p))
+		require.Empty(t, tempFiles(t, s))
+		require.Equal(t, open0, unnamedOpen.Load(), "descriptors of unnamed files left open")
+	}
+	// A path outside the store's directories takes a temp file.
+	nf, err := s.fs.WriteNew(filepath.Join(dir, "x", "y", "z.json"), s.tmpDir, []byte("z"), s.filePerm)
+	require.NoError(t, err)
+	require.Less(t, nf.fd, 0)
+	s.fs.DropNew(nf)
+	require.Empty(t, tempFiles(t, s))
+}
+
+// TestNewFileSwappedDir: a file without a name is not written into, nor
+// named in, a state directory whose name no longer names the one the
+// Store opened.
+func TestNewFileSwappedDir(t *testing.T) {
+	dir := t.TempDir()
+	requireUnnamed(t, dir)
+	s := openAt(t, dir, nil)
+	p := s.recordPath(dirQueued, jobstore.NewJob(jobstore.Spec{Kind: "k"}, time.Now()).ID)
+	nf, err := s.fs.WriteNew(p, s.tmpDir, []byte("new"), s.filePerm)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, nf.fd, 0)
+	q := filepath.Join(dir, dirQueued)
+	require.NoError(t, os.Rename(q, q+".moved"))
+	require.NoError(t, os.Mkdir(q, 0o700))
+	err = s.fs.PlaceNew(nf)
+	require.ErrorIs(t, err, errSwapped)
+	require.NoFileExists(t, p)
+	require.NoFileExists(t, filepath.Join(q+".moved", filepath.Base(p)))
+	_, err = s.fs.WriteNew(p, s.tmpDir, []byte("new"), s.filePerm)
+	require.True(t, errors.Is(err, errSwapped), "%v", err)
+}
+
+// TestMoveOntoStaleCopy: a record that moves into a directory where a
+// crash left an older copy of it replaces that copy, for a Complete into
+// done/ and a retry into queued/.
+func TestMoveOntoStaleCopy(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, t.TempDir(), &Options{Backoff: func(int) time.Duration { return 0 }})
+	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k", MaxAttempts: 2})
+	require.NoError(t, err)
+	old, err := os.ReadFile(s.recordPath(dirQueued, j.ID))
+	require.NoError(t, err)
+	c, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(s.recordPath(dirQueued, j.ID), old, 0o600))
+	retried, err := s.Complete(ctx, c.Lease(), jobstore.Failed(errors.New("again")))
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateQueued, retried.State)
+	got, err := s.readRecord(s.recordPath(dirQueued, j.ID), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, retried.Attempt, got.Job.Attempt, "the stale copy in queued/ stayed")
+
+	c, err = s.Claim(ctx, jobstore.ClaimRequest{Worker: "w"})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(s.recordPath(dirDone, j.ID), old, 0o600))
+	done, err := s.Complete(ctx, c.Lease(), jobstore.Succeeded(nil))
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateSucceeded, done.State)
+	got, err = s.readRecord(s.recordPath(dirDone, j.ID), j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobstore.StateSucceeded, got.Job.State, "the stale copy in done/ stayed")
+	require.Empty(t, tempFiles(t, s))
+	_, err = os.Lstat(s.recordPath(dirClaimed, j.ID))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestPlaceRecordOverAFile: placeRecord, which names a new file, writes
+// over a file already at the record's path (which the reads before a
+// move remove as a rule) instead of failing.
+func TestPlaceRecordOverAFile(t *testing.T) {
+	s := openAt(t, t.TempDir(), nil)
+	j := jobstore.NewJob(jobstore.Spec{Kind: "k"}, time.Now())
+	j.State = jobstore.StateCanceled
+	p := s.recordPath(dirDone, j.ID)
+	require.NoError(t, os.WriteFile(p, []byte("in the way"), 0o600))
+	require.NoError(t, s.placeRecord(dirDone, envelope{Format: FormatVersion, Rev: 3, Job: j}, false))
+	got, err := s.readRecord(p, j.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, got.Rev)
+	require.Empty(t, tempFiles(t, s))
+}
