@@ -381,9 +381,13 @@ func TestExitKillsLeftovers(t *testing.T) {
 			require.NoError(t, err)
 			require.JSONEq(t, `{"exit_code":0}`, string(res))
 			requireTreeGone(t, dir, 1)
-			// All but the program and the double fork's middle process,
-			// which exited by themselves.
-			require.Contains(t, readLog(t, logDir, j.ID), fmt.Sprintf("killed %d processes it left running", expected["all"]-2))
+			// All but the program, which exited by itself, and the double
+			// fork's middle process, which exits by itself too, but may
+			// not have done so yet when the program does.
+			log := readLog(t, logDir, j.ID)
+			if !strings.Contains(log, fmt.Sprintf("killed %d processes it left running", expected["all"]-2)) {
+				require.Contains(t, log, fmt.Sprintf("killed %d processes it left running", expected["all"]-1))
+			}
 		})
 	}
 }
