@@ -246,8 +246,9 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (
 // no record locks: with a thousand held at once, the kernel's list of
 // them made every lock a walk of a thousand. done is false, with no error,
 // if the journal could not take them, or failed them: nothing of the
-// batch is visible then, and its entries are voided (submit as before).
-// A rename that fails takes back the records published so far, each
+// batch is visible then, and its entries, if any were written, are voided
+// (submit as before). Once the entries are durable, the records are named
+// even if ctx ends. A naming that fails takes back the records published so far, each
 // under its record lock, and voids the batch's entries; one that another
 // process claimed meanwhile stays, and the error says so.
 func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*batchJob) (done bool, err error) {
@@ -264,7 +265,7 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 		}
 		return out
 	}
-	ok, jerr := s.journaled(jr, jobs, true, func(envs []envelope, data [][]byte) error {
+	ok, first, jerr := s.journaled(jr, jobs, func(envs []envelope, data [][]byte) error {
 		for i, b := range news {
 			b.env, b.data = &envs[i], data[i]
 		}
@@ -277,12 +278,6 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 			return nil
 		})
 	})
-	var first int64 = -1
-	if len(news) > 0 && news[0].env != nil {
-		if ref, ok := parseJournalRef(news[0].env.Logged); ok {
-			first = ref.Off
-		}
-	}
 	if !ok {
 		for _, b := range news {
 			if b.nf != nil {
@@ -292,7 +287,8 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 		}
 		if jerr != nil && first >= 0 && jr.isBroken() {
 			// The entries may be on disk: void them, for no replay to
-			// bring back jobs this batch now submits anew.
+			// bring back jobs this batch now submits anew. (Only once
+			// reserved: before, their offsets may be another submit's.)
 			s.log.Warn("filestore: the submission journal failed; submits make their records durable one by one", "err", jerr)
 			jr.void(refs())
 		}
@@ -304,7 +300,9 @@ func (s *Store) submitBatchJournaled(ctx context.Context, jr *journal, news []*b
 		}
 		return false, nil
 	}
-	err = inParallel(ctx, batchRenamers, news, func(b *batchJob) error {
+	// The entries are durable: the records are named whatever becomes of
+	// ctx, as a submit that returned at this point would have its job.
+	err = inParallel(context.WithoutCancel(ctx), batchRenamers, news, func(b *batchJob) error {
 		nf := b.nf
 		b.nf = nil
 		if err := s.fs.PlaceNew(nf); err != nil {

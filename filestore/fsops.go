@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -311,20 +312,29 @@ func (f osFS) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*new
 func (f osFS) PlaceNew(nf *newFile) error {
 	if nf.fd >= 0 {
 		d, base, _, err := f.pinned(nf.path)
-		ok := false
-		if err == nil {
-			ok, err = d.linkUnnamed(nf.fd, base, nf.path)
+		if err != nil {
+			f.DropNew(nf)
+			return err
 		}
+		ok, err := d.linkUnnamed(nf.fd, base, nf.path)
 		f.DropNew(nf)
-		if err != nil || ok {
+		if ok && (err == nil || errors.Is(err, fs.ErrExist)) {
 			return f.abs(err)
 		}
-		// This process cannot name an unnamed file: a temp file, now and
-		// from now on.
-		f.pins.noUnnamed.Store(true)
+		// This process cannot name a file without a name (ok=false), or
+		// the naming failed in a way a temp file's rename may not (an
+		// LSM that refuses /proc/self/fd, say): a temp file now, and
+		// from now on if that works.
 		if nf.tmp, err = f.WriteTemp(nf.tmpDir, nf.data, nf.perm, false); err != nil {
 			return err
 		}
+		if err := f.Rename(nf.tmp, nf.path); err != nil {
+			f.DropNew(nf)
+			return err
+		}
+		nf.tmp = ""
+		f.pins.noUnnamed.Store(true)
+		return nil
 	}
 	if err := f.Rename(nf.tmp, nf.path); err != nil {
 		f.DropNew(nf)

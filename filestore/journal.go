@@ -27,10 +27,12 @@ import (
 // fsync of its file and of its directory costs a journal commit of the
 // file system: the new inode, the blocks of two directories, the bitmaps,
 // a few milliseconds on a busy disk. A submit instead writes its record
-// unsynced, as before, and appends a copy of it to a journal file that is
-// already allocated and written, then makes that durable with
-// fdatasync(2): the data and one cache flush, no metadata. The record
-// itself is made durable later, with the records of every submit since,
+// unsynced (as a file without a name where it can, fileOps.WriteNew) and
+// appends a copy of it to a journal file that is already allocated and
+// written, makes that durable with fdatasync(2) (the data and one cache
+// flush, no metadata), and only then names the record in queued/, so
+// nobody sees the job before it is durable. The record itself is made
+// durable later, with the records of every submit since,
 // by one syncfs(2) (a cover). Until then a power cut may take the record,
 // and the journal brings it back: whoever next takes the journal (at Open,
 // in a recovery pass, or a Store that needs one) writes every record it
@@ -223,10 +225,11 @@ type journal struct {
 	// cover failed. Guarded by bmu, which is never held while waiting.
 	bmu    sync.Mutex
 	broken error
-	// pending holds the offsets of the first entries of batches whose
-	// records are renamed into queued/ only once their entries are durable
-	// (append with later): a cover stops below the lowest, since a syncfs
-	// before a rename does not make it durable, and a wrap waits for them.
+	// pending holds the offsets of the first entries of submits (single
+	// or batches) whose records are named in queued/ only once their
+	// entries are durable: a cover stops below the lowest, since a syncfs
+	// before the naming does not make it durable, and a wrap waits for
+	// them.
 	pending map[int64]bool
 
 	// syncs shares the fdatasyncs of the entries written at one moment.
@@ -509,21 +512,22 @@ func (j *journal) fdatasync() error {
 
 // append appends size bytes of entries, whose payloads write returns,
 // given the reference of the first entry, under j.mu: write writes the
-// jobs' records (in place, so that each is there before its entry is; or,
-// with later, in tmp/, to be renamed into place once the entries are
-// durable: they are pending until published), and returns one payload per
-// job, together size bytes of entries. It returns once the entries are
-// durable; errJournalFull if they do not fit before the journal's next
-// wrap.
-func (j *journal) append(size int64, later bool, write func(ref journalRef) ([][]byte, error)) error {
+// jobs' records as new files, to be named in queued/ once the entries are
+// durable, and returns one payload per job, together size bytes of
+// entries. It returns once the entries are durable; errJournalFull if
+// they do not fit before the journal's next wrap. at is the offset of the
+// first entry once the entries are reserved (their write was tried), -1
+// before: from then they are pending until the caller calls published,
+// and only then may it void them.
+func (j *journal) append(size int64, write func(ref journalRef) ([][]byte, error)) (at int64, err error) {
 	j.mu.Lock()
 	if err := j.failure(); err != nil {
 		j.mu.Unlock()
-		return err
+		return -1, err
 	}
 	if j.off+size > j.size {
 		j.mu.Unlock()
-		return errJournalFull
+		return -1, errJournalFull
 	}
 	ref := journalRef{Slot: j.slot, Epoch: j.epoch, Off: j.off}
 	if j.mark == math.MaxUint64 {
@@ -532,7 +536,7 @@ func (j *journal) append(size int64, later bool, write func(ref journalRef) ([][
 	payloads, err := write(ref)
 	if err != nil {
 		j.mu.Unlock()
-		return err
+		return -1, err
 	}
 	buf := make([]byte, 0, size)
 	for _, p := range payloads {
@@ -540,27 +544,26 @@ func (j *journal) append(size int64, later bool, write func(ref journalRef) ([][
 	}
 	if int64(len(buf)) != size {
 		j.mu.Unlock()
-		return fmt.Errorf("journal: entries of %d bytes, not the %d reserved", len(buf), size)
+		return -1, fmt.Errorf("journal: entries of %d bytes, not the %d reserved", len(buf), size)
 	}
-	if later {
-		// Pending from now on, until the caller calls published: even if
-		// the write fails, part of it may be on disk.
-		if j.pending == nil {
-			j.pending = map[int64]bool{}
-		}
-		j.pending[ref.Off] = true
+	// Pending from now on, until the caller calls published: even if the
+	// write fails, part of it may be on disk.
+	if j.pending == nil {
+		j.pending = map[int64]bool{}
 	}
+	j.pending[ref.Off] = true
 	if err := j.s.fs.JournalWrite(j.f, buf, j.off); err != nil {
 		j.mu.Unlock()
-		return j.fail(err)
+		return ref.Off, j.fail(err)
 	}
 	j.off += size
 	j.mu.Unlock()
-	return j.fdatasync()
+	return ref.Off, j.fdatasync()
 }
 
-// published notes that the records of the batch whose entries begin at
-// off are renamed into place (or taken back): a cover may go beyond them.
+// published notes that the records of the submit whose entries begin at
+// off (append's at) are named in place (or dropped, or taken back): a
+// cover may go beyond them.
 func (j *journal) published(off int64) {
 	j.mu.Lock()
 	delete(j.pending, off)
@@ -568,7 +571,7 @@ func (j *journal) published(off int64) {
 }
 
 // coverEnd is where a cover may end: the end of the entries, or the first
-// entry of a batch whose records are not in place yet. j.mu is held.
+// entry of a submit whose records are not in place yet. j.mu is held.
 func (j *journal) coverEnd() int64 {
 	end := j.off
 	for off := range j.pending {
@@ -606,7 +609,8 @@ func (j *journal) coverNow(wrap bool) error {
 	defer j.covering.Unlock()
 	j.mu.Lock()
 	for wrap && len(j.pending) > 0 {
-		// A batch's renames, outside j.mu, take a few milliseconds.
+		// A submit names its records outside j.mu, in a few milliseconds
+		// at most (a batch of thousands).
 		j.mu.Unlock()
 		time.Sleep(time.Millisecond)
 		j.mu.Lock()
@@ -622,7 +626,7 @@ func (j *journal) coverNow(wrap bool) error {
 	}
 	if !wrap {
 		if end == j.off {
-			// Else the pending batch's mark stays: its records are written
+			// Else the pending submit's mark stays: its records are named
 			// after this cover's syncfs.
 			j.mark = math.MaxUint64
 		}
@@ -744,10 +748,11 @@ func (s *Store) closingJournals() {
 
 // journaled appends the entries of jobs (records written by write, given
 // each job's entry) to j, the Store's journal. It reports false if they
-// do not fit, and the caller then makes the
-// records durable as before; a failed write or fdatasync breaks the
-// journal and is returned, after which the caller does the same.
-func (s *Store) journaled(j *journal, jobs []jobstore.Job, later bool, write func(envs []envelope, data [][]byte) error) (bool, error) {
+// do not fit, and the caller then makes the records durable as before; a
+// failed write or fdatasync breaks the journal and is returned, after
+// which the caller does the same. at is append's: the offset of the first
+// entry once they were reserved (pending until published), else -1.
+func (s *Store) journaled(j *journal, jobs []jobstore.Job, write func(envs []envelope, data [][]byte) error) (ok bool, at int64, err error) {
 	// Each record is encoded once, naming a probe entry of the same width
 	// as its own, whose place is known only under the journal's mutex:
 	// then the reference, the last field of the record, is written over
@@ -759,16 +764,16 @@ func (s *Store) journaled(j *journal, jobs []jobstore.Job, later bool, write fun
 	for i, job := range jobs {
 		data, err := encodeRecord(envelope{Format: FormatVersion, Rev: 1, Job: job, Logged: probe})
 		if err != nil {
-			return false, err
+			return false, -1, err
 		}
 		datas[i] = data
 		size += entrySize(len(data))
 	}
 	if size > j.size/4 {
-		return false, nil // too large to journal
+		return false, -1, nil // too large to journal
 	}
 	for try := 0; ; try++ {
-		err := j.append(size, later, func(ref journalRef) ([][]byte, error) {
+		at, err := j.append(size, func(ref journalRef) ([][]byte, error) {
 			envs := make([]envelope, len(jobs))
 			off := ref.Off
 			for i, job := range jobs {
@@ -789,14 +794,14 @@ func (s *Store) journaled(j *journal, jobs []jobstore.Job, later bool, write fun
 		})
 		if errors.Is(err, errJournalFull) && try == 0 {
 			if err := j.coverNow(true); err != nil {
-				return false, nil
+				return false, -1, nil
 			}
 			continue
 		}
 		if errors.Is(err, errJournalFull) {
-			return false, nil
+			return false, -1, nil
 		}
-		return err == nil, err
+		return err == nil, at, err
 	}
 }
 

@@ -1,6 +1,8 @@
 package filestore
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -155,6 +157,11 @@ func TestNewFileFallsBack(t *testing.T) {
 			linkUnnamedAt = func(int, int, string) (bool, error) { return false, unix.EPERM }
 			t.Cleanup(func() { linkUnnamedAt = linkUnnamed })
 		}, 1, 0, true}, // the first is written unnamed, and its naming fails
+		{"NamingRefused", func(t *testing.T) {
+			// /proc/self/fd is there, and a security module refuses it.
+			linkUnnamedAt = func(int, int, string) (bool, error) { return true, unix.EACCES }
+			t.Cleanup(func() { linkUnnamedAt = linkUnnamed })
+		}, 1, 0, true},
 		{"TooManyOpen", func(t *testing.T) {
 			held := unnamedOpen.Load()
 			unnamedLimit = func() int64 { return held + 3 }
@@ -294,4 +301,129 @@ func TestPlaceRecordOverAFile(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 3, got.Rev)
 	require.Empty(t, tempFiles(t, s))
+}
+
+// pendingCheckFS fails every third WriteNew (ENOSPC) and counts the
+// records PlaceNew names while their journal entry is not pending, which
+// a cover could then pass before the record is durable.
+type pendingCheckFS struct {
+	fileOps
+	s              atomic.Pointer[Store]
+	n              atomic.Int64
+	placed, unsafe atomic.Int64
+}
+
+func (f *pendingCheckFS) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*newFile, error) {
+	if f.n.Add(1)%3 == 0 {
+		return nil, &os.PathError{Op: "open", Path: path, Err: unix.ENOSPC}
+	}
+	return f.fileOps.WriteNew(path, tmpDir, data, perm)
+}
+
+func (f *pendingCheckFS) PlaceNew(nf *newFile) error {
+	if s := f.s.Load(); s != nil {
+		var env envelope
+		if err := json.Unmarshal(nf.data, &env); err == nil {
+			if ref, ok := parseJournalRef(env.Logged); ok {
+				s.jmu.Lock()
+				jr := s.jr
+				s.jmu.Unlock()
+				jr.mu.Lock()
+				pending := jr.pending[ref.Off]
+				jr.mu.Unlock()
+				f.placed.Add(1)
+				if !pending {
+					f.unsafe.Add(1)
+				}
+			}
+		}
+	}
+	return f.fileOps.PlaceNew(nf)
+}
+
+// TestJournalPendingUntilNamed: a journaled record is named only while its
+// entry is pending (no cover may pass it) also when other submits fail
+// before their entries are reserved, or end with their ctx meanwhile: a
+// failed submit let go of the offset it would have had, which another
+// submit's entries had taken by then; and every submit that returned
+// without an error has its job.
+func TestJournalPendingUntilNamed(t *testing.T) {
+	fsys := &pendingCheckFS{fileOps: osFS{}}
+	s := openAtFS(t, t.TempDir(), &Options{journalCoverEvery: time.Hour}, fsys)
+	requireJournaling(t, s)
+	journalFromNow(s)
+	fsys.s.Store(s)
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		ids []string
+	)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				ctx, cancel := context.WithCancel(context.Background())
+				if g%2 == 0 {
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(i%40)*10*time.Microsecond)
+				}
+				j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+				cancel()
+				if err == nil {
+					mu.Lock()
+					ids = append(ids, j.ID)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Positive(t, fsys.placed.Load(), "no journaled record was named")
+	require.Zero(t, fsys.unsafe.Load(), "records named while their entries were not pending, of %d", fsys.placed.Load())
+	requireRecords(t, s, ids)
+}
+
+// cancelAtSync ends a ctx when a journal's fdatasync returns.
+type cancelAtSync struct {
+	fileOps
+	cancel atomic.Pointer[context.CancelFunc]
+}
+
+func (c *cancelAtSync) JournalSync(f *os.File) error {
+	err := c.fileOps.JournalSync(f)
+	if cancel := c.cancel.Load(); cancel != nil {
+		(*cancel)()
+	}
+	return err
+}
+
+// TestJournalNamesAfterCtxEnds: a submit whose ctx ends once its journal
+// entries are durable still names its records and succeeds, single and
+// batched, as it would have had the ctx ended a moment later.
+func TestJournalNamesAfterCtxEnds(t *testing.T) {
+	fsys := &cancelAtSync{fileOps: osFS{}}
+	s := openAtFS(t, t.TempDir(), &Options{journalCoverEvery: time.Hour}, fsys)
+	requireJournaling(t, s)
+	journalFromNow(s)
+	for _, n := range []int{1, 5} {
+		ctx, cancel := context.WithCancel(t.Context())
+		fsys.cancel.Store(&cancel)
+		specs := make([]jobstore.Spec, n)
+		for i := range specs {
+			specs[i] = jobstore.Spec{Kind: "k"}
+		}
+		var ids []string
+		if n == 1 {
+			j, _, err := s.Submit(ctx, specs[0])
+			require.NoError(t, err)
+			ids = append(ids, j.ID)
+		} else {
+			res, err := s.SubmitBatch(ctx, specs)
+			require.NoError(t, err)
+			for _, r := range res {
+				ids = append(ids, r.Job.ID)
+			}
+		}
+		require.Error(t, ctx.Err(), "the ctx did not end inside the submit")
+		fsys.cancel.Store(nil)
+		requireRecords(t, s, ids)
+	}
 }
