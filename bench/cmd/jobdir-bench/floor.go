@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -86,4 +87,60 @@ func durableCreate(d *os.File, name, tmp string, payload []byte) error {
 		return err
 	}
 	return d.Sync()
+}
+
+// flushFile is the size of the file measureIdleFlush appends to, written
+// with zeros and fsynced first, as a submission journal is.
+const flushFile = 1 << 20
+
+// measureIdleFlush measures the least a durable submit that appends to a
+// journal waits for, at the pace of the latency figures: n times, a
+// record written into a file already allocated and written, then one
+// fdatasync(2), each after the idle gap that follows the latency sample
+// of the same index (sampleGap). An idle disk (and its host) can take
+// several times longer to flush than a busy one, so this, not the time
+// of one durable create in a row, is the floor of the idle latency
+// figures. It returns the times in milliseconds.
+func measureIdleFlush(ctx context.Context, c *config, n int) ([]float64, error) {
+	root, err := os.MkdirTemp(c.Dir, "jobdir-bench-flush-")
+	if err != nil {
+		return nil, err
+	}
+	defer c.discard(root)
+	f, err := os.Create(filepath.Join(root, "journal"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, flushFile)); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	payload := make([]byte, floorRecord)
+	for i := range payload {
+		payload[i] = 'x'
+	}
+	var ms []float64
+	var off int64
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		time.Sleep(sampleGap(i))
+		if off+floorRecord > flushFile {
+			off = 0
+		}
+		start := time.Now()
+		if _, err := f.WriteAt(payload, off); err != nil {
+			return nil, err
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return nil, fmt.Errorf("fdatasync: %w", err)
+		}
+		ms = append(ms, float64(time.Since(start).Nanoseconds())/1e6)
+		off += floorRecord
+	}
+	return ms, nil
 }

@@ -322,7 +322,16 @@ func (rp *report) targets(fs string) []target {
 			add(name, fmtNum(v)+" "+unit, v < limit, true)
 		}
 	}
-	below("submit to handler start, other process, idle, p50 < 1 ms", latencyMetric(false, 50), fs, 1, "ms")
+	if v, ok := rp.median(latencyMetric(false, 50).ID, fs); ok {
+		measured := fmtNum(v) + " ms"
+		if f, ok := rp.median(mIdleFlush.ID, "floor"); ok {
+			// A durable submit waits for one flush at least: the disk's
+			// own time for it, idle, says how much of the target is left
+			// to the store.
+			measured += fmt.Sprintf(" (the disk's idle flush alone: %s ms)", fmtNum(f))
+		}
+		add("submit to handler start, other process, idle, p50 < 1 ms", measured, v < 1, true)
+	}
 	below("submit to handler start, other process, idle, p99 < 10 ms", latencyMetric(false, 99), fs, 10, "ms")
 	below("cross-process cancel reaching the handler, p50 < 20 ms", mCancel50, fs, 20, "ms")
 	below("SIGKILLed worker's job starting elsewhere < 1 s", mKill, fs, 1000, "ms")

@@ -114,9 +114,11 @@ var (
 	mBatch    = metric{ID: "batch", Title: "batch insert, 1,000 per call", Unit: "jobs/s", Higher: true, Group: "throughput", Order: 12}
 	mFloor1   = metric{ID: "floor-1", Title: "durable file creates, 1 writer", Unit: "files/s", Higher: true, Group: "floor", Order: 1}
 	mFloor4   = metric{ID: "floor-4", Title: "durable file creates, 4 writers", Unit: "files/s", Higher: true, Group: "floor", Order: 2}
-	mCancel50 = metric{ID: "cancel-p50", Title: "cancel to handler ctx done, other process, p50", Unit: "ms", Group: "latency", Order: 30}
-	mCancel99 = metric{ID: "cancel-p99", Title: "cancel to handler ctx done, other process, p99", Unit: "ms", Group: "latency", Order: 31}
-	mKill     = metric{ID: "kill", Title: "SIGKILL of worker to job start elsewhere", Unit: "ms", Group: "latency", Order: 40}
+	// mIdleFlush is the floor of the idle latency figures (measureIdleFlush).
+	mIdleFlush = metric{ID: "floor-idle-flush", Title: "a write and fdatasync of a written file after an idle gap, p50", Unit: "ms", Group: "floor", Order: 3}
+	mCancel50  = metric{ID: "cancel-p50", Title: "cancel to handler ctx done, other process, p50", Unit: "ms", Group: "latency", Order: 30}
+	mCancel99  = metric{ID: "cancel-p99", Title: "cancel to handler ctx done, other process, p99", Unit: "ms", Group: "latency", Order: 31}
+	mKill      = metric{ID: "kill", Title: "SIGKILL of worker to job start elsewhere", Unit: "ms", Group: "latency", Order: 40}
 )
 
 func workoffMetric(procs, workers int) metric {
@@ -756,7 +758,8 @@ func runKill(ctx context.Context, c *config, r *results, s *system) error {
 	return nil
 }
 
-// runFloor measures durable file creates from 1 and 4 writers.
+// runFloor measures durable file creates from 1 and 4 writers, and the
+// time of a flush after an idle gap.
 func runFloor(ctx context.Context, c *config, r *results) error {
 	for _, w := range []int{1, 4} {
 		m := mFloor1
@@ -770,6 +773,13 @@ func runFloor(ctx context.Context, c *config, r *results) error {
 		r.add(m, "floor", rate)
 		c.logf("%-20s %-34s %10.0f %s", "floor", m.Title, rate, m.Unit)
 	}
+	ms, err := measureIdleFlush(ctx, c, c.LatencyN)
+	if err != nil {
+		return fmt.Errorf("floor: idle flush: %w", err)
+	}
+	v := percentile(ms, 50)
+	r.add(mIdleFlush, "floor", v)
+	c.logf("%-20s %-34s %10.2f %s", "floor", mIdleFlush.Title, v, mIdleFlush.Unit)
 	return nil
 }
 
