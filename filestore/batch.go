@@ -239,7 +239,7 @@ func (s *Store) submitBatch(ctx context.Context, news []*batchJob, whole bool) (
 
 // submitBatchJournaled submits news, jobs without keys, through the
 // Store's submission journal: their records written unsynced as new
-// files (fileOps.WriteNew: on Linux without a name, in queued/ itself;
+// files (fileOps.WriteNew: on Linux without a name, in tmp/<sid>/;
 // batchWriters at a time) and their entries appended and fdatasynced at
 // once (journal.go), and only then named in queued/ (batchRenamers at a
 // time). A job is durable before anyone can see it, so the batch takes

@@ -263,8 +263,9 @@ func (d *pinnedDir) writeNew(name, path string, data []byte, perm os.FileMode, s
 
 // writeUnnamed writes data, unsynced, to a new file without a name in d
 // (O_TMPFILE), with mode perm whatever the umask, and returns its open
-// descriptor: linkUnnamed names it. ok=false, with no error, says the file
-// system has no unnamed files. path names d in errors.
+// descriptor: linkUnnamed names it, in d or in another directory of the
+// same file system. ok=false, with no error, says the file system has no
+// unnamed files. path names d in errors.
 func (d *pinnedDir) writeUnnamed(path string, data []byte, perm os.FileMode) (fd int, ok bool, err error) {
 	err = d.use(func(dfd int) error {
 		var oerr error

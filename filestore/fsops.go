@@ -49,10 +49,11 @@ type fileOps interface {
 	WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool) (string, error)
 	// WriteNew writes data, unsynced, to a new file that PlaceNew then
 	// names path, which must not exist yet (a new job's record). On
-	// Linux it is a file without a name in path's directory (O_TMPFILE),
-	// so that its naming changes that directory alone, and a crash before
-	// leaves nothing to sweep; elsewhere, where the file system has none,
-	// or when the process holds too many already, a temp file in tmpDir.
+	// Linux it is a file without a name in tmpDir (O_TMPFILE), so that
+	// its naming changes path's directory alone and takes no rename lock,
+	// and a crash before leaves nothing to sweep; elsewhere, where the
+	// file system has none, or when the process holds too many already, a
+	// temp file in tmpDir.
 	// A file WriteNew returns is placed or dropped (DropNew).
 	WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*newFile, error)
 	// PlaceNew names the file nf path, as WriteNew was told. On error nf
@@ -283,12 +284,16 @@ func nofileQuarter() int64 {
 
 func (f osFS) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*newFile, error) {
 	nf := &newFile{path: path, fd: -1, tmpDir: tmpDir, data: data, perm: perm}
-	if d, _, ok, err := f.pinned(path); ok && !f.pins.noUnnamed.Load() {
+	// Made in tmpDir, which no watcher watches: the kernel reports the
+	// writes to a file without a name to the watchers of its directory
+	// (as "#<inode>"), and each process's watcher would handle them. The
+	// link into path's directory takes no rename lock.
+	if d, ok, err := f.pinnedPair(tmpDir, path); ok && !f.pins.noUnnamed.Load() {
 		if err != nil {
 			return nil, err
 		}
 		if unnamedOpen.Add(1) <= unnamedLimit() {
-			fd, ok, err := d.writeUnnamed(filepath.Dir(path), data, perm)
+			fd, ok, err := d.writeUnnamed(tmpDir, data, perm)
 			if err != nil {
 				unnamedOpen.Add(-1)
 				return nil, f.abs(err)
@@ -307,6 +312,17 @@ func (f osFS) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*new
 	}
 	nf.tmp = tmp
 	return nf, nil
+}
+
+// pinnedPair returns the pinned directory dir, if both dir and path's
+// directory are pinned (and checked: an error if either was swapped).
+func (f osFS) pinnedPair(dir, path string) (*pinnedDir, bool, error) {
+	d, _, ok, err := f.pinned(filepath.Join(dir, "x"))
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	_, _, ok, err = f.pinned(path)
+	return d, ok, err
 }
 
 func (f osFS) PlaceNew(nf *newFile) error {

@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -116,15 +118,35 @@ func submitSome(t *testing.T, s *Store, n int) []string {
 }
 
 // TestNewFileUnnamed: on Linux, a journaled Submit and SubmitBatch write
-// each record as a file without a name in queued/ and name it there: no
-// temp file passes through tmp/, and no descriptor stays open after.
+// each record as a file without a name and name it in queued/: no temp
+// file is left in tmp/, no descriptor stays open after, and the watchers
+// of queued/ see the naming alone, not the writes to the file without a
+// name (which the kernel reports to the watchers of its directory).
 func TestNewFileUnnamed(t *testing.T) {
 	dir := t.TempDir()
 	requireUnnamed(t, dir)
 	made, named := countUnnamed(t)
 	s := openJournaling(t, dir)
 	open0 := unnamedOpen.Load()
+	w, err := fsnotify.NewWatcher()
+	require.NoError(t, err)
+	defer w.Close()
+	require.NoError(t, w.Add(filepath.Join(dir, dirQueued)))
 	ids := submitSome(t, s, 20)
+	var events []string
+	for quiet := time.After(200 * time.Millisecond); ; {
+		select {
+		case ev := <-w.Events:
+			events = append(events, ev.String())
+			require.True(t, strings.HasSuffix(ev.Name, ".json"), "an event of queued/'s watchers: %v", ev)
+			continue
+		case err := <-w.Errors:
+			require.NoError(t, err)
+		case <-quiet:
+		}
+		break
+	}
+	require.Len(t, events, len(ids), "one event per record: %v", events)
 	require.EqualValues(t, 21, made.Load(), "records written without a name")
 	require.EqualValues(t, 21, named.Load(), "records named")
 	require.Empty(t, tempFiles(t, s))
