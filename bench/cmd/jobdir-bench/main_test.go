@@ -93,11 +93,11 @@ func TestTargets(t *testing.T) {
 		names = append(names, tg.Name)
 	}
 	require.Equal(t, []string{
-		"durable work-off, 100 workers × 2 processes ≥ 2× the best durable peer",
-		"batch insert, 1,000 per call ≥ 1× the best durable peer",
-		"durable inserts, 1 client ≥ 1× the best durable peer",
+		"durable work-off, 100 workers × 2 processes ≥ 2× the best durable SQLite peer",
+		"batch insert, 1,000 per call ≥ 1× the best durable SQLite peer",
+		"durable inserts, 1 client ≥ 1× the best durable SQLite peer",
 		"durable inserts, 1 client ≥ 0.9× the floor (durable creates, 1 writer)",
-		"durable inserts, 16 clients ≥ 1.5× the best durable peer",
+		"durable inserts, 16 clients ≥ 1.5× the best durable SQLite peer",
 		"submit to handler start, other process, idle, p50 < 1 ms",
 	}, names)
 	require.Equal(t, target{names[0], "2,100 vs River SQLite FULL 1,000 = 2.10×", "**met**"}, got[names[0]])
@@ -116,7 +116,8 @@ func TestTargets(t *testing.T) {
 }
 
 // TestBestPeer checks that the durable store is compared with durable peers
-// only, and that lower wins for a latency.
+// only, that lower wins for a latency, and that the file store's targets
+// take the SQLite peers alone.
 func TestBestPeer(t *testing.T) {
 	r := newResults()
 	r.add(mInsert1, "river-full", 100)
@@ -134,6 +135,16 @@ func TestBestPeer(t *testing.T) {
 	require.Equal(t, 900.0, v)
 	v, name, _ = rp.bestPeer(lat, true)
 	require.Equal(t, 30.0, v)
+	require.Equal(t, "River SQLite FULL", name)
+
+	// The file store's targets are against the SQLite peers, even where a
+	// peer on PostgreSQL does better.
+	r.add(mInsert1, "river-pg-tuned", 5000)
+	v, name, _ = rp.bestPeer(mInsert1, true)
+	require.Equal(t, "River PG (tuned fetch)", name)
+	v, name, ok = rp.bestSQLitePeer(mInsert1)
+	require.True(t, ok)
+	require.Equal(t, 100.0, v)
 	require.Equal(t, "River SQLite FULL", name)
 }
 
