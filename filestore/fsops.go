@@ -253,7 +253,7 @@ func (f osFS) WriteTemp(tmpDir string, data []byte, perm os.FileMode, sync bool)
 // newFile is a new file's data, written by WriteNew and not yet named.
 type newFile struct {
 	path   string // the name it is to have
-	fd     int    // an unnamed file (O_TMPFILE) in path's directory, or -1
+	fd     int    // a file without a name (O_TMPFILE) in tmpDir, or -1
 	tmp    string // else a temp file, to be renamed to path
 	tmpDir string
 	data   []byte // written to a temp file if fd cannot be linked
