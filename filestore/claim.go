@@ -598,7 +598,8 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 	// attempt from that alone if the note is lost (recoverOne): a job whose
 	// attempts bring the machine down ends failed after MaxAttempts
 	// (TestPowerCutCountsAttempt).
-	if err := s.writeClaimNote(id, claimNote{Rev: rec.Rev, Worker: req.Worker, ClaimedAt: now.UTC()}); err != nil {
+	note := claimNote{Rev: rec.Rev, Worker: req.Worker, ClaimedAt: now.UTC()}
+	if err := s.writeClaimNote(id, note); err != nil {
 		return jobstore.Job{}, false, fmt.Errorf("write claim note: %w", err)
 	}
 	if err := s.fs.Rename(s.recordPath(dirQueued, id), s.recordPath(dirClaimed, id)); err != nil {
@@ -625,7 +626,9 @@ func (s *Store) claimOne(ctx context.Context, id string, req jobstore.ClaimReque
 		return jobstore.Job{}, false, fmt.Errorf("filestore: claim: %w", jobstore.ErrClosed)
 	}
 	s.dropCand(id)
-	setLease(h, j.Lease())
+	held := record{envelope: rec.envelope, dir: dirClaimed}
+	held.Job = held.Job.Clone()
+	setLease(h, j.Lease(), &heldClaim{rec: held, note: note})
 	claimed = true
 	s.noteClaim()
 	return j, true, nil

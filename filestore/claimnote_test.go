@@ -627,3 +627,74 @@ func TestClaimNoteFallbackHidesNoStaleNote(t *testing.T) {
 	_, err = s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
 	require.NoError(t, err)
 }
+
+// TestCompleteKeepsClaimRead: while the record in claimed/ carries the note
+// of this process's claim, Complete and Release take the record the claim
+// read instead of reading the state directories again (heldRecord); a
+// record replaced since, which has no note, is read again.
+func TestCompleteKeepsClaimRead(t *testing.T) {
+	// rewrite gives the record in claimed/ the payload {"n":2}: in place,
+	// keeping the file and its note (which the store never does), or as a
+	// new revision in a new file renamed over it, as every change of a
+	// record is made.
+	rewrite := func(t *testing.T, s *Store, id string, inPlace bool) {
+		p := s.recordPath(dirClaimed, id)
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		env, err := decodeRecord(p, id, data, 1<<20)
+		require.NoError(t, err)
+		if inPlace {
+			env.Job.Payload = json.RawMessage(`{"n":2}`)
+			data, err = encodeRecord(env)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(p, data, 0o644))
+			return
+		}
+		// A new revision of the running job, as a Cancel writes one.
+		env.Job, err = s.Get(t.Context(), id)
+		require.NoError(t, err)
+		env.Job.Payload = json.RawMessage(`{"n":2}`)
+		env.Rev++
+		data, err = encodeRecord(env)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(p+".new", data, 0o644))
+		require.NoError(t, os.Rename(p+".new", p))
+	}
+	for _, tc := range []struct {
+		name    string
+		inPlace bool
+		want    string
+	}{
+		{"NoteKept", true, `{"n":1}`},
+		{"Replaced", false, `{"n":2}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t, &Options{NoSync: true})
+			if s.ranges == nil {
+				t.Skip("claim notes are kept on records only with range locks")
+			}
+			for _, release := range []bool{false, true} {
+				sub, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k", Payload: json.RawMessage(`{"n":1}`), MaxAttempts: 3})
+				require.NoError(t, err)
+				c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w1"})
+				require.NoError(t, err)
+				c.Payload[len(c.Payload)-2] = '9' // the claimant's copy is its own
+				var buf [512]byte
+				if _, err := lgetxattr(s.recordPath(dirClaimed, sub.ID), claimNoteXattr, buf[:]); err != nil {
+					t.Skipf("the claim note is not on the record: %v", err)
+				}
+				rewrite(t, s, sub.ID, tc.inPlace)
+				if release {
+					require.NoError(t, s.Release(t.Context(), c.Lease()))
+				} else {
+					_, err = s.Complete(t.Context(), c.Lease(), jobstore.Succeeded(nil))
+					require.NoError(t, err)
+				}
+				got, err := s.Get(t.Context(), sub.ID)
+				require.NoError(t, err)
+				require.JSONEq(t, tc.want, string(got.Payload), "release %v", release)
+				require.Equal(t, 1, got.Attempt)
+			}
+		})
+	}
+}

@@ -43,7 +43,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 	if done, ok := recordedOf(h); ok {
 		return s.completeAgain(h, done, unlock)
 	}
-	rec, err := s.readJob(lease.ID, true)
+	rec, err := s.heldRecord(h, lease.ID)
 	if err != nil {
 		unlock()
 		return jobstore.Job{}, fmt.Errorf("filestore: complete: %w", err)

@@ -357,6 +357,9 @@ type leaseHold struct {
 	key    string // the table's key
 	owner  *Store
 	lease  jobstore.Lease // zero until the claim is written
+	// claim is what the claim read and wrote, for heldRecord; nil until
+	// the claim is written.
+	claim *heldClaim
 	// recorded is the outcome a Complete wrote whose fsync failed, with
 	// the lease still held; a retried Complete makes it durable.
 	recorded *record
@@ -492,11 +495,22 @@ func recordedOf(h *leaseHold) (record, bool) {
 	return *h.recorded, true
 }
 
-// setLease records which attempt h holds.
-func setLease(h *leaseHold, l jobstore.Lease) {
+// setLease records which attempt h holds, and what its claim read and
+// wrote (c).
+func setLease(h *leaseHold, l jobstore.Lease, c *heldClaim) {
 	leases.Lock()
-	h.lease = l
+	h.lease, h.claim = l, c
 	leases.Unlock()
+}
+
+// claimOf returns what h's claim read and wrote, if setLease recorded it.
+func claimOf(h *leaseHold) (heldClaim, bool) {
+	leases.Lock()
+	defer leases.Unlock()
+	if h.claim == nil {
+		return heldClaim{}, false
+	}
+	return *h.claim, true
 }
 
 // releaseOwned releases every lease lock that s holds; Close calls it.

@@ -382,15 +382,61 @@ func (s *Store) readClaimNote(id string) (claimNote, bool, error) {
 // revision; otherwise rec stays an interrupted claim.
 func (s *Store) applyClaimNote(rec *record) error {
 	n, ok, err := s.readClaimNote(rec.Job.ID)
-	if err != nil || !ok || n.Rev != rec.Rev {
+	if err != nil || !ok {
 		return err
+	}
+	rec.withNote(n)
+	return nil
+}
+
+// withNote makes rec, a record in claimed/ that still says queued, the
+// running job note n describes, if n is for this revision.
+func (rec *record) withNote(n claimNote) {
+	if n.Rev != rec.Rev {
+		return
 	}
 	// The job was due when it was claimed; ApplyClaim checks that against
 	// the claim's own time.
 	if j, err := storekit.ApplyClaim(rec.Job, n.Worker, n.ClaimedAt); err == nil {
 		rec.Job = j
 	}
-	return nil
+}
+
+// heldClaim is what a claim of this process read and wrote: the record it
+// moved into claimed/ (as it was in queued/) and the note it set on it.
+// Its job shares no memory with a job handed out (Job.Clone).
+type heldClaim struct {
+	rec  record
+	note claimNote
+}
+
+// heldRecord returns what readJob(id, true) would: the current record of
+// job id, whose lease this process holds as h. The caller holds the
+// record lock exclusively.
+//
+// While the file in claimed/ carries the note h's claim set on it
+// (compared byte for byte), it is the file that claim moved there,
+// unchanged: no record is ever written in place (every change, a Cancel's
+// included, is a new file, which has no note), and only the holder of the
+// lease moves a claimed record. Its contents are then the record the claim
+// read, with the note applied, and the three state directories are not
+// read again; the claim removed the stale copies they may have held.
+// Otherwise (no note kept with the claim, a note in the lease file, a
+// record changed since) it reads them as readJob does.
+func (s *Store) heldRecord(h *leaseHold, id string) (record, error) {
+	if c, ok := claimOf(h); ok && s.ranges != nil {
+		var buf [512]byte
+		n, err := lgetxattr(s.recordPath(dirClaimed, id), claimNoteXattr, buf[:])
+		if err == nil && bytes.Equal(buf[:n], encodeClaimNote(c.note)) {
+			if note, ok := decodeClaimNote(buf[:n]); ok {
+				rec := c.rec
+				rec.Job = rec.Job.Clone()
+				rec.withNote(note)
+				return rec, nil
+			}
+		}
+	}
+	return s.readJob(id, true)
 }
 
 // found is what locate finds for one job ID.

@@ -57,7 +57,7 @@ func (s *Store) giveBack(ctx context.Context, lease jobstore.Lease, h *leaseHold
 		return jobstore.Job{}, fmt.Errorf("filestore: release %s: %w (its lease is let go: recovery takes the job over)", lease.ID, err)
 	}
 	defer unlock()
-	rec, err := s.readJob(lease.ID, true)
+	rec, err := s.heldRecord(h, lease.ID)
 	if err != nil {
 		return jobstore.Job{}, fmt.Errorf("filestore: release: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -108,6 +109,19 @@ type Job struct {
 	// is not in it until it ends. The Apply functions keep it, so every
 	// store does.
 	History []AttemptRecord `json:"history,omitempty"`
+}
+
+// Clone returns a copy of j that shares no memory with it: its payload,
+// result, tags, meta, dependencies and history are copied, so that a
+// change to either leaves the other as it was.
+func (j Job) Clone() Job {
+	j.Payload = slices.Clone(j.Payload)
+	j.Result = slices.Clone(j.Result)
+	j.Tags = slices.Clone(j.Tags)
+	j.Meta = maps.Clone(j.Meta)
+	j.After = slices.Clone(j.After)
+	j.History = slices.Clone(j.History)
+	return j
 }
 
 // Bounds of Job.History.

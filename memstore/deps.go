@@ -61,7 +61,7 @@ func (s *Store) plan(specs []jobstore.Spec, now time.Time, batch bool) ([]planne
 			if ok {
 				j, ok := s.jobs[id]
 				if ok {
-					out[i] = planned{job: clone(j.job)}
+					out[i] = planned{job: j.job.Clone()}
 				} else {
 					out[i] = out[slices.Index(earlier, id)]
 					out[i].created = false
@@ -220,7 +220,7 @@ func (s *Store) Dependents(ctx context.Context, id string) ([]jobstore.Job, erro
 	var out []jobstore.Job
 	for _, d := range s.dependents[id] {
 		if e, ok := s.jobs[d]; ok {
-			out = append(out, clone(e.job))
+			out = append(out, e.job.Clone())
 		}
 	}
 	slices.SortFunc(out, func(a, b jobstore.Job) int { return strings.Compare(a.ID, b.ID) })

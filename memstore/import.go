@@ -41,9 +41,8 @@ func (s *Store) Import(ctx context.Context, jobs []jobstore.Job) (int, error) {
 		if owner, ok := s.keys[j.Key]; ok && j.Key != "" {
 			return n, fmt.Errorf("memstore: import: job %s: %w: key %q belongs to job %s", j.ID, jobstore.ErrKeyTaken, j.Key, owner)
 		}
-		j = clone(j)
+		j = j.Clone()
 		j.Queue = jobstore.QueueOf(j.Queue)
-		j.History = slices.Clone(j.History)
 		e := &entry{job: j, changed: make(chan struct{})}
 		s.jobs[j.ID] = e
 		s.link(j)

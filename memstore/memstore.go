@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -162,16 +161,6 @@ func (s *Store) signalWork() {
 	s.signals.Signal()
 }
 
-// clone returns a copy of j that shares no memory with it.
-func clone(j jobstore.Job) jobstore.Job {
-	j.Payload = slices.Clone(j.Payload)
-	j.Result = slices.Clone(j.Result)
-	j.Tags = slices.Clone(j.Tags)
-	j.Meta = maps.Clone(j.Meta)
-	j.After = slices.Clone(j.After)
-	return j
-}
-
 // get returns the entry for id, or an error wrapping ErrInvalidID or
 // ErrNotFound. The caller holds s.mu.
 func (s *Store) get(op, id string) (*entry, error) {
@@ -199,7 +188,7 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.Spec) (jobstore.Job, b
 		return jobstore.Job{}, false, fmt.Errorf("memstore: submit: %w", err)
 	}
 	s.add(p[0])
-	return clone(p[0].job), p[0].created, nil
+	return p[0].job.Clone(), p[0].created, nil
 }
 
 // SubmitBatch submits every spec as Submit would, all under one lock, and
@@ -221,7 +210,7 @@ func (s *Store) SubmitBatch(ctx context.Context, specs []jobstore.Spec) ([]jobst
 	out := make([]jobstore.Submitted, len(specs))
 	for i, r := range p {
 		s.add(r)
-		out[i] = jobstore.Submitted{Job: clone(r.job), Created: r.created}
+		out[i] = jobstore.Submitted{Job: r.job.Clone(), Created: r.created}
 	}
 	return out, nil
 }
@@ -232,7 +221,7 @@ func (s *Store) add(p planned) {
 		return
 	}
 	j := p.job
-	s.jobs[j.ID] = &entry{job: clone(j), changed: make(chan struct{})}
+	s.jobs[j.ID] = &entry{job: j.Clone(), changed: make(chan struct{})}
 	if n := len(s.ids); n > 0 && s.ids[n-1] > j.ID {
 		// Not reached with IDs from jobstore.NewID, which increase; kept so
 		// that the order holds whatever the ID source.
@@ -263,7 +252,7 @@ func (s *Store) Get(ctx context.Context, id string) (jobstore.Job, error) {
 	if err != nil {
 		return jobstore.Job{}, err
 	}
-	return clone(e.job), nil
+	return e.job.Clone(), nil
 }
 
 // GetByKey returns the job whose Key is key, or an error wrapping
@@ -285,7 +274,7 @@ func (s *Store) GetByKey(ctx context.Context, key string) (jobstore.Job, error) 
 	if err != nil {
 		return jobstore.Job{}, err
 	}
-	return clone(e.job), nil
+	return e.job.Clone(), nil
 }
 
 // List returns one page of the jobs that match opts, in ID order as
@@ -323,7 +312,7 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	}
 	p := page.Page()
 	for i := range p.Jobs {
-		p.Jobs[i] = clone(p.Jobs[i])
+		p.Jobs[i] = p.Jobs[i].Clone()
 	}
 	return p, nil
 }
@@ -382,7 +371,7 @@ func (s *Store) Claim(ctx context.Context, req jobstore.ClaimRequest) (jobstore.
 	}
 	s.recordStart(j.Queue, now)
 	s.set(best, j)
-	return clone(j), nil
+	return j.Clone(), nil
 }
 
 // AwaitWork blocks until a queued job may have become due and returns nil:
@@ -477,7 +466,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 		return jobstore.Job{}, fmt.Errorf("memstore: complete: %w", err)
 	}
 	s.set(e, j)
-	return clone(j), nil
+	return j.Clone(), nil
 }
 
 // Release gives back the attempt that lease holds without an outcome, as
@@ -586,7 +575,7 @@ func (s *Store) update(ctx context.Context, op, id string, f func(jobstore.Job, 
 	if changed {
 		s.set(e, j)
 	}
-	return clone(j), nil
+	return j.Clone(), nil
 }
 
 // Wait blocks until the job is in a terminal state and returns it. Returns
@@ -607,7 +596,7 @@ func (s *Store) Wait(ctx context.Context, id string) (jobstore.Job, error) {
 			return jobstore.Job{}, err
 		}
 		if e.job.State.Terminal() {
-			j := clone(e.job)
+			j := e.job.Clone()
 			s.mu.Unlock()
 			return j, nil
 		}
