@@ -3,6 +3,7 @@ package jobstore_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -386,4 +387,39 @@ func TestJobSizeCountsTheVariableFields(t *testing.T) {
 	data, err := json.Marshal(j)
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(data), j.Size())
+}
+
+// TestJobClone: a clone shares no memory with its job. Every field of Job
+// that refers to memory (a slice, a map, a pointer) is checked, so a field
+// added later that Clone does not copy fails here.
+func TestJobClone(t *testing.T) {
+	j := jobstore.Job{
+		ID:      "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+		Payload: json.RawMessage(`{"n":1}`),
+		Result:  json.RawMessage(`[1]`),
+		Tags:    []string{"a"},
+		Meta:    map[string]string{"k": "v"},
+		After:   []string{"01ARZ3NDEKTSV4RRFFQ69G5FAW"},
+		History: []jobstore.AttemptRecord{{Attempt: 1, Worker: "w"}},
+	}
+	c := j.Clone()
+	require.Equal(t, j, c)
+	jv, cv := reflect.ValueOf(j), reflect.ValueOf(c)
+	for i := range jv.NumField() {
+		f := jv.Type().Field(i)
+		switch f.Type.Kind() {
+		case reflect.Slice, reflect.Map, reflect.Pointer:
+			require.False(t, jv.Field(i).IsNil(), "set %s in this test", f.Name)
+			require.NotEqual(t, jv.Field(i).Pointer(), cv.Field(i).Pointer(), "%s is shared", f.Name)
+		case reflect.Interface, reflect.Chan, reflect.Func:
+			t.Fatalf("%s: Clone does not know how to copy a %s", f.Name, f.Type.Kind())
+		}
+	}
+	c.Payload[len(c.Payload)-2] = '9'
+	c.History[0].Worker = "x"
+	c.Meta["k"] = "x"
+	require.JSONEq(t, `{"n":1}`, string(j.Payload))
+	require.Equal(t, "w", j.History[0].Worker)
+	require.Equal(t, "v", j.Meta["k"])
+	require.Equal(t, jobstore.Job{}, jobstore.Job{}.Clone())
 }
