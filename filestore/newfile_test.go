@@ -449,3 +449,54 @@ func TestJournalNamesAfterCtxEnds(t *testing.T) {
 		requireRecords(t, s, ids)
 	}
 }
+
+// TestAttributeEventsIgnored: an event that says only that a record's
+// attributes changed (a claim's note, a chmod) wakes no watcher of the
+// job and sends no refresh to read the record: no record is written in
+// place, so nothing could be learnt from it. The events before and after
+// it are handled as ever.
+func TestAttributeEventsIgnored(t *testing.T) {
+	s := openTest(t, &Options{NoSync: true, PollInterval: time.Hour})
+	a, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	// A Claim that takes nothing makes the Store a claimer that has read
+	// queued/, so that the events of queued/ feed its candidate set.
+	_, err = s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Kinds: []string{"other"}})
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
+	changed, stop := s.watchJob(a.ID)
+	defer stop()
+
+	p := s.recordPath(dirQueued, a.ID)
+	require.NoError(t, unix.Setxattr(p, claimNoteXattr, encodeClaimNote(claimNote{Rev: 1, Worker: "w", ClaimedAt: time.Now()}), 0))
+	require.NoError(t, os.Chmod(p, 0o600))
+	// One watcher handles the events in order: once the next job's is
+	// seen, the two before it were handled.
+	b, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, ok := s.pending[b.ID]
+		return ok || s.cands.has(b.ID)
+	}, 10*time.Second, time.Millisecond, "the next job's event was not handled")
+	s.mu.Lock()
+	_, pending := s.pending[a.ID]
+	s.mu.Unlock()
+	require.False(t, pending, "an attribute event marked the record to be read")
+	select {
+	case <-changed:
+		t.Fatal("an attribute event woke the job's watchers")
+	default:
+	}
+
+	// The rename that follows a claim's note is handled: the job is
+	// claimed, and its watchers woken.
+	c, err := s.Claim(t.Context(), jobstore.ClaimRequest{Worker: "w", Kinds: []string{"k"}})
+	require.NoError(t, err)
+	require.Equal(t, a.ID, c.ID)
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claim's rename did not wake the job's watchers")
+	}
+}

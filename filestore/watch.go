@@ -157,6 +157,14 @@ func (s *Store) handleEvent(ev fsnotify.Event) {
 		}
 		return
 	}
+	if ev.Op == fsnotify.Chmod {
+		// Only the file's attributes changed: above all a claim's note,
+		// set on the record in queued/ just before its rename, whose own
+		// events follow. No record is written in place, so nothing read
+		// from one changed, and the job did not move: marking it pending
+		// would send a refresh to read a record about to leave queued/.
+		return
+	}
 	s.indexEvent(ev, dir, name)
 	id, ok := idFromName(name)
 	if len(s.recorders) > 0 {
