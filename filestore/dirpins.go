@@ -160,13 +160,8 @@ func pinnable(rel string) bool {
 // (then the caller goes through the root). It checks that the names of
 // the directories on the way still name the ones pinned.
 func (p *dirPins) dirOf(path string) (d *pinnedDir, base string, ok bool, err error) {
-	r, in := strings.CutPrefix(path, p.dir+string(filepath.Separator))
-	if !in || r == "" {
-		return nil, "", false, nil
-	}
-	rel, base := filepath.Split(r)
-	rel = filepath.Clean(rel)
-	if !pinnable(rel) || base == "" || base == "." || base == ".." {
+	rel, base, ok := p.relOf(path)
+	if !ok {
 		return nil, "", false, nil
 	}
 	d, err = p.verified(rel)
@@ -174,6 +169,35 @@ func (p *dirPins) dirOf(path string) (d *pinnedDir, base string, ok bool, err er
 		return nil, "", true, err
 	}
 	return d, base, true, nil
+}
+
+// uncheckedDirOf is dirOf without the check of the names on the way: for
+// a file without a name only, which nothing can reach, wherever its
+// directory is now, until it is linked (osFS.PlaceNew checks the
+// directory it is linked into then).
+func (p *dirPins) uncheckedDirOf(path string) (d *pinnedDir, ok bool, err error) {
+	rel, _, ok := p.relOf(path)
+	if !ok {
+		return nil, false, nil
+	}
+	d, err = p.get(rel)
+	return d, true, err
+}
+
+// relOf returns the directory of the store path path, relative to the
+// store, and path's last component, or ok=false if that directory is not
+// one that is pinned.
+func (p *dirPins) relOf(path string) (rel, base string, ok bool) {
+	r, in := strings.CutPrefix(path, p.dir+string(filepath.Separator))
+	if !in || r == "" {
+		return "", "", false
+	}
+	rel, base = filepath.Split(r)
+	rel = filepath.Clean(rel)
+	if !pinnable(rel) || base == "" || base == "." || base == ".." {
+		return "", "", false
+	}
+	return rel, base, true
 }
 
 // verified returns the pinned directory rel once every name on the way to

@@ -288,7 +288,7 @@ func (f osFS) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*new
 	// writes to a file without a name to the watchers of its directory
 	// (as "#<inode>"), and each process's watcher would handle them. The
 	// link into path's directory takes no rename lock.
-	if d, ok, err := f.pinnedPair(tmpDir, path); ok && !f.pins.noUnnamed.Load() {
+	if d, ok, err := f.stagingPin(tmpDir, path); ok && !f.pins.noUnnamed.Load() {
 		if err != nil {
 			return nil, err
 		}
@@ -314,15 +314,23 @@ func (f osFS) WriteNew(path, tmpDir string, data []byte, perm os.FileMode) (*new
 	return nf, nil
 }
 
-// pinnedPair returns the pinned directory dir, if both dir and path's
-// directory are pinned (and checked: an error if either was swapped).
-func (f osFS) pinnedPair(dir, path string) (*pinnedDir, bool, error) {
-	d, _, ok, err := f.pinned(filepath.Join(dir, "x"))
-	if !ok || err != nil {
-		return nil, ok, err
+// stagingPin returns the pinned directory dir, to make a file without a
+// name in, if both dir and path's directory are pinned. Neither is
+// checked (dirPins.uncheckedDirOf): the file has no name until PlaceNew
+// links it into path's directory, which it checks then, so a directory
+// swapped since it was pinned sends no data out of the store.
+func (f osFS) stagingPin(dir, path string) (*pinnedDir, bool, error) {
+	if f.pins == nil {
+		return nil, false, nil
 	}
-	_, _, ok, err = f.pinned(path)
-	return d, ok, err
+	d, ok, err := f.pins.uncheckedDirOf(filepath.Join(dir, "x"))
+	if !ok || err != nil {
+		return nil, ok, f.abs(err)
+	}
+	// Pinned now, if it was not yet, so that PlaceNew finds a swap made
+	// from here on.
+	_, ok, err = f.pins.uncheckedDirOf(path)
+	return d, ok, f.abs(err)
 }
 
 func (f osFS) PlaceNew(nf *newFile) error {

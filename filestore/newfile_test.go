@@ -271,8 +271,31 @@ func TestNewFileSwappedDir(t *testing.T) {
 	require.ErrorIs(t, err, errSwapped)
 	require.NoFileExists(t, p)
 	require.NoFileExists(t, filepath.Join(q+".moved", filepath.Base(p)))
-	_, err = s.fs.WriteNew(p, s.tmpDir, []byte("new"), s.filePerm)
-	require.True(t, errors.Is(err, errSwapped), "%v", err)
+	// A file without a name may be made while its directory is swapped:
+	// nothing can reach it, and it is never named.
+	nf, err = s.fs.WriteNew(p, s.tmpDir, []byte("new"), s.filePerm)
+	require.NoError(t, err)
+	require.True(t, errors.Is(s.fs.PlaceNew(nf), errSwapped), "%v", err)
+	require.NoFileExists(t, p)
+	require.NoFileExists(t, filepath.Join(q+".moved", filepath.Base(p)))
+	// So may one whose staging directory was swapped; it is named in the
+	// store's own queued/.
+	q2 := filepath.Join(dir, dirQueued+".2")
+	require.NoError(t, os.Rename(q, q2))
+	require.NoError(t, os.Rename(q+".moved", q))
+	tmp := s.tmpDir
+	require.NoError(t, os.Rename(tmp, tmp+".moved"))
+	require.NoError(t, os.Mkdir(tmp, 0o700))
+	nf, err = s.fs.WriteNew(p, s.tmpDir, []byte("new"), s.filePerm)
+	require.NoError(t, err)
+	require.NoError(t, s.fs.PlaceNew(nf))
+	got, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.Equal(t, "new", string(got))
+	ents, err := os.ReadDir(tmp + ".moved")
+	require.NoError(t, err)
+	require.Empty(t, ents, "a file was left in the swapped staging directory")
+	require.NoError(t, os.Remove(p)) // not a record
 }
 
 // TestMoveOntoStaleCopy: a record that moves into a directory where a
