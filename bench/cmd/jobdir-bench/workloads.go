@@ -390,7 +390,14 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 	}
 
 	// The run ends when the store has nothing left queued or running.
-	end, err := waitDrained(ctx, q, start.Add(c.WorkoffLimit))
+	// Until every job has started, only the handlers' counts are polled,
+	// which costs the store under test nothing.
+	deadline := start.Add(c.WorkoffLimit)
+	if err := waitStarted(ctx, workCPU, int64(c.Jobs), deadline); err != nil {
+		_ = stopWork()
+		return err
+	}
+	end, err := waitDrained(ctx, q, deadline)
 	if err != nil {
 		_ = stopWork()
 		return err
@@ -426,6 +433,29 @@ func runWorkoff(ctx context.Context, c *config, r *results, s *system, workers, 
 		recordCPU(c, r, cpuParentMetric(m), s.name, parentCPU, float64(cpuJobs))
 	}
 	return nil
+}
+
+// waitStarted polls the count of jobs the handlers have started, from
+// count, until it reaches n or deadline passes. A poll of the store itself
+// is not free: a jobdir List writes a barrier file in claimed/, which the
+// workers' watchers see, and an SQL EXISTS scans the jobs table. So the
+// end is looked for in the store only once every job has started
+// (waitDrained), as the last of them end.
+func waitStarted(ctx context.Context, count func() (cpuUsage, int64, error), n int64, deadline time.Time) error {
+	for {
+		_, started, err := count()
+		if err != nil {
+			return fmt.Errorf("jobs started: %w", err)
+		}
+		if started >= n || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // waitDrained polls q until nothing is pending and returns when it saw
