@@ -354,3 +354,42 @@ func claimCompleteAll(b *testing.B, s *Store, opts *Options, req jobstore.ClaimR
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
 }
+
+// BenchmarkRescan measures the rescan of queued/ that a claimer makes
+// every PollInterval, the safety net for lost events, with 10,000 jobs
+// queued and already in the candidate set: a listing of the directory and
+// a look-up of each name, whatever the backlog.
+func BenchmarkRescan(b *testing.B) {
+	s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
+	require.NoError(b, err)
+	defer s.Close()
+	ctx := b.Context()
+	specs := make([]jobstore.Spec, 1000)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "bench"}
+	}
+	for range 10 {
+		_, err = s.SubmitBatch(ctx, specs)
+		require.NoError(b, err)
+	}
+	_, err = s.refreshCands() // the first look: every record is read
+	require.NoError(b, err)
+	for b.Loop() {
+		s.mu.Lock()
+		s.rescan = true
+		s.mu.Unlock()
+		added, err := s.refreshCands()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if added != 0 {
+			b.Fatalf("a rescan added %d candidates, want 0", added)
+		}
+	}
+	s.mu.Lock()
+	n := len(s.cands.ids())
+	s.mu.Unlock()
+	if n != 10000 {
+		b.Fatalf("%d candidates, want 10000", n)
+	}
+}

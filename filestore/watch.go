@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -222,7 +221,10 @@ func (s *Store) refreshCands() (int, error) {
 
 	var gone []string
 	if full {
-		ents, err := os.ReadDir(filepath.Join(s.dir, dirQueued))
+		// Names only and unsorted (readNames): os.ReadDir would make a
+		// DirEntry of each and sort them, for a set that needs neither; a
+		// claimer rescans every PollInterval, whatever the backlog.
+		names, err := readNames(filepath.Join(s.dir, dirQueued))
 		if err != nil {
 			s.mu.Lock()
 			s.rescan = true
@@ -232,9 +234,9 @@ func (s *Store) refreshCands() (int, error) {
 			s.mu.Unlock()
 			return 0, err
 		}
-		present := make(map[string]bool, len(ents))
-		for _, e := range ents {
-			if id, ok := idFromName(e.Name()); ok {
+		present := make(map[string]bool, len(names))
+		for _, name := range names {
+			if id, ok := idFromName(name); ok {
 				present[id] = true
 				if !known[id] {
 					pend[id] = struct{}{}
