@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,29 +19,111 @@ import (
 // it is open, in any process (LeaseFile hands out duplicates), and the
 // kernel drops it when the last one closes, whatever ended the process. It
 // returns ok=false if another open file holds the byte: another process's
-// lease, or another of this process's.
-func tryRangeLease(path string, off int64, perm os.FileMode) (f *os.File, ok bool, err error) {
-	fd, err := openLeaseFile(path, perm)
+// lease, or another of this process's. The descriptor of an attempt that
+// failed never held a lock, so it is kept in spares for the next attempt.
+func tryRangeLease(spares *leaseSpares, path string, off int64, perm os.FileMode) (f *os.File, ok bool, err error) {
+	fd, id, err := spares.take(path)
+	if err == nil && fd < 0 {
+		fd, id, err = openLeaseFile(path, perm)
+	}
 	if err != nil {
 		return nil, false, err
 	}
 	ok, err = setRange(fd, off, unix.F_WRLCK)
-	if err != nil || !ok {
+	if err != nil {
 		_ = unix.Close(fd)
-		if err != nil {
-			err = &os.PathError{Op: "lock", Path: path, Err: err}
-		}
-		return nil, false, err
+		return nil, false, &os.PathError{Op: "lock", Path: path, Err: err}
+	}
+	if !ok {
+		spares.put(fd, id)
+		return nil, false, nil
 	}
 	return os.NewFile(uintptr(fd), path), true, nil
 }
 
+// leaseFileID names a file: its device and inode.
+type leaseFileID struct{ dev, ino uint64 }
+
+// leaseSpares keeps, for one Store, descriptors of locks/leases.lock that
+// lease attempts opened and could not lock: the job's lease was someone
+// else's, which happens about once per claim when two processes claim from
+// one queue. Such a descriptor never held a lock, so no other holds one
+// through it, and it can serve the next attempt: an lstat(2) of the path
+// and the lock, instead of an open(2), an fstat(2), the lock and a
+// close(2). The lstat keeps what opening by name gives: a leases.lock
+// removed or replaced since is opened again by its name, and anything but
+// a regular file there fails the lease, naming it. A descriptor that held
+// a lease is never kept: LeaseFile may have handed out duplicates of it.
+type leaseSpares struct {
+	mu     sync.Mutex
+	fds    []int
+	id     leaseFileID // the file every descriptor in fds opened
+	closed bool
+}
+
+// maxLeaseSpares bounds the descriptors a Store keeps: as many as its
+// claimers try at once, and as many again for recovery and the rest.
+const maxLeaseSpares = 2 * claimParallel
+
+// take returns a kept descriptor of the file path names now, or -1 if
+// there is none (every kept descriptor is closed when path names another
+// file, or none).
+func (sp *leaseSpares) take(path string) (int, leaseFileID, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if len(sp.fds) == 0 {
+		return -1, leaseFileID{}, nil
+	}
+	var st unix.Stat_t
+	err := ignoringEINTR(func() error { return unix.Lstat(path, &st) })
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || (leaseFileID{dev: st.Dev, ino: st.Ino}) != sp.id {
+		sp.drop()
+		return -1, leaseFileID{}, nil // opened again by name, which reports what is wrong
+	}
+	fd := sp.fds[len(sp.fds)-1]
+	sp.fds = sp.fds[:len(sp.fds)-1]
+	return fd, sp.id, nil
+}
+
+// put keeps fd, a descriptor of the file id that holds no lock, or closes
+// it.
+func (sp *leaseSpares) put(fd int, id leaseFileID) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if id != sp.id {
+		sp.drop()
+		sp.id = id
+	}
+	if sp.closed || len(sp.fds) >= maxLeaseSpares {
+		_ = unix.Close(fd)
+		return
+	}
+	sp.fds = append(sp.fds, fd)
+}
+
+// drop closes every kept descriptor. The caller holds sp.mu.
+func (sp *leaseSpares) drop() {
+	for _, fd := range sp.fds {
+		_ = unix.Close(fd)
+	}
+	sp.fds = sp.fds[:0]
+}
+
+// close closes the kept descriptors and keeps none after; for Store.Close.
+func (sp *leaseSpares) close() {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.drop()
+	sp.closed = true
+}
+
 // openLeaseFile opens locks/leases.lock at path for one lease, creating it
-// with perm if it is missing. Not with O_NONBLOCK (as openSharedFile
-// opens): os.NewFile would then try to register the regular file with the
-// poller, two system calls per claim for nothing. A FIFO planted at path
-// does not block an open for reading and writing, and is refused.
-func openLeaseFile(path string, perm os.FileMode) (int, error) {
+// with perm if it is missing, and returns its descriptor and the file it
+// opened. Not with O_NONBLOCK (as openSharedFile opens): os.NewFile would
+// then try to register the regular file with the poller, two system calls
+// per claim for nothing. A FIFO planted at path does not block an open for
+// reading and writing, and is refused.
+func openLeaseFile(path string, perm os.FileMode) (int, leaseFileID, error) {
 	const flag = unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	var fd int
 	err := ignoringEINTR(func() (err error) {
@@ -54,12 +137,21 @@ func openLeaseFile(path string, perm os.FileMode) (int, error) {
 			_ = unix.Close(fd)
 			return openLeaseFile(path, perm)
 		}
-		return -1, err
+		return -1, leaseFileID{}, err
 	}
 	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, leaseFileID{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return regularOnly(fd, path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		_ = unix.Close(fd)
+		return -1, leaseFileID{}, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		_ = unix.Close(fd)
+		return -1, leaseFileID{}, fmt.Errorf("%s: not a regular file", path)
+	}
+	return fd, leaseFileID{dev: st.Dev, ino: st.Ino}, nil
 }
 
 // unlockRangeLease lets go of the lease tryRangeLease took as f: the

@@ -402,7 +402,7 @@ func tryLease(s *Store, id string) (*leaseHold, bool, error) {
 	h := &leaseHold{key: key, owner: s}
 	if s.ranges != nil {
 		path := s.locksPath(leasesName)
-		f, ok, err := tryRangeLease(path, rangeOffset(id), s.filePerm)
+		f, ok, err := tryRangeLease(&s.spares, path, rangeOffset(id), s.filePerm)
 		if err != nil {
 			return nil, false, fmt.Errorf("lease of job %s: %w", id, err)
 		}

@@ -161,6 +161,7 @@ func (s *Store) Close() error {
 		if s.ranges != nil {
 			s.ranges.close()
 		}
+		s.spares.close()
 		if s.pins != nil {
 			s.pins.close()
 		}

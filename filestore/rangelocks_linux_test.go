@@ -199,3 +199,103 @@ func TestRangeLocksFollowReplacedFile(t *testing.T) {
 	_, err = s.Cancel(ctx, j.ID)
 	require.NoError(t, err)
 }
+
+// otherProcessLease takes job id's lease in dir's leases.lock as another
+// process would, on a descriptor of its own; it returns whether it took it
+// and a func that lets it go.
+func otherProcessLease(t *testing.T, dir, id string) (bool, func()) {
+	t.Helper()
+	fd, err := syscall.Open(filepath.Join(dir, dirLocks, leasesName), syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	ok, err := setRange(fd, rangeOffset(id), syscall.F_WRLCK)
+	require.NoError(t, err)
+	return ok, func() { _ = syscall.Close(fd) }
+}
+
+// spareCount returns how many lease descriptors s keeps.
+func spareCount(s *Store) int {
+	s.spares.mu.Lock()
+	defer s.spares.mu.Unlock()
+	return len(s.spares.fds)
+}
+
+// TestLeaseSparesFollowTheFile: a lease attempt that finds the job's lease
+// held elsewhere keeps its descriptor for the next attempt, which takes a
+// lease with it; a kept descriptor of a leases.lock removed or replaced
+// since is never used (the lease is taken in the file the name names
+// now, so another process's lease there still excludes it), anything but a
+// regular file there fails the claim, naming it, and Close closes what is
+// kept.
+func TestLeaseSparesFollowTheFile(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, &Options{NoSync: true})
+	requireRangeLocks(t, s)
+	ctx := t.Context()
+	req := jobstore.ClaimRequest{Worker: "w"}
+	path := filepath.Join(dir, dirLocks, leasesName)
+	submit := func() jobstore.Job {
+		j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+		require.NoError(t, err)
+		return j
+	}
+	claimBusy := func(id string) {
+		t.Helper()
+		_, err := s.Claim(ctx, req)
+		require.ErrorIs(t, err, jobstore.ErrNoJob, "job %s was claimed though another process holds its lease", id)
+	}
+
+	j := submit()
+	_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "first"}) // makes leases.lock
+	require.NoError(t, err)
+	j = submit()
+	ok, letGo := otherProcessLease(t, dir, j.ID)
+	require.True(t, ok)
+	claimBusy(j.ID)
+	require.Equal(t, 1, spareCount(s), "the failed attempt's descriptor was not kept")
+	letGo()
+	got, err := s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, j.ID, got.ID)
+	require.Zero(t, spareCount(s), "the lease was not taken with the kept descriptor")
+	ok, letGo = otherProcessLease(t, dir, j.ID)
+	require.False(t, ok, "the lease taken with a kept descriptor does not exclude other processes")
+	letGo()
+
+	// Replaced: the kept descriptor names the old file.
+	j = submit()
+	ok, letGo = otherProcessLease(t, dir, j.ID)
+	require.True(t, ok)
+	claimBusy(j.ID)
+	letGo()
+	require.Equal(t, 1, spareCount(s))
+	fresh := path + ".new"
+	require.NoError(t, os.WriteFile(fresh, nil, 0o600))
+	require.NoError(t, os.Rename(fresh, path))
+	ok, letGo = otherProcessLease(t, dir, j.ID)
+	require.True(t, ok)
+	claimBusy(j.ID)
+	letGo()
+	require.Equal(t, 1, spareCount(s), "only the new file's descriptor is kept")
+
+	// Removed, then anything but a regular file.
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	_, err = s.Claim(ctx, req)
+	require.ErrorContains(t, err, path)
+	require.ErrorContains(t, err, "not a regular file")
+	require.Zero(t, spareCount(s), "descriptors of a removed file are kept")
+	require.NoError(t, os.Remove(path))
+	got, err = s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, j.ID, got.ID)
+
+	j = submit()
+	ok, letGo = otherProcessLease(t, dir, j.ID)
+	require.True(t, ok)
+	defer letGo()
+	claimBusy(j.ID)
+	require.Equal(t, 1, spareCount(s))
+	require.NoError(t, s.Close())
+	require.Zero(t, spareCount(s), "Close left kept descriptors open")
+	require.True(t, s.spares.closed)
+}

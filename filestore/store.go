@@ -38,7 +38,10 @@ type Store struct {
 	// ranges holds the record locks as bytes of locks/records.lock
 	// (rangelocks_linux.go); nil where each job has a lock file of its
 	// own (lockPath).
-	ranges   *rangeLocks
+	ranges *rangeLocks
+	// spares keeps descriptors of locks/leases.lock that lease attempts
+	// opened and could not lock, for the next attempts (leaselocks_linux.go).
+	spares   leaseSpares
 	opts     Options
 	fs       fileOps // the seam every change of the directory goes through (fsops.go)
 	dirPerm  os.FileMode
