@@ -239,16 +239,8 @@ func BenchmarkGet(b *testing.B) {
 // first call builds the index, the barrier that makes each call fresh
 // (moveBarrier) and the reads of the jobs listed.
 func BenchmarkList(b *testing.B) {
-	s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
-	require.NoError(b, err)
-	defer s.Close()
+	s := queuedStore(b, 1)
 	ctx := b.Context()
-	specs := make([]jobstore.Spec, 1000)
-	for i := range specs {
-		specs[i] = jobstore.Spec{Kind: "bench"}
-	}
-	_, err = s.SubmitBatch(ctx, specs)
-	require.NoError(b, err)
 	for _, limit := range []int{1, 100} {
 		b.Run(fmt.Sprintf("Limit%d", limit), func(b *testing.B) {
 			opts := jobstore.ListOptions{States: []jobstore.State{jobstore.StateQueued}, Limit: limit}
@@ -360,19 +352,8 @@ func claimCompleteAll(b *testing.B, s *Store, opts *Options, req jobstore.ClaimR
 // queued and already in the candidate set: a listing of the directory and
 // a look-up of each name, whatever the backlog.
 func BenchmarkRescan(b *testing.B) {
-	s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
-	require.NoError(b, err)
-	defer s.Close()
-	ctx := b.Context()
-	specs := make([]jobstore.Spec, 1000)
-	for i := range specs {
-		specs[i] = jobstore.Spec{Kind: "bench"}
-	}
-	for range 10 {
-		_, err = s.SubmitBatch(ctx, specs)
-		require.NoError(b, err)
-	}
-	_, err = s.refreshCands() // the first look: every record is read
+	s := queuedStore(b, 10)
+	_, err := s.refreshCands() // the first look: every record is read
 	require.NoError(b, err)
 	for b.Loop() {
 		s.mu.Lock()
@@ -392,4 +373,22 @@ func BenchmarkRescan(b *testing.B) {
 	if n != 10000 {
 		b.Fatalf("%d candidates, want 10000", n)
 	}
+}
+
+// queuedStore returns a Store without fsyncs (closed when b ends) holding
+// batches of 1,000 queued jobs of kind "bench".
+func queuedStore(b *testing.B, batches int) *Store {
+	b.Helper()
+	s, err := Open(b.Context(), b.TempDir(), &Options{NoSync: true})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	specs := make([]jobstore.Spec, 1000)
+	for i := range specs {
+		specs[i] = jobstore.Spec{Kind: "bench"}
+	}
+	for range batches {
+		_, err = s.SubmitBatch(b.Context(), specs)
+		require.NoError(b, err)
+	}
+	return s
 }
