@@ -396,16 +396,25 @@ func openRegularAt(dfd int, name, path string, flag int) (int, error) {
 // regularOnly returns fd if it is a regular file; otherwise it closes fd
 // and fails (path in errors).
 func regularOnly(fd int, path string) (int, error) {
+	if _, err := regularStat(fd, path); err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+// regularStat returns fd's stat if it is a regular file; otherwise it
+// closes fd and returns an error naming path.
+func regularStat(fd int, path string) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		_ = unix.Close(fd)
-		return -1, &os.PathError{Op: "stat", Path: path, Err: err}
+		return st, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		_ = unix.Close(fd)
-		return -1, fmt.Errorf("%s: not a regular file", path)
+		return st, fmt.Errorf("%s: not a regular file", path)
 	}
-	return fd, nil
+	return st, nil
 }
 
 // overwrite replaces the contents of the existing regular file name in d

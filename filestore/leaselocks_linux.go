@@ -22,12 +22,11 @@ import (
 // lease, or another of this process's. The descriptor of an attempt that
 // failed never held a lock, so it is kept in spares for the next attempt.
 func tryRangeLease(spares *leaseSpares, path string, off int64, perm os.FileMode) (f *os.File, ok bool, err error) {
-	fd, id, err := spares.take(path)
-	if err == nil && fd < 0 {
-		fd, id, err = openLeaseFile(path, perm)
-	}
-	if err != nil {
-		return nil, false, err
+	fd, id := spares.take(path)
+	if fd < 0 {
+		if fd, id, err = openLeaseFile(path, perm); err != nil {
+			return nil, false, err
+		}
 	}
 	ok, err = setRange(fd, off, unix.F_WRLCK)
 	if err != nil {
@@ -43,6 +42,8 @@ func tryRangeLease(spares *leaseSpares, path string, off int64, perm os.FileMode
 
 // leaseFileID names a file: its device and inode.
 type leaseFileID struct{ dev, ino uint64 }
+
+func leaseFileIDOf(st *unix.Stat_t) leaseFileID { return leaseFileID{dev: st.Dev, ino: st.Ino} }
 
 // leaseSpares keeps, for one Store, descriptors of locks/leases.lock that
 // lease attempts opened and could not lock: the job's lease was someone
@@ -68,21 +69,21 @@ const maxLeaseSpares = 2 * claimParallel
 // take returns a kept descriptor of the file path names now, or -1 if
 // there is none (every kept descriptor is closed when path names another
 // file, or none).
-func (sp *leaseSpares) take(path string) (int, leaseFileID, error) {
+func (sp *leaseSpares) take(path string) (int, leaseFileID) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if len(sp.fds) == 0 {
-		return -1, leaseFileID{}, nil
+		return -1, leaseFileID{}
 	}
 	var st unix.Stat_t
 	err := ignoringEINTR(func() error { return unix.Lstat(path, &st) })
-	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || (leaseFileID{dev: st.Dev, ino: st.Ino}) != sp.id {
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || leaseFileIDOf(&st) != sp.id {
 		sp.drop()
-		return -1, leaseFileID{}, nil // opened again by name, which reports what is wrong
+		return -1, leaseFileID{} // opened again by name, which reports what is wrong
 	}
 	fd := sp.fds[len(sp.fds)-1]
 	sp.fds = sp.fds[:len(sp.fds)-1]
-	return fd, sp.id, nil
+	return fd, sp.id
 }
 
 // put keeps fd, a descriptor of the file id that holds no lock, or closes
@@ -142,16 +143,11 @@ func openLeaseFile(path string, perm os.FileMode) (int, leaseFileID, error) {
 	if err != nil {
 		return -1, leaseFileID{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		_ = unix.Close(fd)
-		return -1, leaseFileID{}, &os.PathError{Op: "stat", Path: path, Err: err}
+	st, err := regularStat(fd, path)
+	if err != nil {
+		return -1, leaseFileID{}, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		_ = unix.Close(fd)
-		return -1, leaseFileID{}, fmt.Errorf("%s: not a regular file", path)
-	}
-	return fd, leaseFileID{dev: st.Dev, ino: st.Ino}, nil
+	return fd, leaseFileIDOf(&st), nil
 }
 
 // unlockRangeLease lets go of the lease tryRangeLease took as f: the
