@@ -275,7 +275,8 @@ func TestNewFileSwappedDir(t *testing.T) {
 	// nothing can reach it, and it is never named.
 	nf, err = s.fs.WriteNew(p, s.tmpDir, []byte("new"), s.filePerm)
 	require.NoError(t, err)
-	require.True(t, errors.Is(s.fs.PlaceNew(nf), errSwapped), "%v", err)
+	err = s.fs.PlaceNew(nf)
+	require.True(t, errors.Is(err, errSwapped), "%v", err)
 	require.NoFileExists(t, p)
 	require.NoFileExists(t, filepath.Join(q+".moved", filepath.Base(p)))
 	// So may one whose staging directory was swapped; it is named in the

@@ -277,7 +277,23 @@ func TestLeaseSparesFollowTheFile(t *testing.T) {
 	letGo()
 	require.Equal(t, 1, spareCount(s), "only the new file's descriptor is kept")
 
-	// Removed, then anything but a regular file.
+	// Removed: the claim makes it again and takes the lease there.
+	require.NoError(t, os.Remove(path))
+	got, err = s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, j.ID, got.ID)
+	require.Zero(t, spareCount(s), "descriptors of a removed file are kept")
+	ok, letGo = otherProcessLease(t, dir, j.ID)
+	require.False(t, ok, "the lease was not taken in the file made again")
+	letGo()
+
+	// Anything but a regular file, with a descriptor kept.
+	j = submit()
+	ok, letGo = otherProcessLease(t, dir, j.ID)
+	require.True(t, ok)
+	claimBusy(j.ID)
+	letGo()
+	require.Equal(t, 1, spareCount(s))
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, syscall.Mkfifo(path, 0o600))
 	_, err = s.Claim(ctx, req)
