@@ -34,7 +34,20 @@
 // cannot signal is polled. With a store that is a jobstore.BatchClaimer
 // (pgstore, filestore, memstore), it claims for all its free slots at once, in one ClaimBatch
 // of at most that many jobs, rather than one Claim per slot
-// (TestBatchClaimsFillFreeSlots).
+// (TestBatchClaimsFillFreeSlots). While jobs are queued beyond its free
+// slots (its last claim found a job for each), it waits a millisecond
+// before it claims, so that the slots that handlers free meanwhile are
+// claimed for together (TestClaimGathersFreedSlotsUnderBacklog); an idle
+// runner claims at once (TestNoClaimGatherWhenSlotsWereLeftEmpty).
+//
+// A handler's slot is free again as soon as the handler returns: its
+// outcome is recorded while the next job runs, so that no handler waits
+// for another's write, and a store that groups concurrent Completes into
+// one write (pgstore's batched statement, the file store's shared flush)
+// gets larger groups. At most Options.Concurrency outcomes are recorded at
+// once; past that, a handler that returned keeps its slot until one is
+// (TestSlotFreeWhileOutcomeIsRecorded). Events and after-attempt hooks of
+// an attempt still come once its outcome is recorded or dropped.
 //
 // # Guarantees
 //

@@ -14,12 +14,22 @@ import (
 
 // execute runs one claimed attempt of job and records its outcome. workCtx
 // is the parent of the handler's ctx; it ends after the shutdown grace.
-func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
+// handled is called once the handler has returned, before the outcome is
+// recorded.
+func (l *loop) execute(workCtx context.Context, job jobstore.Job, handled func()) {
 	r := l.r
 	lease := job.Lease()
-	log := r.s.log.With("job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "worker", lease.Worker)
+	// The attempt's logger carries the job's attributes; it is made only
+	// for a handler that takes records, and records of a level it drops
+	// are not built (with the default logger, none is: nothing per job).
+	log := r.s.log
+	if log.Enabled(workCtx, slog.LevelError) {
+		log = log.With("job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "worker", lease.Worker)
+	}
 	wait := max(job.StartedAt.Sub(job.RunAt), 0)
-	log.Debug("job claimed", "queue_wait", wait)
+	if log.Enabled(workCtx, slog.LevelDebug) {
+		log.Debug("job claimed", "queue_wait", wait)
+	}
 	r.emit(Event{Type: EventClaimed, Job: job, QueueWait: wait})
 
 	ctx, after := withAfterHooks(withLease(workCtx, r.store, lease))
@@ -58,6 +68,7 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 	cause := context.Cause(ctx)
 	stopWatch()
 	<-watchDone
+	handled()
 
 	if p, ok := errors.AsType[*PanicError](herr); ok {
 		log.Error("handler panicked", "panic", fmt.Sprint(p.Value), "stack", string(p.Stack))
@@ -85,7 +96,9 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job) {
 	}
 	switch {
 	case done.State == jobstore.StateSucceeded:
-		log.Info("job succeeded", "run", ran)
+		if log.Enabled(workCtx, slog.LevelInfo) {
+			log.Info("job succeeded", "run", ran)
+		}
 	case done.State == jobstore.StateQueued:
 		log.Warn("attempt failed; will retry", "run", ran, "err", o.Error, "run_at", done.RunAt)
 	default:

@@ -111,12 +111,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopWork(nil)
 	l := &loop{
-		r:        r,
-		handlers: handlers,
-		req:      jobstore.ClaimRequest{Worker: r.s.worker, Kinds: kinds, Queues: r.s.queues},
-		slots:    make(chan struct{}, r.s.concurrency),
-		idle:     make(chan jobstore.Job),
-		stopped:  make(chan struct{}),
+		r:          r,
+		handlers:   handlers,
+		req:        jobstore.ClaimRequest{Worker: r.s.worker, Kinds: kinds, Queues: r.s.queues},
+		slots:      make(chan struct{}, r.s.concurrency),
+		completing: make(chan struct{}, r.s.concurrency),
+		idle:       make(chan jobstore.Job),
+		stopped:    make(chan struct{}),
 	}
 	var sc scheduleStore
 	if r.s.schedules {
@@ -234,9 +235,17 @@ type loop struct {
 	r        *Runner
 	handlers map[string]Handler
 	req      jobstore.ClaimRequest
-	// slots holds one token per running job; its capacity is the
+	// slots holds one token per running handler; its capacity is the
 	// concurrency limit.
 	slots chan struct{}
+	// completing holds one token per attempt whose handler has returned
+	// and whose outcome is being recorded; its capacity is the concurrency
+	// limit too. A handler's slot is given back once its attempt holds one
+	// (handed), so that the next job starts while the outcome is written:
+	// a store that groups the writes of concurrent Completes (pgstore's
+	// batches, the file store's shared fsyncs) then writes more of them
+	// at once, and no handler waits for another's commit.
+	completing chan struct{}
 	// idle hands a claimed job to a worker goroutine waiting for one;
 	// stopped is closed when the claim loop ends, and ends those waits.
 	idle     chan jobstore.Job
@@ -246,7 +255,18 @@ type loop struct {
 	// emptyWakes counts consecutive AwaitWork signals after which Claim
 	// found nothing.
 	emptyWakes int
+	// backlog says that the last claim found a job for each of its slots.
+	backlog bool
 }
+
+// claimGather is how long the claim loop waits before a claim while jobs
+// are queued beyond its free slots (the last claim filled every slot it
+// had): the slots that handlers free meanwhile are claimed for in the same
+// call. A claim costs much the same for one job as for many (one
+// statement, one scan of the queue), so under a backlog this trades at
+// most this delay of a start for fewer, larger claims. An idle runner,
+// or one whose last claim left slots empty, claims at once.
+const claimGather = time.Millisecond
 
 // A store may wake AwaitWork spuriously. After spinLimit wake-ups in a row
 // that found nothing to claim, the runner pauses spinPause (at most the poll
@@ -270,8 +290,15 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 			<-l.slots
 			return nil
 		}
+		if l.backlog {
+			// The last claim found a job for every slot it had: more are
+			// queued. Let the handlers that end meanwhile free their slots
+			// too, so that one claim takes the jobs of all of them.
+			sleep(ctx, claimGather)
+		}
 		jobs, n, err := l.claim(ctx)
 		if err == nil {
+			l.backlog = n > 0 && len(jobs) == n && cap(l.slots) > 1
 			for range n - len(jobs) {
 				<-l.slots
 			}
@@ -281,6 +308,7 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 			}
 			continue
 		}
+		l.backlog = false
 		for range n {
 			<-l.slots
 		}
@@ -333,8 +361,8 @@ func (l *loop) worker(workCtx context.Context, job jobstore.Job) {
 	defer l.wg.Done()
 	var idle *time.Timer
 	for {
-		l.execute(workCtx, job)
-		<-l.slots
+		l.execute(workCtx, job, l.handed)
+		<-l.completing
 		if idle == nil {
 			idle = time.NewTimer(workerIdle)
 		} else {
@@ -349,6 +377,16 @@ func (l *loop) worker(workCtx context.Context, job jobstore.Job) {
 			return
 		}
 	}
+}
+
+// handed gives back the slot of an attempt whose handler has returned,
+// once the attempt holds a completing token; the token goes back when its
+// outcome is recorded. When as many outcomes are being recorded as
+// handlers may run, a returning handler keeps its slot until one is done,
+// so that writes that fall behind hold back the claims.
+func (l *loop) handed() {
+	l.completing <- struct{}{}
+	<-l.slots
 }
 
 // claim claims jobs for the slot the caller took and for as many more
