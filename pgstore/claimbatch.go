@@ -119,7 +119,7 @@ func (s *Store) claimManyFast(ctx context.Context, req jobstore.ClaimRequest, ma
 	if err != nil {
 		return nil, nil, err
 	}
-	got, bad, err := readClaimed(rs)
+	got, bad, err := readClaimed(rs, max)
 	if err != nil {
 		return nil, nil, err
 	}

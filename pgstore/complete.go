@@ -234,15 +234,18 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 			return err
 		}
 		defer rs.Close()
+		// The destinations escape to pgx: one set serves every row (pgx
+		// gives each row's payload a slice of its own).
+		var (
+			id      string
+			version int64
+			waited  bool
+			payload []byte
+			nw, nj  int64
+		)
+		dest := []any{&id, &version, &waited, &payload, &nw, &nj}
 		for rs.Next() {
-			var (
-				id      string
-				version int64
-				waited  bool
-				payload []byte
-				nw, nj  int64
-			)
-			if err := rs.Scan(&id, &version, &waited, &payload, &nw, &nj); err != nil {
+			if err := rs.Scan(dest...); err != nil {
 				return err
 			}
 			c := byID[id]

@@ -265,8 +265,9 @@ func (s *Store) Dependents(ctx context.Context, id string) ([]jobstore.Job, erro
 	}
 	defer rs.Close()
 	var out []jobstore.Job
+	var sc rowScanner
 	for rs.Next() {
-		r, err := scanRow(rs)
+		r, err := sc.scan(rs)
 		if errors.Is(err, jobstore.ErrCorrupt) {
 			return nil, fmt.Errorf("pgstore: dependents: %w", err)
 		}

@@ -301,7 +301,7 @@ func (s *Store) claimLimitedOnce(ctx context.Context, lock string, req jobstore.
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	got, bad, err := readClaimed(rs)
+	got, bad, err := readClaimed(rs, max)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -311,13 +311,16 @@ func (s *Store) claimLimitedOnce(ctx context.Context, lock string, req jobstore.
 	return got, s.failAllCorrupt(ctx, bad), busy, nil
 }
 
-// readClaimed reads the rows a claim statement returned, and closes rs. A
-// row whose doc column does not decode is left out, and its error
-// returned in corrupt, for failAllCorrupt once the claim has ended.
-func readClaimed(rs pgx.Rows) (got []row, corrupt []error, err error) {
+// readClaimed reads the rows a claim statement of at most max jobs
+// returned, and closes rs. A row whose doc column does not decode is left
+// out, and its error returned in corrupt, for failAllCorrupt once the
+// claim has ended.
+func readClaimed(rs pgx.Rows, max int) (got []row, corrupt []error, err error) {
 	defer rs.Close()
+	got = make([]row, 0, max)
+	var sc rowScanner
 	for rs.Next() {
-		r, err := scanRow(rs)
+		r, err := sc.scan(rs)
 		if errors.Is(err, jobstore.ErrCorrupt) {
 			corrupt = append(corrupt, err)
 			continue

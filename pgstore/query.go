@@ -119,8 +119,9 @@ func (s *Store) List(ctx context.Context, opts jobstore.ListOptions) (jobstore.P
 	// every store; the row after the last one fetched tells that more exist.
 	b := storekit.NewPageBuilder(opts)
 	var errs []error
+	var sc rowScanner
 	for rows.Next() {
-		r, err := scanRow(rows)
+		r, err := sc.scan(rows)
 		if _, ok := errors.AsType[*corruptError](err); ok {
 			errs = append(errs, fmt.Errorf("pgstore: list: %w", err))
 			continue

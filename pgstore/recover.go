@@ -52,8 +52,9 @@ func (s *Store) rescue(ctx context.Context, id int32) error {
 			return err
 		}
 		var jobs []row
+		var sc rowScanner
 		for rs.Next() {
-			r, err := scanRow(rs)
+			r, err := sc.scan(rs)
 			if err != nil {
 				rs.Close()
 				return err

@@ -33,70 +33,96 @@ type row struct {
 // into extra. A doc that does not decode
 // gives an error wrapping jobstore.ErrCorrupt that names the job.
 func scanRow(r pgx.Row, extra ...any) (row, error) {
-	var (
-		out                  row
-		id, kind, queue      string
-		state, w             string
-		key                  *string
-		prio, attempt        int32
-		runAt, updated       time.Time
-		started, finished    *time.Time
-		cancelReq            bool
-		session              *int32
-		payload, result, doc []byte
-		tags, meta           []byte
-		after                []string
-		batch, afterBatch    *string
-	)
-	j := &out.job
-	dest := []any{&id, &key, &kind, &queue, &state, &prio, &runAt, &attempt, &w, &started, &updated,
-		&finished, &cancelReq, &session, &out.waited, &out.version, &payload, &result, &doc, &tags, &meta,
-		&after, &j.AfterAny, &batch, &afterBatch, &out.depended}
-	err := r.Scan(append(dest, extra...)...)
-	if err != nil {
-		return out, err
+	return new(rowScanner).scan(r, extra...)
+}
+
+// rowScanner reads rows of cols. A loop over many rows reuses one, so
+// that the columns' destinations are allocated once, not for each row
+// (every destination escapes to pgx).
+type rowScanner struct {
+	v    rowValues
+	dest []any
+}
+
+// rowValues are the destinations of the columns of one row.
+type rowValues struct {
+	out                  row
+	id, kind, queue      string
+	state, w             string
+	key                  *string
+	prio, attempt        int32
+	runAt, updated       time.Time
+	started, finished    *time.Time
+	cancelReq            bool
+	session              *int32
+	payload, result, doc []byte
+	tags, meta           []byte
+	after                []string
+	batch, afterBatch    *string
+}
+
+// scan reads the columns of cols of r into a row, and any further
+// columns into extra, as scanRow does.
+func (sc *rowScanner) scan(r pgx.Row, extra ...any) (row, error) {
+	// Every destination starts empty: the slices a row returns are its
+	// own, never those of the row before.
+	sc.v = rowValues{}
+	v := &sc.v
+	j := &v.out.job
+	if sc.dest == nil {
+		sc.dest = []any{&v.id, &v.key, &v.kind, &v.queue, &v.state, &v.prio, &v.runAt, &v.attempt, &v.w,
+			&v.started, &v.updated, &v.finished, &v.cancelReq, &v.session, &v.out.waited, &v.out.version,
+			&v.payload, &v.result, &v.doc, &v.tags, &v.meta, &v.after, &j.AfterAny, &v.batch, &v.afterBatch,
+			&v.out.depended}
+	}
+	dest := sc.dest
+	if len(extra) > 0 {
+		dest = append(dest[:len(dest):len(dest)], extra...)
+	}
+	if err := r.Scan(dest...); err != nil {
+		return v.out, err
 	}
 	var d docFields
-	if err := json.Unmarshal(doc, &d); err != nil {
-		return out, &corruptError{id: id, column: "doc", err: err}
+	if err := json.Unmarshal(v.doc, &d); err != nil {
+		return v.out, &corruptError{id: v.id, column: "doc", err: err}
 	}
-	if len(tags) > 0 {
-		if err := json.Unmarshal(tags, &j.Tags); err != nil {
-			return out, &corruptError{id: id, column: "tags", err: err}
+	if len(v.tags) > 0 {
+		if err := json.Unmarshal(v.tags, &j.Tags); err != nil {
+			return v.out, &corruptError{id: v.id, column: "tags", err: err}
 		}
 	}
-	if len(meta) > 0 {
-		if err := json.Unmarshal(meta, &j.Meta); err != nil {
-			return out, &corruptError{id: id, column: "meta", err: err}
+	if len(v.meta) > 0 {
+		if err := json.Unmarshal(v.meta, &j.Meta); err != nil {
+			return v.out, &corruptError{id: v.id, column: "meta", err: err}
 		}
 	}
 	j.Partition = d.Partition
 	j.MaxAttempts, j.Timeout, j.CreatedAt, j.LastError, j.History = d.MaxAttempts, d.Timeout, d.CreatedAt.UTC(), d.LastError, d.History
-	j.ID, j.Kind, j.Queue, j.State, j.Worker = id, kind, queue, jobstore.State(state), w
+	j.ID, j.Kind, j.Queue, j.State, j.Worker = v.id, v.kind, v.queue, jobstore.State(v.state), v.w
 	j.Key = ""
-	if key != nil {
-		j.Key = *key
+	if v.key != nil {
+		j.Key = *v.key
 	}
-	j.Priority, j.Attempt = int(prio), int(attempt)
-	j.RunAt, j.UpdatedAt = runAt.UTC(), updated.UTC()
-	j.StartedAt, j.FinishedAt = timeOrZero(started), timeOrZero(finished)
-	j.CancelRequested = cancelReq
-	j.Payload, j.Result = nilIfEmpty(payload), nilIfEmpty(result)
+	j.Priority, j.Attempt = int(v.prio), int(v.attempt)
+	j.RunAt, j.UpdatedAt = v.runAt.UTC(), v.updated.UTC()
+	j.StartedAt, j.FinishedAt = timeOrZero(v.started), timeOrZero(v.finished)
+	j.CancelRequested = v.cancelReq
+	j.Payload, j.Result = nilIfEmpty(v.payload), nilIfEmpty(v.result)
 	j.After = nil
-	if len(after) > 0 {
-		j.After = after
+	if len(v.after) > 0 {
+		j.After = v.after
 	}
 	j.Batch, j.AfterBatch = "", ""
-	if batch != nil {
-		j.Batch = *batch
+	if v.batch != nil {
+		j.Batch = *v.batch
 	}
-	if afterBatch != nil {
-		j.AfterBatch = *afterBatch
+	if v.afterBatch != nil {
+		j.AfterBatch = *v.afterBatch
 	}
-	if session != nil {
-		out.session = *session
+	if v.session != nil {
+		v.out.session = *v.session
 	}
-	return out, nil
+	return v.out, nil
 }
 
 // corruptError is scanRow's error for a doc, tags or meta column that

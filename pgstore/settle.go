@@ -167,8 +167,9 @@ func (s *Store) settleSome(ctx context.Context, tx pgx.Tx, lock, states string, 
 		return settled{}, nil, err
 	}
 	var waiting []row
+	var sc rowScanner
 	for rs.Next() {
-		r, err := scanRow(rs)
+		r, err := sc.scan(rs)
 		if err != nil {
 			rs.Close()
 			return settled{}, nil, err

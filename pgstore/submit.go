@@ -265,8 +265,9 @@ func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, b *batch) error {
 		if err != nil {
 			return err
 		}
+		var sc rowScanner
 		for rs.Next() {
-			r, err := scanRow(rs)
+			r, err := sc.scan(rs)
 			if err != nil {
 				rs.Close()
 				return err

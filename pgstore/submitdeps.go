@@ -108,8 +108,9 @@ func (s *Store) plan(ctx context.Context, tx pgx.Tx, specs []jobstore.Spec, many
 		if err != nil {
 			return nil, err
 		}
+		var sc rowScanner
 		for rs.Next() {
-			r, err := scanRow(rs)
+			r, err := sc.scan(rs)
 			if err != nil {
 				rs.Close()
 				return nil, err
