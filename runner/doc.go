@@ -44,9 +44,9 @@
 // outcome is recorded while the next job runs, so that no handler waits
 // for another's write, and a store that groups concurrent Completes into
 // one write (pgstore's batched statement, the file store's shared flush)
-// gets larger groups. At most Options.Concurrency outcomes are recorded at
-// once; past that, a handler that returned keeps its slot until one is
-// (TestSlotFreeWhileOutcomeIsRecorded). Events and after-attempt hooks of
+// gets larger groups. At most twice Options.Concurrency outcomes are
+// recorded at once; past that, a handler that returned keeps its slot
+// until one is (TestSlotFreeWhileOutcomeIsRecorded). Events and after-attempt hooks of
 // an attempt still come once its outcome is recorded or dropped.
 //
 // # Guarantees

@@ -7,68 +7,135 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/jobdir/jobdir/jobstore"
 )
 
-// execute runs one claimed attempt of job and records its outcome. workCtx
-// is the parent of the handler's ctx; it ends after the shutdown grace.
-// handled is called once the handler has returned, before the outcome is
-// recorded.
-func (l *loop) execute(workCtx context.Context, job jobstore.Job, handled func()) {
+// attemptRun is one attempt the worker goroutine runs: what execute set
+// up before the handler, for finish after it.
+type attemptRun struct {
+	workCtx context.Context
+	jp      *jobstore.Job
+	lease   jobstore.Lease
+	log     *slog.Logger
+	after   *afterHooks
+	// ctx is the handler's; cancel and stop (nil without a timeout) end
+	// it, stopWatch and watchDone the watch of its cancel request.
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	stop      context.CancelFunc
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	began     time.Time
+}
+
+// execute runs one claimed attempt of *jp and records its outcome. jp
+// points into the claim's slice of jobs, so that the attempt shares it
+// rather than a copy of its own. workCtx is the parent of the handler's
+// ctx; it ends after the shutdown grace. The handler runs on the calling
+// goroutine; if it calls runtime.Goexit, that goroutine ends, and another
+// records the outcome and goes on as a worker in its place (callHandler).
+func (l *loop) execute(workCtx context.Context, jp *jobstore.Job) {
+	a := l.begin(workCtx, jp)
+	var result json.RawMessage
+	var herr error
+	if h := l.handlers[jp.Kind]; h != nil {
+		result, herr = l.callHandler(a, h)
+	} else {
+		// Only a store that ignores ClaimRequest.Kinds gets here; another
+		// worker may have the handler, so this is not permanent.
+		herr = fmt.Errorf("runner: worker %s has no handler for kind %q", a.lease.Worker, jp.Kind)
+	}
+	l.finish(a, result, herr)
+}
+
+// begin sets up the attempt of *jp: its logger, its ctx, the watch of its
+// cancel request.
+func (l *loop) begin(workCtx context.Context, jp *jobstore.Job) *attemptRun {
 	r := l.r
-	lease := job.Lease()
+	a := &attemptRun{workCtx: workCtx, jp: jp, lease: jp.Lease()}
 	// The attempt's logger carries the job's attributes; it is made only
 	// for a handler that takes records, and records of a level it drops
 	// are not built (with the default logger, none is: nothing per job).
-	log := r.s.log
-	if log.Enabled(workCtx, slog.LevelError) {
-		log = log.With("job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "worker", lease.Worker)
+	a.log = r.s.log
+	if a.log.Enabled(workCtx, slog.LevelError) {
+		a.log = a.log.With("job", jp.ID, "kind", jp.Kind, "attempt", jp.Attempt, "worker", a.lease.Worker)
 	}
-	wait := max(job.StartedAt.Sub(job.RunAt), 0)
-	if log.Enabled(workCtx, slog.LevelDebug) {
-		log.Debug("job claimed", "queue_wait", wait)
+	wait := max(jp.StartedAt.Sub(jp.RunAt), 0)
+	if a.log.Enabled(workCtx, slog.LevelDebug) {
+		a.log.Debug("job claimed", "queue_wait", wait)
 	}
-	r.emit(Event{Type: EventClaimed, Job: job, QueueWait: wait})
+	r.emit(Event{Type: EventClaimed, Job: *jp, QueueWait: wait})
 
-	ctx, after := withAfterHooks(withLease(workCtx, r.store, lease))
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	timeout := job.Timeout
+	ctx, at := withAttempt(workCtx, r.store, a.lease)
+	a.after = &at.after
+	a.ctx, a.cancel = context.WithCancelCause(ctx)
+	timeout := jp.Timeout
 	if timeout <= 0 {
 		timeout = r.s.jobTimeout
 	}
 	if timeout > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w after %s", ErrTimeout, timeout))
-		defer stop()
+		a.ctx, a.stop = context.WithTimeoutCause(a.ctx, timeout, fmt.Errorf("%w after %s", ErrTimeout, timeout))
 	}
 
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watchDone := make(chan struct{})
+	var watchCtx context.Context
+	watchCtx, a.stopWatch = context.WithCancel(a.ctx)
+	a.watchDone = make(chan struct{})
 	go func() {
-		defer close(watchDone)
-		l.watch(watchCtx, lease, cancel, log)
+		defer close(a.watchDone)
+		l.watch(watchCtx, a.lease, a.cancel, a.log)
 	}()
+	a.began = time.Now()
+	return a
+}
 
-	began := time.Now()
-	var result json.RawMessage
-	var herr error
-	if h := l.handlers[job.Kind]; h != nil {
-		result, herr = call(ctx, h, job)
-	} else {
-		// Only a store that ignores ClaimRequest.Kinds gets here; another
-		// worker may have the handler, so this is not permanent.
-		herr = fmt.Errorf("runner: worker %s has no handler for kind %q", lease.Worker, job.Kind)
-	}
-	ran := time.Since(began)
+// callHandler runs h for a on the calling goroutine (a goroutine of its
+// own for each attempt would cost a goroutine's start and its stack's
+// growth per job) and returns what it returned; a panic becomes a
+// *PanicError. A runtime.Goexit in h cannot be stopped: this goroutine
+// ends once its deferred calls have run, so the last of them starts
+// another, which finishes the attempt with errGoexit and goes on as a
+// worker.
+func (l *loop) callHandler(a *attemptRun, h Handler) (result json.RawMessage, err error) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if v := recover(); v != nil {
+			result, err = nil, &PanicError{Value: v, Stack: debug.Stack()}
+			return
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.finish(a, nil, errGoexit)
+			l.work(a.workCtx, nil)
+		}()
+	}()
+	result, err = h.Work(a.ctx, *a.jp)
+	returned = true
+	return result, err
+}
+
+// finish ends the attempt a, whose handler returned result and herr: it
+// gives back the attempt's slot and records the outcome.
+func (l *loop) finish(a *attemptRun, result json.RawMessage, herr error) {
+	r, job, lease, log, after := l.r, *a.jp, a.lease, a.log, a.after
+	ran := time.Since(a.began)
 	// Why ctx ended, if it had by the time the handler returned; read now,
 	// before a timeout that fires later can be mistaken for the reason.
-	cause := context.Cause(ctx)
-	stopWatch()
-	<-watchDone
-	handled()
+	cause := context.Cause(a.ctx)
+	a.stopWatch()
+	<-a.watchDone
+	a.cancel(nil)
+	if a.stop != nil {
+		a.stop()
+	}
+	l.handed()
+	defer func() { <-l.completing }()
 
 	if p, ok := errors.AsType[*PanicError](herr); ok {
 		log.Error("handler panicked", "panic", fmt.Sprint(p.Value), "stack", string(p.Stack))
@@ -76,7 +143,7 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job, handled func()
 	}
 	o := outcome(cause, result, herr)
 
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(workCtx), r.s.completeTimeout)
+	cctx, ccancel := context.WithTimeout(l.detached, r.s.completeTimeout)
 	defer ccancel()
 	done, err := l.complete(cctx, lease, &o, log)
 	if err != nil {
@@ -91,12 +158,12 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job, handled func()
 		log.Error("outcome dropped: complete failed", "err", err, "outcome_error", o.Error)
 		after.run(AttemptEnd{Job: job, Outcome: o, RunDuration: ran, Err: err})
 		r.emit(Event{Type: EventDropped, Job: job, RunDuration: ran, Outcome: o, Err: err})
-		l.release(workCtx, lease, log)
+		l.release(a.workCtx, lease, log)
 		return
 	}
 	switch {
 	case done.State == jobstore.StateSucceeded:
-		if log.Enabled(workCtx, slog.LevelInfo) {
+		if log.Enabled(a.workCtx, slog.LevelInfo) {
 			log.Info("job succeeded", "run", ran)
 		}
 	case done.State == jobstore.StateQueued:
@@ -117,7 +184,7 @@ func (l *loop) execute(workCtx context.Context, job jobstore.Job, handled func()
 // interrupted). Options.Middleware is not applied: wrap h first to test it
 // too. It is what package runnertest builds on.
 func Attempt(ctx context.Context, h Handler, job jobstore.Job) jobstore.Outcome {
-	result, herr := call(ctx, h, job)
+	result, herr := call(ctx, h, &job)
 	var cause error
 	if ctx.Err() != nil {
 		cause = context.Cause(ctx)
@@ -127,20 +194,30 @@ func Attempt(ctx context.Context, h Handler, job jobstore.Job) jobstore.Outcome 
 
 // call runs h in its own goroutine so that a panic or runtime.Goexit in
 // the handler becomes an error instead of ending the runner's goroutine.
-func call(ctx context.Context, h Handler, job jobstore.Job) (result json.RawMessage, err error) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		err = errGoexit // kept only if Work neither returns nor panics
-		defer func() {
-			if v := recover(); v != nil {
-				result, err = nil, &PanicError{Value: v, Stack: debug.Stack()}
-			}
-		}()
-		result, err = h.Work(ctx, job)
+func call(ctx context.Context, h Handler, job *jobstore.Job) (json.RawMessage, error) {
+	c := &handlerCall{err: errGoexit} // kept only if Work neither returns nor panics
+	c.done.Add(1)
+	go c.run(ctx, h, job)
+	c.done.Wait()
+	return c.result, c.err
+}
+
+// handlerCall is one call of a handler, in a goroutine of its own: what
+// it returned, and done, which it leaves when it has.
+type handlerCall struct {
+	result json.RawMessage
+	err    error
+	done   sync.WaitGroup
+}
+
+func (c *handlerCall) run(ctx context.Context, h Handler, job *jobstore.Job) {
+	defer c.done.Done()
+	defer func() {
+		if v := recover(); v != nil {
+			c.result, c.err = nil, &PanicError{Value: v, Stack: debug.Stack()}
+		}
 	}()
-	<-done
-	return result, err
+	c.result, c.err = h.Work(ctx, *job)
 }
 
 // outcome turns what the handler returned into the outcome to record.

@@ -32,20 +32,6 @@ type LeaseFiler interface {
 // handler's). It wraps errors.ErrUnsupported.
 var ErrNoLeaseFile = fmt.Errorf("runner: the store cannot share an attempt's lease with another process: %w", errors.ErrUnsupported)
 
-// leaseKey is the context key of the attempt a handler's ctx belongs to.
-type leaseKey struct{}
-
-// attemptLease is what a handler's ctx carries about its attempt.
-type attemptLease struct {
-	store jobstore.Worker
-	lease jobstore.Lease
-}
-
-// withLease returns ctx carrying the attempt that lease holds in store.
-func withLease(ctx context.Context, store jobstore.Worker, lease jobstore.Lease) context.Context {
-	return context.WithValue(ctx, leaseKey{}, attemptLease{store: store, lease: lease})
-}
-
 // LeaseFile returns a new file that keeps the lease of the attempt whose
 // handler ctx is alive while any process holds it open (see LeaseFiler).
 // The caller closes it. Pass it to a child process that outlives the
@@ -55,7 +41,7 @@ func withLease(ctx context.Context, store jobstore.Worker, lease jobstore.Lease)
 // in-memory store, whose jobs die with its process anyway), and the store's
 // error otherwise.
 func LeaseFile(ctx context.Context) (*os.File, error) {
-	a, ok := ctx.Value(leaseKey{}).(attemptLease)
+	a, ok := ctx.Value(attemptKey{}).(*attempt)
 	if !ok {
 		return nil, ErrNoLeaseFile
 	}

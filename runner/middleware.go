@@ -65,29 +65,21 @@ type AttemptEnd struct {
 // calls f, for a ctx that is not a Runner's attempt (Attempt's, say).
 // MetricsMiddleware is built on it.
 func AfterAttempt(ctx context.Context, f func(AttemptEnd)) bool {
-	a, ok := ctx.Value(afterKey{}).(*afterHooks)
+	at, ok := ctx.Value(attemptKey{}).(*attempt)
 	if !ok || f == nil {
 		return false
 	}
+	a := &at.after
 	a.mu.Lock()
 	a.fs = append(a.fs, f)
 	a.mu.Unlock()
 	return true
 }
 
-// afterKey is the ctx key of an attempt's afterHooks.
-type afterKey struct{}
-
 // afterHooks are the functions AfterAttempt registered for one attempt.
 type afterHooks struct {
 	mu sync.Mutex
 	fs []func(AttemptEnd)
-}
-
-// withAfterHooks returns ctx carrying a new afterHooks.
-func withAfterHooks(ctx context.Context) (context.Context, *afterHooks) {
-	a := &afterHooks{}
-	return context.WithValue(ctx, afterKey{}, a), a
 }
 
 // run calls the registered functions with e.

@@ -115,8 +115,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		handlers:   handlers,
 		req:        jobstore.ClaimRequest{Worker: r.s.worker, Kinds: kinds, Queues: r.s.queues},
 		slots:      make(chan struct{}, r.s.concurrency),
-		completing: make(chan struct{}, r.s.concurrency),
-		idle:       make(chan jobstore.Job),
+		completing: make(chan struct{}, 2*r.s.concurrency),
+		detached:   context.WithoutCancel(workCtx),
+		idle:       make(chan *jobstore.Job),
 		stopped:    make(chan struct{}),
 	}
 	var sc scheduleStore
@@ -239,8 +240,8 @@ type loop struct {
 	// concurrency limit.
 	slots chan struct{}
 	// completing holds one token per attempt whose handler has returned
-	// and whose outcome is being recorded; its capacity is the concurrency
-	// limit too. A handler's slot is given back once its attempt holds one
+	// and whose outcome is being recorded; its capacity is twice the
+	// concurrency limit. A handler's slot is given back once its attempt holds one
 	// (handed), so that the next job starts while the outcome is written:
 	// a store that groups the writes of concurrent Completes (pgstore's
 	// batches, the file store's shared fsyncs) then writes more of them
@@ -248,7 +249,7 @@ type loop struct {
 	completing chan struct{}
 	// idle hands a claimed job to a worker goroutine waiting for one;
 	// stopped is closed when the claim loop ends, and ends those waits.
-	idle     chan jobstore.Job
+	idle     chan *jobstore.Job
 	stopped  chan struct{}
 	wg       sync.WaitGroup
 	failures int // consecutive store errors in the claim loop
@@ -257,6 +258,9 @@ type loop struct {
 	emptyWakes int
 	// backlog says that the last claim found a job for each of its slots.
 	backlog bool
+	// detached is workCtx without its cancellation, the parent of the
+	// contexts under which outcomes are recorded.
+	detached context.Context
 }
 
 // claimGather is how long the claim loop waits before a claim while jobs
@@ -303,8 +307,8 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 				<-l.slots
 			}
 			l.failures, l.emptyWakes = 0, 0
-			for _, job := range jobs {
-				l.start(workCtx, job)
+			for i := range jobs {
+				l.start(workCtx, &jobs[i])
 			}
 			continue
 		}
@@ -346,7 +350,7 @@ const workerIdle = 10 * time.Second
 // start runs job, which holds a slot, on an idle worker goroutine, or on a
 // new one if none is idle. Worker goroutines are reused, so that a job
 // does not pay for a new goroutine and for growing its stack again.
-func (l *loop) start(workCtx context.Context, job jobstore.Job) {
+func (l *loop) start(workCtx context.Context, job *jobstore.Job) {
 	select {
 	case l.idle <- job:
 	default:
@@ -355,25 +359,28 @@ func (l *loop) start(workCtx context.Context, job jobstore.Job) {
 	}
 }
 
-// worker runs job, gives back its slot, and then runs the jobs that start
-// hands it, until none comes for workerIdle or the claim loop has ended.
-func (l *loop) worker(workCtx context.Context, job jobstore.Job) {
+// worker runs job and then the jobs that start hands it, until none
+// comes for workerIdle or the claim loop has ended.
+func (l *loop) worker(workCtx context.Context, job *jobstore.Job) {
 	defer l.wg.Done()
-	var idle *time.Timer
+	l.work(workCtx, job)
+}
+
+// work runs job, if not nil, and then the jobs that start hands it, as
+// worker does.
+func (l *loop) work(workCtx context.Context, job *jobstore.Job) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
 	for {
-		l.execute(workCtx, job, l.handed)
-		<-l.completing
-		if idle == nil {
-			idle = time.NewTimer(workerIdle)
-		} else {
-			idle.Reset(workerIdle)
+		if job != nil {
+			l.execute(workCtx, job)
 		}
+		idle.Reset(workerIdle)
 		select {
 		case job = <-l.idle:
 		case <-idle.C:
 			return
 		case <-l.stopped:
-			idle.Stop()
 			return
 		}
 	}
@@ -381,7 +388,7 @@ func (l *loop) worker(workCtx context.Context, job jobstore.Job) {
 
 // handed gives back the slot of an attempt whose handler has returned,
 // once the attempt holds a completing token; the token goes back when its
-// outcome is recorded. When as many outcomes are being recorded as
+// outcome is recorded. When twice as many outcomes are being recorded as
 // handlers may run, a returning handler keeps its slot until one is done,
 // so that writes that fall behind hold back the claims.
 func (l *loop) handed() {

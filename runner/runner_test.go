@@ -335,6 +335,42 @@ func TestGoexitFailsAttempt(t *testing.T) {
 	})
 }
 
+// A handler runs on its worker's goroutine, which a runtime.Goexit in it
+// ends: another goroutine records the attempt's outcome and takes the
+// worker's place, so the runner goes on with all its slots, and Run
+// returns once every goroutine it started has ended (synctest fails a
+// test that leaves one blocked).
+func TestGoexitWorkerIsReplaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, nil)
+		r := runner.New(s, &runner.Options{Concurrency: 2})
+		r.Handle("exit", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			runtime.Goexit()
+			return nil, nil
+		}))
+		r.Handle("work", runner.HandlerFunc(func(ctx context.Context, job jobstore.Job) (json.RawMessage, error) {
+			time.Sleep(time.Second)
+			return nil, nil
+		}))
+		stop := start(t, r)
+		for range 2 {
+			j := wait(t, s, submit(t, s, jobstore.Spec{Kind: "exit", MaxAttempts: 1}).ID)
+			require.Equal(t, jobstore.StateFailed, j.State)
+			require.Contains(t, j.LastError, "Goexit")
+		}
+		var ids []string
+		for range 4 {
+			ids = append(ids, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
+		}
+		begin := time.Now()
+		for _, id := range ids {
+			require.Equal(t, jobstore.StateSucceeded, wait(t, s, id).State)
+		}
+		requireRounds(t, 2, time.Since(begin)) // 4 one-second jobs, 2 at a time
+		require.NoError(t, stop())
+	})
+}
+
 func TestRetryUntilMaxAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Attempt n waits n seconds before attempt n+1.
@@ -1143,9 +1179,9 @@ func (s *gatedStore) Complete(ctx context.Context, l jobstore.Lease, o jobstore.
 }
 
 // A handler's slot is free again once it returns: the next job starts
-// while the outcome is being recorded. At most Concurrency outcomes are
-// recorded at once; past that, a handler that returned keeps its slot,
-// and no other job starts until an outcome is recorded.
+// while the outcome is being recorded. At most twice Concurrency outcomes
+// are recorded at once; past that, a handler that returned keeps its
+// slot, and no other job starts until an outcome is recorded.
 func TestSlotFreeWhileOutcomeIsRecorded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &gatedStore{Store: newStore(t, nil), gate: make(chan struct{})}
@@ -1156,16 +1192,16 @@ func TestSlotFreeWhileOutcomeIsRecorded(t *testing.T) {
 			return nil, nil
 		}))
 		var ids []string
-		for range 3 {
+		for range 4 {
 			ids = append(ids, submit(t, s, jobstore.Spec{Kind: "work"}).ID)
 		}
 		start(t, r)
 		synctest.Wait()
-		// The first job's outcome waits at the gate; the second job ran
-		// meanwhile, and keeps the one slot, as one outcome is being
-		// recorded already; the third waits for that slot.
-		require.EqualValues(t, 2, started.Load(), "handlers started while the first outcome waits")
-		require.EqualValues(t, 1, s.waiting.Load(), "outcomes being recorded")
+		// The first two jobs' outcomes wait at the gate; the third job
+		// ran meanwhile, and keeps the one slot, as two outcomes are
+		// being recorded already; the fourth waits for that slot.
+		require.EqualValues(t, 3, started.Load(), "handlers started while the first outcomes wait")
+		require.EqualValues(t, 2, s.waiting.Load(), "outcomes being recorded")
 		for _, id := range ids {
 			j, err := s.Get(t.Context(), id)
 			require.NoError(t, err)
@@ -1175,7 +1211,7 @@ func TestSlotFreeWhileOutcomeIsRecorded(t *testing.T) {
 		for _, id := range ids {
 			require.Equal(t, jobstore.StateSucceeded, wait(t, s, id).State)
 		}
-		require.EqualValues(t, 3, started.Load())
+		require.EqualValues(t, 4, started.Load())
 	})
 }
 
