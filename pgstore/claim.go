@@ -109,7 +109,9 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 	}
 	switch {
 	case err == nil:
-		if old, dup := s.hold(got, sess, from); dup {
+		job := got.job
+		got.job.Payload = nil // the held row keeps no payload
+		if old, dup := s.hold(&got, sess, from); dup {
 			// This worker holds this very lease from an earlier claim,
 			// whose commit a crash of the server undid (claims do not
 			// wait for a flush): its handler may still run and complete
@@ -120,7 +122,7 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, sess *sess
 			}
 			return s.claim(ctx, req, sess)
 		}
-		return got.job, nil
+		return job, nil
 	case errors.Is(err, jobstore.ErrCorrupt):
 		return jobstore.Job{}, fmt.Errorf("pgstore: claim: %w", s.failCorrupt(ctx, err))
 	case !errors.Is(err, pgx.ErrNoRows):
@@ -248,20 +250,19 @@ func (s *Store) noJob(ctx context.Context, op string, req jobstore.ClaimRequest,
 	return fmt.Errorf("pgstore: %s: %w", op, &jobstore.NoJobError{NextRunAt: at, Since: seq})
 }
 
-// hold records the job just claimed as r as held by this store under sess,
-// by a claim that began at from. If this store already holds that very
-// lease (dup), it records nothing and returns the session of the earlier
-// claim.
-func (s *Store) hold(r row, sess *session, from notePoint) (earlier *session, dup bool) {
-	cached := r
-	cached.job.Payload = nil
+// hold records the job just claimed as r (its payload left out) as held
+// by this store under sess, by a claim that began at from. r is kept, not
+// copied: the caller writes it no more. If this store already holds that
+// very lease (dup), it records nothing and returns the session of the
+// earlier claim.
+func (s *Store) hold(r *row, sess *session, from notePoint) (earlier *session, dup bool) {
 	lease := r.job.Lease()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.held[lease]; ok {
 		return old.sess, true
 	}
-	s.held[lease] = heldLease{sess: sess, claimed: cached, from: from}
+	s.held[lease] = heldLease{sess: sess, claimed: r, from: from}
 	return nil, false
 }
 

@@ -69,16 +69,19 @@ func (s *Store) claimBatch(ctx context.Context, req jobstore.ClaimRequest, max i
 		return cmp.Or(cmp.Compare(b.job.Priority, a.job.Priority), a.job.RunAt.Compare(b.job.RunAt), cmp.Compare(a.job.ID, b.job.ID))
 	})
 	jobs := make([]jobstore.Job, 0, len(got))
-	for _, r := range got {
+	for i := range got {
+		r := &got[i]
+		job := r.job
+		r.job.Payload = nil // the held row keeps no payload
 		if old, dup := s.hold(r, sess, from); dup {
 			// As in Claim: a lease that a crash of the server undid and
 			// this claim repeated is used up, not handed out twice.
-			if err := s.burn(ctx, r, old); err != nil {
+			if err := s.burn(ctx, *r, old); err != nil {
 				s.opts.Logger.Warn("pgstore: using up a repeated lease failed; recovery will", "job", r.job.ID, "err", err)
 			}
 			continue
 		}
-		jobs = append(jobs, r.job)
+		jobs = append(jobs, job)
 	}
 	switch {
 	case len(jobs) > 0:

@@ -20,10 +20,16 @@ const maxCompleteBatch = 500
 // completeFlushers is how many batches of completions a store writes at
 // once; completeLinger is how long a flusher waits before it takes what
 // waits, so that the completions of handlers that end together share a
-// statement.
+// statement. One flusher writes what came while its last statement ran:
+// under load the batches grow with the statement's time, rather than
+// splitting between statements that would share the server's CPU. (A
+// runner's handlers do not wait for their outcomes' writes, so a longer
+// wait here costs them nothing; two flushers and 1 ms made batches of
+// 40 to 50 jobs in a two-process work-off, this 105 to 122, and 11% more
+// jobs a second with 8% less client CPU per job.)
 const (
-	completeFlushers = 2
-	completeLinger   = time.Millisecond
+	completeFlushers = 1
+	completeLinger   = 2 * time.Millisecond
 )
 
 // Complete ends the attempt that lease holds with outcome o and returns the
@@ -56,14 +62,14 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 		s.forget(lease)
 		return jobstore.Job{}, fmt.Errorf("pgstore: complete %s: %w: %w", lease.ID, jobstore.ErrNotHeld, h.sess.lostError())
 	}
-	if mine && h.claimed.version != 0 && !h.claimed.depended {
+	if mine && h.claimed != nil && h.claimed.version != 0 && !h.claimed.depended {
 		// The row as the claim left it: if it did not change since (a
 		// cancel, a recovery, a submit that names it), the batch's
 		// conditional statement completes it. A job that others name
 		// takes the path below, whose write settles them (settle.go).
 		j, err := storekit.ApplyOutcome(h.claimed.job, lease, o, usec(time.Now()), s.opts.Backoff)
 		if err == nil {
-			nr, err := s.completeClaimed(ctx, h.claimed, j)
+			nr, err := s.completeClaimed(ctx, *h.claimed, j)
 			if err == nil {
 				s.forget(lease)
 				s.signalJob(lease.ID)
@@ -98,33 +104,46 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 type completion struct {
 	// gone is closed when the caller's ctx ends.
 	gone <-chan struct{}
-	// r is the row as the claim left it, j the job to write over it.
-	r row
-	j jobstore.Job
-	// done receives the row as written, or errConflict if the row changed
-	// since the claim, or the error of the batch.
-	done chan completed
+	// j is the job to write over the row as the claim left it, which
+	// was at version from, under the lease session session, with key,
+	// kind and depended as they were (they do not change): only what a
+	// written row takes from the claimed one, not the whole row.
+	j         jobstore.Job
+	from      int64
+	session   int32
+	key, kind string
+	depended  bool
+	// err is errConflict if the row changed since the claim, or the
+	// error of the batch; done is closed once the write is settled.
+	err  error
+	done chan struct{}
+	// wrote says that the batch's statement wrote the row, at version,
+	// with the waited flag and the payload it found.
+	wrote   bool
+	version int64
+	waited  bool
+	payload []byte
 }
 
-// written is the row that c's write left, which its statement wrote at
-// version, with the waited flag and the payload it found: the job c wrote
-// over the rest of the row it read (key and kind do not change), with no
+// finish settles c with err (nil: its row was written) and tells its
+// caller.
+func (c *completion) finish(err error) {
+	c.err = err
+	close(c.done)
+}
+
+// written is the row that c's write left: the job c wrote over the rest
+// of the row it read (key and kind do not change), at the version, with
+// the waited flag and the payload the statement returned, and with no
 // lease session, as the job is no longer running.
-func (c *completion) written(version int64, waited bool, payload []byte) row {
-	r := c.r
-	r.job = c.j
-	r.job.Payload, r.job.Key, r.job.Kind = nilIfEmpty(payload), c.r.job.Key, c.r.job.Kind
+func (c *completion) written() row {
+	r := row{job: c.j, session: c.session, version: c.version, waited: c.waited, depended: c.depended}
+	r.job.Payload, r.job.Key, r.job.Kind = nilIfEmpty(c.payload), c.key, c.kind
 	r.job.Result = nilIfEmpty(c.j.Result)
-	r.version, r.waited = version, waited
 	if r.job.State != jobstore.StateRunning {
 		r.session = 0
 	}
 	return r
-}
-
-type completed struct {
-	r   row
-	err error
 }
 
 // completeClaimed writes j over the row r that this store's claim left, if
@@ -137,7 +156,8 @@ type completed struct {
 // of its own write; if ctx ends before its batch is written, its write is
 // left out.
 func (s *Store) completeClaimed(ctx context.Context, r row, j jobstore.Job) (row, error) {
-	c := &completion{gone: ctx.Done(), r: r, j: trimTimes(j), done: make(chan completed, 1)}
+	c := &completion{gone: ctx.Done(), j: trimTimes(j), from: r.version, session: r.session,
+		key: r.job.Key, kind: r.job.Kind, depended: r.depended, done: make(chan struct{})}
 	s.mu.Lock()
 	if s.isClosed() {
 		s.mu.Unlock()
@@ -151,8 +171,11 @@ func (s *Store) completeClaimed(ctx context.Context, r row, j jobstore.Job) (row
 	}
 	s.mu.Unlock()
 	select {
-	case res := <-c.done:
-		return res.r, res.err
+	case <-c.done:
+		if c.err != nil {
+			return row{}, c.err
+		}
+		return c.written(), nil
 	case <-ctx.Done():
 		return row{}, ctx.Err()
 	}
@@ -171,11 +194,11 @@ func (s *Store) flushCompletions() {
 		var batch, rest []*completion
 		ids := make(map[string]bool, len(s.completing))
 		for _, c := range s.completing {
-			if len(batch) == maxCompleteBatch || ids[c.r.job.ID] {
+			if len(batch) == maxCompleteBatch || ids[c.j.ID] {
 				rest = append(rest, c)
 				continue
 			}
-			ids[c.r.job.ID] = true
+			ids[c.j.ID] = true
 			batch = append(batch, c)
 		}
 		s.completing = rest
@@ -196,7 +219,7 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 	for _, c := range batch {
 		select {
 		case <-c.gone:
-			c.done <- completed{err: context.Canceled} // the caller returned already
+			c.finish(context.Canceled) // the caller returned already
 			continue
 		default:
 		}
@@ -212,11 +235,10 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 	var (
 		rows       = newWrites(n)
 		encodeErrs = make([]error, n)
-		written    = make(map[string]row, n)
 		writeErr   error
 	)
 	for k, c := range live {
-		if err := rows.set(k, c.j, c.r.version); err != nil {
+		if err := rows.set(k, c.j, c.from); err != nil {
 			encodeErrs[k] = err
 			continue // no such id in the statement: its version is 0
 		}
@@ -228,7 +250,9 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 		byID[c.j.ID] = c
 	}
 	write := func() error {
-		clear(written)
+		for _, c := range live {
+			c.wrote = false
+		}
 		rs, err := s.pool.Query(ctx, s.q.completeMany, rows.args(s.q.chanWork, s.q.chanJob)...)
 		if err != nil {
 			return err
@@ -252,7 +276,7 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 			if c == nil {
 				return fmt.Errorf("a batch of completions wrote job %s, which it did not hold", id)
 			}
-			written[id] = c.written(version, waited, payload)
+			c.wrote, c.version, c.waited, c.payload = true, version, waited, payload
 		}
 		rs.Close()
 		return rs.Err()
@@ -267,16 +291,13 @@ func (s *Store) writeCompletions(ctx context.Context, batch []*completion) {
 	for k, c := range live {
 		switch {
 		case encodeErrs[k] != nil:
-			c.done <- completed{err: encodeErrs[k]}
+			c.finish(encodeErrs[k])
 		case writeErr != nil:
-			c.done <- completed{err: writeErr}
+			c.finish(writeErr)
+		case !c.wrote:
+			c.finish(errConflict)
 		default:
-			r, ok := written[c.j.ID]
-			if !ok {
-				c.done <- completed{err: errConflict}
-				continue
-			}
-			c.done <- completed{r: r}
+			c.finish(nil)
 		}
 	}
 }

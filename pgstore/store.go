@@ -97,8 +97,10 @@ type Store struct {
 type heldLease struct {
 	sess *session
 	// claimed is the row as the claim wrote it (without the payload), for
-	// a Complete in one statement while nothing else changed it.
-	claimed row
+	// a Complete in one statement while nothing else changed it. It is
+	// the claim's own copy (for a batch, an element of its slice of
+	// rows), never written after hold.
+	claimed *row
 	// from is where the store's job notifications were when the claim
 	// began, for a WatchCancel that need not read the row again.
 	from notePoint
