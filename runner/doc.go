@@ -64,7 +64,11 @@
 //     result; an error fails the attempt, and the store queues the job again
 //     with backoff while attempts remain. Permanent and RetryAfter change
 //     that. A panic fails the attempt with the panic value and the stack in
-//     the job's LastError, and the runner goes on.
+//     the job's LastError, and the runner goes on; so does a runtime.Goexit
+//     (as testing's FailNow calls), with an error that says so: the handler
+//     runs on its worker's goroutine, which the Goexit ends, and another
+//     records the attempt and takes its place (TestGoexitFailsAttempt,
+//     TestGoexitWorkerIsReplaced).
 //   - A typed handler (Register) is called only with a payload that decoded
 //     into its type: one that does not fails the job at once (Permanent),
 //     with a LastError that names the type (TestRegister).
