@@ -243,35 +243,45 @@ func TestLeaseSparesFollowTheFile(t *testing.T) {
 		_, err := s.Claim(ctx, req)
 		require.ErrorIs(t, err, jobstore.ErrNoJob, "job %s was claimed though another process holds its lease", id)
 	}
+	// spareFor submits a job whose lease another process holds while a
+	// claim tries it, so that the claim keeps its descriptor, and returns
+	// the job, its lease let go.
+	spareFor := func(msg string) jobstore.Job {
+		t.Helper()
+		j := submit()
+		ok, letGo := otherProcessLease(t, dir, j.ID)
+		require.True(t, ok)
+		claimBusy(j.ID)
+		letGo()
+		require.Equal(t, 1, spareCount(s), msg)
+		return j
+	}
+	// claimExcludes claims j, which must be the job claimed, with no
+	// descriptor left kept, and checks that its lease excludes another
+	// process.
+	claimExcludes := func(j jobstore.Job, msg string) {
+		t.Helper()
+		got, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, j.ID, got.ID)
+		require.Zero(t, spareCount(s), msg)
+		ok, letGo := otherProcessLease(t, dir, j.ID)
+		require.False(t, ok, "the lease taken does not exclude other processes")
+		letGo()
+	}
 
-	j := submit()
+	_ = submit()
 	_, err := s.Claim(ctx, jobstore.ClaimRequest{Worker: "first"}) // makes leases.lock
 	require.NoError(t, err)
-	j = submit()
-	ok, letGo := otherProcessLease(t, dir, j.ID)
-	require.True(t, ok)
-	claimBusy(j.ID)
-	require.Equal(t, 1, spareCount(s), "the failed attempt's descriptor was not kept")
-	letGo()
-	got, err := s.Claim(ctx, req)
-	require.NoError(t, err)
-	require.Equal(t, j.ID, got.ID)
-	require.Zero(t, spareCount(s), "the lease was not taken with the kept descriptor")
-	ok, letGo = otherProcessLease(t, dir, j.ID)
-	require.False(t, ok, "the lease taken with a kept descriptor does not exclude other processes")
-	letGo()
+	j := spareFor("the failed attempt's descriptor was not kept")
+	claimExcludes(j, "the lease was not taken with the kept descriptor")
 
 	// Replaced: the kept descriptor names the old file.
-	j = submit()
-	ok, letGo = otherProcessLease(t, dir, j.ID)
-	require.True(t, ok)
-	claimBusy(j.ID)
-	letGo()
-	require.Equal(t, 1, spareCount(s))
+	j = spareFor("")
 	fresh := path + ".new"
 	require.NoError(t, os.WriteFile(fresh, nil, 0o600))
 	require.NoError(t, os.Rename(fresh, path))
-	ok, letGo = otherProcessLease(t, dir, j.ID)
+	ok, letGo := otherProcessLease(t, dir, j.ID)
 	require.True(t, ok)
 	claimBusy(j.ID)
 	letGo()
@@ -279,21 +289,10 @@ func TestLeaseSparesFollowTheFile(t *testing.T) {
 
 	// Removed: the claim makes it again and takes the lease there.
 	require.NoError(t, os.Remove(path))
-	got, err = s.Claim(ctx, req)
-	require.NoError(t, err)
-	require.Equal(t, j.ID, got.ID)
-	require.Zero(t, spareCount(s), "descriptors of a removed file are kept")
-	ok, letGo = otherProcessLease(t, dir, j.ID)
-	require.False(t, ok, "the lease was not taken in the file made again")
-	letGo()
+	claimExcludes(j, "descriptors of a removed file are kept")
 
 	// Anything but a regular file, with a descriptor kept.
-	j = submit()
-	ok, letGo = otherProcessLease(t, dir, j.ID)
-	require.True(t, ok)
-	claimBusy(j.ID)
-	letGo()
-	require.Equal(t, 1, spareCount(s))
+	j = spareFor("")
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, syscall.Mkfifo(path, 0o600))
 	_, err = s.Claim(ctx, req)
@@ -301,7 +300,7 @@ func TestLeaseSparesFollowTheFile(t *testing.T) {
 	require.ErrorContains(t, err, "not a regular file")
 	require.Zero(t, spareCount(s), "descriptors of a removed file are kept")
 	require.NoError(t, os.Remove(path))
-	got, err = s.Claim(ctx, req)
+	got, err := s.Claim(ctx, req)
 	require.NoError(t, err)
 	require.Equal(t, j.ID, got.ID)
 
