@@ -62,7 +62,7 @@ func (s *Store) Complete(ctx context.Context, lease jobstore.Lease, o jobstore.O
 		s.forget(lease)
 		return jobstore.Job{}, fmt.Errorf("pgstore: complete %s: %w: %w", lease.ID, jobstore.ErrNotHeld, h.sess.lostError())
 	}
-	if mine && h.claimed != nil && h.claimed.version != 0 && !h.claimed.depended {
+	if mine && h.claimed.version != 0 && !h.claimed.depended {
 		// The row as the claim left it: if it did not change since (a
 		// cancel, a recovery, a submit that names it), the batch's
 		// conditional statement completes it. A job that others name

@@ -158,7 +158,7 @@ func (l *loop) finish(a *attemptRun, result json.RawMessage, herr error) {
 		log.Error("outcome dropped: complete failed", "err", err, "outcome_error", o.Error)
 		after.run(AttemptEnd{Job: job, Outcome: o, RunDuration: ran, Err: err})
 		r.emit(Event{Type: EventDropped, Job: job, RunDuration: ran, Outcome: o, Err: err})
-		l.release(a.workCtx, lease, log)
+		l.release(lease, log)
 		return
 	}
 	switch {
@@ -281,8 +281,8 @@ func (l *loop) watch(ctx context.Context, lease jobstore.Lease, cancel context.C
 // (or fails it) as it would a dead worker's. If the release cannot be
 // recorded either, the store still lets the lease go, and recovery takes
 // the job over in its usual time.
-func (l *loop) release(workCtx context.Context, lease jobstore.Lease, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), l.r.s.completeTimeout)
+func (l *loop) release(lease jobstore.Lease, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(l.detached, l.r.s.completeTimeout)
 	defer cancel()
 	err := l.r.store.Release(ctx, lease)
 	switch {

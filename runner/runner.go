@@ -241,11 +241,11 @@ type loop struct {
 	slots chan struct{}
 	// completing holds one token per attempt whose handler has returned
 	// and whose outcome is being recorded; its capacity is twice the
-	// concurrency limit. A handler's slot is given back once its attempt holds one
-	// (handed), so that the next job starts while the outcome is written:
-	// a store that groups the writes of concurrent Completes (pgstore's
-	// batches, the file store's shared fsyncs) then writes more of them
-	// at once, and no handler waits for another's commit.
+	// concurrency limit. A handler's slot is given back once its attempt
+	// holds one (handed), so that the next job starts while the outcome
+	// is written: a store that groups the writes of concurrent Completes
+	// (pgstore's batches, the file store's shared fsyncs) then writes more
+	// of them at once, and no handler waits for another's commit.
 	completing chan struct{}
 	// idle hands a claimed job to a worker goroutine waiting for one;
 	// stopped is closed when the claim loop ends, and ends those waits.
@@ -259,7 +259,7 @@ type loop struct {
 	// backlog says that the last claim found a job for each of its slots.
 	backlog bool
 	// detached is workCtx without its cancellation, the parent of the
-	// contexts under which outcomes are recorded.
+	// contexts under which outcomes are recorded and attempts released.
 	detached context.Context
 }
 
