@@ -171,3 +171,33 @@ func TestClaimElsewhereDropsCandidate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, y.ID, again.ID)
 }
+
+// TestClaimWithJobsDoesNotRescan: a claim that found a job returns it
+// without listing queued/, even with slots left (an idle runner's claim of
+// the one job just submitted, whose start the listing would delay); a
+// claim that finds none still lists queued/ once, for jobs whose events
+// were lost.
+func TestClaimWithJobsDoesNotRescan(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, t.TempDir(), &Options{NoSync: true, PollInterval: time.Hour, RecoverInterval: time.Hour})
+	req := jobstore.ClaimRequest{Worker: "w"}
+	_, err := s.ClaimBatch(ctx, req, 5)
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
+	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, pending := s.pending[j.ID]
+		return pending || s.cands.has(j.ID)
+	}, 5*time.Second, time.Millisecond, "no event for the submitted job")
+	before := s.rescans.Load()
+	got, err := s.ClaimBatch(ctx, req, 5)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, j.ID, got[0].ID)
+	require.Equal(t, before, s.rescans.Load(), "a claim that found a job listed queued/")
+	_, err = s.ClaimBatch(ctx, req, 5)
+	require.ErrorIs(t, err, jobstore.ErrNoJob)
+	require.Equal(t, before+1, s.rescans.Load(), "a claim that found nothing did not list queued/")
+}

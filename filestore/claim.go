@@ -90,9 +90,13 @@ func (s *Store) claim(ctx context.Context, req jobstore.ClaimRequest, want int) 
 			}
 			return nil, err
 		}
-		if !rescanned && s.noCands() {
+		if !rescanned && len(r.jobs) == 0 && s.noCands() {
 			// An empty set may only mean lost events: look at queued/
 			// itself once (cheap when it is empty too) before saying no.
+			// A claim that has jobs returns them without looking: the
+			// listing would delay their start (an idle runner's claim
+			// finds one job and has slots left), and the next claim that
+			// finds none looks.
 			rescanned = true
 			s.mu.Lock()
 			s.rescan = true

@@ -115,6 +115,8 @@ type Store struct {
 	// them; rescan asks for a full rescan of queued/.
 	pending map[string]struct{}
 	rescan  bool
+	// rescans counts the full rescans of queued/ (tests).
+	rescans atomic.Int64
 	// repairedInBackground is set once maintain has made the repairs of
 	// Repair; until then maintain tries them, a minute apart.
 	repairedInBackground atomic.Bool

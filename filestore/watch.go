@@ -221,6 +221,7 @@ func (s *Store) refreshCands() (int, error) {
 
 	var gone []string
 	if full {
+		s.rescans.Add(1)
 		// Names only and unsorted (readNames): os.ReadDir would make a
 		// DirEntry of each and sort them, for a set that needs neither; a
 		// claimer rescans every PollInterval, whatever the backlog.
