@@ -347,7 +347,7 @@ func (f osFS) PlaceNew(nf *newFile) error {
 		}
 		// This process cannot name a file without a name (ok=false), or
 		// the naming failed in a way a temp file's rename may not (an
-		// LSM that refuses /proc/self/fd, say): a temp file now, and
+		// LSM that refuses the link, say): a temp file now, and
 		// from now on if that works.
 		if nf.tmp, err = f.WriteTemp(nf.tmpDir, nf.data, nf.perm, false); err != nil {
 			return err

@@ -3,9 +3,12 @@
 package filestore
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestFilesystemKinds: the filesystems where flock, rename and inotify do
@@ -74,4 +77,50 @@ func TestSyncFSReaches(t *testing.T) {
 	require.NoError(t, err)
 	ok, name := syncFSReaches(fi)
 	t.Logf("t.TempDir() is on %s (block device %v, Linux %s): syncfs used: %v", name, fi.BlockDev, fi.Kernel, ok)
+}
+
+// TestLinkUnnamedWays: a file without a name is named whole by either way
+// linkUnnamed has, AT_EMPTY_PATH (which this kernel allows the process
+// that opened the file) and /proc/self/fd (the way of a process refused
+// the other), and the way it found working is the one it keeps; an
+// existing name is an error either way, and the file it named is kept.
+func TestLinkUnnamedWays(t *testing.T) {
+	was := emptyPathLinks.Load()
+	t.Cleanup(func() { emptyPathLinks.Store(was) })
+	for _, tc := range []struct {
+		name        string
+		state, then int32
+	}{
+		{"AT_EMPTY_PATH untried", 0, 1},
+		{"AT_EMPTY_PATH", 1, 1},
+		{"/proc/self/fd", -1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			d, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			require.NoError(t, err)
+			defer unix.Close(d)
+			name := func(data string) error {
+				fd, ok, err := openUnnamed(d, 0o600)
+				require.True(t, ok, "this file system has files without a name: %v", err)
+				require.NoError(t, err)
+				defer unix.Close(fd)
+				_, err = unix.Write(fd, []byte(data))
+				require.NoError(t, err)
+				ok, err = linkUnnamed(fd, d, "a.json")
+				require.True(t, ok)
+				return err
+			}
+			emptyPathLinks.Store(tc.state)
+			require.NoError(t, name("first"))
+			require.Equal(t, tc.then, emptyPathLinks.Load())
+			require.ErrorIs(t, name("second"), unix.EEXIST)
+			got, err := os.ReadFile(filepath.Join(dir, "a.json"))
+			require.NoError(t, err)
+			require.Equal(t, "first", string(got))
+			ents, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			require.Len(t, ents, 1, "a file without a name was left named")
+		})
+	}
 }
