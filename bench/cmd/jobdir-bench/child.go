@@ -23,7 +23,7 @@ const childEnv = "JOBDIR_BENCH_CHILD"
 // childSpec tells a child process what to do.
 type childSpec struct {
 	// Role is the part the child plays: work, latency, cancel, victim,
-	// rescuer or scale.
+	// rescuer, scale or wake (measureIdleWake).
 	Role string `json:"role"`
 	// System names the system under test.
 	System string `json:"system"`
@@ -211,8 +211,11 @@ func runChild(spec childSpec, stdin io.Reader, stdout io.Writer) error {
 		}
 		stop()
 	}()
-	if spec.Role == "scale" {
+	switch spec.Role {
+	case "scale":
 		return runScaleChild(ctx, spec, o)
+	case "wake":
+		return runWakeChild(ctx, spec, o)
 	}
 	sys, err := findSystem(spec.System)
 	if err != nil {

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/google/renameio/v2"
 )
 
@@ -143,4 +146,91 @@ func measureIdleFlush(ctx context.Context, c *config, n int) ([]float64, error) 
 		off += floorRecord
 	}
 	return ms, nil
+}
+
+// measureIdleWake measures the other part of the floor of the idle latency
+// figures: how long a process that waits on inotify (through fsnotify, as
+// the file store's watcher does) takes to see a file that this process
+// creates, at the pace of the latency figures (sampleGap). A job that
+// another process starts must be seen there first, so an idle submit to
+// start takes this on top of the submit's flush (measureIdleFlush), before
+// any claim. It returns the times in milliseconds.
+func measureIdleWake(ctx context.Context, c *config, n int) ([]float64, error) {
+	root, err := os.MkdirTemp(c.Dir, "jobdir-bench-wake-")
+	if err != nil {
+		return nil, err
+	}
+	defer c.discard(root)
+	k, err := startChild(ctx, childSpec{Role: "wake", Dir: root})
+	if err != nil {
+		return nil, err
+	}
+	defer k.kill()
+	if _, err := k.expect(ctx, "ready", time.Minute); err != nil {
+		return nil, err
+	}
+	var ms []float64
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		time.Sleep(sampleGap(i))
+		// The name carries the time, as a latency sample's payload does.
+		f, err := os.Create(filepath.Join(root, strconv.FormatInt(time.Now().UnixNano(), 10)))
+		if err != nil {
+			return nil, err
+		}
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+		fields, err := k.expect(ctx, "woke", latencySampleWait)
+		if err != nil {
+			return nil, err
+		}
+		ns, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("wake child: %q: %w", fields[0], err)
+		}
+		ms = append(ms, float64(ns)/1e6)
+	}
+	return ms, k.stop(time.Minute)
+}
+
+// runWakeChild is the child of measureIdleWake: it watches spec.Dir and
+// prints "woke NANOS" for each file created there, the time from the one
+// its name carries to the event's arrival, until ctx ends.
+func runWakeChild(ctx context.Context, spec childSpec, o *out) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := w.Add(spec.Dir); err != nil {
+		return err
+	}
+	o.println("ready")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			now := time.Now().UnixNano()
+			if !ok {
+				return errors.New("watcher closed")
+			}
+			if !ev.Has(fsnotify.Create) {
+				continue
+			}
+			t, err := strconv.ParseInt(filepath.Base(ev.Name), 10, 64)
+			if err != nil {
+				continue
+			}
+			o.println("woke", now-t)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("watcher closed")
+			}
+			return fmt.Errorf("watcher: %w", err)
+		}
+	}
 }

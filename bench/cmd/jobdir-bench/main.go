@@ -287,7 +287,7 @@ func parseSize(s string) (int, bool) {
 
 // metricByID returns the definition of a metric from its ID.
 func metricByID(id string) (metric, bool) {
-	for _, m := range []metric{mInsert1, mInsert16, mBatch, mFloor1, mFloor4, mIdleFlush, mCancel50, mCancel99, mKill} {
+	for _, m := range []metric{mInsert1, mInsert16, mBatch, mFloor1, mFloor4, mIdleFlush, mIdleWake, mCancel50, mCancel99, mKill} {
 		if m.ID == id {
 			return m, true
 		}

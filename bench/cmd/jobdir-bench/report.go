@@ -342,11 +342,19 @@ func (rp *report) targets(fs string) []target {
 	}
 	if v, ok := rp.median(latencyMetric(false, 50).ID, fs); ok {
 		measured := fmtNum(v) + " ms"
+		var floor []string
 		if f, ok := rp.median(mIdleFlush.ID, "floor"); ok {
-			// A durable submit waits for one flush at least: the disk's
-			// own time for it, idle, says how much of the target is left
-			// to the store.
-			measured += fmt.Sprintf(" (the disk's idle flush alone: %s ms)", fmtNum(f))
+			// A durable submit waits for one flush at least, and the
+			// other process must then be woken: the disk's and the
+			// kernel's own times for them, idle, say how much of the
+			// target is left to the store.
+			floor = append(floor, "the disk's idle flush alone: "+fmtNum(f)+" ms")
+		}
+		if w, ok := rp.median(mIdleWake.ID, "floor"); ok {
+			floor = append(floor, "a wake-up in another process: "+fmtNum(w)+" ms")
+		}
+		if len(floor) > 0 {
+			measured += " (" + strings.Join(floor, "; ") + ")"
 		}
 		add("submit to handler start, other process, idle, p50 < 1 ms", measured, v < 1, true)
 	}

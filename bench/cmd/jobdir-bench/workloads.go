@@ -116,9 +116,11 @@ var (
 	mFloor4   = metric{ID: "floor-4", Title: "durable file creates, 4 writers", Unit: "files/s", Higher: true, Group: "floor", Order: 2}
 	// mIdleFlush is the floor of the idle latency figures (measureIdleFlush).
 	mIdleFlush = metric{ID: "floor-idle-flush", Title: "a write and fdatasync of a written file after an idle gap, p50", Unit: "ms", Group: "floor", Order: 3}
-	mCancel50  = metric{ID: "cancel-p50", Title: "cancel to handler ctx done, other process, p50", Unit: "ms", Group: "latency", Order: 30}
-	mCancel99  = metric{ID: "cancel-p99", Title: "cancel to handler ctx done, other process, p99", Unit: "ms", Group: "latency", Order: 31}
-	mKill      = metric{ID: "kill", Title: "SIGKILL of worker to job start elsewhere", Unit: "ms", Group: "latency", Order: 40}
+	// mIdleWake is the other part of that floor (measureIdleWake).
+	mIdleWake = metric{ID: "floor-idle-wake", Title: "a file created, seen through inotify in another process, after an idle gap, p50", Unit: "ms", Group: "floor", Order: 4}
+	mCancel50 = metric{ID: "cancel-p50", Title: "cancel to handler ctx done, other process, p50", Unit: "ms", Group: "latency", Order: 30}
+	mCancel99 = metric{ID: "cancel-p99", Title: "cancel to handler ctx done, other process, p99", Unit: "ms", Group: "latency", Order: 31}
+	mKill     = metric{ID: "kill", Title: "SIGKILL of worker to job start elsewhere", Unit: "ms", Group: "latency", Order: 40}
 )
 
 func workoffMetric(procs, workers int) metric {
@@ -789,7 +791,7 @@ func runKill(ctx context.Context, c *config, r *results, s *system) error {
 }
 
 // runFloor measures durable file creates from 1 and 4 writers, and the
-// time of a flush after an idle gap.
+// times of a flush and of a wake-up across processes after an idle gap.
 func runFloor(ctx context.Context, c *config, r *results) error {
 	for _, w := range []int{1, 4} {
 		m := mFloor1
@@ -810,6 +812,12 @@ func runFloor(ctx context.Context, c *config, r *results) error {
 	v := percentile(ms, 50)
 	r.add(mIdleFlush, "floor", v)
 	c.logf("%-20s %-34s %10.2f %s", "floor", mIdleFlush.Title, v, mIdleFlush.Unit)
+	if ms, err = measureIdleWake(ctx, c, c.LatencyN); err != nil {
+		return fmt.Errorf("floor: idle wake: %w", err)
+	}
+	v = percentile(ms, 50)
+	r.add(mIdleWake, "floor", v)
+	c.logf("%-20s %-34s %10.2f %s", "floor", mIdleWake.Title, v, mIdleWake.Unit)
 	return nil
 }
 
