@@ -212,7 +212,9 @@ type claimRun struct {
 // run claims candidates until it has want jobs or no untried candidate is
 // due, with up to claimParallel goroutines when want is more than one.
 func (r *claimRun) run(ctx context.Context) {
-	n := min(r.want-len(r.jobs), claimParallel)
+	// No more claimers than candidates: an idle Store's claim of the one
+	// job just submitted, or a look that finds none, starts no goroutine.
+	n := min(r.want-len(r.jobs), claimParallel, r.s.candCount())
 	if n <= 1 {
 		r.claimLoop(ctx)
 		return
@@ -684,9 +686,14 @@ func (s *Store) takeSlots(h *leaseHold, qv *queueView, j jobstore.Job) error {
 
 // noCands reports whether the candidate set is empty.
 func (s *Store) noCands() bool {
+	return s.candCount() == 0
+}
+
+// candCount returns the number of candidates, due or not.
+func (s *Store) candCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cands.len() == 0
+	return s.cands.len()
 }
 
 func (s *Store) dropCand(id string) {
