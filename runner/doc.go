@@ -38,7 +38,10 @@
 // slots (its last claim found a job for each), it waits a millisecond
 // before it claims, so that the slots that handlers free meanwhile are
 // claimed for together (TestClaimGathersFreedSlotsUnderBacklog); an idle
-// runner claims at once (TestNoClaimGatherWhenSlotsWereLeftEmpty).
+// runner claims at once (TestNoClaimGatherWhenSlotsWereLeftEmpty). The
+// workers handed the jobs of a claim get the processor before the runner
+// claims again, so that an idle runner's one job does not wait behind its
+// next claim (TestHandlerStartsBeforeNextClaim).
 //
 // A handler's slot is free again as soon as the handler returns: its
 // outcome is recorded while the next job runs, so that no handler waits

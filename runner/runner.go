@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -309,6 +310,14 @@ func (l *loop) claimLoop(ctx, workCtx context.Context) error {
 			l.failures, l.emptyWakes = 0, 0
 			for i := range jobs {
 				l.start(workCtx, &jobs[i])
+			}
+			if len(jobs) > 0 {
+				// Let the workers just handed a job run before this
+				// goroutine claims again: otherwise the next claim's
+				// goroutines, and a store's flush it wakes, may take this
+				// processor first, and an idle runner's one job starts
+				// only when another processor wakes (TestHandlerStartsBeforeNextClaim).
+				runtime.Gosched()
 			}
 			continue
 		}
