@@ -150,12 +150,7 @@ func TestClaimElsewhereDropsCandidate(t *testing.T) {
 	got, err := a.Claim(ctx, jobstore.ClaimRequest{Worker: "a"})
 	require.NoError(t, err)
 	require.Equal(t, x.ID, got.ID)
-	isCand := func(id string) bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		_, pending := a.pending[id]
-		return a.cands.has(id) || pending
-	}
+	isCand := func(id string) bool { return seenQueued(a, id) }
 	require.True(t, isCand(y.ID))
 
 	other, err := b.Claim(ctx, jobstore.ClaimRequest{Worker: "b"})
@@ -185,12 +180,7 @@ func TestClaimWithJobsDoesNotRescan(t *testing.T) {
 	require.ErrorIs(t, err, jobstore.ErrNoJob)
 	j, _, err := s.Submit(ctx, jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		_, pending := s.pending[j.ID]
-		return pending || s.cands.has(j.ID)
-	}, 5*time.Second, time.Millisecond, "no event for the submitted job")
+	require.Eventually(t, func() bool { return seenQueued(s, j.ID) }, 5*time.Second, time.Millisecond, "no event for the submitted job")
 	before := s.rescans.Load()
 	got, err := s.ClaimBatch(ctx, req, 5)
 	require.NoError(t, err)
@@ -200,4 +190,13 @@ func TestClaimWithJobsDoesNotRescan(t *testing.T) {
 	_, err = s.ClaimBatch(ctx, req, 5)
 	require.ErrorIs(t, err, jobstore.ErrNoJob)
 	require.Equal(t, before+1, s.rescans.Load(), "a claim that found nothing did not list queued/")
+}
+
+// seenQueued reports whether s's watcher has seen job id in queued/: it is
+// a candidate, or marked for the next refresh.
+func seenQueued(s *Store, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, pending := s.pending[id]
+	return pending || s.cands.has(id)
 }

@@ -497,12 +497,7 @@ func TestAttributeEventsIgnored(t *testing.T) {
 	// seen, the two before it were handled.
 	b, _, err := s.Submit(t.Context(), jobstore.Spec{Kind: "k"})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		_, ok := s.pending[b.ID]
-		return ok || s.cands.has(b.ID)
-	}, 10*time.Second, time.Millisecond, "the next job's event was not handled")
+	require.Eventually(t, func() bool { return seenQueued(s, b.ID) }, 10*time.Second, time.Millisecond, "the next job's event was not handled")
 	s.mu.Lock()
 	_, pending := s.pending[a.ID]
 	s.mu.Unlock()
