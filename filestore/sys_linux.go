@@ -238,7 +238,8 @@ func openUnnamed(dfd int, perm uint32) (fd int, ok bool, err error) {
 // (emptyPathLinks). ok=false, with the error, says neither way is open to
 // this process (no /proc of its PID namespace, and AT_EMPTY_PATH refused).
 func linkUnnamed(fd, dfd int, name string) (ok bool, err error) {
-	if emptyPathLinks.Load() >= 0 {
+	tried := emptyPathLinks.Load() >= 0
+	if tried {
 		err = unix.Linkat(fd, "", dfd, name, unix.AT_EMPTY_PATH)
 		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) {
 			emptyPathLinks.Store(1)
@@ -246,15 +247,18 @@ func linkUnnamed(fd, dfd int, name string) (ok bool, err error) {
 		}
 		// Refused: the flag needs a capability this process lacks
 		// (ENOENT: the kernel took the empty path as a name), or a
-		// security module said no. dfd exists, and fd is a file
-		// without a name that may be linked.
-		emptyPathLinks.Store(-1)
+		// security module said no; or dfd is a directory removed since
+		// it was opened, which the way through /proc tells apart.
 	}
 	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
 	if errors.Is(err, unix.ENOENT) {
 		// No /proc/self/fd/<fd> (fd is open, so /proc is not this
-		// process's).
+		// process's), or no dfd: nothing learnt about AT_EMPTY_PATH.
 		return false, err
+	}
+	if tried {
+		// dfd is there, so AT_EMPTY_PATH was refused.
+		emptyPathLinks.Store(-1)
 	}
 	return true, err
 }

@@ -123,4 +123,27 @@ func TestLinkUnnamedWays(t *testing.T) {
 			require.Len(t, ents, 1, "a file without a name was left named")
 		})
 	}
+	// A directory removed since it was opened refuses either way; that
+	// says nothing of AT_EMPTY_PATH, which stays the way that worked.
+	t.Run("removed directory", func(t *testing.T) {
+		dir := t.TempDir()
+		d, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		defer unix.Close(d)
+		gone := filepath.Join(dir, "gone")
+		require.NoError(t, os.Mkdir(gone, 0o700))
+		g, err := unix.Open(gone, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		defer unix.Close(g)
+		require.NoError(t, os.Remove(gone))
+		fd, ok, err := openUnnamed(d, 0o600)
+		require.True(t, ok)
+		require.NoError(t, err)
+		defer unix.Close(fd)
+		emptyPathLinks.Store(1)
+		ok, err = linkUnnamed(fd, g, "a.json")
+		require.False(t, ok)
+		require.ErrorIs(t, err, unix.ENOENT)
+		require.EqualValues(t, 1, emptyPathLinks.Load())
+	})
 }
